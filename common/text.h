@@ -1,0 +1,30 @@
+// Small text helpers shared by the driver, the rank runner and the results code.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fanout {
+
+std::string trim(std::string_view s);
+std::vector<std::string> split(std::string_view s, char sep);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+bool starts_with(std::string_view s, std::string_view prefix);
+
+// Quotes a word for POSIX sh so that it is never interpreted ('...' with embedded quotes escaped).
+std::string shell_quote(std::string_view word);
+
+// Strict number parsing: the whole string must be the number.
+std::optional<int64_t> parse_int(std::string_view s);
+std::optional<double> parse_double(std::string_view s);
+std::optional<bool> parse_bool(std::string_view s);
+
+// 64-bit FNV-1a, rendered as 16 hex digits: stable across builds and machines.
+std::string fnv1a_hex(std::string_view data);
+
+// Keeps [A-Za-z0-9._-], replaces anything else with '_' (for directory names built from values).
+std::string filename_safe(std::string_view s, size_t max_len = 64);
+
+}  // namespace fanout

@@ -1,0 +1,96 @@
+#include "launchers/job_spec.h"
+
+#include "common/error.h"
+
+namespace fanout {
+
+int JobSpec::total_nodes() const {
+  int n = 0;
+  for (auto& s : steps)
+    if (s.placement != "colocated") n += s.nodes;
+  return n;
+}
+
+int JobSpec::total_ranks() const {
+  int n = 0;
+  for (auto& s : steps) n += s.ranks();
+  return n;
+}
+
+std::vector<int> JobSpec::step_nodes(size_t s) const {
+  int offset = 0;
+  for (size_t i = 0; i < s; ++i)
+    if (steps[i].placement != "colocated") offset += steps[i].nodes;
+  if (steps[s].placement == "colocated") offset = 0;
+  std::vector<int> nodes;
+  for (int k = 0; k < steps[s].nodes; ++k) nodes.push_back(offset + k);
+  return nodes;
+}
+
+void JobSpec::validate() const {
+  if (steps.empty()) throw UserError("job " + name + " has no steps");
+  for (auto& s : steps) {
+    if (s.nodes < 1 || s.tasks_per_node < 1)
+      throw UserError("job " + name + ": step '" + s.role + "' needs at least one node and one task per node");
+    if (s.placement == "colocated" && s.nodes > steps[0].nodes)
+      throw UserError("job " + name + ": colocated step '" + s.role + "' needs " + std::to_string(s.nodes) +
+                      " nodes but the first step has " + std::to_string(steps[0].nodes));
+  }
+  if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
+}
+
+std::vector<std::string> rank_argv(const JobSpec& job, size_t step) {
+  return {job.rank_exe.string(), "--plugin", job.plugin_path.string(), "--role", job.steps[step].role,
+          "--run-dir", job.run_dir.string()};
+}
+
+std::vector<RankLaunch> plan_local_ranks(const JobSpec& job, const std::string& node_name, const EnvList& job_env) {
+  std::vector<RankLaunch> out;
+  const std::string job_ranks = std::to_string(job.total_ranks());
+  for (size_t s = 0; s < job.steps.size(); ++s) {
+    const auto& step = job.steps[s];
+    auto nodes = job.step_nodes(s);
+    for (int r = 0; r < step.ranks(); ++r) {
+      RankLaunch l;
+      l.step = s;
+      l.rank = r;
+      l.node_index = nodes[r / step.tasks_per_node];
+      l.local_rank = r % step.tasks_per_node;
+      l.argv = rank_argv(job, s);
+      l.env = job.env;
+      l.env.insert(l.env.end(), job_env.begin(), job_env.end());
+      l.env.insert(l.env.end(), {{"FANOUT_RANK", std::to_string(r)},
+                                 {"FANOUT_SIZE", std::to_string(step.ranks())},
+                                 {"FANOUT_LOCAL_RANK", std::to_string(l.local_rank)},
+                                 {"FANOUT_LOCAL_SIZE", std::to_string(step.tasks_per_node)},
+                                 {"FANOUT_NODE_INDEX", std::to_string(l.node_index)},
+                                 {"FANOUT_NODE", node_name},
+                                 {"FANOUT_JOB_RANKS", job_ranks}});
+      out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
+const char* job_state_name(JobState s) {
+  switch (s) {
+    case JobState::Pending: return "PENDING";
+    case JobState::Running: return "RUNNING";
+    case JobState::Completed: return "COMPLETED";
+    case JobState::Failed: return "FAILED";
+    case JobState::Timeout: return "TIMEOUT";
+    case JobState::Cancelled: return "CANCELLED";
+    case JobState::NodeFail: return "NODE_FAIL";
+    case JobState::Preempted: return "PREEMPTED";
+    case JobState::Requeued: return "REQUEUED";
+    case JobState::OutOfMemory: return "OUT_OF_MEMORY";
+    case JobState::Unknown: return "UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+bool job_state_final(JobState s) {
+  return s != JobState::Pending && s != JobState::Running && s != JobState::Requeued && s != JobState::Unknown;
+}
+
+}  // namespace fanout

@@ -1,0 +1,86 @@
+// What a scheduler is asked to run: one job = one run = one or more steps (groups of ranks of one role).
+// JobSpec is the only thing schedulers (local, slurm, pbs) and launchers (local, srun, mpirun) share.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fanout {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+struct StepSpec {
+  std::string role;
+  int nodes = 1;
+  int tasks_per_node = 1;
+  int cpus_per_task = 1;
+  std::string placement = "disjoint";  // "disjoint": nodes of its own; "colocated": the first step's nodes
+  int ranks() const { return nodes * tasks_per_node; }
+};
+
+struct SchedulerOptions {  // allocation requests; the local scheduler ignores what it cannot honour
+  std::string partition, account, constraint;
+  bool exclusive = false;
+  std::vector<std::string> extra_args;
+};
+
+struct JobSpec {
+  std::string name;                   // the run's session name
+  std::filesystem::path run_dir;      // absolute
+  std::filesystem::path rank_exe;     // fanout-rank, absolute
+  std::filesystem::path plugin_path;  // absolute path of the plugin's .so
+  std::vector<StepSpec> steps;
+  int64_t walltime_s = 3600;
+  SchedulerOptions options;
+  EnvList env;  // extra environment for every rank
+
+  // Nodes the allocation needs: the disjoint steps' nodes side by side (colocated steps add none).
+  int total_nodes() const;
+  int total_ranks() const;
+  // Node indices (0-based, within the allocation) that step s runs on.
+  std::vector<int> step_nodes(size_t s) const;
+  // Throws UserError if the steps are inconsistent (a colocated step needing more nodes than the first).
+  void validate() const;
+};
+
+// One rank as a launcher starts it: which node, and the argv/env of fanout-rank.
+struct RankLaunch {
+  size_t step = 0;
+  int rank = 0;  // within the step
+  int node_index = 0;
+  int local_rank = 0;
+  std::vector<std::string> argv;
+  EnvList env;
+};
+
+// argv of fanout-rank for one step (identical on every rank; the rank learns its place from the environment).
+std::vector<std::string> rank_argv(const JobSpec& job, size_t step);
+// The per-rank environment the local launcher sets (FANOUT_RANK, FANOUT_SIZE, ...), for every rank of the job.
+std::vector<RankLaunch> plan_local_ranks(const JobSpec& job, const std::string& node_name, const EnvList& job_env);
+
+// Job states in Slurm's words; the strings are stored in the results database.
+enum class JobState { Pending, Running, Completed, Failed, Timeout, Cancelled, NodeFail, Preempted, Requeued, OutOfMemory, Unknown };
+const char* job_state_name(JobState s);
+bool job_state_final(JobState s);
+
+struct RankExit {
+  size_t step = 0;
+  int rank = 0;
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;
+};
+
+struct JobStatus {
+  std::string job_id;
+  JobState state = JobState::Pending;
+  int exit_code = 0;
+  int signal = 0;
+  std::string reason;     // for failures: which rank, how, where the logs are
+  std::string node_list;  // e.g. "n[1-4]" or the local host name
+  int64_t start_wall_ns = 0, end_wall_ns = 0;
+  std::vector<RankExit> ranks;  // per-rank exits where the scheduler knows them
+};
+
+}  // namespace fanout

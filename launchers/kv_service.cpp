@@ -1,0 +1,264 @@
+#include "launchers/kv_service.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/text.h"
+
+namespace fanout {
+
+std::string random_token(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
+    if (n > 0) got += size_t(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : buf) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+namespace {
+
+struct Conn {
+  int fd = -1;
+  std::string in, out;
+  std::string token;  // empty until AUTH
+  enum class Wait { None, Get, Fence } wait = Wait::None;
+  std::string wait_key;
+  int64_t deadline_ns = 0;
+  bool closing = false;
+};
+
+struct Job {
+  int fence_size = 1;
+  std::map<std::string, std::string> kv;
+  std::vector<Conn*> fence_waiters;
+};
+
+}  // namespace
+
+struct KvService::Impl {
+  int listen_fd = -1;
+  int wake_pipe[2] = {-1, -1};
+  int port = 0;
+  std::atomic<bool> stop{false};
+  std::mutex mu;  // guards jobs
+  std::map<std::string, Job> jobs;
+  std::list<Conn> conns;
+  std::thread thread;
+
+  void reply_value(Conn& c, const std::string& v) {
+    c.out += "VAL " + std::to_string(v.size()) + "\n";
+    c.out += v;
+    c.wait = Conn::Wait::None;
+  }
+  void reply(Conn& c, const std::string& line) {
+    c.out += line + "\n";
+    c.wait = Conn::Wait::None;
+  }
+
+  void release_fence(Job& job) {
+    for (Conn* w : job.fence_waiters) reply(*w, "OK");
+    job.fence_waiters.clear();
+  }
+
+  // Consumes complete commands from c.in; returns false when the connection must be closed.
+  bool handle(Conn& c) {
+    while (c.wait == Conn::Wait::None) {
+      size_t nl = c.in.find('\n');
+      if (nl == std::string::npos) return c.in.size() < 4096;
+      std::string line = c.in.substr(0, nl);
+      std::istringstream ls(line);
+      std::string cmd;
+      ls >> cmd;
+      if (cmd == "AUTH") {
+        std::string token;
+        ls >> token;
+        c.in.erase(0, nl + 1);
+        if (!jobs.count(token)) return reply(c, "ERR unknown job token"), false;
+        c.token = token;
+        reply(c, "OK");
+        continue;
+      }
+      if (c.token.empty() || !jobs.count(c.token)) return reply(c, "ERR not authenticated"), false;
+      Job& job = jobs[c.token];
+      if (cmd == "PUT") {
+        std::string key;
+        size_t len = 0;
+        if (!(ls >> key >> len) || len > (64u << 20)) return reply(c, "ERR malformed PUT"), false;
+        if (c.in.size() < nl + 1 + len) return true;  // wait for the payload
+        job.kv[key] = c.in.substr(nl + 1, len);
+        c.in.erase(0, nl + 1 + len);
+        reply(c, "OK");
+        for (Conn& other : conns)
+          if (other.wait == Conn::Wait::Get && other.token == c.token && other.wait_key == key) reply_value(other, job.kv[key]);
+      } else if (cmd == "GET") {
+        std::string key;
+        int64_t timeout_ms = 0;
+        if (!(ls >> key >> timeout_ms)) return reply(c, "ERR malformed GET"), false;
+        c.in.erase(0, nl + 1);
+        auto it = job.kv.find(key);
+        if (it != job.kv.end()) {
+          reply_value(c, it->second);
+        } else {
+          c.wait = Conn::Wait::Get;
+          c.wait_key = key;
+          c.deadline_ns = monotonic_ns() + timeout_ms * 1000000;
+        }
+      } else if (cmd == "FENCE") {
+        int64_t timeout_ms = 0;
+        if (!(ls >> timeout_ms)) return reply(c, "ERR malformed FENCE"), false;
+        c.in.erase(0, nl + 1);
+        c.wait = Conn::Wait::Fence;
+        c.deadline_ns = monotonic_ns() + timeout_ms * 1000000;
+        job.fence_waiters.push_back(&c);
+        if (int(job.fence_waiters.size()) >= job.fence_size) release_fence(job);
+      } else {
+        return reply(c, "ERR unknown command"), false;
+      }
+    }
+    return true;
+  }
+
+  void expire(int64_t now) {
+    for (Conn& c : conns) {
+      if (c.wait == Conn::Wait::None || now < c.deadline_ns) continue;
+      if (c.wait == Conn::Wait::Fence) {
+        auto& w = jobs[c.token].fence_waiters;
+        w.erase(std::remove(w.begin(), w.end(), &c), w.end());
+      }
+      reply(c, "ERR timeout");
+    }
+  }
+
+  void drop(Conn& c) {
+    if (!c.token.empty() && jobs.count(c.token)) {
+      auto& w = jobs[c.token].fence_waiters;
+      w.erase(std::remove(w.begin(), w.end(), &c), w.end());
+    }
+    ::close(c.fd);
+  }
+
+  void loop() {
+    std::vector<pollfd> fds;
+    while (!stop) {
+      fds.clear();
+      fds.push_back({listen_fd, POLLIN, 0});
+      fds.push_back({wake_pipe[0], POLLIN, 0});
+      for (Conn& c : conns) fds.push_back({c.fd, short(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+      ::poll(fds.data(), fds.size(), 20);
+      std::lock_guard<std::mutex> lock(mu);
+      if (fds[0].revents & POLLIN) {
+        int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+          int one = 1;
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          conns.push_back(Conn{});
+          conns.back().fd = fd;
+        }
+      }
+      if (fds[1].revents & POLLIN) {
+        char b[64];
+        (void)!::read(wake_pipe[0], b, sizeof b);
+      }
+      size_t i = 2;
+      for (auto it = conns.begin(); it != conns.end(); ++i) {
+        Conn& c = *it;
+        bool keep = true;
+        if (i < fds.size() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+          char buf[65536];
+          ssize_t n = ::read(c.fd, buf, sizeof buf);
+          if (n > 0) {
+            c.in.append(buf, size_t(n));
+            keep = handle(c);
+          } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            keep = false;
+            c.out.clear();
+          }
+        }
+        if (!c.out.empty()) {
+          ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+          if (n > 0) c.out.erase(0, size_t(n));
+          else if (n < 0 && errno != EAGAIN && errno != EINTR) keep = false, c.out.clear();
+        }
+        if (!keep && c.out.empty()) {
+          drop(c);
+          it = conns.erase(it);
+        } else {
+          if (!keep) c.closing = true;
+          ++it;
+        }
+      }
+      expire(monotonic_ns());
+    }
+    for (Conn& c : conns) ::close(c.fd);
+    conns.clear();
+  }
+};
+
+KvService::KvService() : impl_(std::make_unique<Impl>()) {
+  impl_->listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (impl_->listen_fd < 0 || ::bind(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(impl_->listen_fd, 1024) != 0)
+    throw UserError(std::string("rendezvous service: cannot listen on 127.0.0.1: ") + std::strerror(errno));
+  socklen_t len = sizeof a;
+  ::getsockname(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+  impl_->port = ntohs(a.sin_port);
+  if (::pipe2(impl_->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw UserError("rendezvous service: pipe failed");
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+KvService::~KvService() {
+  impl_->stop = true;
+  (void)!::write(impl_->wake_pipe[1], "x", 1);
+  impl_->thread.join();
+  ::close(impl_->listen_fd);
+  ::close(impl_->wake_pipe[0]);
+  ::close(impl_->wake_pipe[1]);
+}
+
+std::string KvService::address() const { return "127.0.0.1:" + std::to_string(impl_->port); }
+
+std::string KvService::open_job(int fence_size) {
+  std::string token = random_token();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->jobs[token].fence_size = fence_size;
+  return token;
+}
+
+void KvService::close_job(const std::string& token) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->jobs.erase(token);
+  for (Conn& c : impl_->conns)
+    if (c.token == token) c.token.clear(), c.wait = Conn::Wait::None;
+}
+
+}  // namespace fanout

@@ -1,0 +1,37 @@
+// The local launcher's rendezvous service: a key-value store with a fence, for the ranks of each job,
+// served by one thread of the driver over TCP on the loopback interface. (Under srun --mpi=pmix the ranks
+// use PMIx instead; the plugin sees the same put/get/fence either way.)
+//
+// Wire protocol, one command per request, text header lines ending in '\n':
+//   AUTH <token>                 -> OK | ERR <why>          first command of every connection; selects the job
+//   PUT <key> <len>\n<len bytes> -> OK
+//   GET <key> <timeout_ms>       -> VAL <len>\n<len bytes> | ERR timeout
+//   FENCE <timeout_ms>           -> OK (once every rank of the job has called FENCE) | ERR timeout
+// Keys are 1-256 bytes without white space. The token is random per job, so ranks of another job (or any
+// other local user) cannot read or write this job's keys.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace fanout {
+
+class KvService {
+ public:
+  KvService();  // binds 127.0.0.1 on an ephemeral port and starts the serving thread
+  ~KvService();
+  KvService(const KvService&) = delete;
+  KvService& operator=(const KvService&) = delete;
+
+  std::string address() const;           // "127.0.0.1:<port>"
+  std::string open_job(int fence_size);  // returns the job's token
+  void close_job(const std::string& token);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Random hex string from the kernel's CSPRNG (for tokens and passwords).
+std::string random_token(size_t bytes = 16);
+
+}  // namespace fanout

@@ -1,0 +1,242 @@
+#include "launchers/local.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/text.h"
+
+extern char** environ;
+
+namespace fanout {
+
+struct LocalScheduler::LocalJob {
+  std::string id, token;
+  JobSpec spec;
+  pid_t pgid = 0;
+  std::map<pid_t, RankExit> running;  // pid -> which rank
+  std::vector<RankExit> exits;
+  std::optional<RankExit> first_failure;
+  int64_t deadline_ns = 0, kill_at_ns = 0;
+  bool timed_out = false, cancelled = false, terminating = false;
+  JobStatus status;
+};
+
+namespace {
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// The environment of a child: ours, with the given variables set (overriding ours).
+std::vector<std::string> child_environment(const EnvList& add) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& [k, v] : add) env[k] = v;
+  std::vector<std::string> out;
+  for (auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_array(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string describe_exit(const JobSpec& spec, const RankExit& e) {
+  std::string who = "rank " + std::to_string(e.rank) + " of step '" + spec.steps[e.step].role + "'";
+  std::string how = e.signal ? "was killed by signal " + std::to_string(e.signal) + " (SIG" + sigabbrev_np(e.signal) + ")"
+                             : "exited with code " + std::to_string(e.exit_code);
+  return who + " " + how + "; logs: " + (spec.run_dir / (spec.steps[e.step].role + ".err")).string();
+}
+
+}  // namespace
+
+LocalScheduler::LocalScheduler(double kill_grace_s) : kill_grace_s_(kill_grace_s), host_(hostname()) {}
+
+LocalScheduler::~LocalScheduler() {
+  std::vector<std::string> ids;
+  for (auto& [id, j] : jobs_)
+    if (!job_state_final(j->status.state)) ids.push_back(id);
+  for (auto& [id, j] : jobs_)
+    if (!job_state_final(j->status.state)) signal_job(*j, SIGKILL);
+  for (auto& [pid, j] : by_pid_) waitpid(pid, nullptr, 0);
+}
+
+std::string LocalScheduler::render_script(const JobSpec& job) const {
+  std::string s = "#!/bin/bash\n# fanout local job " + job.name + ": " + std::to_string(job.total_ranks()) +
+                  " rank(s); fanout runs these processes itself and serves their rendezvous (FANOUT_KV).\n";
+  s += "cd " + shell_quote(job.run_dir.string()) + " || exit 1\n";
+  for (auto& r : plan_local_ranks(job, host_, {})) {
+    std::string line = "env";
+    for (auto& [k, v] : r.env) line += " " + k + "=" + shell_quote(v);
+    for (auto& a : r.argv) line += " " + shell_quote(a);
+    const std::string& role = job.steps[r.step].role;
+    line += " >>" + shell_quote(role + ".out") + " 2>>" + shell_quote(role + ".err") + " &\n";
+    s += line;
+  }
+  s += "wait\n";
+  return s;
+}
+
+std::string LocalScheduler::submit(const JobSpec& spec) {
+  spec.validate();
+  auto job = std::make_unique<LocalJob>();
+  job->id = "local-" + std::to_string(::getpid()) + "-" + std::to_string(next_id_++);
+  job->spec = spec;
+  job->token = kv_.open_job(spec.total_ranks());
+  job->status.job_id = job->id;
+  job->status.node_list = host_;
+  job->status.state = JobState::Running;
+  job->status.start_wall_ns = wall_ns();
+  job->deadline_ns = monotonic_ns() + spec.walltime_s * 1000000000;
+
+  auto plan = plan_local_ranks(spec, host_, {{"FANOUT_KV", kv_.address()}, {"FANOUT_KV_TOKEN", job->token}});
+  for (auto& r : plan) {
+    std::string role = spec.steps[r.step].role;
+    std::string out = (spec.run_dir / (role + ".out")).string(), err = (spec.run_dir / (role + ".err")).string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, job->pgid);  // 0 for the first rank: it leads the job's group
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    auto env = child_environment(r.env);
+    auto argv = r.argv;
+    auto cargv = c_array(argv), cenv = c_array(env);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      signal_job(*job, SIGKILL);
+      for (auto& [p, e] : job->running) waitpid(p, nullptr, 0);
+      kv_.close_job(job->token);
+      throw UserError("cannot start " + argv[0] + " for run " + spec.name + ": " + std::strerror(rc));
+    }
+    if (job->pgid == 0) job->pgid = pid;
+    RankExit who;
+    who.step = r.step;
+    who.rank = r.rank;
+    job->running[pid] = who;
+  }
+  for (auto& [pid, e] : job->running) by_pid_[pid] = job.get();
+  std::string id = job->id;
+  jobs_[id] = std::move(job);
+  return id;
+}
+
+void LocalScheduler::signal_job(LocalJob& job, int sig) {
+  if (job.pgid > 0) ::killpg(job.pgid, sig);
+}
+
+void LocalScheduler::reap() {
+  int st = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    auto it = by_pid_.find(pid);
+    if (it == by_pid_.end()) continue;
+    LocalJob& job = *it->second;
+    by_pid_.erase(it);
+    RankExit e = job.running[pid];
+    job.running.erase(pid);
+    if (WIFSIGNALED(st)) e.signal = WTERMSIG(st);
+    else e.exit_code = WEXITSTATUS(st);
+    job.exits.push_back(e);
+    // Only a failure before we started terminating the job is a cause; the rest are our own signals.
+    if ((e.signal || e.exit_code) && !job.first_failure && !job.terminating) job.first_failure = e;
+  }
+}
+
+void LocalScheduler::advance(LocalJob& job, int64_t now) {
+  if (job_state_final(job.status.state)) return;
+  if (!job.terminating && (job.first_failure || now >= job.deadline_ns || job.cancelled)) {
+    // A failed rank fails the run: stop its peers instead of letting them wait on it.
+    job.timed_out = !job.first_failure && !job.cancelled && now >= job.deadline_ns;
+    job.terminating = true;
+    job.kill_at_ns = now + int64_t(kill_grace_s_ * 1e9);
+    signal_job(job, SIGTERM);
+  } else if (job.terminating && now >= job.kill_at_ns && !job.running.empty()) {
+    signal_job(job, SIGKILL);
+  }
+  if (!job.running.empty()) return;
+  // Every rank has exited: any processes the ranks left behind in the group go too.
+  signal_job(job, SIGKILL);
+  kv_.close_job(job.token);
+  JobStatus& s = job.status;
+  s.end_wall_ns = wall_ns();
+  s.ranks = job.exits;
+  if (job.first_failure) {
+    s.state = JobState::Failed;
+    s.exit_code = job.first_failure->exit_code;
+    s.signal = job.first_failure->signal;
+    s.reason = describe_exit(job.spec, *job.first_failure);
+  } else if (job.cancelled) {
+    s.state = JobState::Cancelled;
+    s.reason = "cancelled";
+  } else if (job.timed_out) {
+    s.state = JobState::Timeout;
+    s.reason = "exceeded its wall time of " + std::to_string(job.spec.walltime_s) + " s; logs: " + job.spec.run_dir.string();
+  } else {
+    s.state = JobState::Completed;
+  }
+}
+
+std::vector<JobStatus> LocalScheduler::poll(const std::vector<std::string>& job_ids) {
+  reap();
+  int64_t now = monotonic_ns();
+  std::vector<JobStatus> out;
+  for (auto& id : job_ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) {
+      JobStatus s;
+      s.job_id = id;
+      s.state = JobState::Unknown;
+      out.push_back(s);
+      continue;
+    }
+    advance(*it->second, now);
+    out.push_back(it->second->status);
+  }
+  return out;
+}
+
+void LocalScheduler::cancel(const std::vector<std::string>& job_ids) {
+  for (auto& id : job_ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || job_state_final(it->second->status.state)) continue;
+    it->second->cancelled = true;
+    advance(*it->second, monotonic_ns());
+  }
+}
+
+std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
+  if (name == "local") return std::make_unique<LocalScheduler>();
+  throw UserError("--launcher: unknown launcher '" + name + "' (known: " + join(scheduler_names(), ", ") + ")");
+}
+
+std::vector<std::string> scheduler_names() { return {"local"}; }
+
+}  // namespace fanout

@@ -1,0 +1,325 @@
+#include "orchestrator/experiment.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <toml++/toml.h>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "orchestrator/list_value.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+int64_t parse_walltime(const std::string& text, const std::string& origin) {
+  auto bad = [&] { return UserError(origin + ": '" + text + "' is not a wall time (HH:MM:SS, MM:SS, D-HH:MM:SS or seconds)"); };
+  std::string t = trim(text);
+  int64_t days = 0;
+  if (auto dash = t.find('-'); dash != std::string::npos) {
+    auto d = parse_int(t.substr(0, dash));
+    if (!d || *d < 0) throw bad();
+    days = *d;
+    t = t.substr(dash + 1);
+  }
+  auto parts = split(t, ':');
+  if (parts.empty() || parts.size() > 3) throw bad();
+  int64_t secs = 0;
+  for (auto& p : parts) {
+    auto v = parse_int(p);
+    if (!v || *v < 0) throw bad();
+    secs = secs * 60 + *v;
+  }
+  if (parts.size() == 2 && days) secs *= 60;  // D-HH:MM
+  secs += days * 86400;
+  if (secs <= 0) throw bad();
+  return secs;
+}
+
+Exclusion parse_exclude_flag(const std::string& text, const std::string& origin) {
+  Exclusion e;
+  e.origin = origin;
+  std::string cur;
+  int depth = 0;
+  std::vector<std::string> terms;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      terms.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  terms.push_back(cur);
+  for (auto& term : terms) {
+    auto eq = term.find('=');
+    if (eq == std::string::npos || trim(term.substr(0, eq)).empty())
+      throw UserError(origin + ": '" + term + "' is not name=value");
+    e.conditions[trim(term.substr(0, eq))] = parse_list_value(term.substr(eq + 1), origin);
+  }
+  return e;
+}
+
+namespace {
+
+std::string at(const fs::path& file, const toml::node& n) {
+  return file.string() + ":" + std::to_string(n.source().begin.line);
+}
+
+// A TOML value (scalar or array of scalars) as texts.
+std::vector<std::string> toml_values(const toml::node& n, const std::string& origin) {
+  auto scalar = [&](const toml::node& v) -> std::string {
+    if (auto s = v.value_exact<std::string>()) return *s;
+    if (auto i = v.value_exact<int64_t>()) return std::to_string(*i);
+    if (auto b = v.value_exact<bool>()) return *b ? "true" : "false";
+    if (auto d = v.value_exact<double>()) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.15g", *d);
+      return std::string(buf);
+    }
+    throw UserError(origin + ": values must be strings, numbers or booleans");
+  };
+  if (auto* arr = n.as_array()) {
+    if (arr->empty()) throw UserError(origin + ": empty list");
+    std::vector<std::string> out;
+    for (auto& v : *arr) {
+      if (v.is_array() || v.is_table()) throw UserError(origin + ": nested lists are not allowed");
+      out.push_back(scalar(v));
+    }
+    return out;
+  }
+  if (n.is_table()) throw UserError(origin + ": a table is not a parameter value");
+  return {scalar(n)};
+}
+
+std::string count_text(const toml::node& n, const std::string& origin) {
+  if (auto i = n.value_exact<int64_t>()) return std::to_string(*i);
+  if (auto s = n.value_exact<std::string>()) return *s;
+  throw UserError(origin + ": expected an integer or \"{parameter}\"");
+}
+
+}  // namespace
+
+ExperimentRequest parse_experiment_file(const fs::path& file) {
+  toml::table root;
+  try {
+    root = toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  ExperimentRequest req;
+  req.subcommand = "run";
+  static const std::set<std::string> top_keys = {"experiment", "steps", "parameters", "zip", "exclude"};
+  for (auto& [k, v] : root)
+    if (!top_keys.count(std::string(k.str())))
+      throw UserError(at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude)");
+  auto* exp = root["experiment"].as_table();
+  if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
+  static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
+                                                 "max_parallel", "partition", "account", "constraint", "exclusive"};
+  for (auto& [k, v] : *exp) {
+    std::string key(k.str());
+    std::string where = at(file, v);
+    if (!exp_keys.count(key)) throw UserError(where + ": unknown key 'experiment." + key + "'");
+    auto str = [&]() {
+      auto s = v.value_exact<std::string>();
+      if (!s) throw UserError(where + ": experiment." + key + " must be a string");
+      return *s;
+    };
+    if (key == "name") req.settings.exp_name = str();
+    else if (key == "plugin") req.plugin = str();
+    else if (key == "template") req.subcommand = str();
+    else if (key == "launcher") req.settings.launcher = str();
+    else if (key == "results_dir") req.settings.results_dir = str();
+    else if (key == "partition") req.settings.options.partition = str();
+    else if (key == "account") req.settings.options.account = str();
+    else if (key == "constraint") req.settings.options.constraint = str();
+    else if (key == "walltime") {
+      if (auto i = v.value_exact<int64_t>()) req.settings.walltime_s = *i > 0 ? *i : parse_walltime("0", where);
+      else req.settings.walltime_s = parse_walltime(str(), where);
+    } else if (key == "max_parallel") {
+      auto i = v.value_exact<int64_t>();
+      if (!i || *i < 1) throw UserError(where + ": experiment.max_parallel must be a positive integer");
+      req.settings.max_parallel = int(*i);
+    } else if (key == "exclusive") {
+      auto b = v.value_exact<bool>();
+      if (!b) throw UserError(where + ": experiment.exclusive must be true or false");
+      req.settings.options.exclusive = *b;
+    }
+  }
+  if (req.plugin.empty()) throw UserError(at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");
+  if (req.settings.exp_name.empty()) req.settings.exp_name = file.stem().string();
+
+  if (auto* steps = root["steps"].as_array()) {
+    req.steps_origin = at(file, *steps);
+    for (auto& s : *steps) {
+      auto* t = s.as_table();
+      std::string where = at(file, s);
+      if (!t) throw UserError(where + ": [[steps]] entries must be tables");
+      StepTemplate st{"", "1", "1", "disjoint"};
+      for (auto& [k, v] : *t) {
+        std::string key(k.str()), w = at(file, v);
+        if (key == "role") st.role = v.value_or(std::string());
+        else if (key == "nodes") st.nodes = count_text(v, w);
+        else if (key == "tasks_per_node") st.tasks_per_node = count_text(v, w);
+        else if (key == "placement") st.placement = v.value_or(std::string());
+        else throw UserError(w + ": unknown step key '" + key + "' (known: role, nodes, tasks_per_node, placement)");
+      }
+      if (st.role.empty()) throw UserError(where + ": a step needs role = \"...\"");
+      if (st.placement != "disjoint" && st.placement != "colocated")
+        throw UserError(where + ": placement must be \"disjoint\" or \"colocated\"");
+      req.steps.push_back(st);
+    }
+  } else if (root.contains("steps")) {
+    throw UserError(at(file, *root.get("steps")) + ": steps must be an array of tables ([[steps]])");
+  }
+
+  if (auto* params = root["parameters"].as_table())
+    for (auto& [k, v] : *params) {
+      std::string where = at(file, v);
+      req.params.push_back({std::string(k.str()), ParamSource{"", where, toml_values(v, where)}});
+    }
+  if (auto* zips = root["zip"].as_array())
+    for (auto& z : *zips) {
+      std::string where = at(file, z);
+      auto* names = z.as_table() ? (*z.as_table())["params"].as_array() : nullptr;
+      if (!names) throw UserError(where + ": [[zip]] needs params = [\"a\", \"b\"]");
+      std::vector<std::string> list;
+      for (auto& n : *names) list.push_back(n.value_or(std::string()));
+      req.zips.push_back({list, where});
+    }
+  if (auto* excl = root["exclude"].as_array())
+    for (auto& x : *excl) {
+      std::string where = at(file, x);
+      auto* t = x.as_table();
+      if (!t) throw UserError(where + ": [[exclude]] entries must be tables of name = value(s)");
+      Exclusion e;
+      e.origin = where;
+      for (auto& [k, v] : *t) e.conditions[std::string(k.str())] = toml_values(v, at(file, v));
+      req.excludes.push_back(std::move(e));
+    }
+  return req;
+}
+
+namespace {
+
+// "{name}" -> name; "" when the text is a literal.
+std::string referenced_param(const std::string& expr) {
+  if (expr.size() > 2 && expr.front() == '{' && expr.back() == '}') return expr.substr(1, expr.size() - 2);
+  return "";
+}
+
+int resolve_count(const std::string& expr, const ParameterPoint& p, const std::string& what) {
+  std::string ref = referenced_param(expr);
+  std::string text = ref.empty() ? expr : (p.find(ref) ? *p.find(ref) : "");
+  auto v = parse_int(text);
+  if (!v || *v < 1 || *v > 1000000)
+    throw UserError(what + " must be a positive integer, got '" + text + "'" + (ref.empty() ? "" : " from parameter '" + ref + "'"));
+  return int(*v);
+}
+
+}  // namespace
+
+ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
+  ExperimentPlan plan;
+  plan.request = request;
+  const ExperimentTemplate* tmpl = nullptr;
+  for (auto& e : plugin.experiments())
+    if (e.name == request.subcommand) tmpl = &e;
+  if (!request.steps.empty()) {
+    plan.steps = request.steps;
+  } else if (tmpl) {
+    plan.steps = tmpl->steps;
+  } else {
+    std::vector<std::string> names;
+    for (auto& e : plugin.experiments()) names.push_back(e.name);
+    throw UserError("plugin " + plugin.name() + " has no experiment '" + request.subcommand +
+                    "'; give [[steps]] or one of: " + join(names, ", "));
+  }
+  for (auto& s : plan.steps)
+    if (!plugin.role(s.role))
+      throw UserError((request.steps_origin.empty() ? std::string("steps") : request.steps_origin) + ": plugin " + plugin.name() +
+                      " has no role '" + s.role + "' (roles: " + join(plugin.role_names(), ", ") + ")");
+
+  // Placement parameters: names the steps refer to that are not plugin parameters.
+  std::set<std::string> placement;
+  for (auto& s : plan.steps)
+    for (auto& e : {s.nodes, s.tasks_per_node})
+      if (auto r = referenced_param(e); !r.empty() && !plugin.param(r)) placement.insert(r);
+
+  std::map<std::string, const ParamSource*> given;
+  for (auto& [name, src] : request.params) {
+    if (!plugin.param(name) && !placement.count(name)) {
+      std::vector<std::string> known;
+      for (auto& p : plugin.params()) known.push_back(p.name);
+      throw UserError(src.origin + ": unknown parameter '" + name + "' for plugin " + plugin.name() +
+                      (known.empty() ? "" : " (known: " + join(known, ", ") + ")"));
+    }
+    if (given.count(name)) throw UserError(src.origin + ": parameter '" + name + "' is given twice");
+    given[name] = &src;
+  }
+  for (auto& name : placement)
+    if (!given.count(name)) throw UserError("steps refer to {" + name + "} but no parameter '" + name + "' is given");
+
+  auto values_of = [&](const std::string& name, const std::string& fallback_text, const std::string& fallback_origin) {
+    auto it = given.find(name);
+    if (it == given.end()) return parse_list_value(fallback_text, fallback_origin);
+    if (!it->second->values.empty()) return it->second->values;
+    return parse_list_value(it->second->text, it->second->origin);
+  };
+  for (auto& p : plugin.params()) {
+    std::string def = p.default_value, origin = "default of " + plugin.name() + "." + p.name;
+    if (tmpl)
+      for (auto& [n, v] : tmpl->defaults)
+        if (n == p.name) def = v;
+    auto it = given.find(p.name);
+    std::string where = it != given.end() ? it->second->origin : origin;
+    auto values = values_of(p.name, def, origin);
+    for (auto& v : values)
+      if (auto why = check_param_value(p.type, v); !why.empty()) throw UserError(where + ": " + why);
+    plan.space.add(p.name, values);
+  }
+  for (auto& name : placement) plan.space.add(name, values_of(name, "", given.at(name)->origin));
+  for (auto& [names, origin] : request.zips) plan.space.zip(names, origin);
+  for (auto& e : request.excludes) plan.space.exclude(e);
+
+  std::vector<std::string> varied;
+  for (auto& axis : plan.space.axes())
+    if (axis.values.size() > 1) varied.insert(varied.end(), axis.names.begin(), axis.names.end());
+
+  for (auto& point : plan.space.expand()) {
+    RunPlan run;
+    run.point = point;
+    std::string canon = plugin.name() + "\n" + request.subcommand + "\n";
+    auto sorted = point.values;
+    std::sort(sorted.begin(), sorted.end());
+    for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+    for (auto& s : plan.steps) {
+      StepSpec step;
+      step.role = s.role;
+      step.placement = s.placement;
+      step.nodes = resolve_count(s.nodes, point, "step '" + s.role + "' nodes");
+      step.tasks_per_node = resolve_count(s.tasks_per_node, point, "step '" + s.role + "' tasks_per_node");
+      canon += "step " + s.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) + " " + s.placement + "\n";
+      run.steps.push_back(step);
+    }
+    run.param_hash = fnv1a_hex(canon);
+    std::string name = request.subcommand == "run" ? plugin.name() : request.subcommand;
+    name += "-sess";
+    for (auto& v : varied) name += "-" + filename_safe(v, 24) + filename_safe(*point.find(v), 24);
+    run.session = filename_safe(name, 160) + "-" + run.param_hash.substr(0, 8);
+    JobSpec probe;
+    probe.name = run.session;
+    probe.steps = run.steps;
+    probe.walltime_s = request.settings.walltime_s;
+    probe.validate();
+    plan.runs.push_back(std::move(run));
+  }
+  if (plan.runs.empty()) throw UserError("every permutation is excluded: nothing to run");
+  return plan;
+}
+
+}  // namespace fanout

@@ -1,0 +1,65 @@
+// An experiment request (from flags or from an experiment TOML file) and its resolution against a plugin's
+// self-description into concrete runs. Everything is validated here, before anything is written or started.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launchers/job_spec.h"
+#include "orchestrator/parameter_space.h"
+#include "orchestrator/plugin_loader.h"
+
+namespace fanout {
+
+struct ParamSource {
+  std::string text;    // "[1,2]" or "1" (flag form) or already-split values (file form)
+  std::string origin;  // "--sleep_us" or "exp.toml:12", for error messages
+  std::vector<std::string> values;  // parsed values
+};
+
+struct ExperimentSettings {
+  std::string exp_name;
+  std::string launcher = "local";
+  int64_t walltime_s = 3600;
+  std::filesystem::path results_dir = "results";
+  int max_parallel = 1;
+  SchedulerOptions options;
+};
+
+struct ExperimentRequest {
+  std::string plugin;      // name or path
+  std::string subcommand;  // the plugin's experiment template; "run" for an experiment file with its own steps
+  std::vector<StepTemplate> steps;  // from the file; empty = the template's
+  std::string steps_origin;
+  std::vector<std::pair<std::string, ParamSource>> params;  // given values, in the order given
+  std::vector<std::pair<std::vector<std::string>, std::string>> zips;  // names + origin
+  std::vector<Exclusion> excludes;
+  ExperimentSettings settings;
+};
+
+// One run of the experiment: a point of the parameter space with its steps resolved.
+struct RunPlan {
+  ParameterPoint point;  // every parameter of the plugin (and the file's placement parameters)
+  std::string param_hash, session;
+  std::vector<StepSpec> steps;
+};
+
+struct ExperimentPlan {
+  ExperimentRequest request;
+  std::vector<StepTemplate> steps;
+  ParameterSpace space;
+  std::vector<RunPlan> runs;
+};
+
+// Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.
+ExperimentRequest parse_experiment_file(const std::filesystem::path& file);
+// Validates the request against the plugin and expands it. Throws UserError naming the flag or line.
+ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin);
+
+// "--exclude" text: "a=1,b=[2,3]" (all conditions must match to exclude a point).
+Exclusion parse_exclude_flag(const std::string& text, const std::string& origin);
+// "HH:MM:SS", "MM:SS", "D-HH:MM:SS" or plain seconds.
+int64_t parse_walltime(const std::string& text, const std::string& origin);
+
+}  // namespace fanout

@@ -1,0 +1,248 @@
+#include "orchestrator/experiment_runner.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+#include "launchers/scheduler.h"
+#include "results/csv_export.h"
+#include "results/run_folder.h"
+#include "results/store.h"
+#include "version.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts,
+                const fs::path& run_dir) {
+  JobSpec job;
+  job.name = run.session;
+  job.run_dir = run_dir;
+  job.rank_exe = opts.rank_exe;
+  job.plugin_path = fs::absolute(plugin.path());
+  job.steps = run.steps;
+  job.walltime_s = plan.request.settings.walltime_s;
+  job.options = plan.request.settings.options;
+  return job;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string user_name() {
+  if (auto* pw = getpwuid(getuid())) return pw->pw_name;
+  return std::to_string(getuid());
+}
+
+RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts) {
+  RunMetadata m;
+  m.session = run.session;
+  m.experiment = plan.request.settings.exp_name;
+  m.subcommand = plan.request.subcommand;
+  m.plugin = plugin.name();
+  m.plugin_path = fs::absolute(plugin.path()).string();
+  m.plugin_version = plugin.version();
+  m.param_hash = run.param_hash;
+  m.launcher = plan.request.settings.launcher;
+  m.walltime_s = plan.request.settings.walltime_s;
+  m.created_wall_ns = wall_ns();
+  m.parameters = run.point.values;
+  for (auto& s : run.steps) m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement});
+  m.provenance = {{"host", host_name()},
+                  {"user", user_name()},
+                  {"cwd", fs::current_path().string()},
+                  {"command_line", opts.command_line},
+                  {"fanout_version", FANOUT_VERSION},
+                  {"fanout_git_revision", FANOUT_GIT_REVISION},
+                  {"plugin_abi", std::to_string(FANOUT_PLUGIN_ABI_VERSION)}};
+  return m;
+}
+
+RunStatusRecord status_record(const JobStatus& s, const JobSpec& job) {
+  RunStatusRecord r;
+  r.state = job_state_name(s.state);
+  r.job_id = s.job_id;
+  r.node_list = s.node_list;
+  r.reason = s.reason;
+  r.exit_code = s.exit_code;
+  r.signal = s.signal;
+  r.start_wall_ns = s.start_wall_ns;
+  r.end_wall_ns = s.end_wall_ns;
+  for (auto& e : s.ranks) r.ranks.push_back({job.steps[e.step].role, e.rank, e.exit_code, e.signal});
+  return r;
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+    return buf;
+  }
+  int64_t t = int64_t(std::llround(s));
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
+  return buf;
+}
+
+fs::path unique_run_root(const fs::path& exp_dir) {
+  fs::path base = exp_dir / ("run-" + compact_utc_stamp(wall_ns()));
+  fs::path p = base;
+  for (int i = 2; fs::exists(p); ++i) p = base.string() + "-" + std::to_string(i);
+  return p;
+}
+
+}  // namespace
+
+void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
+  auto scheduler = make_scheduler(plan.request.settings.launcher);
+  const auto& st = plan.request.settings;
+  out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
+      << "', launcher " << st.launcher << ", nothing is submitted or written\n";
+  for (size_t i = 0; i < plan.runs.size(); ++i) {
+    const auto& r = plan.runs[i];
+    out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << r.session;
+    for (auto& [k, v] : r.point.values) out << " " << k << "=" << v;
+    out << "\n";
+  }
+  fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
+  for (const auto& r : plan.runs) {
+    out << "\n# ---- job script for " << r.session << "\n";
+    out << scheduler->render_script(job_for(plan, r, plugin, opts, root / r.session));
+  }
+}
+
+ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts) {
+  std::ostream& log = opts.progress ? *opts.progress : std::cerr;
+  const auto& st = plan.request.settings;
+  auto scheduler = make_scheduler(st.launcher);
+
+  ExperimentOutcome outcome;
+  outcome.exp_dir = fs::absolute(st.results_dir) / st.exp_name;
+  make_private_dirs(outcome.exp_dir);
+  outcome.run_root = unique_run_root(outcome.exp_dir);
+  make_private_dirs(outcome.run_root);
+  outcome.database = outcome.exp_dir / "fanout.sqlite";
+  ResultsDb db(outcome.database);
+
+  struct Slot {
+    const RunPlan* run;
+    fs::path dir;
+    JobSpec job;
+    RunMetadata meta;
+    std::string job_id;
+    JobState state = JobState::Pending;
+    int64_t started_ns = 0;
+  };
+  std::vector<Slot> slots;
+  for (const auto& r : plan.runs) {
+    Slot s{&r, outcome.run_root / r.session, {}, metadata_for(plan, r, plugin, opts), "", JobState::Pending, 0};
+    s.job = job_for(plan, r, plugin, opts, s.dir);
+    make_private_dirs(s.dir);
+    write_run_metadata(s.dir, s.meta);
+    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+    slots.push_back(std::move(s));
+  }
+  outcome.runs = slots.size();
+  log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
+      << st.launcher << " -> " << outcome.run_root.string() << "\n";
+
+  size_t next = 0, done = 0;
+  std::map<std::string, size_t> active;  // job id -> slot
+  double busy_s = 0;
+  const int64_t t0 = monotonic_ns();
+  const int max_parallel = std::max(1, st.max_parallel);
+  double interval = 0.005;
+  bool cancelling = false;
+
+  auto finish = [&](Slot& s, const JobStatus& js) {
+    s.state = js.state;
+    s.meta.status = status_record(js, s.job);
+    write_run_metadata(s.dir, s.meta);
+    auto report = db.ingest_run(s.dir);
+    ++done;
+    if (js.state == JobState::Completed) ++outcome.completed;
+    else ++outcome.failed;
+    double dur = double(monotonic_ns() - s.started_ns) / 1e9;
+    busy_s += dur;
+    size_t remaining = slots.size() - done;
+    double eta = done ? busy_s / double(done) * double(remaining) / double(max_parallel) : NAN;
+    log << "[" << done << "/" << slots.size() << " done | " << active.size() << " running | " << slots.size() - next
+        << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
+        << format_duration(dur) << ", " << report.samples << " samples";
+    if (js.state != JobState::Completed) log << " -- " << js.reason;
+    log << "\n";
+    for (auto& w : report.warnings) log << "  warning: " << w << "\n";
+  };
+
+  while (done < slots.size()) {
+    if (opts.interrupt && *opts.interrupt && !cancelling) {
+      cancelling = true;
+      log << "fanout: interrupted: cancelling " << active.size() << " running job(s); " << slots.size() - next
+          << " run(s) not started\n";
+      std::vector<std::string> ids;
+      for (auto& [id, i] : active) ids.push_back(id);
+      scheduler->cancel(ids);
+      // Runs never started are recorded as CANCELLED so that the folder and database say what happened.
+      for (; next < slots.size(); ++next) {
+        JobStatus js;
+        js.state = JobState::Cancelled;
+        js.reason = "not started: the experiment was interrupted";
+        slots[next].started_ns = monotonic_ns();
+        finish(slots[next], js);
+      }
+    }
+    bool changed = false;
+    while (!cancelling && next < slots.size() && int(active.size()) < max_parallel) {
+      Slot& s = slots[next];
+      s.started_ns = monotonic_ns();
+      s.job_id = scheduler->submit(s.job);
+      s.state = JobState::Running;
+      active[s.job_id] = next++;
+      changed = true;
+    }
+    if (active.empty()) continue;
+    std::vector<std::string> ids;
+    for (auto& [id, i] : active) ids.push_back(id);
+    for (const auto& js : scheduler->poll(ids)) {
+      if (!job_state_final(js.state)) continue;
+      size_t slot = active.at(js.job_id);
+      active.erase(js.job_id);
+      finish(slots[slot], js);
+      changed = true;
+    }
+    // Poll fast while things change, back off toward the scheduler's maximum while they do not.
+    interval = changed ? 0.005 : std::min(interval * 1.5, scheduler->max_poll_interval_s());
+    if (done < slots.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+  }
+  outcome.interrupted = cancelling;
+
+  outcome.csv_dir = outcome.exp_dir / "csv";
+  auto csv = export_csv(db, outcome.csv_dir);
+  double wall = double(monotonic_ns() - t0) / 1e9;
+  log << "fanout: " << outcome.completed << "/" << outcome.runs << " run(s) COMPLETED";
+  if (outcome.failed) log << ", " << outcome.failed << " did not (see the reasons above)";
+  log << " in " << format_duration(wall) << "\n";
+  log << "fanout: results  " << outcome.database.string() << "\n"
+      << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
+      << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows)\n"
+      << "fanout: runs     " << outcome.run_root.string() << "\n";
+  return outcome;
+}
+
+}  // namespace fanout

@@ -1,0 +1,78 @@
+#include "orchestrator/list_value.h"
+
+#include "common/error.h"
+#include "common/text.h"
+
+namespace fanout {
+
+namespace {
+
+[[noreturn]] void malformed(std::string_view what, std::string_view text, const std::string& why) {
+  throw UserError(std::string(what) + ": malformed list '" + std::string(text) + "': " + why);
+}
+
+// Removes one pair of matching quotes around an element, if present.
+std::string unquote(const std::string& element, std::string_view what, std::string_view text) {
+  if (element.size() >= 2 && (element.front() == '\'' || element.front() == '"') && element.back() == element.front())
+    return element.substr(1, element.size() - 2);
+  if (!element.empty() && (element.front() == '\'' || element.front() == '"')) malformed(what, text, "unbalanced quote");
+  return element;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_list_value(std::string_view text, std::string_view what) {
+  std::string t = trim(text);
+  if (t.empty()) malformed(what, text, "empty value");
+  bool opens = t.front() == '[', closes = t.back() == ']';
+  if (!opens && !closes) {
+    if (t.find_first_of("[]") != std::string::npos) malformed(what, text, "stray bracket");
+    return {unquote(t, what, text)};
+  }
+  if (!opens) malformed(what, text, "missing opening '['");
+  if (!closes || t.size() < 2) malformed(what, text, "missing closing ']'");
+  std::string_view body = std::string_view(t).substr(1, t.size() - 2);
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  auto finish = [&](bool last) {
+    std::string e = trim(cur);
+    if (e.empty()) {
+      if (last && out.empty()) malformed(what, text, "empty list");
+      malformed(what, text, "empty element");
+    }
+    out.push_back(unquote(e, what, text));
+    cur.clear();
+  };
+  for (char c : body) {
+    if (quote) {
+      if (c == quote) quote = 0;
+      cur += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      cur += c;
+    } else if (c == '[' || c == ']') {
+      malformed(what, text, "nested or stray bracket");
+    } else if (c == ',') {
+      finish(false);
+    } else {
+      cur += c;
+    }
+  }
+  if (quote) malformed(what, text, "unbalanced quote");
+  finish(true);
+  return out;
+}
+
+std::string format_list_value(const std::vector<std::string>& values) {
+  auto render = [](const std::string& v) {
+    bool plain = !v.empty() && v.find_first_of(",[]'\" ") == std::string::npos;
+    return plain ? v : "'" + v + "'";
+  };
+  if (values.size() == 1) return values[0];
+  std::vector<std::string> parts;
+  for (auto& v : values) parts.push_back(render(v));
+  return "[" + join(parts, ",") + "]";
+}
+
+}  // namespace fanout

@@ -1,0 +1,254 @@
+// fanout: the driver. Subcommands come from two places: the driver's own (plugins, run, results) and one per
+// experiment template of every installed plugin (built from the plugin's self-description, so --help lists
+// every parameter with its default).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <list>
+#include <map>
+
+#include <CLI/CLI.hpp>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "orchestrator/experiment.h"
+#include "orchestrator/experiment_runner.h"
+#include "orchestrator/list_value.h"
+#include "orchestrator/plugin_loader.h"
+#include "results/csv_export.h"
+#include "results/run_folder.h"
+#include "results/store.h"
+#include "version.h"
+
+namespace fs = std::filesystem;
+using namespace fanout;
+
+namespace {
+
+std::atomic<bool> g_interrupt{false};
+void on_interrupt(int) {
+  if (g_interrupt.exchange(true)) std::_Exit(130);  // a second Ctrl-C leaves at once
+}
+
+fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
+
+// The driver's own flags, shared by every experiment subcommand and `run`.
+struct SettingsFlags {
+  std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
+  int max_parallel = 1;
+  bool dry_run = false, exclusive = false;
+  std::string partition, account, constraint;
+  std::vector<std::string> zips, excludes;
+  std::map<std::string, CLI::Option*> opts;
+
+  void add_to(CLI::App* app, const std::string& default_exp_name) {
+    exp_name = default_exp_name;
+    opts["exp_name"] = app->add_option("--exp_name", exp_name, "name of the experiment (its folder under results_dir)")->capture_default_str();
+    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local")->capture_default_str();
+    opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
+    opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
+    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs at once (local launcher)")->capture_default_str()->check(CLI::PositiveNumber);
+    opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
+    opts["account"] = app->add_option("--account", account, "scheduler account");
+    opts["constraint"] = app->add_option("--constraint", constraint, "node features the runs need");
+    opts["exclusive"] = app->add_flag("--exclusive", exclusive, "ask for whole nodes");
+    opts["zip"] = app->add_option("--zip", zips, "parameters whose lists advance together, e.g. --zip=a,b (repeatable)");
+    opts["exclude"] = app->add_option("--exclude", excludes, "drop permutations matching all of name=value[,name=value] (repeatable)");
+    app->add_flag("--dry-run,--dry_run", dry_run, "print the runs and their job scripts; submit and write nothing");
+  }
+  bool given(const std::string& n) const { return opts.at(n)->count() > 0; }
+
+  // Flags given on the command line override the request's (an experiment file's) settings.
+  void apply(ExperimentRequest& req, bool only_given) const {
+    auto& s = req.settings;
+    if (!only_given || given("exp_name")) s.exp_name = exp_name;
+    if (!only_given || given("launcher")) s.launcher = launcher;
+    if (!only_given || given("results_dir")) s.results_dir = results_dir;
+    if (!only_given || given("walltime")) s.walltime_s = parse_walltime(walltime, "--walltime");
+    if (!only_given || given("max_parallel")) s.max_parallel = max_parallel;
+    if (!only_given || given("partition")) s.options.partition = partition;
+    if (!only_given || given("account")) s.options.account = account;
+    if (!only_given || given("constraint")) s.options.constraint = constraint;
+    if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
+    for (auto& z : zips) {
+      std::vector<std::string> names;
+      for (auto& n : split(z, ',')) names.push_back(trim(n));
+      req.zips.push_back({names, "--zip=" + z});
+    }
+    for (auto& e : excludes) req.excludes.push_back(parse_exclude_flag(e, "--exclude=" + e));
+    if (s.exp_name.empty() || filename_safe(s.exp_name, 128) != s.exp_name)
+      throw UserError("--exp_name: '" + s.exp_name + "' must be a non-empty name of [A-Za-z0-9._-]");
+  }
+};
+
+void print_plugins(const PluginScan& scan, std::ostream& out) {
+  for (auto& p : scan.plugins) {
+    out << p->name() << " " << p->version() << " -- " << p->summary() << "\n  file: " << p->path().string() << "\n";
+    out << "  roles:";
+    for (auto& r : p->role_names()) out << " " << r;
+    out << "\n  experiments (subcommands):";
+    for (auto& e : p->experiments()) out << " " << e.name;
+    out << "\n  parameters:\n";
+    for (auto& ps : p->params())
+      out << "    --" << ps.name << " (" << param_type_name(ps.type) << ", default " << ps.default_value << ")  " << ps.help << "\n";
+  }
+  for (auto& r : scan.refused) out << "refused: " << r << "\n";
+  if (scan.plugins.empty()) out << "no plugins found (search path: FANOUT_PLUGIN_PATH, then next to the fanout executable)\n";
+}
+
+int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline) {
+  ExperimentPlan plan = plan_experiment(req, plugin);
+  RunnerOptions opts;
+  opts.rank_exe = self_dir() / "fanout-rank";
+  opts.command_line = cmdline;
+  opts.interrupt = &g_interrupt;
+  if (dry_run) {
+    print_dry_run(plan, plugin, opts, std::cout);
+    return 0;
+  }
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  auto outcome = run_experiment(plan, plugin, opts);
+  if (outcome.interrupted) return 130;
+  return outcome.failed ? 1 : 0;
+}
+
+// Re-ingests every run folder below dir (an experiment folder or a run-<stamp> folder).
+int ingest_tree(const fs::path& dir, ResultsDb& db) {
+  int runs = 0;
+  for (auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename() != kRunMetadataFile) continue;
+    auto report = db.ingest_run(e.path().parent_path());
+    std::cout << e.path().parent_path().string() << ": " << report.samples << " samples\n";
+    for (auto& w : report.warnings) std::cout << "  warning: " << w << "\n";
+    ++runs;
+  }
+  return runs;
+}
+
+int drive(int argc, char** argv) {
+  std::string cmdline;
+  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + shell_quote(argv[i]);
+
+  CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fanout " FANOUT_VERSION " (" FANOUT_GIT_REVISION ", plugin ABI " +
+                                        std::to_string(FANOUT_PLUGIN_ABI_VERSION) + ")");
+
+  PluginScan scan = scan_plugins();
+
+  auto* plugins_cmd = app.add_subcommand("plugins", "list installed plugins, their roles, experiments and parameters");
+  std::string check_path;
+  plugins_cmd->add_option("--check", check_path, "check one plugin file and report why it is refused, if it is");
+
+  auto* run_cmd = app.add_subcommand("run", "run an experiment file (TOML: plugin, steps, parameters, zip, exclude)");
+  std::string exp_file;
+  run_cmd->add_option("file", exp_file, "experiment file")->required();
+  SettingsFlags run_flags;
+  run_flags.add_to(run_cmd, "");
+
+  auto* results_cmd = app.add_subcommand("results", "work with stored results");
+  results_cmd->require_subcommand(1);
+  auto* csv_cmd = results_cmd->add_subcommand("csv", "export samples.csv and statistics.csv from an experiment's database");
+  std::string csv_exp, csv_out;
+  csv_cmd->add_option("exp_dir", csv_exp, "experiment folder (holds fanout.sqlite)")->required();
+  csv_cmd->add_option("--out", csv_out, "output folder (default <exp_dir>/csv)");
+  auto* ingest_cmd = results_cmd->add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
+  std::string ingest_exp;
+  ingest_cmd->add_option("exp_dir", ingest_exp, "experiment folder")->required();
+
+  // One subcommand per experiment template of every plugin.
+  struct TemplateCmd {
+    CLI::App* app;
+    const Plugin* plugin;
+    const ExperimentTemplate* tmpl;
+    SettingsFlags flags;
+    std::map<std::string, std::pair<std::string, CLI::Option*>> params;
+  };
+  std::list<TemplateCmd> templates;
+  for (auto& p : scan.plugins)
+    for (auto& t : p->experiments()) {
+      if (app.get_subcommands([&](CLI::App* a) { return a->get_name() == t.name; }).size() ||
+          t.name == "plugins" || t.name == "run" || t.name == "results") {
+        scan.refused.push_back("experiment '" + t.name + "' of " + p->path().string() + " is shadowed by an earlier one");
+        continue;
+      }
+      templates.push_back({app.add_subcommand(t.name, t.summary + " [plugin " + p->name() + "]"), p.get(), &t, {}, {}});
+      auto& tc = templates.back();
+      for (auto& ps : p->params()) {
+        std::string def = ps.default_value;
+        for (auto& [n, v] : t.defaults)
+          if (n == ps.name) def = v;
+        auto& slot = tc.params[ps.name];
+        slot.second = tc.app->add_option("--" + ps.name, slot.first, ps.help + " (" + param_type_name(ps.type) + "; a list [a,b] sweeps)")
+                          ->default_str(def);
+      }
+      tc.flags.add_to(tc.app, t.name);
+    }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (plugins_cmd->parsed()) {
+    if (!check_path.empty()) {
+      auto p = Plugin::open(check_path);
+      std::cout << "ok: " << p->path().string() << " is plugin " << p->name() << " " << p->version() << " (ABI "
+                << FANOUT_PLUGIN_ABI_VERSION << ")\n";
+      return 0;
+    }
+    print_plugins(scan, std::cout);
+    return 0;
+  }
+  if (run_cmd->parsed()) {
+    ExperimentRequest req = parse_experiment_file(exp_file);
+    if (req.plugin.find('/') != std::string::npos && fs::path(req.plugin).is_relative())
+      req.plugin = (fs::absolute(exp_file).parent_path() / req.plugin).lexically_normal().string();
+    run_flags.apply(req, /*only_given=*/true);
+    auto plugin = find_plugin(req.plugin);
+    return execute(req, *plugin, run_flags.dry_run, cmdline);
+  }
+  if (csv_cmd->parsed()) {
+    fs::path db_file = fs::path(csv_exp) / "fanout.sqlite";
+    if (!fs::exists(db_file)) throw UserError(csv_exp + ": no fanout.sqlite here (is it an experiment folder?)");
+    ResultsDb db(db_file);
+    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / "csv" : fs::path(csv_out));
+    std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
+              << files.statistics.string() << " (" << files.statistic_rows << " rows)\n";
+    return 0;
+  }
+  if (ingest_cmd->parsed()) {
+    if (!fs::is_directory(ingest_exp)) throw UserError(ingest_exp + ": not a folder");
+    ResultsDb db(fs::path(ingest_exp) / "fanout.sqlite");
+    int n = ingest_tree(ingest_exp, db);
+    std::cout << n << " run(s) ingested into " << (fs::path(ingest_exp) / "fanout.sqlite").string() << "\n";
+    return 0;
+  }
+  for (auto& tc : templates) {
+    if (!tc.app->parsed()) continue;
+    ExperimentRequest req;
+    req.plugin = tc.plugin->path().string();
+    req.subcommand = tc.tmpl->name;
+    for (auto& ps : tc.plugin->params()) {
+      auto& [value, opt] = tc.params.at(ps.name);
+      if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
+    }
+    tc.flags.apply(req, /*only_given=*/false);
+    return execute(req, *tc.plugin, tc.flags.dry_run, cmdline);
+  }
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return drive(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fanout: error: %s\n", e.what());
+    return 2;
+  }
+}

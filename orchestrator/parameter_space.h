@@ -1,0 +1,50 @@
+// The parameter space of an experiment, declared once and expanded in one step into concrete points.
+//   axes      : each axis is one parameter with its values, or a zipped group of parameters whose values
+//               advance together; the points are the cartesian product of the axes, first axis outermost
+//               (itertools.product order, as SmartSim-Scaling).
+//   exclusions: a point is dropped when it matches every condition of any exclusion rule.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fanout {
+
+struct Axis {
+  std::vector<std::string> names;               // one name, or several for a zipped group
+  std::vector<std::vector<std::string>> values;  // values[i] = the i-th value of each name (same order as names)
+};
+
+struct Exclusion {
+  std::map<std::string, std::vector<std::string>> conditions;  // name -> values that match
+  std::string origin;                                          // for error messages: "--exclude", "file:line"
+};
+
+// One concrete point: parameter values in declaration order.
+struct ParameterPoint {
+  std::vector<std::pair<std::string, std::string>> values;
+  const std::string* find(const std::string& name) const;
+};
+
+class ParameterSpace {
+ public:
+  // A single parameter, scalar or list. Throws UserError if the name is already declared.
+  void add(const std::string& name, std::vector<std::string> values);
+  // Turns already-declared parameters into one zipped axis (at the position of the first). Their lists
+  // must have equal lengths; `origin` names the flag or file location in errors.
+  void zip(const std::vector<std::string>& names, const std::string& origin);
+  void exclude(Exclusion rule);
+
+  bool has(const std::string& name) const;
+  const std::vector<Axis>& axes() const { return axes_; }
+  // Number of points before exclusions.
+  size_t cardinality() const;
+  std::vector<ParameterPoint> expand() const;
+
+ private:
+  int axis_of(const std::string& name) const;
+  std::vector<Axis> axes_;
+  std::vector<Exclusion> exclusions_;
+};
+
+}  // namespace fanout

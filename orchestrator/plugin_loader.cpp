@@ -1,0 +1,213 @@
+#include "orchestrator/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+#include <set>
+
+#include "common/text.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string str(const char* s) { return s ? s : ""; }
+
+bool valid_identifier(const std::string& s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(s, re);
+}
+
+bool valid_count(const std::string& expr) {
+  if (expr.size() > 2 && expr.front() == '{' && expr.back() == '}') return valid_identifier(expr.substr(1, expr.size() - 2));
+  auto v = parse_int(expr);
+  return v && *v >= 1;
+}
+
+}  // namespace
+
+const std::vector<std::string>& reserved_flag_names() {
+  static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
+                                                 "dry_run", "zip", "exclude", "partition", "account",
+                                                 "constraint", "exclusive", "help", "version"};
+  return names;
+}
+
+const char* param_type_name(fanout_param_type t) {
+  switch (t) {
+    case FANOUT_PARAM_INT: return "int";
+    case FANOUT_PARAM_FLOAT: return "float";
+    case FANOUT_PARAM_STRING: return "string";
+    case FANOUT_PARAM_BOOL: return "bool";
+  }
+  return "?";
+}
+
+std::string check_param_value(fanout_param_type t, const std::string& value) {
+  switch (t) {
+    case FANOUT_PARAM_INT: return parse_int(value) ? "" : "'" + value + "' is not an integer";
+    case FANOUT_PARAM_FLOAT: return parse_double(value) ? "" : "'" + value + "' is not a number";
+    case FANOUT_PARAM_BOOL: return parse_bool(value) ? "" : "'" + value + "' is not a boolean (true/false)";
+    case FANOUT_PARAM_STRING: return "";
+  }
+  return "unknown parameter type";
+}
+
+Plugin::~Plugin() {
+  if (initialised_ && desc_ && desc_->fini) desc_->fini();
+  if (handle_) dlclose(handle_);
+}
+
+std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
+  const std::string p = path.string();
+  std::unique_ptr<Plugin> plugin(new Plugin());
+  plugin->path_ = path;
+  plugin->handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!plugin->handle_) throw PluginError(PluginErrorKind::CannotOpen, "cannot open plugin " + p + ": " + str(dlerror()));
+  auto entry = reinterpret_cast<fanout_plugin_entry_fn>(dlsym(plugin->handle_, FANOUT_PLUGIN_ENTRY_SYMBOL));
+  if (!entry)
+    throw PluginError(PluginErrorKind::NotAPlugin,
+                      p + " is not a fanout plugin: it does not export " FANOUT_PLUGIN_ENTRY_SYMBOL "()");
+  const fanout_plugin* d = entry();
+  if (!d) throw PluginError(PluginErrorKind::NotAPlugin, p + " is not a fanout plugin: its entry returned no descriptor");
+  if (d->abi_version != FANOUT_PLUGIN_ABI_VERSION)
+    throw PluginError(PluginErrorKind::BadVersion, "plugin " + p + " was built for fanout plugin ABI " +
+                                                       std::to_string(d->abi_version) + ", this fanout expects ABI " +
+                                                       std::to_string(FANOUT_PLUGIN_ABI_VERSION) + "; rebuild it");
+  auto bad = [&](const std::string& why) {
+    return PluginError(PluginErrorKind::BadDescriptor, "plugin " + p + " has a malformed descriptor: " + why);
+  };
+  if (!d->name || !std::regex_match(d->name, std::regex("[a-z0-9_]+"))) throw bad("name must match [a-z0-9_]+");
+  if (d->n_roles == 0 || !d->roles) throw bad("it declares no roles");
+  plugin->desc_ = d;
+  std::set<std::string> seen;
+  for (uint32_t i = 0; i < d->n_params; ++i) {
+    const auto& ps = d->params[i];
+    std::string name = str(ps.name);
+    if (!valid_identifier(name)) throw bad("parameter name '" + name + "' is not an identifier");
+    if (!seen.insert(name).second) throw bad("parameter '" + name + "' is declared twice");
+    const auto& reserved = reserved_flag_names();
+    if (std::find(reserved.begin(), reserved.end(), name) != reserved.end())
+      throw bad("parameter '" + name + "' collides with the driver's own --" + name + " flag");
+    if (ps.type < FANOUT_PARAM_INT || ps.type > FANOUT_PARAM_BOOL) throw bad("parameter '" + name + "' has an unknown type");
+    plugin->params_.push_back({name, ps.type, str(ps.default_value), str(ps.help)});
+  }
+  for (uint32_t i = 0; i < d->n_roles; ++i)
+    if (!d->roles[i].name || !d->roles[i].run) throw bad("role " + std::to_string(i) + " has no name or entry function");
+  for (uint32_t i = 0; i < d->n_experiments; ++i) {
+    const auto& e = d->experiments[i];
+    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}};
+    if (!valid_identifier(t.name)) throw bad("experiment name '" + t.name + "' is not an identifier");
+    if (e.n_steps == 0) throw bad("experiment '" + t.name + "' has no steps");
+    for (uint32_t s = 0; s < e.n_steps; ++s) {
+      StepTemplate st{str(e.steps[s].role), str(e.steps[s].nodes), str(e.steps[s].tasks_per_node), str(e.steps[s].placement)};
+      if (st.placement.empty()) st.placement = "disjoint";
+      if (!plugin->role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
+      if (!valid_count(st.nodes) || !valid_count(st.tasks_per_node))
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N or {param}");
+      if (st.placement != "disjoint" && st.placement != "colocated")
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
+      t.steps.push_back(st);
+    }
+    for (uint32_t k = 0; k < e.n_defaults; ++k) {
+      std::string n = str(e.defaults[k].name);
+      if (!plugin->param(n)) throw bad("experiment '" + t.name + "' overrides unknown parameter '" + n + "'");
+      t.defaults.emplace_back(n, str(e.defaults[k].value));
+    }
+    plugin->experiments_.push_back(std::move(t));
+  }
+  return plugin;
+}
+
+void Plugin::init() {
+  if (initialised_ || !desc_->init) {
+    initialised_ = true;
+    return;
+  }
+  char err[512] = {0};
+  if (desc_->init(err, sizeof err) != 0)
+    throw PluginError(PluginErrorKind::InitFailed,
+                      "plugin " + path_.string() + " init failed: " + (err[0] ? std::string(err) : "no reason given"));
+  initialised_ = true;
+}
+
+const ParamSpec* Plugin::param(const std::string& name) const {
+  for (auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const fanout_role* Plugin::role(const std::string& name) const {
+  for (uint32_t i = 0; i < desc_->n_roles; ++i)
+    if (name == desc_->roles[i].name) return &desc_->roles[i];
+  return nullptr;
+}
+
+std::vector<std::string> Plugin::role_names() const {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < desc_->n_roles; ++i) out.push_back(desc_->roles[i].name);
+  return out;
+}
+
+std::vector<fs::path> plugin_search_path() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("FANOUT_PLUGIN_PATH"))
+    for (auto& d : split(env, ':'))
+      if (!d.empty() && d != ".") dirs.emplace_back(d);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path() / "plugins");
+    dirs.push_back(exe.parent_path().parent_path() / "lib" / "fanout" / "plugins");
+  }
+  // Never the current directory, even when a relative entry would resolve to it.
+  fs::path cwd = fs::current_path(ec);
+  dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
+                            [&](const fs::path& d) { return d.is_relative() || fs::equivalent(d, cwd, ec); }),
+             dirs.end());
+  return dirs;
+}
+
+PluginScan scan_plugins() {
+  PluginScan scan;
+  std::set<std::string> names;
+  for (auto& dir : plugin_search_path()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      auto fn = e.path().filename().string();
+      if (starts_with(fn, "fanout_") && e.path().extension() == ".so") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      try {
+        auto p = Plugin::open(f);
+        if (names.insert(p->name()).second) scan.plugins.push_back(std::move(p));
+      } catch (const PluginError& e) {
+        scan.refused.push_back(e.what());
+      }
+    }
+  }
+  return scan;
+}
+
+std::unique_ptr<Plugin> find_plugin(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos) return Plugin::open(name_or_path);
+  for (auto& dir : plugin_search_path()) {
+    fs::path candidate = dir / ("fanout_" + name_or_path + ".so");
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) return Plugin::open(candidate);
+  }
+  std::vector<std::string> dirs;
+  for (auto& d : plugin_search_path()) dirs.push_back(d.string());
+  throw PluginError(PluginErrorKind::NotFound, "unknown plugin '" + name_or_path + "' (searched " + join(dirs, ":") +
+                                                   "; `fanout plugins` lists what is installed)");
+}
+
+}  // namespace fanout

@@ -1,0 +1,190 @@
+// fanout-rank: the one executable every launcher starts for every rank. It loads the plugin, learns where
+// it runs, offers the plugin the host ops (parameters, samples, rendezvous, log, stop flag), runs the role
+// and leaves its samples in <run>/samples/.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+#include "orchestrator/plugin_loader.h"
+#include "rank/place.h"
+#include "rank/rendezvous.h"
+#include "results/run_folder.h"
+#include "results/sample_file.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+
+}  // namespace
+
+struct fanout_context {
+  fanout::RankPlace place;
+  std::string role, run_dir;
+  std::map<std::string, std::string> params;
+  fanout::SampleWriter* samples = nullptr;
+  fanout::Rendezvous* rendezvous = nullptr;
+  bool record_failed = false;
+};
+
+namespace {
+
+using fanout::parse_bool;
+using fanout::parse_double;
+using fanout::parse_int;
+
+void log_line(const fanout_context* c, fanout_log_level level, const std::string& msg) {
+  static const char* names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+  int l = (level >= FANOUT_LOG_DEBUG && level <= FANOUT_LOG_ERROR) ? int(level) : 1;
+  std::fprintf(stderr, "[%s %s:%d] %s %s\n", fanout::iso8601_utc(fanout::wall_ns()).c_str(), c->role.c_str(),
+               c->place.rank, names[l], msg.c_str());
+}
+
+const fanout_host_ops kHostOps = {
+    FANOUT_PLUGIN_ABI_VERSION,
+    [](const fanout_context* c) { return c->place.rank; },
+    [](const fanout_context* c) { return c->place.size; },
+    [](const fanout_context* c) { return c->place.local_rank; },
+    [](const fanout_context* c) { return c->place.local_size; },
+    [](const fanout_context* c) { return c->place.node.c_str(); },
+    [](const fanout_context* c) { return c->role.c_str(); },
+    [](const fanout_context* c) { return c->run_dir.c_str(); },
+    [](const fanout_context* c, const char* name) -> const char* {
+      auto it = c->params.find(name ? name : "");
+      return it == c->params.end() ? nullptr : it->second.c_str();
+    },
+    [](const fanout_context* c, const char* name, int64_t fallback) -> int64_t {
+      auto it = c->params.find(name ? name : "");
+      if (it == c->params.end()) return fallback;
+      if (auto b = parse_bool(it->second); b && !parse_int(it->second)) return *b ? 1 : 0;
+      return parse_int(it->second).value_or(fallback);
+    },
+    [](const fanout_context* c, const char* name, double fallback) -> double {
+      auto it = c->params.find(name ? name : "");
+      return it == c->params.end() ? fallback : parse_double(it->second).value_or(fallback);
+    },
+    [](const fanout_context*) { return fanout::monotonic_ns(); },
+    [](fanout_context* c, const char* metric, int64_t iteration, int64_t t_start_ns, double value, const char* unit,
+       int warmup) -> int {
+      if (!metric || !*metric) {
+        log_line(c, FANOUT_LOG_ERROR, "record: empty metric name");
+        c->record_failed = true;
+        return -1;
+      }
+      if (!c->samples->record(metric, unit ? unit : "", iteration, t_start_ns, value, warmup != 0)) {
+        if (!c->record_failed) log_line(c, FANOUT_LOG_ERROR, "record: " + c->samples->error());
+        c->record_failed = true;
+        return -1;
+      }
+      return 0;
+    },
+    [](fanout_context* c, const char* key, const void* value, size_t len) -> int {
+      auto err = c->rendezvous->put(key ? key : "", std::string(static_cast<const char*>(value), len));
+      if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "kv_put " + std::string(key ? key : "") + ": " + err);
+      return err.empty() ? 0 : -1;
+    },
+    [](fanout_context* c, const char* key, void* buf, size_t cap, size_t* len, int timeout_ms) -> int {
+      std::string v;
+      auto err = c->rendezvous->get(key ? key : "", timeout_ms, v);
+      if (!err.empty()) {
+        log_line(c, FANOUT_LOG_ERROR, "kv_get " + std::string(key ? key : "") + ": " + err);
+        return -1;
+      }
+      if (len) *len = v.size();
+      if (buf && cap) std::memcpy(buf, v.data(), std::min(cap, v.size()));
+      return 0;
+    },
+    [](fanout_context* c, int timeout_ms) -> int {
+      auto err = c->rendezvous->fence(timeout_ms);
+      if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "fence: " + err);
+      return err.empty() ? 0 : -1;
+    },
+    [](fanout_context* c, fanout_log_level level, const char* message) { log_line(c, level, message ? message : ""); },
+    [](const fanout_context*) -> int { return g_stop ? 1 : 0; },
+};
+
+int usage() {
+  std::cerr << "usage: fanout-rank --plugin PATH --role ROLE --run-dir DIR\n"
+               "Started by fanout's launchers for every rank; not meant to be run by hand.\n";
+  return 2;
+}
+
+int run_rank(int argc, char** argv) {
+  std::string plugin_path, role, run_dir;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw fanout::UserError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--plugin") plugin_path = next();
+    else if (a == "--role") role = next();
+    else if (a == "--run-dir") run_dir = next();
+    else if (a == "--help" || a == "-h") return usage();
+    else throw fanout::UserError("unknown argument '" + a + "'");
+  }
+  if (plugin_path.empty() || role.empty() || run_dir.empty()) return usage();
+
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+
+  auto plugin = fanout::Plugin::open(plugin_path);
+  const fanout_role* entry = plugin->role(role);
+  if (!entry)
+    throw fanout::UserError("plugin " + plugin->name() + " has no role '" + role + "' (roles: " +
+                            fanout::join(plugin->role_names(), ", ") + ")");
+  fanout::RunMetadata meta = fanout::read_run_metadata(run_dir);
+
+  fanout_context ctx;
+  ctx.place = fanout::detect_place();
+  ctx.role = role;
+  ctx.run_dir = run_dir;
+  for (auto& [k, v] : meta.parameters) ctx.params[k] = v;
+  auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks);
+  ctx.rendezvous = rendezvous.get();
+
+  std::filesystem::create_directories(fanout::samples_dir(run_dir));
+  auto sample_path = fanout::samples_dir(run_dir) / (role + "." + std::to_string(ctx.place.rank) + ".samples");
+  fanout::SampleWriter writer(sample_path, ctx.place.rank, role, fanout::monotonic_ns(), fanout::wall_ns());
+  if (!writer.error().empty()) throw fanout::UserError(writer.error());
+  ctx.samples = &writer;
+
+  plugin->init();
+  int rc = entry->run(&ctx, &kHostOps);
+  bool flushed = writer.flush();
+  if (rc != 0) {
+    log_line(&ctx, FANOUT_LOG_ERROR, "role '" + role + "' returned " + std::to_string(rc));
+    return rc > 0 && rc < 126 ? rc : 1;
+  }
+  if (ctx.record_failed || !flushed) {
+    log_line(&ctx, FANOUT_LOG_ERROR, "samples could not be stored: " + writer.error());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_rank(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fanout-rank: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Fanout needs to build, run and test. Idempotent and non-interactive:
+# packages already present are not touched, so re-running costs one dpkg query.
+# Usage: scripts/install-deps.sh [run|test]   (test adds what the test suite needs)
+set -euo pipefail
+profile=${1:-run}
+export DEBIAN_FRONTEND=noninteractive
+
+run_pkgs=(build-essential cmake git pkg-config ca-certificates
+  libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
+  redis-server libhiredis-dev)
+test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps)
+
+pkgs=("${run_pkgs[@]}")
+[ "$profile" = test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && { echo "install-deps: all ${#pkgs[@]} packages present"; exit 0; }
+
+# Package installs must never start services here: the project starts its own daemons when it needs them.
+if [ ! -x /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
+echo "install-deps: installing ${missing[*]}"
+apt-get -o DPkg::Lock::Timeout=900 update -qq
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
