@@ -111,6 +111,7 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
     std::string out = (spec.run_dir / (role + ".out")).string(), err = (spec.run_dir / (role + ".err")).string();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addchdir_np(&fa, spec.run_dir.c_str());  // ranks start in their run folder
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -187,6 +187,11 @@ int drive(int argc, char** argv) {
       tc.flags.add_to(tc.app, t.name);
     }
 
+  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* a) { return a->get_name() == argv[1]; }).empty()) {
+    std::vector<std::string> names;
+    for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(a->get_name());
+    throw UserError("unknown subcommand '" + std::string(argv[1]) + "' (known: " + join(names, ", ") + ")");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

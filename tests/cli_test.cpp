@@ -1,0 +1,270 @@
+// End to end: the fanout driver as a user runs it, on the local launcher, with real ranks and a real database.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+#include "common/files.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+namespace fs = std::filesystem;
+
+namespace {
+
+test::CommandResult fanout_cmd(const test::TempDir& d, std::vector<std::string> args, double timeout_s = 120) {
+  args.insert(args.begin(), test::fanout_exe().string());
+  return test::run_command(args, d.path, {}, timeout_s);
+}
+
+std::vector<std::vector<std::string>> query(const fs::path& db_file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* s = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int c = 0; c < sqlite3_column_count(s); ++c) {
+        auto t = sqlite3_column_text(s, c);
+        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+      }
+      rows.push_back(row);
+    }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return rows;
+}
+
+fs::path db_of(const test::TempDir& d, const std::string& exp) { return d.path / "results" / exp / "fanout.sqlite"; }
+
+}  // namespace
+
+TEST(Cli, CalibrationSweepReportsTheKnownCost) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=calib", "--sleep_us=[2000,5000]", "--ranks_per_node=[1,2]",
+                          "--iterations=40", "--warmup=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("4/4 run(s) COMPLETED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("statistics.csv"), std::string::npos) << r.err;
+  auto db = db_of(d, "calib");
+  EXPECT_EQ(query(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'")[0][0], "4");
+  // Every rank of every run delivered exactly its samples: 40 measured + 2 warmup.
+  auto per_rank = query(db, "SELECT r.session, s.rank, sum(s.warmup=0), sum(s.warmup=1) FROM samples s JOIN runs r ON r.id=s.run_id "
+                            "WHERE s.metric='sleep' GROUP BY r.id, s.rank");
+  ASSERT_EQ(per_rank.size(), 6u);  // 1 + 2 + 1 + 2 ranks
+  for (auto& row : per_rank) {
+    EXPECT_EQ(row[2], "40") << row[0];
+    EXPECT_EQ(row[3], "2") << row[0];
+  }
+  // The measured median (from statistics.csv) matches the true cost within 3 %.
+  std::ifstream stats(d.path / "results" / "calib" / "csv" / "statistics.csv");
+  auto split_csv = [](const std::string& line) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    return cols;
+  };
+  std::string line, header;
+  std::getline(stats, header);
+  auto names = split_csv(header);
+  auto col = [&](const std::string& n) { return size_t(std::find(names.begin(), names.end(), n) - names.begin()); };
+  int checked = 0;
+  while (std::getline(stats, line)) {
+    auto cols = split_csv(line);
+    if (cols.at(col("metric")) != "sleep") continue;
+    double sleep_us = std::stod(cols.at(col("sleep_us"))), median = std::stod(cols.at(col("median")));
+    EXPECT_NEAR(median, sleep_us, sleep_us * 0.03) << line;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+TEST(Cli, FailingRankGivesFailedWithItsExitCode) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=f", "--ranks_per_node=2", "--fail_rank=1", "--iterations=5"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("FAILED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of step 'sleep' exited with code 3"), std::string::npos) << r.err;
+  auto rows = query(db_of(d, "f"), "SELECT status, exit_code, signal FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"FAILED", "3", "0"}));
+}
+
+TEST(Cli, CrashingRankIsRecordedWithItsSignal) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_copy", "--exp_name=c", "--crash_rank=0", "--iterations=5"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto rows = query(db_of(d, "c"), "SELECT status, signal FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"FAILED", "11"}));
+  EXPECT_NE(r.err.find("SIGSEGV"), std::string::npos) << r.err;
+}
+
+TEST(Cli, HungRankTimesOut) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=t", "--hang_rank=0", "--walltime=1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(query(db_of(d, "t"), "SELECT status FROM runs")[0][0], "TIMEOUT");
+}
+
+TEST(Cli, ExperimentFileWithZipAndExclude) {
+  test::TempDir d;
+  std::ofstream(d.path / "exp.toml") << R"(
+[experiment]
+name = "filed"
+plugin = "calibration"
+template = "calibration_copy"
+[parameters]
+copy_bytes = [1024, 4096, 16384]
+iterations = [3, 4, 5]
+ranks_per_node = [1, 2]
+[[zip]]
+params = ["copy_bytes", "iterations"]
+[[exclude]]
+copy_bytes = 16384
+ranks_per_node = 2
+)";
+  auto dry = fanout_cmd(d, {"run", "exp.toml", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("5 run(s)"), std::string::npos) << dry.out;
+  EXPECT_FALSE(fs::exists(d.path / "results")) << "a dry run writes nothing";
+  auto r = fanout_cmd(d, {"run", "exp.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = query(db_of(d, "filed"),
+                    "SELECT a.value, b.value, count(*) FROM runs r JOIN parameters a ON a.run_id=r.id AND a.name='copy_bytes' "
+                    "JOIN parameters b ON b.run_id=r.id AND b.name='iterations' GROUP BY a.value, b.value ORDER BY 0+a.value");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"1024", "3", "2"}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"16384", "5", "1"}));
+}
+
+TEST(Cli, BadInputGivesOneLineErrorAndWritesNothing) {
+  test::TempDir d;
+  std::ofstream(d.path / "bad.toml") << "[experiment]\nplugin = \"calibration\"\n[parameters\nx = 1\n";
+  std::ofstream(d.path / "unknown.toml") << "[experiment]\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\n[parameters]\nsleep_us = 1\nbogus = 2\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  } cases[] = {
+      {{"calibration_sleep", "--bogus_flag=1"}, "--bogus_flag"},
+      {{"calibration_sleep", "--sleep_us=[1,2"}, "--sleep_us: malformed list '[1,2': missing closing ']'"},
+      {{"calibration_sleep", "--sleep_us=[1,x]"}, "--sleep_us: 'x' is not an integer"},
+      {{"calibration_sleep", "--launcher=nope"}, "--launcher: unknown launcher 'nope'"},
+      {{"no_such_experiment"}, "unknown subcommand 'no_such_experiment'"},
+      {{"run", "bad.toml"}, "bad.toml:3"},
+      {{"run", "unknown.toml"}, "unknown.toml:6: unknown parameter 'bogus'"},
+      {{"run", "missing.toml"}, "missing.toml"},
+  };
+  for (auto& c : cases) {
+    auto r = fanout_cmd(d, c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args[0];
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "results")) << c.args[0] << " wrote results";
+  }
+  std::ofstream(d.path / "plugin.toml") << "[experiment]\nplugin = \"nonexistent_plugin\"\n";
+  auto r = fanout_cmd(d, {"run", "plugin.toml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown plugin 'nonexistent_plugin'"), std::string::npos) << r.err;
+  EXPECT_EQ(test::line_count_summary(r.err), "1") << r.err;
+}
+
+TEST(Cli, PluginsListingAndAbiCheck) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"plugins"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("calibration 1.0.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("template_hello"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--sleep_us (int, default 1000)"), std::string::npos) << r.out;
+  auto bad = fanout_cmd(d, {"plugins", "--check", test::broken_plugin(1).string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("was built for fanout plugin ABI 99, this fanout expects ABI 1"), std::string::npos) << bad.err;
+  auto init = fanout_cmd(d, {"run", "x.toml"});
+  EXPECT_NE(init.exit_code, 0);
+}
+
+TEST(Cli, InitFailureFailsTheRunWithThePluginsReason) {
+  test::TempDir d;
+  std::ofstream(d.path / "exp.toml") << "[experiment]\nplugin = \"" << test::broken_plugin(2).string()
+                                     << "\"\n[[steps]]\nrole = \"noop\"\n";
+  auto r = fanout_cmd(d, {"run", "exp.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto rows = query(db_of(d, "exp"), "SELECT status, path FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "FAILED");
+  EXPECT_NE(read_file(fs::path(rows[0][1]) / "noop.err").find("init failed: the test plugin refuses to start"), std::string::npos);
+}
+
+TEST(Cli, TemplatePluginRunsAndParametersNeverReachAShell) {
+  test::TempDir d;
+  const std::string evil = "$(touch pwned1) `touch pwned2`; touch pwned3\ntouch pwned4 'q\"";
+  auto r = fanout_cmd(d, {"template_hello", "--exp_name=tpl", "--ranks=2", "--iterations=3", "--message=" + evil});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (auto* f : {"pwned1", "pwned2", "pwned3", "pwned4"}) EXPECT_FALSE(fs::exists(d.path / f)) << f;
+  auto rows = query(db_of(d, "tpl"), "SELECT p.value, r.path FROM parameters p JOIN runs r ON r.id=p.run_id WHERE p.name='message'");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], evil);
+  // The rank that received the message over the rendezvous logged it verbatim.
+  EXPECT_NE(read_file(fs::path(rows[0][1]) / "hello.err").find("pwned3"), std::string::npos);
+  EXPECT_EQ(query(db_of(d, "tpl"), "SELECT count(*) FROM samples WHERE metric='work' AND warmup=0")[0][0], "6");
+  // Run folders are not world-writable.
+  auto perms = fs::status(fs::path(rows[0][1])).permissions();
+  EXPECT_EQ(perms & fs::perms::others_write, fs::perms::none);
+}
+
+TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_copy", "--exp_name=re", "--iterations=5", "--ranks_per_node=[1,2]"}).exit_code, 0);
+  auto before = query(db_of(d, "re"), "SELECT count(*) FROM samples")[0][0];
+  auto again = fanout_cmd(d, {"results", "ingest", "results/re"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("2 run(s) ingested"), std::string::npos) << again.out;
+  EXPECT_EQ(query(db_of(d, "re"), "SELECT count(*) FROM samples")[0][0], before);
+  auto csv = fanout_cmd(d, {"results", "csv", "results/re", "--out", "out"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_TRUE(fs::exists(d.path / "out" / "samples.csv"));
+  EXPECT_EQ(test::line_count_summary(read_file(d.path / "out" / "samples.csv")), std::to_string(std::stoi(before) + 1));
+}
+
+TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
+  test::TempDir d;
+  std::string exe = test::fanout_exe().string();
+  std::vector<std::string> args = {exe, "calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addchdir_np(&fa, d.path.c_str());
+  posix_spawn_file_actions_addopen(&fa, 2, (d.path / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Ready when the first run's rank has rendezvoused (its sample file exists).
+  bool started = test::wait_for([&] {
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
+      if (e.path().extension() == ".samples") return true;
+    return false;
+  }, 30);
+  ASSERT_TRUE(started);
+  kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
+  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  // The running job was cancelled; the one never started is recorded as such.
+  auto rows = query(db_of(d, "int"), "SELECT status, reason FROM runs ORDER BY session");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"CANCELLED", "cancelled"}));
+  EXPECT_EQ(rows[1][0], "CANCELLED");
+  EXPECT_NE(rows[1][1].find("not started"), std::string::npos) << rows[1][1];
+}

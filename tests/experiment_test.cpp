@@ -1,0 +1,135 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "orchestrator/experiment.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+
+namespace {
+
+std::unique_ptr<Plugin> calibration() { return Plugin::open(test::build_dir() / "plugins" / "fanout_calibration.so"); }
+
+std::filesystem::path write(const test::TempDir& d, const std::string& name, const std::string& text) {
+  auto p = d.path / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Experiment, FileWithStepsProductZipAndExclude) {
+  test::TempDir d;
+  auto f = write(d, "exp.toml", R"(
+[experiment]
+name = "sweep"
+plugin = "calibration"
+walltime = "00:02:00"
+
+[[steps]]
+role = "sleep"
+nodes = "{n}"
+tasks_per_node = "{ranks_per_node}"
+
+[parameters]
+n = [1, 2]
+ranks_per_node = [1, 2]
+sleep_us = [100, 200, 300]
+iterations = [10, 20, 30]
+
+[[zip]]
+params = ["sleep_us", "iterations"]
+
+[[exclude]]
+n = 2
+ranks_per_node = 2
+)");
+  auto req = parse_experiment_file(f);
+  EXPECT_EQ(req.settings.exp_name, "sweep");
+  EXPECT_EQ(req.settings.walltime_s, 120);
+  auto plan = plan_experiment(req, *calibration());
+  ASSERT_EQ(plan.runs.size(), 9u);  // (2 x 2 - 1 excluded) x 3 zipped
+  for (auto& r : plan.runs) {
+    auto us = std::stoi(*r.point.find("sleep_us")), it = std::stoi(*r.point.find("iterations"));
+    EXPECT_EQ(it, us / 10) << "zipped values must advance together";
+    EXPECT_FALSE(*r.point.find("n") == "2" && *r.point.find("ranks_per_node") == "2");
+    EXPECT_EQ(r.steps[0].nodes, std::stoi(*r.point.find("n")));
+    EXPECT_EQ(r.steps[0].tasks_per_node, std::stoi(*r.point.find("ranks_per_node")));
+    EXPECT_EQ(r.point.find("copy_bytes") ? *r.point.find("copy_bytes") : "", "1048576") << "defaults are recorded";
+  }
+}
+
+TEST(Experiment, BadTomlNamesTheLine) {
+  test::TempDir d;
+  auto f = write(d, "bad.toml", "[experiment]\nplugin = \"calibration\"\n\n[parameters]\nsleep_us = [1, 2\n");
+  std::string m = error_of([&] { parse_experiment_file(f); });
+  EXPECT_NE(m.find(f.string() + ":5"), std::string::npos) << m;
+}
+
+TEST(Experiment, UnknownParameterInFileNamesItsLine) {
+  test::TempDir d;
+  auto f = write(d, "exp.toml", "[experiment]\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\n[parameters]\nsleep_us = 5\nbogus = 3\n");
+  auto req = parse_experiment_file(f);
+  std::string m = error_of([&] { plan_experiment(req, *calibration()); });
+  EXPECT_NE(m.find(f.string() + ":6"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown parameter 'bogus'"), std::string::npos) << m;
+}
+
+TEST(Experiment, TypeErrorsNameTheFlag) {
+  ExperimentRequest req;
+  req.plugin = "calibration";
+  req.subcommand = "calibration_sleep";
+  req.params.push_back({"sleep_us", ParamSource{"[100,abc]", "--sleep_us", {}}});
+  std::string m = error_of([&] { plan_experiment(req, *calibration()); });
+  EXPECT_NE(m.find("--sleep_us: 'abc' is not an integer"), std::string::npos) << m;
+}
+
+TEST(Experiment, NodesMustBePositive) {
+  ExperimentRequest req;
+  req.subcommand = "calibration_sleep";
+  req.params.push_back({"nodes", ParamSource{"[1,0]", "--nodes", {}}});
+  std::string m = error_of([&] { plan_experiment(req, *calibration()); });
+  EXPECT_NE(m.find("nodes must be a positive integer"), std::string::npos) << m;
+}
+
+TEST(Experiment, HashIsStableAndSessionsAreUnique) {
+  ExperimentRequest req;
+  req.subcommand = "calibration_sleep";
+  req.params.push_back({"sleep_us", ParamSource{"[1,2,3]", "--sleep_us", {}}});
+  req.params.push_back({"ranks_per_node", ParamSource{"[1,2]", "--ranks_per_node", {}}});
+  auto a = plan_experiment(req, *calibration());
+  std::swap(req.params[0], req.params[1]);  // the order flags are given in does not change the hash
+  auto b = plan_experiment(req, *calibration());
+  ASSERT_EQ(a.runs.size(), 6u);
+  std::set<std::string> sessions;
+  for (size_t i = 0; i < a.runs.size(); ++i) {
+    EXPECT_EQ(a.runs[i].param_hash, b.runs[i].param_hash);
+    sessions.insert(a.runs[i].session);
+  }
+  EXPECT_EQ(sessions.size(), 6u);
+  EXPECT_NE(a.runs[0].session.find("sleep_us1"), std::string::npos) << a.runs[0].session;
+}
+
+TEST(Experiment, WalltimeAndExcludeFlagParsing) {
+  EXPECT_EQ(parse_walltime("01:00:00", "w"), 3600);
+  EXPECT_EQ(parse_walltime("05:00", "w"), 300);
+  EXPECT_EQ(parse_walltime("90", "w"), 90);
+  EXPECT_EQ(parse_walltime("1-00:00:00", "w"), 86400);
+  EXPECT_THROW(parse_walltime("soon", "--walltime"), UserError);
+  EXPECT_THROW(parse_walltime("0", "--walltime"), UserError);
+  auto e = parse_exclude_flag("a=1,b=[2,3]", "--exclude");
+  EXPECT_EQ(e.conditions.at("a"), std::vector<std::string>{"1"});
+  EXPECT_EQ(e.conditions.at("b"), (std::vector<std::string>{"2", "3"}));
+  EXPECT_THROW(parse_exclude_flag("a", "--exclude"), UserError);
+}

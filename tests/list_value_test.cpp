@@ -1,0 +1,43 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "orchestrator/list_value.h"
+
+using fanout::parse_list_value;
+using fanout::UserError;
+using V = std::vector<std::string>;
+
+TEST(ListValue, ScalarIsAOneElementList) { EXPECT_EQ(parse_list_value("4", "--nodes"), V{"4"}); }
+
+TEST(ListValue, SmartSimScalingListForm) {
+  EXPECT_EQ(parse_list_value("[4,8,16]", "--nodes"), (V{"4", "8", "16"}));
+  EXPECT_EQ(parse_list_value(" [ 4 , 8 ] ", "--nodes"), (V{"4", "8"}));
+  EXPECT_EQ(parse_list_value("['cpp','fortran']", "--languages"), (V{"cpp", "fortran"}));
+  EXPECT_EQ(parse_list_value("[\"a,b\",c]", "--x"), (V{"a,b", "c"}));
+  EXPECT_EQ(parse_list_value("[7]", "--x"), V{"7"});
+}
+
+TEST(ListValue, MalformedListsNameTheFlag) {
+  for (const char* bad : {"[1,2", "1,2]", "[]", "[1,,2]", "[[1],2]", "['a,b]", "[1,2]]", ""}) {
+    try {
+      parse_list_value(bad, "--nodes");
+      ADD_FAILURE() << "accepted malformed '" << bad << "'";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("--nodes"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ListValue, MissingBracketSaysWhich) {
+  try {
+    parse_list_value("[1,2", "--nodes");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing closing ']'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ListValue, FormatRoundTrips) {
+  V v{"1", "a b", "x"};
+  EXPECT_EQ(parse_list_value(fanout::format_list_value(v), "t"), v);
+}

@@ -1,0 +1,177 @@
+// The local scheduler against real processes. The "rank executable" here is a shell script written by the
+// test, so the launcher is exercised on its own, without plugins.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <thread>
+
+#include "common/files.h"
+#include "common/text.h"
+#include "launchers/kv_service.h"
+#include "launchers/local.h"
+#include "rank/rendezvous.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+
+namespace {
+
+std::filesystem::path script(const test::TempDir& d, const std::string& body) {
+  auto p = d.path / "rank.sh";
+  std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(p.c_str(), 0755);
+  return p;
+}
+
+JobSpec job(const test::TempDir& d, const std::filesystem::path& exe, std::vector<StepSpec> steps, int64_t walltime = 60) {
+  JobSpec j;
+  j.name = "t";
+  j.run_dir = d.path;
+  j.rank_exe = exe;
+  j.plugin_path = "/nonexistent.so";
+  j.steps = std::move(steps);
+  j.walltime_s = walltime;
+  return j;
+}
+
+JobStatus wait_final(LocalScheduler& s, const std::string& id, double timeout_s = 60) {
+  JobStatus last;
+  test::wait_for([&] {
+    last = s.poll({id})[0];
+    return job_state_final(last.state);
+  }, timeout_s);
+  return last;
+}
+
+StepSpec step(const std::string& role, int nodes, int tpn, const std::string& placement = "disjoint") {
+  StepSpec s;
+  s.role = role;
+  s.nodes = nodes;
+  s.tasks_per_node = tpn;
+  s.placement = placement;
+  return s;
+}
+
+}  // namespace
+
+TEST(LocalScheduler, RanksGetTheirPlaceAndEnvironment) {
+  test::TempDir d;
+  auto exe = script(d, "echo \"$FANOUT_RANK $FANOUT_SIZE $FANOUT_LOCAL_RANK $FANOUT_LOCAL_SIZE $FANOUT_NODE_INDEX $FANOUT_JOB_RANKS $EXTRA\" > \"$FANOUT_RANK.$4.place\"\n"
+                       "echo \"$*\" > \"$FANOUT_RANK.$4.args\"\n"
+                       "echo out-$FANOUT_RANK; echo err-$FANOUT_RANK >&2");
+  auto j = job(d, exe, {step("db", 2, 2), step("client", 1, 3, "colocated")});
+  j.env = {{"EXTRA", "x y"}};
+  LocalScheduler s;
+  auto st = wait_final(s, s.submit(j));
+  ASSERT_EQ(st.state, JobState::Completed) << st.reason;
+  EXPECT_EQ(st.ranks.size(), 7u);
+  // argv is "--plugin P --role R --run-dir D", so $4 is the role.
+  auto read_place = [&](int rank, const std::string& role) {
+    return trim(read_file(d.path / (std::to_string(rank) + "." + role + ".place")));
+  };
+  EXPECT_EQ(trim(read_file(d.path / "1.client.args")), "--plugin /nonexistent.so --role client --run-dir " + d.path.string());
+  EXPECT_EQ(read_place(0, "db"), "0 4 0 2 0 7 x y");
+  EXPECT_EQ(read_place(3, "db"), "3 4 1 2 1 7 x y");  // second node of the db step
+  EXPECT_EQ(read_place(2, "client"), "2 3 2 3 0 7 x y");  // colocated: on the first step's first node
+  EXPECT_NE(read_file(d.path / "db.out").find("out-3"), std::string::npos);
+  EXPECT_NE(read_file(d.path / "client.err").find("err-1"), std::string::npos);
+}
+
+TEST(LocalScheduler, CrashingRankIsReportedWithItsSignalAndPeersAreStopped) {
+  test::TempDir d;
+  auto exe = script(d, "if [ \"$FANOUT_RANK\" = 1 ]; then kill -SEGV $$; fi\nexec sleep 60");
+  LocalScheduler s(1.0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 3)})));
+  EXPECT_EQ(st.state, JobState::Failed);
+  EXPECT_EQ(st.signal, 11);
+  EXPECT_NE(st.reason.find("rank 1 of step 'w' was killed by signal 11 (SIGSEGV)"), std::string::npos) << st.reason;
+  EXPECT_NE(st.reason.find((d.path / "w.err").string()), std::string::npos) << st.reason;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "peers must not be waited for";
+}
+
+TEST(LocalScheduler, ExitCodeOfTheFirstFailingRank) {
+  test::TempDir d;
+  auto exe = script(d, "[ \"$FANOUT_RANK\" = 0 ] && exit 7\nexit 0");
+  LocalScheduler s;
+  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 2)})));
+  EXPECT_EQ(st.state, JobState::Failed);
+  EXPECT_EQ(st.exit_code, 7);
+  EXPECT_EQ(st.signal, 0);
+}
+
+TEST(LocalScheduler, WallTimeKillsTheWholeProcessGroup) {
+  test::TempDir d;
+  // The rank leaves a grandchild behind; the timeout must take it too.
+  auto exe = script(d, "sleep 300 & echo $! > \"child.$FANOUT_RANK\"\nwait");
+  LocalScheduler s(0.5);
+  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 2)}, /*walltime=*/1)), 30);
+  EXPECT_EQ(st.state, JobState::Timeout);
+  EXPECT_NE(st.reason.find("wall time of 1 s"), std::string::npos) << st.reason;
+  for (int r = 0; r < 2; ++r) {
+    pid_t child = std::stoi(read_file(d.path / ("child." + std::to_string(r))));
+    EXPECT_TRUE(test::wait_for([&] { return kill(child, 0) != 0; }, 10)) << "grandchild " << child << " survived";
+  }
+}
+
+TEST(LocalScheduler, CancelEndsAsCancelled) {
+  test::TempDir d;
+  auto exe = script(d, "touch started.$FANOUT_RANK; exec sleep 300");
+  LocalScheduler s(0.5);
+  auto id = s.submit(job(d, exe, {step("w", 1, 1)}));
+  ASSERT_TRUE(test::wait_for([&] { return std::filesystem::exists(d.path / "started.0"); }, 10));
+  s.cancel({id});
+  auto st = wait_final(s, id, 20);
+  EXPECT_EQ(st.state, JobState::Cancelled);
+}
+
+TEST(LocalScheduler, MissingExecutableIsAClearError) {
+  test::TempDir d;
+  LocalScheduler s;
+  EXPECT_ANY_THROW(s.submit(job(d, d.path / "does-not-exist", {step("w", 1, 1)})));
+}
+
+TEST(KvService, PutGetFenceAcrossRanksAndTimeouts) {
+  KvService kv;
+  const int n = 4;
+  std::string token = kv.open_job(n);
+  setenv("FANOUT_KV", kv.address().c_str(), 1);
+  setenv("FANOUT_KV_TOKEN", token.c_str(), 1);
+  std::vector<std::string> errors(n), seen(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      auto rv = make_rendezvous(n);
+      std::string big(1 << 20, char('a' + r));
+      errors[r] += rv->put("rank." + std::to_string(r), big);
+      errors[r] += rv->fence(10000);
+      errors[r] += rv->get("rank." + std::to_string((r + 1) % n), 1000, seen[r]);
+      errors[r] += rv->fence(10000);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(seen[r], std::string(1 << 20, char('a' + (r + 1) % n)));
+  }
+  auto rv = make_rendezvous(n);
+  std::string v;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(rv->get("never", 200, v), "timeout");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+  EXPECT_EQ(rv->fence(200), "timeout");  // the other ranks never come
+  EXPECT_NE(rv->put("bad key", "x"), "");
+  unsetenv("FANOUT_KV");
+  unsetenv("FANOUT_KV_TOKEN");
+}
+
+TEST(KvService, WrongTokenIsRefused) {
+  KvService kv;
+  kv.open_job(1);
+  setenv("FANOUT_KV", kv.address().c_str(), 1);
+  setenv("FANOUT_KV_TOKEN", "not-the-token", 1);
+  EXPECT_ANY_THROW(make_rendezvous(2));
+  unsetenv("FANOUT_KV");
+  unsetenv("FANOUT_KV_TOKEN");
+}

@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "orchestrator/parameter_space.h"
+
+using namespace fanout;
+
+namespace {
+std::vector<std::string> render(const std::vector<ParameterPoint>& pts) {
+  std::vector<std::string> out;
+  for (auto& p : pts) {
+    std::string s;
+    for (auto& [k, v] : p.values) s += k + "=" + v + " ";
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(ParameterSpace, ProductFirstAxisOutermost) {
+  ParameterSpace s;
+  s.add("a", {"1", "2"});
+  s.add("b", {"x", "y", "z"});
+  s.add("c", {"k"});
+  EXPECT_EQ(s.cardinality(), 6u);
+  auto pts = render(s.expand());
+  ASSERT_EQ(pts.size(), 6u);
+  EXPECT_EQ(pts[0], "a=1 b=x c=k ");
+  EXPECT_EQ(pts[1], "a=1 b=y c=k ");
+  EXPECT_EQ(pts[3], "a=2 b=x c=k ");
+  EXPECT_EQ(pts[5], "a=2 b=z c=k ");
+}
+
+TEST(ParameterSpace, ZipAdvancesTogether) {
+  ParameterSpace s;
+  s.add("nodes", {"1", "2", "4"});
+  s.add("mode", {"p", "q"});
+  s.add("tasks", {"8", "16", "32"});
+  s.zip({"nodes", "tasks"}, "--zip");
+  auto pts = render(s.expand());
+  ASSERT_EQ(pts.size(), 6u);
+  EXPECT_EQ(pts[0], "nodes=1 tasks=8 mode=p ");
+  EXPECT_EQ(pts[1], "nodes=1 tasks=8 mode=q ");
+  EXPECT_EQ(pts[2], "nodes=2 tasks=16 mode=p ");
+  EXPECT_EQ(pts[5], "nodes=4 tasks=32 mode=q ");
+}
+
+TEST(ParameterSpace, ZipOfUnequalListsIsAnError) {
+  ParameterSpace s;
+  s.add("a", {"1", "2"});
+  s.add("b", {"1", "2", "3"});
+  try {
+    s.zip({"a", "b"}, "exp.toml:7");
+    FAIL();
+  } catch (const UserError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("exp.toml:7"), std::string::npos) << m;
+    EXPECT_NE(m.find("equal length"), std::string::npos) << m;
+  }
+  EXPECT_THROW(s.zip({"a", "nope"}, "z"), UserError);
+  EXPECT_THROW(s.zip({"a"}, "z"), UserError);
+}
+
+TEST(ParameterSpace, ExclusionsDropMatchingPoints) {
+  ParameterSpace s;
+  s.add("a", {"1", "2", "3"});
+  s.add("b", {"x", "y"});
+  s.exclude({{{"a", {"2", "3"}}, {"b", {"y"}}}, "--exclude"});
+  auto pts = render(s.expand());
+  ASSERT_EQ(pts.size(), 4u);
+  for (auto& p : pts) EXPECT_TRUE(p.find("b=y") == std::string::npos || p.find("a=1") != std::string::npos) << p;
+  EXPECT_THROW(s.exclude({{{"zz", {"1"}}}, "--exclude"}), UserError);
+}
+
+TEST(ParameterSpace, ScalarsAndDuplicates) {
+  ParameterSpace s;
+  s.add("a", {"1"});
+  EXPECT_EQ(s.expand().size(), 1u);
+  EXPECT_THROW(s.add("a", {"2"}), UserError);
+  EXPECT_THROW(s.add("b", {}), UserError);
+}

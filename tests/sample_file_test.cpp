@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "results/sample_file.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+
+TEST(SampleFile, RoundTripConvertsMonotonicToWallTime) {
+  test::TempDir dir;
+  auto f = dir.path / "r.samples";
+  {
+    SampleWriter w(f, 3, "client", /*mono*/ 1'000'000'000, /*wall*/ 1'700'000'000'000'000'000);
+    ASSERT_TRUE(w.record("put_tensor", "s", -1, 1'500'000'000, 0.25, true));
+    ASSERT_TRUE(w.record("put_tensor", "s", 0, 2'000'000'000, 0.5, false));
+    ASSERT_TRUE(w.record("loop_time", "s", 0, 2'000'000'000, 1.5, false));
+  }
+  std::vector<std::tuple<std::string, int64_t, double, double, bool>> got;
+  auto info = read_sample_file(f, [&](const Sample& s) {
+    EXPECT_EQ(s.rank, 3);
+    EXPECT_EQ(s.role, "client");
+    got.emplace_back(std::string(s.metric), s.iteration, s.t_start_s, s.value, s.warmup);
+  });
+  EXPECT_EQ(info.samples, 3u);
+  EXPECT_FALSE(info.truncated);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(std::get<0>(got[0]), "put_tensor");
+  EXPECT_TRUE(std::get<4>(got[0]));
+  EXPECT_NEAR(std::get<2>(got[1]), 1'700'000'001.0, 1e-6);  // wall anchor + 1 s
+  EXPECT_EQ(std::get<0>(got[2]), "loop_time");
+  EXPECT_DOUBLE_EQ(std::get<3>(got[2]), 1.5);
+}
+
+TEST(SampleFile, TruncatedTailIsReportedNotThrown) {
+  test::TempDir dir;
+  auto f = dir.path / "r.samples";
+  {
+    SampleWriter w(f, 0, "x", 0, 0);
+    for (int i = 0; i < 10; ++i) w.record("m", "s", i, 0, i, false);
+  }
+  std::string data = read_file(f);
+  data.resize(data.size() - 5);
+  size_t n = 0;
+  auto info = decode_samples(data, "t", [&](const Sample&) { ++n; });
+  EXPECT_TRUE(info.truncated);
+  EXPECT_EQ(n, 9u);
+}
+
+TEST(SampleFile, GarbageIsAClearError) {
+  EXPECT_THROW(decode_samples("hello world, not samples at all", "f", [](const Sample&) {}), UserError);
+  test::TempDir dir;
+  auto f = dir.path / "r.samples";
+  { SampleWriter w(f, 0, "x", 0, 0); }
+  std::string data = read_file(f) + "Z";
+  try {
+    decode_samples(data, "f.samples", [](const Sample&) {});
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("f.samples: corrupt sample file at byte"), std::string::npos) << e.what();
+  }
+  std::string undefined = read_file(f) + std::string("S\x05\x00", 3) + std::string(25, '\0');
+  EXPECT_THROW(decode_samples(undefined, "f", [](const Sample&) {}), UserError);
+}

@@ -1,0 +1,35 @@
+// Helpers shared by the tests: temporary folders, running a command (no shell) with captured output, and
+// waiting on a condition with a deadline (a readiness check, never a fixed sleep).
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fanout::test {
+
+struct TempDir {
+  TempDir();
+  ~TempDir();
+  std::filesystem::path path;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // 128+signal when killed by a signal
+  std::string out, err;
+};
+
+// Runs argv (argv[0] is a path) in cwd with extra environment; kills it after timeout_s.
+CommandResult run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
+                          const std::vector<std::pair<std::string, std::string>>& env = {}, double timeout_s = 120);
+
+// Polls cond until it is true or timeout_s passes; returns cond's last value.
+bool wait_for(const std::function<bool()>& cond, double timeout_s);
+
+std::filesystem::path build_dir();
+std::filesystem::path fanout_exe();
+std::filesystem::path broken_plugin(int kind);
+std::string line_count_summary(const std::string& s);  // number of non-empty lines, as text
+
+}  // namespace fanout::test
