@@ -1,0 +1,111 @@
+#include "results/run_folder.h"
+
+#include <algorithm>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/error.h"
+#include "common/files.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+fs::path samples_dir(const fs::path& run_dir) { return run_dir / "samples"; }
+
+void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
+  toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
+                  {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
+                  {"param_hash", m.param_hash}, {"launcher", m.launcher},   {"walltime_s", m.walltime_s},
+                  {"created_wall_ns", m.created_wall_ns}};
+  toml::table params;
+  toml::array order;  // TOML tables are unordered; the sweep order of parameters is kept here
+  for (auto& [k, v] : m.parameters) {
+    params.insert(k, v);
+    order.push_back(k);
+  }
+  run.insert("parameter_order", order);
+  toml::array steps;
+  for (auto& s : m.steps)
+    steps.push_back(toml::table{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement}});
+  toml::table prov;
+  for (auto& [k, v] : m.provenance) prov.insert(k, v);
+  toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
+  if (m.status) {
+    const auto& s = *m.status;
+    toml::array ranks;
+    for (auto& r : s.ranks)
+      ranks.push_back(toml::table{{"role", r.role}, {"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}});
+    root.insert("status", toml::table{{"state", s.state}, {"job_id", s.job_id}, {"node_list", s.node_list},
+                                      {"reason", s.reason}, {"exit_code", s.exit_code}, {"signal", s.signal},
+                                      {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}});
+  }
+  std::ostringstream out;
+  out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
+  write_file_atomic(run_dir / kRunMetadataFile, out.str());
+}
+
+RunMetadata read_run_metadata(const fs::path& run_dir) {
+  const fs::path file = run_dir / kRunMetadataFile;
+  toml::table root;
+  try {
+    root = toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  auto need_str = [&](toml::node_view<toml::node> n, const char* key) {
+    auto v = n[key].value<std::string>();
+    if (!v) throw UserError(file.string() + ": missing '" + std::string(key) + "'");
+    return *v;
+  };
+  RunMetadata m;
+  auto run = root["run"];
+  m.session = need_str(run, "session");
+  m.experiment = need_str(run, "experiment");
+  m.subcommand = run["subcommand"].value_or(std::string());
+  m.plugin = need_str(run, "plugin");
+  m.plugin_path = run["plugin_path"].value_or(std::string());
+  m.plugin_version = run["plugin_version"].value_or(std::string());
+  m.param_hash = need_str(run, "param_hash");
+  m.launcher = run["launcher"].value_or(std::string());
+  m.walltime_s = run["walltime_s"].value_or(int64_t(0));
+  m.created_wall_ns = run["created_wall_ns"].value_or(int64_t(0));
+  if (auto* params = root["parameters"].as_table()) {
+    std::vector<std::string> order;
+    if (auto* o = run["parameter_order"].as_array())
+      for (auto& n : *o) order.push_back(n.value_or(std::string()));
+    for (auto& [k, v] : *params)
+      if (std::find(order.begin(), order.end(), std::string(k.str())) == order.end()) order.emplace_back(k.str());
+    for (auto& name : order)
+      if (auto v = (*params)[name].value<std::string>()) m.parameters.emplace_back(name, *v);
+  }
+  if (auto* steps = root["steps"].as_array())
+    for (auto& s : *steps) {
+      auto t = toml::node_view<const toml::node>(s);
+      m.steps.push_back({t["role"].value_or(std::string()), int(t["nodes"].value_or(int64_t(1))),
+                         int(t["tasks_per_node"].value_or(int64_t(1))), t["placement"].value_or(std::string())});
+    }
+  if (auto* prov = root["provenance"].as_table())
+    for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());
+  if (auto st = root["status"]; st.is_table()) {
+    RunStatusRecord s;
+    s.state = st["state"].value_or(std::string());
+    s.job_id = st["job_id"].value_or(std::string());
+    s.node_list = st["node_list"].value_or(std::string());
+    s.reason = st["reason"].value_or(std::string());
+    s.exit_code = int(st["exit_code"].value_or(int64_t(0)));
+    s.signal = int(st["signal"].value_or(int64_t(0)));
+    s.start_wall_ns = st["start_wall_ns"].value_or(int64_t(0));
+    s.end_wall_ns = st["end_wall_ns"].value_or(int64_t(0));
+    if (auto* ranks = st["ranks"].as_array())
+      for (auto& r : *ranks) {
+        auto t = toml::node_view<const toml::node>(r);
+        s.ranks.push_back({t["role"].value_or(std::string()), int(t["rank"].value_or(int64_t(0))),
+                           int(t["exit_code"].value_or(int64_t(0))), int(t["signal"].value_or(int64_t(0)))});
+      }
+    m.status = s;
+  }
+  return m;
+}
+
+}  // namespace fanout

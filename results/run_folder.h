@@ -1,0 +1,55 @@
+// A run's folder: results/<exp>/run-<stamp>/<session>/ holding run.toml (every parameter, the steps,
+// provenance, and the final status), job.sh, <role>.out/.err and samples/. The folder alone is enough to
+// rebuild the run's rows in the database.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fanout {
+
+struct RunStep {
+  std::string role;
+  int nodes = 1, tasks_per_node = 1;
+  std::string placement;
+};
+
+struct RankExitRecord {
+  std::string role;
+  int rank = 0, exit_code = 0, signal = 0;
+};
+
+struct RunStatusRecord {
+  std::string state;  // Slurm's words: COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL, ...
+  std::string job_id, node_list, reason;
+  int exit_code = 0, signal = 0;
+  int64_t start_wall_ns = 0, end_wall_ns = 0;
+  std::vector<RankExitRecord> ranks;
+};
+
+struct RunMetadata {
+  std::string session;     // the run's folder name
+  std::string experiment;  // exp_name
+  std::string subcommand;  // the experiment template or "run"
+  std::string plugin, plugin_path, plugin_version;
+  std::string param_hash;
+  std::string launcher;
+  int64_t walltime_s = 0;
+  int64_t created_wall_ns = 0;
+  std::vector<std::pair<std::string, std::string>> parameters;  // every parameter, defaults included
+  std::vector<RunStep> steps;
+  std::map<std::string, std::string> provenance;  // host, user, fanout version, git revision, command line ...
+  std::optional<RunStatusRecord> status;           // absent until the run has ended
+};
+
+constexpr const char* kRunMetadataFile = "run.toml";
+
+void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m);  // atomic
+RunMetadata read_run_metadata(const std::filesystem::path& run_dir);                  // throws UserError
+std::filesystem::path samples_dir(const std::filesystem::path& run_dir);
+
+}  // namespace fanout

@@ -1,0 +1,61 @@
+// The per-rank sample file: <run>/samples/<role>.<rank>.samples, written by fanout-rank, read at ingestion.
+// Binary, little-endian, append-only, so that a rank that dies leaves every complete record readable:
+//   header : "FOSAMP01" | i64 monotonic anchor ns | i64 wall anchor ns (same instant) | i32 rank |
+//            u16 role length | role bytes
+//   'M'    : u16 metric id | u16 name length | name | u16 unit length | unit       (defines a metric id)
+//   'S'    : u16 metric id | u8 warmup | i64 iteration | i64 t_start ns (monotonic) | f64 value
+// A sample's wall-clock start is wall_anchor + (t_start - mono_anchor).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fanout {
+
+struct Sample {
+  int rank = 0;
+  std::string_view role, metric, unit;
+  int64_t iteration = 0;
+  double t_start_s = 0;  // wall clock, seconds since the epoch
+  double value = 0;
+  bool warmup = false;
+};
+
+class SampleWriter {
+ public:
+  SampleWriter(const std::filesystem::path& path, int rank, const std::string& role, int64_t mono_anchor_ns,
+               int64_t wall_anchor_ns);
+  ~SampleWriter();
+  // false when the file could not be written (disk full, ...); the error is in error().
+  bool record(const std::string& metric, const std::string& unit, int64_t iteration, int64_t t_start_ns, double value,
+              bool warmup);
+  bool flush();
+  const std::string& error() const { return error_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  void put(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  FILE* f_ = nullptr;
+  std::string buf_, error_;
+  std::map<std::pair<std::string, std::string>, uint16_t> ids_;
+  uint64_t count_ = 0;
+};
+
+struct SampleFileInfo {
+  int rank = 0;
+  std::string role;
+  uint64_t samples = 0;
+  bool truncated = false;  // the file ends inside a record (the rank died while writing)
+};
+
+// Decodes a whole buffer, calling on_sample for each sample. Throws UserError naming `what` and the byte
+// offset when the data is not a sample file or is corrupt (a truncated tail is reported, not thrown).
+SampleFileInfo decode_samples(std::string_view data, const std::string& what,
+                              const std::function<void(const Sample&)>& on_sample);
+SampleFileInfo read_sample_file(const std::filesystem::path& path, const std::function<void(const Sample&)>& on_sample);
+
+}  // namespace fanout

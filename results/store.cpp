@@ -1,0 +1,261 @@
+#include "results/store.h"
+
+#include <sqlite3.h>
+
+#include <map>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "results/run_folder.h"
+#include "results/sample_file.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS schema_info(version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS experiments(
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, plugin TEXT NOT NULL, subcommand TEXT NOT NULL,
+  created_at TEXT NOT NULL, UNIQUE(name, plugin, subcommand));
+CREATE TABLE IF NOT EXISTS runs(
+  id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  session TEXT NOT NULL, path TEXT NOT NULL UNIQUE, status TEXT NOT NULL, param_hash TEXT NOT NULL,
+  launcher TEXT, job_id TEXT, node_list TEXT, exit_code INTEGER, signal INTEGER, reason TEXT,
+  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_param_hash ON runs(param_hash);
+CREATE TABLE IF NOT EXISTS parameters(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, name TEXT NOT NULL, value TEXT NOT NULL,
+  ordinal INTEGER NOT NULL, PRIMARY KEY(run_id, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS metrics(
+  id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
+CREATE TABLE IF NOT EXISTS sample_values(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL, metric_id INTEGER NOT NULL REFERENCES metrics(id), iteration INTEGER NOT NULL,
+  t_start REAL NOT NULL, value REAL NOT NULL, warmup INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS sample_values_run_metric ON sample_values(run_id, metric_id);
+CREATE VIEW IF NOT EXISTS samples AS
+  SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, s.warmup
+  FROM sample_values s JOIN metrics m ON m.id = s.metric_id;
+CREATE TABLE IF NOT EXISTS provenance(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(run_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rank_exits(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
+  exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
+)SQL";
+
+// A prepared statement that finalizes itself.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      throw UserError(std::string("results database: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(s_, i, v)); }
+  Stmt& bind(int i, double v) { return check(sqlite3_bind_double(s_, i, v)); }
+  Stmt& bind(int i, std::string_view v) { return check(sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT)); }
+  // Steps once; true while a row is available.
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw UserError(std::string("results database: ") + sqlite3_errmsg(db_));
+  }
+  void run() {
+    step();
+    sqlite3_reset(s_);
+  }
+  void reset() { sqlite3_reset(s_); }
+  int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  double dbl(int c) const { return sqlite3_column_double(s_, c); }
+  std::string text(int c) const {
+    auto p = sqlite3_column_text(s_, c);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+
+ private:
+  Stmt& check(int rc) {
+    if (rc != SQLITE_OK) throw UserError(std::string("results database: ") + sqlite3_errmsg(db_));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+double ns_to_s(int64_t ns) { return double(ns) / 1e9; }
+
+}  // namespace
+
+ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
+  if (sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    throw UserError("cannot open results database " + file.string() + ": " + msg);
+  }
+  // Writers from several fanout processes wait for each other instead of failing with "database is locked".
+  sqlite3_busy_timeout(db_, 60000);
+  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  exec("BEGIN IMMEDIATE;");
+  try {
+    exec(kSchema);
+    Stmt v(db_, "SELECT version FROM schema_info");
+    if (!v.step()) {
+      exec("INSERT INTO schema_info(version) VALUES(" + std::to_string(kResultsSchemaVersion) + ")");
+    } else if (v.i64(0) != kResultsSchemaVersion) {
+      throw UserError(file.string() + " has results schema version " + std::to_string(v.i64(0)) + ", this fanout uses " +
+                      std::to_string(kResultsSchemaVersion));
+    }
+    exec("COMMIT;");
+  } catch (...) {
+    exec("ROLLBACK;");
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+ResultsDb::~ResultsDb() { sqlite3_close(db_); }
+
+void ResultsDb::exec(const std::string& sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw UserError("results database " + file_.string() + ": " + msg);
+  }
+}
+
+int64_t ResultsDb::experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand) {
+  Stmt ins(db_, "INSERT OR IGNORE INTO experiments(name, plugin, subcommand, created_at) VALUES(?,?,?,?)");
+  ins.bind(1, name).bind(2, plugin).bind(3, subcommand).bind(4, iso8601_utc(wall_ns())).run();
+  Stmt q(db_, "SELECT id FROM experiments WHERE name=? AND plugin=? AND subcommand=?");
+  q.bind(1, name).bind(2, plugin).bind(3, subcommand);
+  q.step();
+  return q.i64(0);
+}
+
+int64_t ResultsDb::metric_id(const std::string& role, const std::string& name, const std::string& unit) {
+  Stmt ins(db_, "INSERT OR IGNORE INTO metrics(role, name, unit) VALUES(?,?,?)");
+  ins.bind(1, role).bind(2, name).bind(3, unit).run();
+  Stmt q(db_, "SELECT id FROM metrics WHERE role=? AND name=? AND unit=?");
+  q.bind(1, role).bind(2, name).bind(3, unit);
+  q.step();
+  return q.i64(0);
+}
+
+IngestReport ResultsDb::ingest_run(const fs::path& run_dir_in) {
+  const fs::path run_dir = fs::absolute(run_dir_in).lexically_normal();
+  RunMetadata meta = read_run_metadata(run_dir);
+  IngestReport report;
+  exec("BEGIN IMMEDIATE;");
+  try {
+    Stmt del(db_, "DELETE FROM runs WHERE path=?");
+    del.bind(1, run_dir.string()).run();
+    const RunStatusRecord st = meta.status.value_or(RunStatusRecord{"UNKNOWN", "", "", "run did not record an end", 0, 0, 0, 0, {}});
+    Stmt ins(db_,
+             "INSERT INTO runs(experiment_id, session, path, status, param_hash, launcher, job_id, node_list, exit_code, "
+             "signal, reason, created_at, started_at, ended_at, ingested_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    ins.bind(1, experiment_id(meta.experiment, meta.plugin, meta.subcommand))
+        .bind(2, meta.session).bind(3, run_dir.string()).bind(4, st.state).bind(5, meta.param_hash)
+        .bind(6, meta.launcher).bind(7, st.job_id).bind(8, st.node_list).bind(9, int64_t(st.exit_code))
+        .bind(10, int64_t(st.signal)).bind(11, st.reason).bind(12, ns_to_s(meta.created_wall_ns))
+        .bind(13, ns_to_s(st.start_wall_ns)).bind(14, ns_to_s(st.end_wall_ns)).bind(15, ns_to_s(wall_ns()));
+    ins.run();
+    report.run_id = sqlite3_last_insert_rowid(db_);
+    Stmt par(db_, "INSERT INTO parameters(run_id, name, value, ordinal) VALUES(?,?,?,?)");
+    int64_t ordinal = 0;
+    for (auto& [k, v] : meta.parameters) par.bind(1, report.run_id).bind(2, k).bind(3, v).bind(4, ordinal++).run();
+    Stmt prov(db_, "INSERT INTO provenance(run_id, key, value) VALUES(?,?,?)");
+    for (auto& [k, v] : meta.provenance) prov.bind(1, report.run_id).bind(2, k).bind(3, v).run();
+    prov.bind(1, report.run_id).bind(2, std::string_view("plugin_version")).bind(3, meta.plugin_version).run();
+    Stmt ex(db_, "INSERT OR REPLACE INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)");
+    for (auto& r : st.ranks)
+      ex.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, int64_t(r.exit_code)).bind(5, int64_t(r.signal)).run();
+
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
+      if (e.path().extension() == ".samples") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    Stmt smp(db_, "INSERT INTO sample_values(run_id, rank, metric_id, iteration, t_start, value, warmup) VALUES(?,?,?,?,?,?,?)");
+    std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id
+    for (auto& f : files) {
+      SampleFileInfo info;
+      exec("SAVEPOINT sample_file;");  // a corrupt file leaves no rows behind
+      try {
+        info = read_sample_file(f, [&](const Sample& s) {
+          auto key = std::make_tuple(std::string(s.role), std::string(s.metric), std::string(s.unit));
+          auto it = ids.find(key);
+          if (it == ids.end()) it = ids.emplace(key, metric_id(std::get<0>(key), std::get<1>(key), std::get<2>(key))).first;
+          smp.bind(1, report.run_id).bind(2, int64_t(s.rank)).bind(3, it->second).bind(4, s.iteration)
+              .bind(5, s.t_start_s).bind(6, s.value).bind(7, int64_t(s.warmup ? 1 : 0));
+          smp.run();
+        });
+        exec("RELEASE sample_file;");
+      } catch (const UserError& e) {
+        exec("ROLLBACK TO sample_file; RELEASE sample_file;");
+        report.warnings.push_back(std::string(e.what()) + " (file skipped)");
+        continue;
+      }
+      report.samples += info.samples;
+      if (info.truncated) report.warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
+    }
+    exec("COMMIT;");
+  } catch (...) {
+    exec("ROLLBACK;");
+    throw;
+  }
+  return report;
+}
+
+std::vector<StoredRun> ResultsDb::runs() const {
+  std::vector<StoredRun> out;
+  Stmt q(db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason FROM runs ORDER BY id");
+  while (q.step())
+    out.push_back({q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {}});
+  Stmt p(db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal");
+  for (auto& r : out) {
+    p.bind(1, r.id);
+    while (p.step()) r.parameters.emplace_back(p.text(0), p.text(1));
+    p.reset();
+  }
+  return out;
+}
+
+void ResultsDb::for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const {
+  Stmt q(db_,
+         "SELECT s.run_id, m.role, m.name, m.unit, s.value FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
+         "WHERE s.warmup = 0 ORDER BY s.run_id, s.metric_id");
+  MetricSummaryRow cur;
+  bool have = false;
+  while (q.step()) {
+    int64_t run = q.i64(0);
+    std::string role = q.text(1), metric = q.text(2), unit = q.text(3);
+    if (have && (run != cur.run_id || role != cur.role || metric != cur.metric || unit != cur.unit)) {
+      fn(cur);
+      cur.values.clear();
+    }
+    cur.run_id = run;
+    cur.role = std::move(role);
+    cur.metric = std::move(metric);
+    cur.unit = std::move(unit);
+    cur.values.push_back(q.dbl(4));
+    have = true;
+  }
+  if (have) fn(cur);
+}
+
+void ResultsDb::for_each_sample(const std::function<void(int64_t, int, const std::string&, const std::string&, int64_t, double,
+                                                         double, const std::string&, bool)>& fn) const {
+  Stmt q(db_,
+         "SELECT s.run_id, s.rank, m.role, m.name, s.iteration, s.t_start, s.value, m.unit, s.warmup FROM sample_values s "
+         "JOIN metrics m ON m.id = s.metric_id ORDER BY s.run_id, s.rank, s.id");
+  while (q.step()) fn(q.i64(0), int(q.i64(1)), q.text(2), q.text(3), q.i64(4), q.dbl(5), q.dbl(6), q.text(7), q.i64(8) != 0);
+}
+
+}  // namespace fanout

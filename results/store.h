@@ -1,0 +1,62 @@
+// The results database: results/<exp>/fanout.sqlite (WAL). Its schema is a public interface (documented in
+// docs/results-schema.md); users query it with sqlite3. Ingestion of a run is one transaction: a run's
+// samples land exactly once, and re-ingesting a run replaces its rows instead of duplicating them.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace fanout {
+
+constexpr int kResultsSchemaVersion = 1;
+
+struct IngestReport {
+  int64_t run_id = 0;
+  uint64_t samples = 0;
+  std::vector<std::string> warnings;  // truncated or unreadable sample files, ...
+};
+
+struct StoredRun {
+  int64_t id = 0;
+  std::string session, status, path, param_hash, job_id, node_list, reason;
+  std::vector<std::pair<std::string, std::string>> parameters;
+};
+
+struct MetricSummaryRow {
+  int64_t run_id = 0;
+  std::string role, metric, unit;
+  std::vector<double> values;  // non-warmup sample values of this run and metric
+};
+
+class ResultsDb {
+ public:
+  explicit ResultsDb(const std::filesystem::path& file);  // creates the schema when new
+  ~ResultsDb();
+  ResultsDb(const ResultsDb&) = delete;
+  ResultsDb& operator=(const ResultsDb&) = delete;
+
+  // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
+  IngestReport ingest_run(const std::filesystem::path& run_dir);
+
+  std::vector<StoredRun> runs() const;
+  // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
+  void for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const;
+  // Calls fn for every sample, ordered by run, rank, sample id.
+  void for_each_sample(const std::function<void(int64_t run_id, int rank, const std::string& role, const std::string& metric,
+                                                int64_t iteration, double t_start, double value, const std::string& unit,
+                                                bool warmup)>& fn) const;
+  sqlite3* handle() const { return db_; }
+
+ private:
+  void exec(const std::string& sql) const;
+  int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
+  int64_t metric_id(const std::string& role, const std::string& name, const std::string& unit);
+  sqlite3* db_ = nullptr;
+  std::filesystem::path file_;
+};
+
+}  // namespace fanout
