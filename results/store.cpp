@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -122,11 +124,18 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
 ResultsDb::~ResultsDb() { sqlite3_close(db_); }
 
 void ResultsDb::exec(const std::string& sql) const {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  // SQLite answers SQLITE_BUSY without calling the busy handler in some cases (switching to WAL, WAL recovery
+  // while another connection opens the database); every statement we pass here is idempotent, so retry.
+  const int64_t deadline = monotonic_ns() + 60'000'000'000;
+  for (int64_t pause_us = 1000;; pause_us = std::min<int64_t>(pause_us * 2, 50000)) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    if (rc == SQLITE_OK) return;
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    throw UserError("results database " + file_.string() + ": " + msg);
+    if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) throw UserError("results database " + file_.string() + ": " + msg);
+    if (monotonic_ns() > deadline) throw UserError("results database " + file_.string() + ": " + msg + " (for 60 s)");
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
 }
 
