@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -65,6 +66,7 @@ struct KvService::Impl {
   int listen_fd = -1;
   int wake_pipe[2] = {-1, -1};
   int port = 0;
+  std::string advertised;
   std::atomic<bool> stop{false};
   std::mutex mu;  // guards jobs
   std::map<std::string, Job> jobs;
@@ -220,15 +222,35 @@ struct KvService::Impl {
   }
 };
 
-KvService::KvService() : impl_(std::make_unique<Impl>()) {
+namespace {
+
+// This host's IPv4 address as other nodes would reach it (its name resolved), else loopback.
+std::string host_ipv4() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  std::string ip = "127.0.0.1";
+  if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
+    char buf[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
+    freeaddrinfo(res);
+  }
+  return ip;
+}
+
+}  // namespace
+
+KvService::KvService(bool all_interfaces) : impl_(std::make_unique<Impl>()) {
+  impl_->advertised = all_interfaces ? host_ipv4() : "127.0.0.1";
   impl_->listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(all_interfaces ? INADDR_ANY : INADDR_LOOPBACK);
   a.sin_port = 0;
   if (impl_->listen_fd < 0 || ::bind(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::listen(impl_->listen_fd, 1024) != 0)
-    throw UserError(std::string("rendezvous service: cannot listen on 127.0.0.1: ") + std::strerror(errno));
+    throw UserError("rendezvous service: cannot listen on " + impl_->advertised + ": " + std::strerror(errno));
   socklen_t len = sizeof a;
   ::getsockname(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
   impl_->port = ntohs(a.sin_port);
@@ -245,7 +267,7 @@ KvService::~KvService() {
   ::close(impl_->wake_pipe[1]);
 }
 
-std::string KvService::address() const { return "127.0.0.1:" + std::to_string(impl_->port); }
+std::string KvService::address() const { return impl_->advertised + ":" + std::to_string(impl_->port); }
 
 std::string KvService::open_job(int fence_size) {
   std::string token = random_token();

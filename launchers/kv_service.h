@@ -17,12 +17,15 @@ namespace fanout {
 
 class KvService {
  public:
-  KvService();  // binds 127.0.0.1 on an ephemeral port and starts the serving thread
+  // Binds an ephemeral port and starts the serving thread: on 127.0.0.1 for ranks on this host (the local
+  // launcher), or on every interface when the ranks may run on other nodes (inside a batch job); the
+  // advertised address is then this host's name resolved to IPv4.
+  explicit KvService(bool all_interfaces = false);
   ~KvService();
   KvService(const KvService&) = delete;
   KvService& operator=(const KvService&) = delete;
 
-  std::string address() const;           // "127.0.0.1:<port>"
+  std::string address() const;           // "<ipv4>:<port>"
   std::string open_job(int fence_size);  // returns the job's token
   void close_job(const std::string& token);
 

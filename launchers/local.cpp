@@ -77,7 +77,9 @@ LocalScheduler::~LocalScheduler() {
   for (auto& [pid, j] : by_pid_) waitpid(pid, nullptr, 0);
 }
 
-std::string LocalScheduler::render_script(const JobSpec& job) const {
+std::string LocalScheduler::render_script(const JobSpec& job) const { return local_job_script(job, host_); }
+
+std::string local_job_script(const JobSpec& job, const std::string& host_) {
   std::string s = "#!/bin/bash\n# fanout local job " + job.name + ": " + std::to_string(job.total_ranks()) +
                   " rank(s); fanout runs these processes itself and serves their rendezvous (FANOUT_KV).\n";
   s += "cd " + shell_quote(job.run_dir.string()) + " || exit 1\n";
@@ -93,6 +95,15 @@ std::string LocalScheduler::render_script(const JobSpec& job) const {
   return s;
 }
 
+std::vector<LocalScheduler::Process> LocalScheduler::processes(const JobSpec& job, const EnvList& kv_env) const {
+  std::vector<Process> out;
+  for (auto& r : plan_local_ranks(job, host_, kv_env)) {
+    const std::string& role = job.steps[r.step].role;
+    out.push_back({r.step, r.rank, r.argv, r.env, job.run_dir / (role + ".out"), job.run_dir / (role + ".err")});
+  }
+  return out;
+}
+
 std::string LocalScheduler::submit(const JobSpec& spec) {
   spec.validate();
   auto job = std::make_unique<LocalJob>();
@@ -105,10 +116,8 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
   job->status.start_wall_ns = wall_ns();
   job->deadline_ns = monotonic_ns() + spec.walltime_s * 1000000000;
 
-  auto plan = plan_local_ranks(spec, host_, {{"FANOUT_KV", kv_.address()}, {"FANOUT_KV_TOKEN", job->token}});
-  for (auto& r : plan) {
-    std::string role = spec.steps[r.step].role;
-    std::string out = (spec.run_dir / (role + ".out")).string(), err = (spec.run_dir / (role + ".err")).string();
+  for (auto& r : processes(spec, {{"FANOUT_KV", kv_.address()}, {"FANOUT_KV_TOKEN", job->token}})) {
+    std::string out = r.out.string(), err = r.err.string();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addchdir_np(&fa, spec.run_dir.c_str());  // ranks start in their run folder
@@ -203,6 +212,7 @@ void LocalScheduler::advance(LocalJob& job, int64_t now) {
   } else {
     s.state = JobState::Completed;
   }
+  finish_status(job.spec, s);
 }
 
 std::vector<JobStatus> LocalScheduler::poll(const std::vector<std::string>& job_ids) {
@@ -232,12 +242,5 @@ void LocalScheduler::cancel(const std::vector<std::string>& job_ids) {
     advance(*it->second, monotonic_ns());
   }
 }
-
-std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
-  if (name == "local") return std::make_unique<LocalScheduler>();
-  throw UserError("--launcher: unknown launcher '" + name + "' (known: " + join(scheduler_names(), ", ") + ")");
-}
-
-std::vector<std::string> scheduler_names() { return {"local"}; }
 
 }  // namespace fanout

@@ -9,6 +9,9 @@
 
 namespace fanout {
 
+// The script equivalent of what the local launcher starts for a job (for --dry-run and the run folder).
+std::string local_job_script(const JobSpec& job, const std::string& node_name);
+
 class LocalScheduler : public Scheduler {
  public:
   explicit LocalScheduler(double kill_grace_s = 5.0);
@@ -20,6 +23,21 @@ class LocalScheduler : public Scheduler {
   void cancel(const std::vector<std::string>& job_ids) override;
   double max_poll_interval_s() const override { return 0.2; }
 
+ protected:
+  // One process the job consists of: a rank (local launcher), or a job script (inside an allocation).
+  struct Process {
+    size_t step = 0;
+    int rank = 0;
+    std::vector<std::string> argv;
+    EnvList env;
+    std::filesystem::path out, err;
+  };
+  // The processes to start for a job; kv_env holds FANOUT_KV / FANOUT_KV_TOKEN for the job.
+  virtual std::vector<Process> processes(const JobSpec& job, const EnvList& kv_env) const;
+  // Lets a variant restate the final status (e.g. per-step exits from the job script's markers).
+  virtual void finish_status(const JobSpec& job, JobStatus& status) const {}
+  std::string host_;
+
  private:
   struct LocalJob;
   void reap();
@@ -27,7 +45,6 @@ class LocalScheduler : public Scheduler {
   void signal_job(LocalJob& job, int sig);
   double kill_grace_s_;
   KvService kv_;
-  std::string host_;
   int next_id_ = 1;
   std::map<std::string, std::unique_ptr<LocalJob>> jobs_;
   std::map<pid_t, LocalJob*> by_pid_;

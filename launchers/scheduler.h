@@ -20,12 +20,29 @@ class Scheduler {
   // The state of every given job, from ONE query of the scheduler per call.
   virtual std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) = 0;
   virtual void cancel(const std::vector<std::string>& job_ids) = 0;
+  // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
+  // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
+  virtual void check(const std::vector<JobSpec>& jobs) {}
+  // Submits several jobs of one resource shape in one request where the scheduler can (job arrays);
+  // returns one id per job. By default, one submit() each.
+  virtual std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) {
+    std::vector<std::string> ids;
+    for (auto& j : jobs) ids.push_back(submit(j));
+    return ids;
+  }
+  // How many jobs the driver keeps submitted at once unless told otherwise (a queueing scheduler: all).
+  virtual int default_max_parallel() const { return 1; }
+  // Scheduler queries made so far (poll cycles cost one each): for tests and benchmarks.
+  virtual uint64_t queries() const { return 0; }
   // Seconds the driver may wait between polls when nothing changes (the poll rate decays toward this).
   virtual double max_poll_interval_s() const { return 1.0; }
 };
 
-// The registry of schedulers by short name ("local"); an unknown name is a UserError listing the known ones.
+// The registry of schedulers by short name: local, slurm, auto (Slurm when fanout runs inside an allocation
+// or a Slurm controller answers, else local). An unknown name is a UserError listing the known ones.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 std::vector<std::string> scheduler_names();
+// The job script a launcher would run, without contacting any scheduler (for --dry-run).
+std::string render_job_script(const std::string& launcher, const JobSpec& job);
 
 }  // namespace fanout

@@ -119,7 +119,7 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
-                                                 "max_parallel", "partition", "account", "constraint", "exclusive"};
+                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array"};
   for (auto& [k, v] : *exp) {
     std::string key(k.str());
     std::string where = at(file, v);
@@ -144,6 +144,10 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
       auto i = v.value_exact<int64_t>();
       if (!i || *i < 1) throw UserError(where + ": experiment.max_parallel must be a positive integer");
       req.settings.max_parallel = int(*i);
+    } else if (key == "array") {
+      auto b = v.value_exact<bool>();
+      if (!b) throw UserError(where + ": experiment.array must be true or false");
+      req.settings.array = *b;
     } else if (key == "exclusive") {
       auto b = v.value_exact<bool>();
       if (!b) throw UserError(where + ": experiment.exclusive must be true or false");

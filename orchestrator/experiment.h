@@ -23,7 +23,8 @@ struct ExperimentSettings {
   std::string launcher = "local";
   int64_t walltime_s = 3600;
   std::filesystem::path results_dir = "results";
-  int max_parallel = 1;
+  int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)
+  bool array = false;    // submit runs as job arrays (one submission per resource shape)
   SchedulerOptions options;
 };
 

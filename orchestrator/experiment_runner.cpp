@@ -110,7 +110,6 @@ fs::path unique_run_root(const fs::path& exp_dir) {
 }  // namespace
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
-  auto scheduler = make_scheduler(plan.request.settings.launcher);
   const auto& st = plan.request.settings;
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
@@ -123,7 +122,7 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
   for (const auto& r : plan.runs) {
     out << "\n# ---- job script for " << r.session << "\n";
-    out << scheduler->render_script(job_for(plan, r, plugin, opts, root / r.session));
+    out << render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session));
   }
 }
 
@@ -131,9 +130,14 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   std::ostream& log = opts.progress ? *opts.progress : std::cerr;
   const auto& st = plan.request.settings;
   auto scheduler = make_scheduler(st.launcher);
-
   ExperimentOutcome outcome;
   outcome.exp_dir = fs::absolute(st.results_dir) / st.exp_name;
+  {
+    // Before anything is written or submitted: can every run go where it is asked to?
+    std::vector<JobSpec> probe;
+    for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
+    scheduler->check(probe);
+  }
   make_private_dirs(outcome.exp_dir);
   outcome.run_root = unique_run_root(outcome.exp_dir);
   make_private_dirs(outcome.run_root);
@@ -166,7 +170,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   std::map<std::string, size_t> active;  // job id -> slot
   double busy_s = 0;
   const int64_t t0 = monotonic_ns();
-  const int max_parallel = std::max(1, st.max_parallel);
+  const int max_parallel = st.max_parallel > 0 ? st.max_parallel : scheduler->default_max_parallel();
   double interval = 0.005;
   bool cancelling = false;
 
@@ -182,7 +186,9 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     busy_s += dur;
     size_t remaining = slots.size() - done;
     double eta = done ? busy_s / double(done) * double(remaining) / double(max_parallel) : NAN;
-    log << "[" << done << "/" << slots.size() << " done | " << active.size() << " running | " << slots.size() - next
+    size_t running = 0;
+    for (auto& [id, i] : active) running += slots[i].state == JobState::Running;
+    log << "[" << done << "/" << slots.size() << " done | " << running << " running | " << slots.size() - done - running
         << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
         << format_duration(dur) << ", " << report.samples << " samples";
     if (js.state != JobState::Completed) log << " -- " << js.reason;
@@ -208,11 +214,24 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       }
     }
     bool changed = false;
+    if (!cancelling && st.array && next < slots.size()) {
+      // Every remaining run in as few submissions as the scheduler can make (arrays per resource shape).
+      std::vector<JobSpec> jobs;
+      for (size_t i = next; i < slots.size(); ++i) jobs.push_back(slots[i].job);
+      auto ids = scheduler->submit_array(jobs);
+      for (size_t k = 0; k < ids.size(); ++k, ++next) {
+        slots[next].started_ns = monotonic_ns();
+        slots[next].job_id = ids[k];
+        slots[next].state = JobState::Pending;
+        active[ids[k]] = next;
+      }
+      changed = true;
+    }
     while (!cancelling && next < slots.size() && int(active.size()) < max_parallel) {
       Slot& s = slots[next];
       s.started_ns = monotonic_ns();
       s.job_id = scheduler->submit(s.job);
-      s.state = JobState::Running;
+      s.state = JobState::Pending;
       active[s.job_id] = next++;
       changed = true;
     }
@@ -220,7 +239,14 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     std::vector<std::string> ids;
     for (auto& [id, i] : active) ids.push_back(id);
     for (const auto& js : scheduler->poll(ids)) {
-      if (!job_state_final(js.state)) continue;
+      if (!job_state_final(js.state)) {
+        if (js.state == JobState::Running || js.state == JobState::Pending) {
+          auto& slot = slots[active.at(js.job_id)];
+          changed |= slot.state != js.state;
+          slot.state = js.state;
+        }
+        continue;
+      }
       size_t slot = active.at(js.job_id);
       active.erase(js.job_id);
       finish(slots[slot], js);

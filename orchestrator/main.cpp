@@ -36,8 +36,8 @@ fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 // The driver's own flags, shared by every experiment subcommand and `run`.
 struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
-  int max_parallel = 1;
-  bool dry_run = false, exclusive = false;
+  int max_parallel = 0;
+  bool dry_run = false, exclusive = false, array = false;
   std::string partition, account, constraint;
   std::vector<std::string> zips, excludes;
   std::map<std::string, CLI::Option*> opts;
@@ -45,10 +45,11 @@ struct SettingsFlags {
   void add_to(CLI::App* app, const std::string& default_exp_name) {
     exp_name = default_exp_name;
     opts["exp_name"] = app->add_option("--exp_name", exp_name, "name of the experiment (its folder under results_dir)")->capture_default_str();
-    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local")->capture_default_str();
+    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local, slurm, auto")->capture_default_str();
     opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
     opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
-    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs at once (local launcher)")->capture_default_str()->check(CLI::PositiveNumber);
+    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");
     opts["constraint"] = app->add_option("--constraint", constraint, "node features the runs need");
@@ -71,6 +72,7 @@ struct SettingsFlags {
     if (!only_given || given("account")) s.options.account = account;
     if (!only_given || given("constraint")) s.options.constraint = constraint;
     if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
+    if (!only_given || given("array")) s.array = array;
     for (auto& z : zips) {
       std::vector<std::string> names;
       for (auto& n : split(z, ',')) names.push_back(trim(n));

@@ -17,8 +17,10 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "launchers/kv_service.h"
 #include "orchestrator/plugin_loader.h"
 #include "rank/place.h"
+#include "rank/pmix.h"
 #include "rank/rendezvous.h"
 #include "results/run_folder.h"
 #include "results/sample_file.h"
@@ -115,14 +117,33 @@ const fanout_host_ops kHostOps = {
     [](const fanout_context*) -> int { return g_stop ? 1 : 0; },
 };
 
+// --kv-server: the rendezvous service for the ranks of every step of a batch job, started by the job script
+// on the job's first node. It publishes "<address> <token>" to the address file and serves until SIGTERM.
+int serve_kv(int ranks, const std::string& address_file) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before the service thread starts, so only sigwait sees them
+  fanout::KvService kv(/*all_interfaces=*/true);
+  std::string token = kv.open_job(ranks);
+  fanout::write_file_atomic(address_file, kv.address() + " " + token + "\n", 0600);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
+
 int usage() {
   std::cerr << "usage: fanout-rank --plugin PATH --role ROLE --run-dir DIR\n"
+               "       fanout-rank --kv-server --ranks N --address-file FILE\n"
                "Started by fanout's launchers for every rank; not meant to be run by hand.\n";
   return 2;
 }
 
 int run_rank(int argc, char** argv) {
-  std::string plugin_path, role, run_dir;
+  std::string plugin_path, role, run_dir, address_file;
+  bool kv_server = false;
+  int kv_ranks = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -132,8 +153,15 @@ int run_rank(int argc, char** argv) {
     if (a == "--plugin") plugin_path = next();
     else if (a == "--role") role = next();
     else if (a == "--run-dir") run_dir = next();
+    else if (a == "--kv-server") kv_server = true;
+    else if (a == "--ranks") kv_ranks = int(fanout::parse_int(next()).value_or(0));
+    else if (a == "--address-file") address_file = next();
     else if (a == "--help" || a == "-h") return usage();
     else throw fanout::UserError("unknown argument '" + a + "'");
+  }
+  if (kv_server) {
+    if (kv_ranks < 1 || address_file.empty()) return usage();
+    return serve_kv(kv_ranks, address_file);
   }
   if (plugin_path.empty() || role.empty() || run_dir.empty()) return usage();
 
@@ -151,19 +179,23 @@ int run_rank(int argc, char** argv) {
   fanout::RunMetadata meta = fanout::read_run_metadata(run_dir);
 
   fanout_context ctx;
-  ctx.place = fanout::detect_place();
+  // The local launcher's FANOUT_* environment first; else PMIx when a PMIx server started us; else SLURM_*/MPI env.
+  ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
   ctx.role = role;
   ctx.run_dir = run_dir;
   for (auto& [k, v] : meta.parameters) ctx.params[k] = v;
-  auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks);
+  auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks, ctx.place.size);
   ctx.rendezvous = rendezvous.get();
 
   std::filesystem::create_directories(fanout::samples_dir(run_dir));
   auto sample_path = fanout::samples_dir(run_dir) / (role + "." + std::to_string(ctx.place.rank) + ".samples");
-  fanout::SampleWriter writer(sample_path, ctx.place.rank, role, fanout::monotonic_ns(), fanout::wall_ns());
+  fanout::SampleWriter writer(sample_path, ctx.place.rank, role, ctx.place.node, fanout::monotonic_ns(), fanout::wall_ns());
   if (!writer.error().empty()) throw fanout::UserError(writer.error());
   ctx.samples = &writer;
 
+  log_line(&ctx, FANOUT_LOG_INFO, "rank " + std::to_string(ctx.place.rank) + "/" + std::to_string(ctx.place.size) +
+                                      " on node " + ctx.place.node + " (place from " + ctx.place.source + ", rendezvous " +
+                                      rendezvous->name() + ", " + std::to_string(ctx.place.job_ranks) + " ranks in the job)");
   plugin->init();
   int rc = entry->run(&ctx, &kHostOps);
   bool flushed = writer.flush();

@@ -51,6 +51,7 @@ RankPlace detect_place() {
     p.node_index = env_int(s.node_index).value_or(0);
     break;
   }
+  // Slurm's node name is the one that counts (virtual nodes share one host name).
   p.node = env_str(p.source == std::string("fanout") ? "FANOUT_NODE" : "SLURMD_NODENAME", p.node);
   p.job_ranks = env_int("FANOUT_JOB_RANKS").value_or(p.size);
   return p;

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "rank/pmix.h"
 
 namespace fanout {
 
@@ -144,10 +145,13 @@ class SoloRendezvous : public Rendezvous {
 
 }  // namespace
 
-std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks) {
+std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks) {
   const char* addr = std::getenv("FANOUT_KV");
   const char* token = std::getenv("FANOUT_KV_TOKEN");
   if (addr && *addr) return std::make_unique<KvRendezvous>(addr, token ? token : "");
+  // A one-step job under srun --mpi=pmix / mpirun: the PMIx namespace is the whole job.
+  if (job_ranks == step_ranks)
+    if (auto pmix = make_pmix_rendezvous()) return pmix;
   if (job_ranks > 1)
     throw UserError("this job has " + std::to_string(job_ranks) +
                     " ranks but no rendezvous service (FANOUT_KV is not set); start ranks through fanout");

@@ -17,7 +17,8 @@ class Rendezvous {
   virtual std::string fence(int timeout_ms) = 0;
 };
 
-// Chooses from the environment; throws UserError when the environment names a service it cannot reach.
-std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks);
+// Chooses from the environment: the key-value service named by FANOUT_KV, else PMIx when the step is the
+// whole job, else in-process for a lone rank. Throws UserError when none fits or the service is unreachable.
+std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks);
 
 }  // namespace fanout

@@ -9,8 +9,8 @@ namespace fanout {
 
 static constexpr char kMagic[8] = {'F', 'O', 'S', 'A', 'M', 'P', '0', '1'};
 
-SampleWriter::SampleWriter(const std::filesystem::path& path, int rank, const std::string& role, int64_t mono_anchor_ns,
-                           int64_t wall_anchor_ns) {
+SampleWriter::SampleWriter(const std::filesystem::path& path, int rank, const std::string& role, const std::string& node,
+                           int64_t mono_anchor_ns, int64_t wall_anchor_ns) {
   f_ = std::fopen(path.c_str(), "wb");
   if (!f_) {
     error_ = "cannot create " + path.string() + ": " + std::strerror(errno);
@@ -21,9 +21,11 @@ SampleWriter::SampleWriter(const std::filesystem::path& path, int rank, const st
   put(&wall_anchor_ns, 8);
   int32_t r = rank;
   put(&r, 4);
-  uint16_t len = uint16_t(std::min<size_t>(role.size(), 65535));
-  put(&len, 2);
-  put(role.data(), len);
+  for (const std::string* s : {&role, &node}) {
+    uint16_t len = uint16_t(std::min<size_t>(s->size(), 65535));
+    put(&len, 2);
+    put(s->data(), len);
+  }
 }
 
 SampleWriter::~SampleWriter() {
@@ -116,6 +118,10 @@ SampleFileInfo decode_samples(std::string_view data, const std::string& what,
   uint16_t rl = c.get<uint16_t>();
   if (!c.has(rl)) throw corrupt("role name runs past the end");
   info.role = std::string(c.bytes(rl));
+  if (!c.has(2)) throw corrupt("header ends before the node name");
+  uint16_t nl = c.get<uint16_t>();
+  if (!c.has(nl)) throw corrupt("node name runs past the end");
+  info.node = std::string(c.bytes(nl));
   std::vector<std::pair<std::string, std::string>> metrics;
   while (!c.done()) {
     size_t start = c.pos();

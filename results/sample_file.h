@@ -1,7 +1,7 @@
 // The per-rank sample file: <run>/samples/<role>.<rank>.samples, written by fanout-rank, read at ingestion.
 // Binary, little-endian, append-only, so that a rank that dies leaves every complete record readable:
 //   header : "FOSAMP01" | i64 monotonic anchor ns | i64 wall anchor ns (same instant) | i32 rank |
-//            u16 role length | role bytes
+//            u16 role length | role bytes | u16 node length | node bytes
 //   'M'    : u16 metric id | u16 name length | name | u16 unit length | unit       (defines a metric id)
 //   'S'    : u16 metric id | u8 warmup | i64 iteration | i64 t_start ns (monotonic) | f64 value
 // A sample's wall-clock start is wall_anchor + (t_start - mono_anchor).
@@ -27,8 +27,8 @@ struct Sample {
 
 class SampleWriter {
  public:
-  SampleWriter(const std::filesystem::path& path, int rank, const std::string& role, int64_t mono_anchor_ns,
-               int64_t wall_anchor_ns);
+  SampleWriter(const std::filesystem::path& path, int rank, const std::string& role, const std::string& node,
+               int64_t mono_anchor_ns, int64_t wall_anchor_ns);
   ~SampleWriter();
   // false when the file could not be written (disk full, ...); the error is in error().
   bool record(const std::string& metric, const std::string& unit, int64_t iteration, int64_t t_start_ns, double value,
@@ -47,7 +47,7 @@ class SampleWriter {
 
 struct SampleFileInfo {
   int rank = 0;
-  std::string role;
+  std::string role, node;  // node: where the rank ran
   uint64_t samples = 0;
   bool truncated = false;  // the file ends inside a record (the rank died while writing)
 };

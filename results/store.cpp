@@ -44,6 +44,9 @@ CREATE VIEW IF NOT EXISTS samples AS
 CREATE TABLE IF NOT EXISTS provenance(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(run_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rank_nodes(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
+  node TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_exits(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
@@ -211,6 +214,8 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir_in) {
         report.warnings.push_back(std::string(e.what()) + " (file skipped)");
         continue;
       }
+      Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
+      node.bind(1, report.run_id).bind(2, info.role).bind(3, int64_t(info.rank)).bind(4, info.node).run();
       report.samples += info.samples;
       if (info.truncated) report.warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
     }

@@ -143,7 +143,7 @@ TEST(KvService, PutGetFenceAcrossRanksAndTimeouts) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
-      auto rv = make_rendezvous(n);
+      auto rv = make_rendezvous(n, 1);
       std::string big(1 << 20, char('a' + r));
       errors[r] += rv->put("rank." + std::to_string(r), big);
       errors[r] += rv->fence(10000);
@@ -155,7 +155,7 @@ TEST(KvService, PutGetFenceAcrossRanksAndTimeouts) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(seen[r], std::string(1 << 20, char('a' + (r + 1) % n)));
   }
-  auto rv = make_rendezvous(n);
+  auto rv = make_rendezvous(n, 1);
   std::string v;
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(rv->get("never", 200, v), "timeout");
@@ -171,7 +171,7 @@ TEST(KvService, WrongTokenIsRefused) {
   kv.open_job(1);
   setenv("FANOUT_KV", kv.address().c_str(), 1);
   setenv("FANOUT_KV_TOKEN", "not-the-token", 1);
-  EXPECT_ANY_THROW(make_rendezvous(2));
+  EXPECT_ANY_THROW(make_rendezvous(2, 1));
   unsetenv("FANOUT_KV");
   unsetenv("FANOUT_KV_TOKEN");
 }

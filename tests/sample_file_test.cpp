@@ -11,7 +11,7 @@ TEST(SampleFile, RoundTripConvertsMonotonicToWallTime) {
   test::TempDir dir;
   auto f = dir.path / "r.samples";
   {
-    SampleWriter w(f, 3, "client", /*mono*/ 1'000'000'000, /*wall*/ 1'700'000'000'000'000'000);
+    SampleWriter w(f, 3, "client", "n7", /*mono*/ 1'000'000'000, /*wall*/ 1'700'000'000'000'000'000);
     ASSERT_TRUE(w.record("put_tensor", "s", -1, 1'500'000'000, 0.25, true));
     ASSERT_TRUE(w.record("put_tensor", "s", 0, 2'000'000'000, 0.5, false));
     ASSERT_TRUE(w.record("loop_time", "s", 0, 2'000'000'000, 1.5, false));
@@ -23,6 +23,7 @@ TEST(SampleFile, RoundTripConvertsMonotonicToWallTime) {
     got.emplace_back(std::string(s.metric), s.iteration, s.t_start_s, s.value, s.warmup);
   });
   EXPECT_EQ(info.samples, 3u);
+  EXPECT_EQ(info.node, "n7");
   EXPECT_FALSE(info.truncated);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(std::get<0>(got[0]), "put_tensor");
@@ -36,7 +37,7 @@ TEST(SampleFile, TruncatedTailIsReportedNotThrown) {
   test::TempDir dir;
   auto f = dir.path / "r.samples";
   {
-    SampleWriter w(f, 0, "x", 0, 0);
+    SampleWriter w(f, 0, "x", "n1", 0, 0);
     for (int i = 0; i < 10; ++i) w.record("m", "s", i, 0, i, false);
   }
   std::string data = read_file(f);
@@ -51,7 +52,7 @@ TEST(SampleFile, GarbageIsAClearError) {
   EXPECT_THROW(decode_samples("hello world, not samples at all", "f", [](const Sample&) {}), UserError);
   test::TempDir dir;
   auto f = dir.path / "r.samples";
-  { SampleWriter w(f, 0, "x", 0, 0); }
+  { SampleWriter w(f, 0, "x", "n1", 0, 0); }
   std::string data = read_file(f) + "Z";
   try {
     decode_samples(data, "f.samples", [](const Sample&) {});

@@ -38,7 +38,7 @@ std::filesystem::path make_run(const std::filesystem::path& root, const std::str
   m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {{"sleep", 0, 0, 0}}};
   write_run_metadata(dir, m);
   for (int r = 0; r < ranks; ++r) {
-    SampleWriter w(samples_dir(dir) / ("sleep." + std::to_string(r) + ".samples"), r, "sleep", 0, 0);
+    SampleWriter w(samples_dir(dir) / ("sleep." + std::to_string(r) + ".samples"), r, "sleep", "node" + std::to_string(r), 0, 0);
     w.record("sleep", "us", -1, 0, 999, true);
     for (int i = 0; i < samples_per_rank; ++i) w.record("sleep", "us", i, i, 100 + i, false);
   }
@@ -58,6 +58,7 @@ TEST(Store, IngestStoresEverythingOnceAndReingestReplaces) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE warmup=1"), 2);
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM parameters"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM rank_nodes WHERE node='node1' AND rank=1"), 1);
   db.ingest_run(run);
   db.ingest_run(run);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 22) << "re-ingest must not duplicate";

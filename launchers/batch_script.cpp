@@ -1,0 +1,76 @@
+#include "launchers/batch_script.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/text.h"
+
+namespace fanout {
+
+namespace {
+std::string quoted(const std::vector<std::string>& argv) {
+  std::string s;
+  for (auto& a : argv) s += (s.empty() ? "" : " ") + shell_quote(a);
+  return s;
+}
+}  // namespace
+
+std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes) {
+  std::ostringstream s;
+  s << "set -u\ncd " << shell_quote(job.run_dir.string()) << " || exit 1\n"
+    << "rm -f " << kJobExitMarker << " " << kStepExitMarker << " kv.addr\n"
+    << "export FANOUT_JOB_RANKS=" << job.total_ranks() << "\n";
+  for (auto& [k, v] : job.env) s << "export " << k << "=" << shell_quote(v) << "\n";
+  if (job.steps.size() > 1) {
+    // The ranks of different steps meet through fanout's rendezvous service (PMIx spans one step only).
+    s << "# rendezvous service for the " << job.total_ranks() << " ranks of all steps\n"
+      << shell_quote(job.rank_exe.string()) << " --kv-server --ranks " << job.total_ranks()
+      << " --address-file kv.addr >kv.log 2>&1 &\n"
+      << "kv_pid=$!\n"
+      << "for _ in $(seq 300); do [ -s kv.addr ] && break; kill -0 $kv_pid 2>/dev/null || break; sleep 0.1; done\n"
+      << "if [ ! -s kv.addr ]; then echo 'fanout: the rendezvous service did not start; see kv.log' >&2; echo 1 > "
+      << kJobExitMarker << "; exit 1; fi\n"
+      << "read -r FANOUT_KV FANOUT_KV_TOKEN < kv.addr\nexport FANOUT_KV FANOUT_KV_TOKEN\n";
+  }
+  s << "declare -A role\n";
+  for (size_t i = 0; i < job.steps.size(); ++i) {
+    std::vector<std::string> argv = step_prefixes[i];
+    auto r = rank_argv(job, i);
+    argv.insert(argv.end(), r.begin(), r.end());
+    const std::string& name = job.steps[i].role;
+    s << quoted(argv) << " >>" << shell_quote(name + ".out") << " 2>>" << shell_quote(name + ".err") << " &\n"
+      << "role[$!]=" << shell_quote(name) << "\n";
+  }
+  s << "rc=0\n"
+    << "while [ ${#role[@]} -gt 0 ]; do\n"
+    << "  wait -n -p done_pid \"${!role[@]}\"; st=$?\n"
+    << "  [ -n \"${done_pid:-}\" ] || break\n"
+    << "  echo \"${role[$done_pid]} $st\" >> " << kStepExitMarker << "\n"
+    << "  unset \"role[$done_pid]\"\n"
+    << "  # the first failing step ends the job: its peers would only wait for it\n"
+    << "  if [ $st -ne 0 ] && [ $rc -eq 0 ]; then rc=$st; [ ${#role[@]} -gt 0 ] && kill \"${!role[@]}\" 2>/dev/null; fi\n"
+    << "done\n";
+  if (job.steps.size() > 1) s << "kill $kv_pid 2>/dev/null\n";
+  s << "echo $rc > " << kJobExitMarker << "\nexit $rc\n";
+  return s.str();
+}
+
+std::string describe_step_failure(const JobSpec& job) {
+  std::ifstream in(job.run_dir / kStepExitMarker);
+  std::string role;
+  int status = 0;
+  while (in >> role >> status)
+    if (status != 0)
+      return "step '" + role + "' exited with status " + std::to_string(status) + "; logs: " +
+             (job.run_dir / (role + ".err")).string();
+  return "";
+}
+
+std::optional<int> read_job_exit_marker(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / kJobExitMarker);
+  int rc = 0;
+  if (in >> rc) return rc;
+  return std::nullopt;
+}
+
+}  // namespace fanout

@@ -1,0 +1,27 @@
+// The body shared by every batch job script (Slurm, PBS, and fanout running inside an allocation): start
+// the rendezvous service when the job has several steps, start each step in the background with its
+// launcher, stop the others as soon as one fails, and leave exit markers in the run folder so that a job's
+// end is known even after the scheduler has forgotten it:
+//   steps.exit : "<role> <exit status>" per step;  job.exit : the job's exit status.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launchers/job_spec.h"
+
+namespace fanout {
+
+std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes);
+
+constexpr const char* kJobExitMarker = "job.exit";
+constexpr const char* kStepExitMarker = "steps.exit";
+
+// Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
+// or an empty string when no step failed (or no markers exist).
+std::string describe_step_failure(const JobSpec& job);
+// The job's exit status from job.exit, if the job got that far.
+std::optional<int> read_job_exit_marker(const std::filesystem::path& run_dir);
+
+}  // namespace fanout

@@ -1,0 +1,352 @@
+#include "launchers/slurm.h"
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+#include "launchers/batch_script.h"
+#include "launchers/step_launcher.h"
+#include "rank/pmix.h"
+
+extern char** environ;
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurm_error() { return slurm_strerror(slurm_get_errno()); }
+
+void init_slurm_once() {
+  static bool done = [] {
+    slurm_init(nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+// The most ranks any node of the allocation carries (colocated steps add up on the first step's nodes).
+int max_tasks_per_node(const JobSpec& job) {
+  std::map<int, int> load;
+  for (size_t s = 0; s < job.steps.size(); ++s)
+    for (int n : job.step_nodes(s)) load[n] += job.steps[s].tasks_per_node * job.steps[s].cpus_per_task;
+  int m = 1;
+  for (auto& [n, l] : load) m = std::max(m, l);
+  return m;
+}
+
+JobState map_state(uint32_t raw) {
+  if (raw & JOB_REQUEUE) return JobState::Requeued;
+  switch (raw & JOB_STATE_BASE) {
+    case JOB_PENDING: return JobState::Pending;
+    case JOB_RUNNING:
+    case JOB_SUSPENDED: return JobState::Running;
+    case JOB_COMPLETE: return JobState::Completed;
+    case JOB_CANCELLED: return JobState::Cancelled;
+    case JOB_FAILED: return JobState::Failed;
+    case JOB_TIMEOUT:
+    case JOB_DEADLINE: return JobState::Timeout;
+    case JOB_NODE_FAIL:
+    case JOB_BOOT_FAIL: return JobState::NodeFail;
+    case JOB_PREEMPTED: return JobState::Preempted;
+    case JOB_OOM: return JobState::OutOfMemory;
+  }
+  return JobState::Unknown;
+}
+
+// A final state's reason: the failed step from the job's markers, else Slurm's word, with the log path.
+std::string final_reason(const JobSpec& job, const JobStatus& s, const std::string& log) {
+  if (s.state == JobState::Completed) return "";
+  std::string step = describe_step_failure(job);
+  std::string what = std::string("Slurm says ") + job_state_name(s.state);
+  if (s.signal) what += " (signal " + std::to_string(s.signal) + ")";
+  else if (s.exit_code) what += " (exit code " + std::to_string(s.exit_code) + ")";
+  return step.empty() ? what + "; logs: " + log : step + " (" + what + ")";
+}
+
+std::vector<std::string> feature_words(const std::string& constraint) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : constraint + "&") {
+    if (c == '&' || c == '|' || c == ',' || c == '(' || c == ')' || c == '[' || c == ']') {
+      if (!trim(cur).empty()) out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool slurm_configured() {
+  if (const char* c = std::getenv("SLURM_CONF")) return fs::exists(c);
+  return fs::exists("/etc/slurm/slurm.conf");
+}
+
+SlurmRequest slurm_request(const JobSpec& job) {
+  SlurmRequest r;
+  r.name = job.name;
+  r.partition = job.options.partition;
+  r.account = job.options.account;
+  r.constraint = job.options.constraint;
+  r.exclusive = job.options.exclusive;
+  r.nodes = job.total_nodes();
+  r.tasks_per_node = max_tasks_per_node(job);
+  r.cpus_per_task = 1;
+  r.time_minutes = std::max<int64_t>(1, (job.walltime_s + 59) / 60);
+  r.work_dir = job.run_dir.string();
+  r.output = (job.run_dir / "slurm-%j.out").string();
+  return r;
+}
+
+std::string sbatch_preamble(const SlurmRequest& r) {
+  std::string s = "#!/bin/bash\n";
+  auto line = [&](const std::string& opt) { s += "#SBATCH " + opt + "\n"; };
+  line("--job-name=" + r.name);
+  line("--nodes=" + std::to_string(r.nodes));
+  line("--ntasks-per-node=" + std::to_string(r.tasks_per_node));
+  line("--cpus-per-task=" + std::to_string(r.cpus_per_task));
+  line("--time=" + std::to_string(r.time_minutes));
+  line("--output=" + r.output);
+  if (!r.partition.empty()) line("--partition=" + r.partition);
+  if (!r.account.empty()) line("--account=" + r.account);
+  if (!r.constraint.empty()) line("--constraint=" + r.constraint);
+  if (r.exclusive) line("--exclusive");
+  return s;
+}
+
+std::string slurm_job_script(const JobSpec& job) {
+  std::vector<std::vector<std::string>> prefixes;
+  for (size_t s = 0; s < job.steps.size(); ++s) prefixes.push_back(srun_prefix(job, s, pmix_compiled_in()));
+  return sbatch_preamble(slurm_request(job)) + "# fanout job " + job.name + "\n" + batch_script_body(job, prefixes);
+}
+
+SlurmScheduler::SlurmScheduler() {
+  if (!slurm_configured())
+    throw UserError("--launcher=slurm: Slurm is not configured on this host (no /etc/slurm/slurm.conf; set SLURM_CONF)");
+  init_slurm_once();
+  if (slurm_ping(0) != SLURM_SUCCESS)
+    throw UserError("--launcher=slurm: the Slurm controller does not answer: " + slurm_error());
+}
+
+SlurmScheduler::~SlurmScheduler() = default;
+
+std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec) {
+  SlurmRequest r = slurm_request(shape);
+  job_desc_msg_t d;
+  slurm_init_job_desc_msg(&d);
+  std::string output = array_spec.empty() ? r.output : (shape.run_dir.parent_path() / "slurm-%A_%a.out").string();
+  std::string work_dir = array_spec.empty() ? r.work_dir : shape.run_dir.parent_path().string();
+  d.name = const_cast<char*>(r.name.c_str());
+  d.script = const_cast<char*>(script.c_str());
+  d.work_dir = const_cast<char*>(work_dir.c_str());
+  d.std_out = const_cast<char*>(output.c_str());
+  d.min_nodes = d.max_nodes = uint32_t(r.nodes);
+  d.ntasks_per_node = uint16_t(r.tasks_per_node);
+  d.num_tasks = uint32_t(r.nodes * r.tasks_per_node);
+  d.cpus_per_task = uint16_t(r.cpus_per_task);
+  d.time_limit = uint32_t(r.time_minutes);
+  d.user_id = getuid();
+  d.group_id = getgid();
+  if (!r.partition.empty()) d.partition = const_cast<char*>(r.partition.c_str());
+  if (!r.account.empty()) d.account = const_cast<char*>(r.account.c_str());
+  if (!r.constraint.empty()) d.features = const_cast<char*>(r.constraint.c_str());
+  if (r.exclusive) d.shared = JOB_SHARED_NONE;
+  if (!array_spec.empty()) d.array_inx = const_cast<char*>(array_spec.c_str());
+  // The job runs with the submitting environment (PATH, FANOUT_PLUGIN_PATH, ...), as sbatch does.
+  uint32_t n = 0;
+  while (environ[n]) ++n;
+  d.environment = environ;
+  d.env_size = n;
+  submit_response_msg_t* resp = nullptr;
+  if (slurm_submit_batch_job(&d, &resp) != SLURM_SUCCESS)
+    throw UserError("Slurm refused run " + shape.name + ": " + slurm_error());
+  std::string id = std::to_string(resp->job_id);
+  slurm_free_submit_response_response_msg(resp);
+  return id;
+}
+
+std::string SlurmScheduler::submit(const JobSpec& job) {
+  job.validate();
+  std::string id = submit_script(job, slurm_job_script(job), "");
+  tracked_[id] = {job, 0, false};
+  return id;
+}
+
+std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs) {
+  // One array per resource shape; task i execs the i-th run's job.sh (written by the driver beforehand).
+  std::map<std::string, std::vector<size_t>> shapes;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].validate();
+    SlurmRequest r = slurm_request(jobs[i]);
+    shapes[sbatch_preamble({"", r.partition, r.account, r.constraint, "", "", r.nodes, r.tasks_per_node, r.cpus_per_task,
+                            r.time_minutes, r.exclusive})].push_back(i);
+  }
+  std::vector<std::string> ids(jobs.size());
+  for (auto& [shape, members] : shapes) {
+    const JobSpec& first = jobs[members.front()];
+    std::string body = "case \"$SLURM_ARRAY_TASK_ID\" in\n";
+    for (size_t k = 0; k < members.size(); ++k)
+      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / "job.sh").string()) + " ;;\n";
+    body += "esac\necho \"fanout: no run for array task $SLURM_ARRAY_TASK_ID\" >&2\nexit 1\n";
+    SlurmRequest r = slurm_request(first);
+    r.name = "fanout-array";
+    r.output = (first.run_dir.parent_path() / "slurm-%A_%a.out").string();
+    std::string script = sbatch_preamble(r) + "#SBATCH --array=0-" + std::to_string(members.size() - 1) + "\n" + body;
+    write_file_atomic(first.run_dir.parent_path() / ("array-" + std::to_string(++array_count_) + ".sh"), script, 0755);
+    std::string array_id = submit_script(first, script, "0-" + std::to_string(members.size() - 1));
+    for (size_t k = 0; k < members.size(); ++k) {
+      std::string id = array_id + "_" + std::to_string(k);
+      ids[members[k]] = id;
+      tracked_[id] = {jobs[members[k]], 0, false};
+    }
+  }
+  return ids;
+}
+
+std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_ids) {
+  job_info_msg_t* msg = nullptr;
+  ++queries_;
+  if (slurm_load_jobs(0, &msg, SHOW_ALL) != SLURM_SUCCESS) {
+    // A failed query is tolerated: the jobs keep their last known state until the next cycle.
+    std::vector<JobStatus> out;
+    for (auto& id : job_ids) {
+      JobStatus s;
+      s.job_id = id;
+      s.state = JobState::Unknown;
+      out.push_back(s);
+    }
+    return out;
+  }
+  std::map<std::string, const slurm_job_info_t*> by_id;
+  std::set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
+  for (uint32_t i = 0; i < msg->record_count; ++i) {
+    const slurm_job_info_t& j = msg->job_array[i];
+    if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
+    else by_id[std::to_string(j.job_id)] = &j;
+    if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
+  }
+  std::vector<JobStatus> out;
+  for (auto& id : job_ids) {
+    JobStatus s;
+    s.job_id = id;
+    auto tr = tracked_.find(id);
+    auto it = by_id.find(id);
+    if (it != by_id.end()) {
+      const slurm_job_info_t& j = *it->second;
+      s.state = map_state(j.job_state);
+      s.node_list = j.nodes ? j.nodes : "";
+      s.start_wall_ns = int64_t(j.start_time) * 1000000000;
+      s.end_wall_ns = int64_t(j.end_time) * 1000000000;
+      if (WIFSIGNALED(j.exit_code)) s.signal = WTERMSIG(j.exit_code);
+      else s.exit_code = WEXITSTATUS(j.exit_code);
+      if (tr != tracked_.end()) {
+        tr->second.seen = true;
+        if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());
+      }
+    } else if (auto u = id.find('_'); u != std::string::npos && pending_arrays.count(uint32_t(std::stoul(id.substr(0, u))))) {
+      s.state = JobState::Pending;
+    } else if (tr != tracked_.end()) {
+      // Gone from the controller (MinJobAge): the run folder's exit marker says how it ended.
+      if (auto rc = read_job_exit_marker(tr->second.job.run_dir)) {
+        s.state = *rc == 0 ? JobState::Completed : JobState::Failed;
+        s.exit_code = *rc;
+        s.reason = *rc == 0 ? "" : final_reason(tr->second.job, s, tr->second.job.run_dir.string()) + " (from the run's exit marker)";
+      } else if (++tr->second.missing_polls > 3) {
+        s.state = JobState::Failed;
+        s.reason = "the job vanished from the Slurm controller without leaving an exit marker in " + tr->second.job.run_dir.string();
+      } else {
+        s.state = JobState::Unknown;
+      }
+    } else {
+      s.state = JobState::Unknown;
+    }
+    out.push_back(s);
+  }
+  slurm_free_job_info_msg(msg);
+  return out;
+}
+
+void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
+  for (auto& id : job_ids) slurm_kill_job2(id.c_str(), SIGKILL, 0, nullptr);
+}
+
+void SlurmScheduler::check(const std::vector<JobSpec>& jobs) {
+  if (jobs.empty()) return;
+  const SchedulerOptions& o = jobs.front().options;
+  partition_info_msg_t* parts = nullptr;
+  if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm partitions: " + slurm_error());
+  const partition_info_t* chosen = nullptr;
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < parts->record_count; ++i) {
+    const partition_info_t& p = parts->partition_array[i];
+    names.push_back(p.name);
+    if (o.partition.empty() ? (p.flags & PART_FLAG_DEFAULT) : o.partition == p.name) chosen = &p;
+  }
+  if (!chosen) {
+    slurm_free_partition_info_msg(parts);
+    throw UserError(o.partition.empty() ? "Slurm has no default partition; give --partition (partitions: " + join(names, ", ") + ")"
+                                        : "--partition: Slurm has no partition '" + o.partition + "' (partitions: " + join(names, ", ") + ")");
+  }
+  const std::string pname = chosen->name;
+  const int capacity = int(chosen->total_nodes);
+  slurm_free_partition_info_msg(parts);
+  const JobSpec* biggest = &jobs.front();
+  for (auto& j : jobs)
+    if (j.total_nodes() > biggest->total_nodes()) biggest = &j;
+  if (biggest->total_nodes() > capacity)
+    throw UserError("run " + biggest->name + " needs " + std::to_string(biggest->total_nodes()) + " nodes but partition '" +
+                    pname + "' has " + std::to_string(capacity) + "; nothing was submitted");
+  if (!o.constraint.empty()) {
+    node_info_msg_t* nodes = nullptr;
+    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm nodes: " + slurm_error());
+    std::set<std::string> have;
+    for (uint32_t i = 0; i < nodes->record_count; ++i)
+      if (nodes->node_array[i].features)
+        for (auto& f : split(nodes->node_array[i].features, ',')) have.insert(trim(f));
+    slurm_free_node_info_msg(nodes);
+    for (auto& f : feature_words(o.constraint))
+      if (!have.count(f))
+        throw UserError("--constraint: no Slurm node has feature '" + f + "' (features: " +
+                        join(std::vector<std::string>(have.begin(), have.end()), ", ") + ")");
+  }
+}
+
+std::vector<LocalScheduler::Process> SlurmAllocationScheduler::processes(const JobSpec& job, const EnvList&) const {
+  // The job script itself runs here; its srun steps land in the current allocation.
+  return {{0, 0, {"/bin/bash", (job.run_dir / "job.sh").string()}, job.env, job.run_dir / "job.out", job.run_dir / "job.err"}};
+}
+
+void SlurmAllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) const {
+  status.ranks.clear();  // the one process was the job script, not a rank
+  if (const char* nodes = std::getenv("SLURM_JOB_NODELIST")) status.node_list = nodes;
+  if (status.state == JobState::Failed) {
+    std::string step = describe_step_failure(job);
+    if (!step.empty()) status.reason = step;
+  }
+}
+
+void SlurmAllocationScheduler::check(const std::vector<JobSpec>& jobs) {
+  const char* n = std::getenv("SLURM_JOB_NUM_NODES");
+  if (!n) n = std::getenv("SLURM_NNODES");
+  auto nodes = n ? parse_int(n) : std::nullopt;
+  if (!nodes) return;
+  for (auto& j : jobs)
+    if (j.total_nodes() > *nodes)
+      throw UserError("run " + j.name + " needs " + std::to_string(j.total_nodes()) + " nodes but this allocation (job " +
+                      std::string(std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?") + ") has " +
+                      std::to_string(*nodes) + "; nothing was started");
+}
+
+}  // namespace fanout

@@ -1,0 +1,70 @@
+// Slurm through libslurm: jobs are rendered as batch scripts (#SBATCH lines for people and for sbatch;
+// the same request is passed to slurm_submit_batch_job as a job descriptor), steps start with srun
+// (--mpi=pmix when fanout-rank has PMIx), all jobs are polled with ONE slurm_load_jobs per cycle, and jobs
+// the controller has forgotten (MinJobAge) are resolved from the exit markers in their run folders.
+// Inside an allocation (SLURM_JOB_ID set), SlurmAllocationScheduler runs each job script directly, so the
+// steps are launched with srun into the current allocation (SmartSim-Scaling's run_db_as_batch=False).
+#pragma once
+#include <map>
+#include <memory>
+
+#include "launchers/local.h"
+#include "launchers/scheduler.h"
+
+namespace fanout {
+
+// The #SBATCH lines and the job descriptor fields come from this one request.
+struct SlurmRequest {
+  std::string name, partition, account, constraint, output, work_dir;
+  int nodes = 1, tasks_per_node = 1, cpus_per_task = 1;
+  int64_t time_minutes = 1;
+  bool exclusive = false;
+};
+SlurmRequest slurm_request(const JobSpec& job);
+std::string sbatch_preamble(const SlurmRequest& r);
+// The script both schedulers run (preamble + batch body with srun steps).
+std::string slurm_job_script(const JobSpec& job);
+
+bool slurm_configured();  // a slurm.conf exists (libslurm would abort without one)
+
+class SlurmScheduler : public Scheduler {
+ public:
+  SlurmScheduler();
+  ~SlurmScheduler() override;
+  std::string name() const override { return "slurm"; }
+  std::string render_script(const JobSpec& job) const override { return slurm_job_script(job); }
+  std::string submit(const JobSpec& job) override;
+  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) override;
+  std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
+  void cancel(const std::vector<std::string>& job_ids) override;
+  void check(const std::vector<JobSpec>& jobs) override;
+  double max_poll_interval_s() const override { return 2.0; }
+  int default_max_parallel() const override { return 1 << 30; }
+  uint64_t queries() const override { return queries_; }
+  // Follows a job submitted earlier (by another fanout process, before a restart) as if submitted here.
+  void adopt(const std::string& job_id, const JobSpec& job) { tracked_[job_id] = {job, 0, false}; }
+
+ private:
+  std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec);
+  struct Tracked {
+    JobSpec job;
+    int missing_polls = 0;
+    bool seen = false;
+  };
+  std::map<std::string, Tracked> tracked_;
+  uint64_t queries_ = 0;
+  int array_count_ = 0;
+};
+
+class SlurmAllocationScheduler : public LocalScheduler {
+ public:
+  std::string name() const override { return "slurm"; }
+  std::string render_script(const JobSpec& job) const override { return slurm_job_script(job); }
+  void check(const std::vector<JobSpec>& jobs) override;
+
+ protected:
+  std::vector<Process> processes(const JobSpec& job, const EnvList& kv_env) const override;
+  void finish_status(const JobSpec& job, JobStatus& status) const override;
+};
+
+}  // namespace fanout

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A real single-host Slurm 22.05 cluster for the tests: munged + slurmctld + one slurmd per virtual node
+# (n1..nN on 127.0.0.1), with PMIx. Started directly (no systemd). Idempotent: `up` on a running cluster with
+# the same node count only checks it. Usage: scripts/slurm-cluster.sh up|down|status
+# Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per node (default 16; more than the machine has
+# is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
+set -euo pipefail
+cmd=${1:-up}
+N=${FANOUT_SLURM_NODES:-4}
+CPUS=${FANOUT_SLURM_CPUS:-16}
+D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
+HOST=$(hostname -s)
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+wait_until() {  # wait_until <tenths of seconds> <command...>: a readiness check, not a fixed sleep
+  local n=$1; shift
+  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  return 1
+}
+nodes_idle() { [ "$(sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$N" ]; }
+
+stop_pidfile() {
+  local f=$1 p
+  [ -s "$f" ] || return 0
+  p=$(cat "$f")
+  if kill -0 "$p" 2>/dev/null; then
+    kill "$p"
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+down() {
+  if command -v scancel >/dev/null && scontrol ping 2>/dev/null | grep -q UP; then scancel --user="$(id -un)" 2>/dev/null || true; fi
+  for f in "$D"/run/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f"; done
+  stop_pidfile "$D/run/slurmctld.pid"
+  echo "slurm-cluster: down"
+}
+
+up() {
+  export DEBIAN_FRONTEND=noninteractive
+  [ -x /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; }
+  # libpmix must be installed before slurmd starts, or srun --mpi=pmix hangs.
+  pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev slurm-wlm-torque)
+  missing=()
+  for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get -o DPkg::Lock::Timeout=900 update -qq
+    apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+
+  [ -s /etc/munge/munge.key ] || mungekey --create --force >/dev/null 2>&1
+  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
+  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    runuser -u munge -- /usr/sbin/munged
+    wait_until 100 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
+  fi
+
+  # A running cluster with another node count is restarted with the new configuration.
+  if alive "$D/run/slurmctld.pid" && ! grep -q "^NodeName=n\[1-$N\] " /etc/slurm/slurm.conf 2>/dev/null; then down; fi
+
+  mkdir -p "$D"/{state,log,run} /etc/slurm
+  for k in $(seq "$N"); do mkdir -p "$D/spool/n$k" "$D/tmp/n$k"; done
+  conf=$(cat <<CONF
+ClusterName=fanout
+SlurmctldHost=$HOST
+SlurmUser=root
+SlurmctldPort=6817
+SlurmdPort=6818
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SlurmdParameters=config_overrides
+ReturnToService=2
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$D/run/slurmctld.pid
+SlurmdPidFile=$D/run/slurmd-%n.pid
+SlurmctldLogFile=$D/log/slurmctld.log
+SlurmdLogFile=$D/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+JobCompType=jobcomp/filetxt
+JobCompLoc=$D/log/jobcomp.txt
+AccountingStorageType=accounting_storage/none
+TmpFS=$D/tmp/%n
+MaxArraySize=10001
+MaxJobCount=100000
+MinJobAge=300
+KillWait=2
+OverTimeLimit=0
+InactiveLimit=0
+Waittime=0
+NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+)
+  [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+
+  alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
+  wait_until 300 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
+  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
+  wait_until 600 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
+  echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  status) scontrol ping && sinfo -N -o '%N %c %T %f' ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,286 @@
+// Integration tests against the real Slurm test cluster (scripts/slurm-cluster.sh up: 4 virtual nodes n1-n4,
+// PMIx). Nothing here is mocked: jobs go through libslurm to slurmctld and run under slurmd.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <set>
+
+#include "common/files.h"
+#include "common/text.h"
+#include "launchers/batch_script.h"
+#include "launchers/slurm.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+using namespace fanout;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Slurm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = test::run_command({"/usr/bin/scontrol", "ping"}, "/", {}, 20);
+    ASSERT_NE(r.out.find("is UP"), std::string::npos)
+        << "the Slurm test cluster is not up: run scripts/slurm-cluster.sh up (scripts/test.sh does)\n" << r.out << r.err;
+  }
+  test::TempDir d;
+
+  test::CommandResult fanout(std::vector<std::string> args, double timeout_s = 300) {
+    args.insert(args.begin(), test::fanout_exe().string());
+    return test::run_command(args, d.path, {}, timeout_s);
+  }
+  std::vector<std::vector<std::string>> query(const std::string& exp, const std::string& sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open_v2((d.path / "results" / exp / "fanout.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* s = nullptr;
+    std::vector<std::vector<std::string>> rows;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
+      while (sqlite3_step(s) == SQLITE_ROW) {
+        std::vector<std::string> row;
+        for (int c = 0; c < sqlite3_column_count(s); ++c) {
+          auto t = sqlite3_column_text(s, c);
+          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+        }
+        rows.push_back(row);
+      }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return rows;
+  }
+  std::string one(const std::string& exp, const std::string& sql) {
+    auto rows = query(exp, sql);
+    return rows.empty() || rows[0].empty() ? "<none>" : rows[0][0];
+  }
+  std::set<std::string> nodes_of(const std::string& exp, const std::string& role) {
+    std::set<std::string> out;
+    for (auto& r : query(exp, "SELECT node FROM rank_nodes WHERE role='" + role + "'")) out.insert(r[0]);
+    return out;
+  }
+};
+
+std::string two_step_file(const std::string& name, const std::string& placement) {
+  return "[experiment]\nname = \"" + name + "\"\nplugin = \"calibration\"\nlauncher = \"slurm\"\n"
+         "[[steps]]\nrole = \"sleep\"\nnodes = 2\ntasks_per_node = 1\n"
+         "[[steps]]\nrole = \"copy\"\nnodes = 2\ntasks_per_node = 2\nplacement = \"" + placement + "\"\n"
+         "[parameters]\niterations = 5\n";
+}
+
+}  // namespace
+
+TEST_F(Slurm, SweepOfEightPermutationsAcrossOneToFourNodes) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=sweep", "--nodes=[1,2,3,4]", "--ranks_per_node=[1,2]",
+                   "--iterations=10", "--warmup=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("sweep", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND launcher='slurm'"), "8");
+  for (auto& row : query("sweep", "SELECT r.id, p.value, q.value, r.node_list, r.job_id FROM runs r "
+                                  "JOIN parameters p ON p.run_id=r.id AND p.name='nodes' "
+                                  "JOIN parameters q ON q.run_id=r.id AND q.name='ranks_per_node'")) {
+    int nodes = std::stoi(row[1]), rpn = std::stoi(row[2]);
+    EXPECT_FALSE(row[3].empty()) << "node list recorded";
+    EXPECT_FALSE(row[4].empty()) << "job id recorded";
+    EXPECT_EQ(one("sweep", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id=" + row[0]), std::to_string(nodes));
+    EXPECT_EQ(one("sweep", "SELECT count(*) FROM samples WHERE metric='sleep' AND warmup=0 AND run_id=" + row[0]),
+              std::to_string(10 * nodes * rpn));
+  }
+}
+
+TEST_F(Slurm, StandardPlacementUsesDisjointNodesAndColocatedSharesThem) {
+  std::ofstream(d.path / "standard.toml") << two_step_file("standard", "disjoint");
+  std::ofstream(d.path / "colocated.toml") << two_step_file("colocated", "colocated");
+  for (auto* f : {"standard.toml", "colocated.toml"}) {
+    auto r = fanout({"run", f});
+    ASSERT_EQ(r.exit_code, 0) << f << r.err;
+  }
+  auto s_sleep = nodes_of("standard", "sleep"), s_copy = nodes_of("standard", "copy");
+  EXPECT_EQ(s_sleep.size(), 2u);
+  EXPECT_EQ(s_copy.size(), 2u);
+  for (auto& n : s_sleep) EXPECT_EQ(s_copy.count(n), 0u) << n << " carries both steps in a standard deployment";
+  EXPECT_EQ(one("standard", "SELECT node_list FROM runs"), "n[1-4]");
+  auto c_sleep = nodes_of("colocated", "sleep"), c_copy = nodes_of("colocated", "copy");
+  EXPECT_EQ(c_sleep, c_copy);
+  EXPECT_EQ(c_sleep.size(), 2u);
+  // Ranks of both steps met through the job's rendezvous service (fence over 6 ranks).
+  EXPECT_EQ(one("colocated", "SELECT count(*) FROM samples WHERE metric='rendezvous'"), "6");
+}
+
+TEST_F(Slurm, PmixRendezvousBetweenRanksOnDifferentNodes) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=pmix", "--nodes=4", "--ranks_per_node=2", "--iterations=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("pmix", "SELECT count(*) FROM samples WHERE metric='rendezvous'"), "8");
+  auto dir = one("pmix", "SELECT path FROM runs");
+  std::string log = read_file(fs::path(dir) / "sleep.err");
+  EXPECT_NE(log.find("place from pmix, rendezvous pmix"), std::string::npos) << log;
+  EXPECT_NE(log.find("on node n4"), std::string::npos) << log;
+}
+
+TEST_F(Slurm, JobArraySweep) {
+  auto r = fanout({"calibration_copy", "--launcher=slurm", "--array", "--exp_name=arr", "--copy_bytes=[1024,2048,4096]",
+                   "--nodes=[1,2]", "--iterations=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = query("arr", "SELECT job_id, status FROM runs");
+  ASSERT_EQ(rows.size(), 6u);
+  std::set<std::string> arrays;
+  for (auto& row : rows) {
+    EXPECT_EQ(row[1], "COMPLETED");
+    auto u = row[0].find('_');
+    ASSERT_NE(u, std::string::npos) << row[0] << " is not an array task id";
+    arrays.insert(row[0].substr(0, u));
+  }
+  EXPECT_EQ(arrays.size(), 2u) << "one array per resource shape (1 node, 2 nodes)";
+}
+
+TEST_F(Slurm, FailingRankGivesFailedWithItsExitCode) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=fail", "--nodes=2", "--fail_rank=1", "--iterations=3"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto rows = query("fail", "SELECT status, exit_code, reason FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "FAILED");
+  EXPECT_EQ(rows[0][1], "3");
+  EXPECT_NE(rows[0][2].find("step 'sleep' exited with status 3"), std::string::npos) << rows[0][2];
+}
+
+TEST_F(Slurm, CrashingRankGivesFailedAndTheSignalInTheReason) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=crash", "--crash_rank=0", "--iterations=3"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto rows = query("crash", "SELECT status, reason FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "FAILED");
+  // srun reports a task killed by SIGSEGV as exit status 139 (128 + 11).
+  EXPECT_NE(rows[0][1].find("exited with status 139"), std::string::npos) << rows[0][1];
+}
+
+TEST_F(Slurm, JobOverItsTimeLimitGivesTimeout) {
+  // Slurm's time limits are whole minutes: this test takes a little over one.
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=tl", "--hang_rank=0", "--walltime=00:01:00"}, 400);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(one("tl", "SELECT status FROM runs"), "TIMEOUT");
+}
+
+TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
+  std::string exe = test::fanout_exe().string();
+  std::vector<std::string> args = {exe, "calibration_sleep", "--launcher=slurm", "--exp_name=cx", "--hang_rank=0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addchdir_np(&fa, d.path.c_str());
+  posix_spawn_file_actions_addopen(&fa, 2, (d.path / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Ready once the rank runs (its sample file exists).
+  ASSERT_TRUE(test::wait_for([&] {
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
+      if (e.path().extension() == ".samples") return true;
+    return false;
+  }, 60)) << read_file(d.path / "err.txt");
+  kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 60));
+  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  auto rows = query("cx", "SELECT status, job_id FROM runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "CANCELLED");
+  auto q = test::run_command({"/usr/bin/squeue", "-h", "-j", rows[0][1], "-t", "PENDING,RUNNING"}, "/", {}, 20);
+  EXPECT_EQ(trim(q.out), "") << "the job is still queued or running";
+}
+
+TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  } cases[] = {
+      {{"--nodes=[2,5]"}, "needs 5 nodes but partition 'debug' has 4; nothing was submitted"},
+      {{"--partition=nope"}, "--partition: Slurm has no partition 'nope' (partitions: debug)"},
+      {{"--constraint=gpu"}, "--constraint: no Slurm node has feature 'gpu' (features: vnode)"},
+  };
+  for (auto& c : cases) {
+    std::vector<std::string> args = {"calibration_sleep", "--launcher=slurm", "--exp_name=bad"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = fanout(args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0];
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "results")) << "nothing may be written";
+  }
+  auto ok = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=feat", "--constraint=vnode", "--iterations=2"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
+  SlurmScheduler s;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    JobSpec j;
+    j.name = "q" + std::to_string(i);
+    j.run_dir = d.path / j.name;
+    fs::create_directories(j.run_dir);
+    j.rank_exe = "/bin/true";
+    j.plugin_path = "/nonexistent.so";
+    j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
+    j.walltime_s = 60;
+    ids.push_back(s.submit(j));
+  }
+  uint64_t before = s.queries();
+  int polls = 0;
+  bool all_final = test::wait_for([&] {
+    ++polls;
+    for (auto& st : s.poll(ids))
+      if (!job_state_final(st.state)) return false;
+    return true;
+  }, 120);
+  EXPECT_TRUE(all_final);
+  EXPECT_EQ(s.queries() - before, uint64_t(polls)) << "each poll of 12 jobs must be one slurm_load_jobs";
+}
+
+TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
+  SlurmScheduler s;
+  JobSpec j;
+  j.name = "gone";
+  j.run_dir = d.path / "gone";
+  fs::create_directories(j.run_dir);
+  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
+  write_file_atomic(j.run_dir / kJobExitMarker, "0\n");
+  s.adopt("4000000000", j);  // an id the controller does not know (as after MinJobAge)
+  auto st = s.poll({"4000000000"})[0];
+  EXPECT_EQ(st.state, JobState::Completed);
+  write_file_atomic(j.run_dir / kJobExitMarker, "5\n");
+  write_file_atomic(j.run_dir / kStepExitMarker, "noop 5\n");
+  st = s.poll({"4000000000"})[0];
+  EXPECT_EQ(st.state, JobState::Failed);
+  EXPECT_NE(st.reason.find("step 'noop' exited with status 5"), std::string::npos) << st.reason;
+  JobSpec k = j;
+  k.run_dir = d.path / "never";
+  fs::create_directories(k.run_dir);
+  s.adopt("4000000001", k);
+  JobStatus last;
+  for (int i = 0; i < 5; ++i) last = s.poll({"4000000001"})[0];
+  EXPECT_EQ(last.state, JobState::Failed);
+  EXPECT_NE(last.reason.find("vanished"), std::string::npos) << last.reason;
+}
+
+TEST_F(Slurm, BatchScriptRunsTheSweepInsideOneAllocation) {
+  fs::path script = fs::path(FANOUT_SOURCE_DIR) / "batch_scripts" / "slurm_sweep.sh";
+  auto sub = test::run_command({"/usr/bin/sbatch", "--parsable", "--chdir=" + d.path.string(), script.string()}, d.path,
+                               {{"FANOUT", test::fanout_exe().string()}, {"RESULTS_DIR", (d.path / "results").string()}}, 30);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  std::string job = trim(sub.out);
+  ASSERT_TRUE(test::wait_for([&] {
+    auto q = test::run_command({"/usr/bin/squeue", "-h", "-j", job}, "/", {}, 20);
+    return trim(q.out).empty();
+  }, 240)) << "allocation job " << job << " did not finish";
+  EXPECT_EQ(one("slurm-sweep", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6")
+      << read_file(d.path / ("fanout-sweep-" + job + ".out"));
+  // Inside the allocation the runs are steps of that one job, not jobs of their own.
+  for (auto& row : query("slurm-sweep", "SELECT job_id FROM runs")) EXPECT_TRUE(starts_with(row[0], "local-")) << row[0];
+  EXPECT_EQ(one("slurm-sweep", "SELECT count(DISTINCT node) FROM rank_nodes"), "4");
+}
