@@ -23,7 +23,7 @@ struct StepSpec {
 struct SchedulerOptions {  // allocation requests; the local scheduler ignores what it cannot honour
   std::string partition, account, constraint;
   bool exclusive = false;
-  std::vector<std::string> extra_args;
+  bool hold = false;  // submit held (benchmarks of submission alone)
 };
 
 struct JobSpec {

@@ -163,6 +163,7 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
   if (!r.account.empty()) d.account = const_cast<char*>(r.account.c_str());
   if (!r.constraint.empty()) d.features = const_cast<char*>(r.constraint.c_str());
   if (r.exclusive) d.shared = JOB_SHARED_NONE;
+  if (shape.options.hold) d.priority = 0;
   if (!array_spec.empty()) d.array_inx = const_cast<char*>(array_spec.c_str());
   // The job runs with the submitting environment (PATH, FANOUT_PLUGIN_PATH, ...), as sbatch does.
   uint32_t n = 0;

@@ -50,7 +50,8 @@ std::string user_name() {
   return std::to_string(getuid());
 }
 
-RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts) {
+RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts,
+                         const std::string& launcher) {
   RunMetadata m;
   m.session = run.session;
   m.experiment = plan.request.settings.exp_name;
@@ -59,7 +60,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.plugin_path = fs::absolute(plugin.path()).string();
   m.plugin_version = plugin.version();
   m.param_hash = run.param_hash;
-  m.launcher = plan.request.settings.launcher;
+  m.launcher = launcher;  // what --launcher resolved to (auto -> slurm or local)
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
   m.parameters = run.point.values;
@@ -155,7 +156,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   };
   std::vector<Slot> slots;
   for (const auto& r : plan.runs) {
-    Slot s{&r, outcome.run_root / r.session, {}, metadata_for(plan, r, plugin, opts), "", JobState::Pending, 0};
+    Slot s{&r, outcome.run_root / r.session, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
     s.job = job_for(plan, r, plugin, opts, s.dir);
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);

@@ -284,3 +284,13 @@ TEST_F(Slurm, BatchScriptRunsTheSweepInsideOneAllocation) {
   for (auto& row : query("slurm-sweep", "SELECT job_id FROM runs")) EXPECT_TRUE(starts_with(row[0], "local-")) << row[0];
   EXPECT_EQ(one("slurm-sweep", "SELECT count(DISTINCT node) FROM rank_nodes"), "4");
 }
+
+TEST_F(Slurm, AutoPicksSlurmWhenItsControllerAnswers) {
+  auto dry = fanout({"calibration_sleep", "--launcher=auto", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("#SBATCH --nodes=1"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("'srun' '--mpi=pmix'"), std::string::npos) << dry.out;
+  auto r = fanout({"calibration_sleep", "--launcher=auto", "--exp_name=auto", "--iterations=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("auto", "SELECT launcher FROM runs"), "slurm");
+}

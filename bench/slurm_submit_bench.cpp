@@ -1,0 +1,102 @@
+// Submission cost on the real Slurm test cluster: N trivial permutations submitted (held, so that running
+// them does not compete with submission for the 2 CPUs) through the libslurm API one job each, as one job
+// array, and with an `sbatch` loop, all in the same invocation; then the cost of polling all of them.
+// Prints a table. Usage: slurm_submit_bench [N=1000]
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/files.h"
+#include "launchers/slurm.h"
+
+namespace fs = std::filesystem;
+using namespace fanout;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+JobSpec trivial_job(const fs::path& root, int i) {
+  JobSpec j;
+  j.name = "fanout-bench";  // every job of this benchmark, so that cleanup cancels exactly these
+  j.run_dir = root / std::to_string(i);
+  fs::create_directories(j.run_dir);
+  j.rank_exe = "/bin/true";
+  j.plugin_path = "/nonexistent.so";
+  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
+  j.walltime_s = 60;
+  j.options.hold = true;
+  write_file_atomic(j.run_dir / "job.sh", slurm_job_script(j), 0755);
+  return j;
+}
+
+void cancel_sbatch_jobs() {
+  if (fork() == 0) {
+    execlp("scancel", "scancel", "--name=fanout-bench", nullptr);
+    _exit(127);
+  }
+  wait(nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+  fs::path root = fs::temp_directory_path() / ("fanout-bench-" + std::to_string(getpid()));
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(trivial_job(root, i));
+  SlurmScheduler slurm;
+
+  auto t0 = Clock::now();
+  std::vector<std::string> ids;
+  for (auto& j : jobs) ids.push_back(slurm.submit(j));
+  double api_s = seconds_since(t0);
+
+  uint64_t q0 = slurm.queries();
+  t0 = Clock::now();
+  const int polls = 5;
+  for (int p = 0; p < polls; ++p) slurm.poll(ids);
+  double poll_s = seconds_since(t0) / polls;
+  uint64_t queries_per_poll = (slurm.queries() - q0) / polls;
+  slurm.cancel(ids);
+
+  t0 = Clock::now();
+  auto array_ids = slurm.submit_array(jobs);
+  double array_s = seconds_since(t0);
+  slurm.cancel({array_ids.front().substr(0, array_ids.front().find('_'))});
+
+  t0 = Clock::now();
+  for (auto& j : jobs) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      std::string script = (j.run_dir / "job.sh").string();
+      execlp("sbatch", "sbatch", "-Q", "-H", script.c_str(), nullptr);
+      _exit(127);
+    }
+    waitpid(pid, nullptr, 0);
+  }
+  double sbatch_s = seconds_since(t0);
+  cancel_sbatch_jobs();
+  fs::remove_all(root);
+
+  std::string title = "submitting " + std::to_string(n) + " trivial permutations";
+  std::printf("%-44s %10s %12s %10s\n", title.c_str(), "seconds", "jobs/s", "vs sbatch");
+  std::printf("%-44s %10.3f %12.0f %9.1fx\n", "sbatch loop (baseline, same run)", sbatch_s, n / sbatch_s, 1.0);
+  std::printf("%-44s %10.3f %12.0f %9.1fx\n", "libslurm API, one job per permutation", api_s, n / api_s, sbatch_s / api_s);
+  std::printf("%-44s %10.3f %12.0f %9.1fx\n", "libslurm API, one job array", array_s, n / array_s, sbatch_s / array_s);
+  std::printf("\npolling %d jobs: %llu controller quer%s per poll cycle, %.1f ms per cycle\n", n,
+              (unsigned long long)queries_per_poll, queries_per_poll == 1 ? "y" : "ies", poll_s * 1e3);
+  std::printf("goal: array < 1 s for 1000 (%s), API >= 10x sbatch with arrays (%s)\n", array_s < 1.0 ? "met" : "NOT met",
+              sbatch_s / array_s >= 10 ? "met" : "NOT met");
+  return 0;
+}
