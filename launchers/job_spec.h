@@ -24,6 +24,9 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   std::string partition, account, constraint;
   bool exclusive = false;
   bool hold = false;  // submit held (benchmarks of submission alone)
+  // Further batch options as key=value (SmartSim-Scaling's batch_args): qos, reservation, mem (MB per node),
+  // gres, nodelist, exclude_nodes, comment. Checked by the scheduler that uses them.
+  std::vector<std::pair<std::string, std::string>> batch_args;
 };
 
 struct JobSpec {

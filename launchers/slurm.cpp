@@ -4,6 +4,7 @@
 #include <slurm/slurm_errno.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +95,19 @@ bool slurm_configured() {
   return fs::exists("/etc/slurm/slurm.conf");
 }
 
+const std::vector<std::string>& slurm_batch_arg_keys() {
+  static const std::vector<std::string> keys = {"qos", "reservation", "mem", "gres", "nodelist", "exclude_nodes", "comment"};
+  return keys;
+}
+
+namespace {
+// The sbatch option each batch_args key stands for.
+std::string sbatch_option(const std::string& key) {
+  if (key == "exclude_nodes") return "--exclude";
+  return "--" + key;
+}
+}  // namespace
+
 SlurmRequest slurm_request(const JobSpec& job) {
   SlurmRequest r;
   r.name = job.name;
@@ -107,6 +121,13 @@ SlurmRequest slurm_request(const JobSpec& job) {
   r.time_minutes = std::max<int64_t>(1, (job.walltime_s + 59) / 60);
   r.work_dir = job.run_dir.string();
   r.output = (job.run_dir / "slurm-%j.out").string();
+  const auto& keys = slurm_batch_arg_keys();
+  for (auto& [k, v] : job.options.batch_args) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      throw UserError("--batch_args: the slurm launcher does not know '" + k + "' (known: " + join(keys, ", ") + ")");
+    if (k == "mem" && !parse_int(v)) throw UserError("--batch_args: mem=" + v + " must be megabytes per node, an integer");
+    r.batch_args.emplace_back(k, v);
+  }
   return r;
 }
 
@@ -123,6 +144,7 @@ std::string sbatch_preamble(const SlurmRequest& r) {
   if (!r.account.empty()) line("--account=" + r.account);
   if (!r.constraint.empty()) line("--constraint=" + r.constraint);
   if (r.exclusive) line("--exclusive");
+  for (auto& [k, v] : r.batch_args) line(sbatch_option(k) + "=" + v);
   return s;
 }
 
@@ -164,6 +186,16 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
   if (!r.constraint.empty()) d.features = const_cast<char*>(r.constraint.c_str());
   if (r.exclusive) d.shared = JOB_SHARED_NONE;
   if (shape.options.hold) d.priority = 0;
+  std::string gres;
+  for (auto& [k, v] : r.batch_args) {
+    if (k == "qos") d.qos = const_cast<char*>(v.c_str());
+    else if (k == "reservation") d.reservation = const_cast<char*>(v.c_str());
+    else if (k == "mem") d.pn_min_memory = uint64_t(*parse_int(v));
+    else if (k == "gres") gres = "gres:" + v, d.tres_per_node = const_cast<char*>(gres.c_str());
+    else if (k == "nodelist") d.req_nodes = const_cast<char*>(v.c_str());
+    else if (k == "exclude_nodes") d.exc_nodes = const_cast<char*>(v.c_str());
+    else if (k == "comment") d.comment = const_cast<char*>(v.c_str());
+  }
   if (!array_spec.empty()) d.array_inx = const_cast<char*>(array_spec.c_str());
   // The job runs with the submitting environment (PATH, FANOUT_PLUGIN_PATH, ...), as sbatch does.
   uint32_t n = 0;
@@ -192,7 +224,7 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     jobs[i].validate();
     SlurmRequest r = slurm_request(jobs[i]);
     shapes[sbatch_preamble({"", r.partition, r.account, r.constraint, "", "", r.nodes, r.tasks_per_node, r.cpus_per_task,
-                            r.time_minutes, r.exclusive})].push_back(i);
+                            r.time_minutes, r.exclusive, r.batch_args})].push_back(i);
   }
   std::vector<std::string> ids(jobs.size());
   for (auto& [shape, members] : shapes) {
@@ -285,6 +317,7 @@ void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
 
 void SlurmScheduler::check(const std::vector<JobSpec>& jobs) {
   if (jobs.empty()) return;
+  slurm_request(jobs.front());  // refuses unknown --batch_args keys
   const SchedulerOptions& o = jobs.front().options;
   partition_info_msg_t* parts = nullptr;
   if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm partitions: " + slurm_error());

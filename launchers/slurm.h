@@ -19,7 +19,10 @@ struct SlurmRequest {
   int nodes = 1, tasks_per_node = 1, cpus_per_task = 1;
   int64_t time_minutes = 1;
   bool exclusive = false;
+  std::vector<std::pair<std::string, std::string>> batch_args;  // validated keys, see slurm_batch_arg_keys()
 };
+// The --batch_args keys the Slurm launcher maps to job descriptor fields (and #SBATCH lines).
+const std::vector<std::string>& slurm_batch_arg_keys();
 SlurmRequest slurm_request(const JobSpec& job);
 std::string sbatch_preamble(const SlurmRequest& r);
 // The script both schedulers run (preamble + batch body with srun steps).

@@ -39,7 +39,7 @@ struct SettingsFlags {
   int max_parallel = 0;
   bool dry_run = false, exclusive = false, array = false;
   std::string partition, account, constraint;
-  std::vector<std::string> zips, excludes;
+  std::vector<std::string> zips, excludes, batch_args;
   std::map<std::string, CLI::Option*> opts;
 
   void add_to(CLI::App* app, const std::string& default_exp_name) {
@@ -54,6 +54,7 @@ struct SettingsFlags {
     opts["account"] = app->add_option("--account", account, "scheduler account");
     opts["constraint"] = app->add_option("--constraint", constraint, "node features the runs need");
     opts["exclusive"] = app->add_flag("--exclusive", exclusive, "ask for whole nodes");
+    opts["batch_args"] = app->add_option("--batch_args", batch_args, "more batch options as key=value (slurm: qos, reservation, mem, gres, nodelist, exclude_nodes, comment; repeatable)");
     opts["zip"] = app->add_option("--zip", zips, "parameters whose lists advance together, e.g. --zip=a,b (repeatable)");
     opts["exclude"] = app->add_option("--exclude", excludes, "drop permutations matching all of name=value[,name=value] (repeatable)");
     app->add_flag("--dry-run,--dry_run", dry_run, "print the runs and their job scripts; submit and write nothing");
@@ -73,6 +74,11 @@ struct SettingsFlags {
     if (!only_given || given("constraint")) s.options.constraint = constraint;
     if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
     if (!only_given || given("array")) s.array = array;
+    for (auto& kv : batch_args) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw UserError("--batch_args: '" + kv + "' is not key=value");
+      s.options.batch_args.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
     for (auto& z : zips) {
       std::vector<std::string> names;
       for (auto& n : split(z, ',')) names.push_back(trim(n));

@@ -11,12 +11,12 @@ CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
 HOST=$(hostname -s)
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-wait_until() {  # wait_until <tenths of seconds> <command...>: a readiness check, not a fixed sleep
-  local n=$1; shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+wait_until() {  # wait_until <seconds> <command...>: a readiness check (each try bounded), not a fixed sleep
+  local deadline=$((SECONDS + $1)); shift
+  while [ $SECONDS -lt $deadline ]; do timeout 5 "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1
 }
-nodes_idle() { [ "$(sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$N" ]; }
+nodes_idle() { [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$N" ]; }
 
 stop_pidfile() {
   local f=$1 p
@@ -49,13 +49,16 @@ up() {
     apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 
+  # Slurm daemons and srun find each other by this host's name: make sure it resolves (Debian's convention).
+  getent hosts "$HOST" >/dev/null || echo "127.0.1.1 $HOST" >> /etc/hosts
+
   [ -s /etc/munge/munge.key ] || mungekey --create --force >/dev/null 2>&1
   chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     runuser -u munge -- /usr/sbin/munged
-    wait_until 100 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
+    wait_until 10 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
   fi
 
   # A running cluster with another node count is restarted with the new configuration.
@@ -65,7 +68,7 @@ up() {
   for k in $(seq "$N"); do mkdir -p "$D/spool/n$k" "$D/tmp/n$k"; done
   conf=$(cat <<CONF
 ClusterName=fanout
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=root
 SlurmctldPort=6817
 SlurmdPort=6818
@@ -107,15 +110,15 @@ CONF
   [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" > /etc/slurm/slurm.conf
 
   alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
-  wait_until 300 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
+  wait_until 30 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
-  wait_until 600 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
+  wait_until 60 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"
 }
 
 case "$cmd" in
   up) up ;;
   down) down ;;
-  status) scontrol ping && sinfo -N -o '%N %c %T %f' ;;
+  status) timeout 10 scontrol ping && timeout 10 sinfo -N -o '%N %c %T %f' ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

@@ -203,6 +203,7 @@ TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
       {{"--nodes=[2,5]"}, "needs 5 nodes but partition 'debug' has 4; nothing was submitted"},
       {{"--partition=nope"}, "--partition: Slurm has no partition 'nope' (partitions: debug)"},
       {{"--constraint=gpu"}, "--constraint: no Slurm node has feature 'gpu' (features: vnode)"},
+      {{"--batch_args=colour=blue"}, "--batch_args: the slurm launcher does not know 'colour'"},
   };
   for (auto& c : cases) {
     std::vector<std::string> args = {"calibration_sleep", "--launcher=slurm", "--exp_name=bad"};
@@ -212,8 +213,11 @@ TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(d.path / "results")) << "nothing may be written";
   }
-  auto ok = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=feat", "--constraint=vnode", "--iterations=2"});
+  auto ok = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=feat", "--constraint=vnode", "--iterations=2",
+                    "--batch_args=comment=fanout-test", "--batch_args=nodelist=n3"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(one("feat", "SELECT node_list FROM runs"), "n3") << "batch_args reached the controller";
+  EXPECT_NE(read_file(fs::path(one("feat", "SELECT path FROM runs")) / "job.sh").find("#SBATCH --comment=fanout-test"), std::string::npos);
 }
 
 TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
