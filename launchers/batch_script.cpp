@@ -15,12 +15,14 @@ std::string quoted(const std::vector<std::string>& argv) {
 }
 }  // namespace
 
-std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes) {
+std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes,
+                              const std::string& setup) {
   std::ostringstream s;
   s << "set -u\ncd " << shell_quote(job.run_dir.string()) << " || exit 1\n"
     << "rm -f " << kJobExitMarker << " " << kStepExitMarker << " kv.addr\n"
     << "export FANOUT_JOB_RANKS=" << job.total_ranks() << "\n";
   for (auto& [k, v] : job.env) s << "export " << k << "=" << shell_quote(v) << "\n";
+  s << setup;
   if (job.steps.size() > 1) {
     // The ranks of different steps meet through fanout's rendezvous service (PMIx spans one step only).
     s << "# rendezvous service for the " << job.total_ranks() << " ranks of all steps\n"
@@ -64,6 +66,26 @@ std::string describe_step_failure(const JobSpec& job) {
       return "step '" + role + "' exited with status " + std::to_string(status) + "; logs: " +
              (job.run_dir / (role + ".err")).string();
   return "";
+}
+
+JobStatus resolve_missing_job(const std::string& job_id, const JobSpec& job, int& missing_polls, const std::string& scheduler) {
+  JobStatus s;
+  s.job_id = job_id;
+  if (auto rc = read_job_exit_marker(job.run_dir)) {
+    s.state = *rc == 0 ? JobState::Completed : JobState::Failed;
+    s.exit_code = *rc;
+    if (*rc != 0) {
+      std::string step = describe_step_failure(job);
+      s.reason = (step.empty() ? "job script exited with status " + std::to_string(*rc) + "; logs: " + job.run_dir.string() : step) +
+                 " (from the run's exit marker)";
+    }
+  } else if (++missing_polls > 3) {
+    s.state = JobState::Failed;
+    s.reason = "the job vanished from " + scheduler + " without leaving an exit marker in " + job.run_dir.string();
+  } else {
+    s.state = JobState::Unknown;
+  }
+  return s;
 }
 
 std::optional<int> read_job_exit_marker(const std::filesystem::path& run_dir) {

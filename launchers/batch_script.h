@@ -13,7 +13,9 @@
 
 namespace fanout {
 
-std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes);
+// setup: shell lines run in the run folder before the steps start (e.g. host files for mpirun).
+std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes,
+                              const std::string& setup = "");
 
 constexpr const char* kJobExitMarker = "job.exit";
 constexpr const char* kStepExitMarker = "steps.exit";
@@ -23,5 +25,9 @@ constexpr const char* kStepExitMarker = "steps.exit";
 std::string describe_step_failure(const JobSpec& job);
 // The job's exit status from job.exit, if the job got that far.
 std::optional<int> read_job_exit_marker(const std::filesystem::path& run_dir);
+
+// The status of a job the scheduler no longer (or never) lists: from its exit markers; else UNKNOWN for a
+// few polls (a scheduler may lag), then FAILED "vanished". missing_polls counts calls for this job.
+JobStatus resolve_missing_job(const std::string& job_id, const JobSpec& job, int& missing_polls, const std::string& scheduler);
 
 }  // namespace fanout

@@ -24,6 +24,7 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   std::string partition, account, constraint;
   bool exclusive = false;
   bool hold = false;  // submit held (benchmarks of submission alone)
+  std::string step_launcher;  // how steps start inside a batch job: srun, mpirun; empty = the scheduler's default
   // Further batch options as key=value (SmartSim-Scaling's batch_args): qos, reservation, mem (MB per node),
   // gres, nodelist, exclude_nodes, comment. Checked by the scheduler that uses them.
   std::vector<std::pair<std::string, std::string>> batch_args;

@@ -38,8 +38,9 @@ class Scheduler {
   virtual double max_poll_interval_s() const { return 1.0; }
 };
 
-// The registry of schedulers by short name: local, slurm, auto (Slurm when fanout runs inside an allocation
-// or a Slurm controller answers, else local). An unknown name is a UserError listing the known ones.
+// The registry of schedulers by short name: local, slurm, pbs, auto (Slurm when fanout runs inside an
+// allocation or a Slurm controller answers, else PBS when qsub/qstat or PBS_JOBID exist, else local).
+// An unknown name is a UserError listing the known ones.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 std::vector<std::string> scheduler_names();
 // The job script a launcher would run, without contacting any scheduler (for --dry-run).

@@ -292,16 +292,7 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
       s.state = JobState::Pending;
     } else if (tr != tracked_.end()) {
       // Gone from the controller (MinJobAge): the run folder's exit marker says how it ended.
-      if (auto rc = read_job_exit_marker(tr->second.job.run_dir)) {
-        s.state = *rc == 0 ? JobState::Completed : JobState::Failed;
-        s.exit_code = *rc;
-        s.reason = *rc == 0 ? "" : final_reason(tr->second.job, s, tr->second.job.run_dir.string()) + " (from the run's exit marker)";
-      } else if (++tr->second.missing_polls > 3) {
-        s.state = JobState::Failed;
-        s.reason = "the job vanished from the Slurm controller without leaving an exit marker in " + tr->second.job.run_dir.string();
-      } else {
-        s.state = JobState::Unknown;
-      }
+      s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "the Slurm controller");
     } else {
       s.state = JobState::Unknown;
     }

@@ -119,7 +119,7 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
-                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array"};
+                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher"};
   for (auto& [k, v] : *exp) {
     std::string key(k.str());
     std::string where = at(file, v);
@@ -137,6 +137,7 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
     else if (key == "partition") req.settings.options.partition = str();
     else if (key == "account") req.settings.options.account = str();
     else if (key == "constraint") req.settings.options.constraint = str();
+    else if (key == "step_launcher") req.settings.options.step_launcher = str();
     else if (key == "walltime") {
       if (auto i = v.value_exact<int64_t>()) req.settings.walltime_s = *i > 0 ? *i : parse_walltime("0", where);
       else req.settings.walltime_s = parse_walltime(str(), where);

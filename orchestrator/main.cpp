@@ -38,14 +38,16 @@ struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
   int max_parallel = 0;
   bool dry_run = false, exclusive = false, array = false;
-  std::string partition, account, constraint;
+  std::string partition, account, constraint, step_launcher;
   std::vector<std::string> zips, excludes, batch_args;
   std::map<std::string, CLI::Option*> opts;
 
   void add_to(CLI::App* app, const std::string& default_exp_name) {
     exp_name = default_exp_name;
     opts["exp_name"] = app->add_option("--exp_name", exp_name, "name of the experiment (its folder under results_dir)")->capture_default_str();
-    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local, slurm, auto")->capture_default_str();
+    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local, slurm, pbs, auto")->capture_default_str();
+    opts["step_launcher"] = app->add_option("--step_launcher", step_launcher, "how steps start inside a batch job: srun (slurm default), mpirun (pbs default)")
+                                ->check(CLI::IsMember({"srun", "mpirun"}));
     opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
     opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
     opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm)")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -74,6 +76,7 @@ struct SettingsFlags {
     if (!only_given || given("constraint")) s.options.constraint = constraint;
     if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
     if (!only_given || given("array")) s.array = array;
+    if (!only_given || given("step_launcher")) s.options.step_launcher = step_launcher;
     for (auto& kv : batch_args) {
       auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) throw UserError("--batch_args: '" + kv + "' is not key=value");

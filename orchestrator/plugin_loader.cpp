@@ -34,7 +34,7 @@ bool valid_count(const std::string& expr) {
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
                                                  "dry_run", "zip", "exclude", "partition", "account",
-                                                 "constraint", "exclusive", "array", "batch_args", "help", "version"};
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "help", "version"};
   return names;
 }
 

@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
-  libslurm-dev libpmix-dev)
+  libslurm-dev libpmix-dev nlohmann-json3-dev)
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps)
 
 pkgs=("${run_pkgs[@]}")

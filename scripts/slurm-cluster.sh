@@ -11,9 +11,9 @@ CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
 HOST=$(hostname -s)
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-wait_until() {  # wait_until <seconds> <command...>: a readiness check (each try bounded), not a fixed sleep
+wait_until() {  # wait_until <seconds> <command...>: a readiness check, not a fixed sleep (commands bound their own tries)
   local deadline=$((SECONDS + $1)); shift
-  while [ $SECONDS -lt $deadline ]; do timeout 5 "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  while [ $SECONDS -lt $deadline ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1
 }
 nodes_idle() { [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$N" ]; }
@@ -34,6 +34,8 @@ down() {
   if command -v scancel >/dev/null && scontrol ping 2>/dev/null | grep -q UP; then scancel --user="$(id -un)" 2>/dev/null || true; fi
   for f in "$D"/run/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f"; done
   stop_pidfile "$D/run/slurmctld.pid"
+  # munged was started by `up` too; a chroot cannot be unmounted while it holds /dev open.
+  stop_pidfile /run/munge/munged.pid
   echo "slurm-cluster: down"
 }
 
@@ -58,7 +60,7 @@ up() {
   chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     runuser -u munge -- /usr/sbin/munged
-    wait_until 10 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
+    wait_until 10 timeout 5 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
   fi
 
   # A running cluster with another node count is restarted with the new configuration.
@@ -110,7 +112,7 @@ CONF
   [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" > /etc/slurm/slurm.conf
 
   alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
-  wait_until 30 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
+  wait_until 30 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
   wait_until 60 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"

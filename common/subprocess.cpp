@@ -1,0 +1,63 @@
+#include "common/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/files.h"
+
+extern char** environ;
+
+namespace fanout {
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd, double timeout_s) {
+  ProcessResult r;
+  char out_tmpl[] = "/tmp/fanout-proc-out-XXXXXX", err_tmpl[] = "/tmp/fanout-proc-err-XXXXXX";
+  int out_fd = mkstemp(out_tmpl), err_fd = mkstemp(err_tmpl);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc == 0) {
+    int st = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
+      if (waitpid(pid, &st, WNOHANG) == pid) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        r.err = argv[0] + ": killed after " + std::to_string(int(timeout_s)) + " s\n";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    }
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  } else {
+    r.err = "cannot run " + argv[0] + ": " + std::strerror(rc) + "\n";
+  }
+  close(out_fd);
+  close(err_fd);
+  r.out = read_file(out_tmpl);
+  r.err += read_file(err_tmpl);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  return r;
+}
+
+}  // namespace fanout

@@ -1,0 +1,223 @@
+#include "launchers/pbs.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/subprocess.h"
+#include "common/text.h"
+#include "launchers/batch_script.h"
+#include "launchers/step_launcher.h"
+#include "rank/pmix.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool on_path(const std::string& prog) {
+  const char* path = std::getenv("PATH");
+  for (auto& dir : split(path ? path : "/usr/bin:/bin", ':'))
+    if (!dir.empty() && ::access((fs::path(dir) / prog).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::string hhmmss(int64_t s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  return buf;
+}
+
+// The most ranks any node carries (colocated steps add up on the first step's nodes).
+int busiest_node(const JobSpec& job) {
+  std::map<int, int> load;
+  for (size_t s = 0; s < job.steps.size(); ++s)
+    for (int n : job.step_nodes(s)) load[n] += job.steps[s].tasks_per_node;
+  int m = 1;
+  for (auto& [n, l] : load) m = std::max(m, l);
+  return m;
+}
+
+// Per-step host files cut from $PBS_NODEFILE (one line per MPI process there; unique hosts in order here).
+std::string hostfile_setup(const JobSpec& job) {
+  std::string s = "awk '!seen[$0]++' \"${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}\" > hosts.all\n";
+  for (size_t i = 0; i < job.steps.size(); ++i) {
+    auto nodes = job.step_nodes(i);
+    // Open MPI counts one slot per host-file line unless told: give each host the step's ranks per node.
+    s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{s/$/ slots=" +
+         std::to_string(job.steps[i].tasks_per_node) + "/;p}' hosts.all > " + shell_quote("hosts." + job.steps[i].role) + "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+bool pbs_available() { return on_path("qsub") && on_path("qstat"); }
+
+std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
+  const SchedulerOptions& o = job.options;
+  const int tpn = busiest_node(job);
+  std::string s = "#!/bin/bash\n";
+  auto line = [&](const std::string& l) { s += "#PBS " + l + "\n"; };
+  line("-N " + job.name);
+  if (flavor == PbsFlavor::Pro) {
+    line("-l select=" + std::to_string(job.total_nodes()) + ":ncpus=" + std::to_string(tpn) + ":mpiprocs=" + std::to_string(tpn));
+    line(std::string("-l place=scatter") + (o.exclusive ? ":excl" : ""));
+  } else {
+    line("-l nodes=" + std::to_string(job.total_nodes()) + ":ppn=" + std::to_string(tpn));
+  }
+  line("-l walltime=" + hhmmss(job.walltime_s));
+  if (!o.partition.empty()) line("-q " + o.partition);
+  if (!o.account.empty()) line("-A " + o.account);
+  line("-j oe");
+  line("-o " + (job.run_dir / "pbs.out").string());
+  s += "# fanout job " + job.name + "\n";
+  std::string launcher = o.step_launcher.empty() ? "mpirun" : o.step_launcher;
+  std::vector<std::vector<std::string>> prefixes;
+  for (size_t i = 0; i < job.steps.size(); ++i)
+    prefixes.push_back(launcher == "srun" ? srun_prefix(job, i, pmix_compiled_in())
+                                          : mpirun_prefix(job, i, "hosts." + job.steps[i].role));
+  return s + batch_script_body(job, prefixes, launcher == "srun" ? "" : hostfile_setup(job));
+}
+
+QstatJobs parse_qstat_text(const std::string& text) {
+  QstatJobs jobs;
+  std::map<std::string, std::string>* cur = nullptr;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::string t = trim(line);
+    if (starts_with(t, "Job Id:")) {
+      cur = &jobs[trim(t.substr(7))];
+      continue;
+    }
+    auto eq = t.find(" = ");
+    if (cur && eq != std::string::npos) (*cur)[trim(t.substr(0, eq))] = trim(t.substr(eq + 3));
+  }
+  return jobs;
+}
+
+QstatJobs parse_qstat_json(const std::string& text) {
+  QstatJobs jobs;
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw UserError(std::string("qstat -F json: malformed output: ") + e.what());
+  }
+  if (!doc.contains("Jobs")) return jobs;
+  for (auto& [id, attrs] : doc["Jobs"].items())
+    for (auto& [k, v] : attrs.items()) jobs[id][k] = v.is_string() ? v.get<std::string>() : v.dump();
+  return jobs;
+}
+
+JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job) {
+  JobStatus s;
+  s.job_id = id;
+  auto get = [&](const char* k) {
+    auto it = attrs.find(k);
+    return it == attrs.end() ? std::string() : it->second;
+  };
+  const std::string st = get("job_state"), host = get("exec_host");
+  for (auto& part : split(host, '+'))
+    if (!part.empty()) s.node_list += (s.node_list.empty() ? "" : ",") + part.substr(0, part.find('/'));
+  if (st == "Q" || st == "H" || st == "W" || st == "T" || st == "M") {
+    s.state = JobState::Pending;
+    return s;
+  }
+  if (st == "R" || st == "E" || st == "S" || st == "B" || st == "U") {
+    s.state = JobState::Running;
+    return s;
+  }
+  // Finished (F on PBS Pro with -x, C on Torque): the exit status, where the server gives one, else markers.
+  std::string exit = get("Exit_status");
+  if (exit.empty()) exit = get("exit_status");
+  auto code = parse_int(exit);
+  if (!code) {
+    int polls = 0;
+    JobStatus m = resolve_missing_job(id, job, polls, "PBS");
+    m.node_list = s.node_list;
+    if (m.state == JobState::Unknown || m.state == JobState::Failed) {
+      // Listed as finished but no marker: the job script never ran to its end.
+      m.state = JobState::Failed;
+      if (m.reason.empty() || m.reason.find("vanished") != std::string::npos)
+        m.reason = "PBS lists the job as finished but it left no exit marker; logs: " + (job.run_dir / "pbs.out").string();
+    }
+    return m;
+  }
+  s.exit_code = int(*code);
+  // PBS Pro reports a job killed by a signal as 256 + signal; walltime kills say so in the comment.
+  if (*code > 256) s.signal = int(*code - 256), s.exit_code = 0;
+  const std::string comment = get("comment");
+  if (comment.find("walltime") != std::string::npos && comment.find("exceed") != std::string::npos) s.state = JobState::Timeout;
+  else s.state = *code == 0 ? JobState::Completed : JobState::Failed;
+  if (s.state != JobState::Completed) {
+    std::string step = describe_step_failure(job);
+    s.reason = step.empty() ? "PBS exit status " + exit + (comment.empty() ? "" : " (" + comment + ")") + "; logs: " +
+                                  (job.run_dir / "pbs.out").string()
+                            : step;
+  }
+  return s;
+}
+
+PbsScheduler::PbsScheduler() {
+  if (!pbs_available()) throw UserError("--launcher=pbs: qsub/qstat are not on PATH");
+  auto v = run_process({"qstat", "--version"}, {}, 30);
+  flavor_ = (v.out + v.err).find("pbs_version") != std::string::npos ? PbsFlavor::Pro : PbsFlavor::Torque;
+}
+
+std::string PbsScheduler::submit(const JobSpec& job) {
+  job.validate();
+  fs::path script = job.run_dir / "job.sh";
+  write_file_atomic(script, render_script(job), 0755);
+  auto r = run_process({"qsub", script.string()}, job.run_dir, 120);
+  std::string id;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);)
+    if (!trim(l).empty()) id = trim(l);
+  if (r.exit_code != 0 || id.empty() || id.find(' ') != std::string::npos)
+    throw UserError("qsub refused run " + job.name + ": " + trim(r.out + " " + r.err));
+  tracked_[id] = {job, 0};
+  return id;
+}
+
+std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_ids) {
+  ++queries_;
+  QstatJobs listed;
+  bool ok = false;
+  if (flavor_ == PbsFlavor::Pro) {
+    auto r = run_process({"qstat", "-x", "-f", "-F", "json"}, {}, 120);
+    if (r.exit_code == 0) listed = parse_qstat_json(r.out), ok = true;
+  } else {
+    auto r = run_process({"qstat", "-f"}, {}, 120);
+    ok = r.exit_code == 0 || r.exit_code == 153;  // 153: no jobs at all (Torque-compatible qstat)
+    listed = parse_qstat_text(r.out);
+  }
+  std::vector<JobStatus> out;
+  for (auto& id : job_ids) {
+    auto tr = tracked_.find(id);
+    JobStatus s;
+    s.job_id = id;
+    s.state = JobState::Unknown;  // a failed query: keep waiting
+    if (tr == tracked_.end()) {
+    } else if (auto it = listed.find(id); it != listed.end()) {
+      s = pbs_status(id, it->second, tr->second.job);
+    } else if (ok) {
+      s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "PBS");
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+void PbsScheduler::cancel(const std::vector<std::string>& job_ids) {
+  if (job_ids.empty()) return;
+  std::vector<std::string> argv = {"qdel"};
+  argv.insert(argv.end(), job_ids.begin(), job_ids.end());
+  run_process(argv, {}, 120);
+}
+
+}  // namespace fanout

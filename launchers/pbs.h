@@ -1,0 +1,50 @@
+// PBS (PBS Pro / OpenPBS, and Torque-compatible front ends): jobs are rendered as PBS scripts (#PBS -N,
+// -l select=N:ncpus=M:mpiprocs=K, -l walltime, -q, -A, -l place, -j oe, -o) and submitted with qsub; all jobs
+// are polled with ONE qstat per cycle (qstat -x -f -F json on PBS Pro, else qstat -f text), cancelled with one
+// qdel. Steps start with the step launcher chosen by --step_launcher (mpirun with per-step host files cut
+// from $PBS_NODEFILE by default; srun where the PBS front end sits on Slurm). Jobs qstat no longer lists,
+// or lists without an exit status, are resolved from the run folder's exit markers.
+#pragma once
+#include <map>
+
+#include "launchers/scheduler.h"
+
+namespace fanout {
+
+enum class PbsFlavor { Pro, Torque };  // Pro: select/place syntax, qstat -F json; Torque: nodes=N:ppn=K, text qstat
+
+std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor);
+
+// One qstat listing, parsed: job id -> attributes (job_state, Exit_status, exec_host, comment, ...).
+using QstatJobs = std::map<std::string, std::map<std::string, std::string>>;
+QstatJobs parse_qstat_text(const std::string& text);  // "Job Id: X" blocks of "key = value" lines
+QstatJobs parse_qstat_json(const std::string& text);  // PBS Pro's qstat -F json; throws UserError when malformed
+// A job's status from its qstat attributes (final states need Exit_status or the run's exit markers).
+JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job);
+
+class PbsScheduler : public Scheduler {
+ public:
+  PbsScheduler();  // finds qsub/qstat/qdel on PATH and the flavor from `qstat --version`
+  std::string name() const override { return "pbs"; }
+  std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
+  std::string submit(const JobSpec& job) override;
+  std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
+  void cancel(const std::vector<std::string>& job_ids) override;
+  double max_poll_interval_s() const override { return 5.0; }
+  int default_max_parallel() const override { return 1 << 30; }
+  uint64_t queries() const override { return queries_; }
+  PbsFlavor flavor() const { return flavor_; }
+
+ private:
+  struct Tracked {
+    JobSpec job;
+    int missing_polls = 0;
+  };
+  PbsFlavor flavor_ = PbsFlavor::Torque;
+  std::map<std::string, Tracked> tracked_;
+  uint64_t queries_ = 0;
+};
+
+bool pbs_available();  // qsub and qstat are on PATH
+
+}  // namespace fanout

@@ -1,0 +1,41 @@
+#!/bin/bash
+#PBS -N infer-sess-N2-abc123
+#PBS -l select=4:ncpus=4:mpiprocs=4
+#PBS -l place=scatter:excl
+#PBS -l walltime=01:30:00
+#PBS -q workq
+#PBS -A proj42
+#PBS -j oe
+#PBS -o /scratch/results/exp/run-1/infer-sess-N2-abc123/pbs.out
+# fanout job infer-sess-N2-abc123
+set -u
+cd '/scratch/results/exp/run-1/infer-sess-N2-abc123' || exit 1
+rm -f job.exit steps.exit kv.addr
+export FANOUT_JOB_RANKS=10
+awk '!seen[$0]++' "${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}" > hosts.all
+sed -n '1,2{s/$/ slots=1/;p}' hosts.all > 'hosts.db'
+sed -n '3,4{s/$/ slots=4/;p}' hosts.all > 'hosts.client'
+# rendezvous service for the 10 ranks of all steps
+'/opt/fanout/bin/fanout-rank' --kv-server --ranks 10 --address-file kv.addr >kv.log 2>&1 &
+kv_pid=$!
+for _ in $(seq 300); do [ -s kv.addr ] && break; kill -0 $kv_pid 2>/dev/null || break; sleep 0.1; done
+if [ ! -s kv.addr ]; then echo 'fanout: the rendezvous service did not start; see kv.log' >&2; echo 1 > job.exit; exit 1; fi
+read -r FANOUT_KV FANOUT_KV_TOKEN < kv.addr
+export FANOUT_KV FANOUT_KV_TOKEN
+declare -A role
+'mpirun' '--allow-run-as-root' '-np' '2' '--map-by' 'ppr:1:node' '--hostfile' 'hosts.db' '/opt/fanout/bin/fanout-rank' '--plugin' '/opt/fanout/lib/fanout/plugins/fanout_calibration.so' '--role' 'db' '--run-dir' '/scratch/results/exp/run-1/infer-sess-N2-abc123' >>'db.out' 2>>'db.err' &
+role[$!]='db'
+'mpirun' '--allow-run-as-root' '-np' '8' '--map-by' 'ppr:4:node' '--hostfile' 'hosts.client' '/opt/fanout/bin/fanout-rank' '--plugin' '/opt/fanout/lib/fanout/plugins/fanout_calibration.so' '--role' 'client' '--run-dir' '/scratch/results/exp/run-1/infer-sess-N2-abc123' >>'client.out' 2>>'client.err' &
+role[$!]='client'
+rc=0
+while [ ${#role[@]} -gt 0 ]; do
+  wait -n -p done_pid "${!role[@]}"; st=$?
+  [ -n "${done_pid:-}" ] || break
+  echo "${role[$done_pid]} $st" >> steps.exit
+  unset "role[$done_pid]"
+  # the first failing step ends the job: its peers would only wait for it
+  if [ $st -ne 0 ] && [ $rc -eq 0 ]; then rc=$st; [ ${#role[@]} -gt 0 ] && kill "${!role[@]}" 2>/dev/null; fi
+done
+kill $kv_pid 2>/dev/null
+echo $rc > job.exit
+exit $rc
