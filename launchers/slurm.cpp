@@ -348,30 +348,4 @@ void SlurmScheduler::check(const std::vector<JobSpec>& jobs) {
   }
 }
 
-std::vector<LocalScheduler::Process> SlurmAllocationScheduler::processes(const JobSpec& job, const EnvList&) const {
-  // The job script itself runs here; its srun steps land in the current allocation.
-  return {{0, 0, {"/bin/bash", (job.run_dir / "job.sh").string()}, job.env, job.run_dir / "job.out", job.run_dir / "job.err"}};
-}
-
-void SlurmAllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) const {
-  status.ranks.clear();  // the one process was the job script, not a rank
-  if (const char* nodes = std::getenv("SLURM_JOB_NODELIST")) status.node_list = nodes;
-  if (status.state == JobState::Failed) {
-    std::string step = describe_step_failure(job);
-    if (!step.empty()) status.reason = step;
-  }
-}
-
-void SlurmAllocationScheduler::check(const std::vector<JobSpec>& jobs) {
-  const char* n = std::getenv("SLURM_JOB_NUM_NODES");
-  if (!n) n = std::getenv("SLURM_NNODES");
-  auto nodes = n ? parse_int(n) : std::nullopt;
-  if (!nodes) return;
-  for (auto& j : jobs)
-    if (j.total_nodes() > *nodes)
-      throw UserError("run " + j.name + " needs " + std::to_string(j.total_nodes()) + " nodes but this allocation (job " +
-                      std::string(std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?") + ") has " +
-                      std::to_string(*nodes) + "; nothing was started");
-}
-
 }  // namespace fanout

@@ -2,13 +2,12 @@
 // the same request is passed to slurm_submit_batch_job as a job descriptor), steps start with srun
 // (--mpi=pmix when fanout-rank has PMIx), all jobs are polled with ONE slurm_load_jobs per cycle, and jobs
 // the controller has forgotten (MinJobAge) are resolved from the exit markers in their run folders.
-// Inside an allocation (SLURM_JOB_ID set), SlurmAllocationScheduler runs each job script directly, so the
-// steps are launched with srun into the current allocation (SmartSim-Scaling's run_db_as_batch=False).
+// Inside an allocation (SLURM_JOB_ID set) the registry uses AllocationScheduler (launchers/allocation.h) with
+// this script instead, so the steps are srun's in the current allocation.
 #pragma once
 #include <map>
 #include <memory>
 
-#include "launchers/local.h"
 #include "launchers/scheduler.h"
 
 namespace fanout {
@@ -59,15 +58,5 @@ class SlurmScheduler : public Scheduler {
   int array_count_ = 0;
 };
 
-class SlurmAllocationScheduler : public LocalScheduler {
- public:
-  std::string name() const override { return "slurm"; }
-  std::string render_script(const JobSpec& job) const override { return slurm_job_script(job); }
-  void check(const std::vector<JobSpec>& jobs) override;
-
- protected:
-  std::vector<Process> processes(const JobSpec& job, const EnvList& kv_env) const override;
-  void finish_status(const JobSpec& job, JobStatus& status) const override;
-};
 
 }  // namespace fanout

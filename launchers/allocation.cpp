@@ -1,0 +1,69 @@
+#include "launchers/allocation.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "launchers/batch_script.h"
+
+namespace fanout {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// Hosts of the allocation in order: Slurm's node list as given, or the unique lines of $PBS_NODEFILE.
+std::vector<std::string> pbs_hosts() {
+  std::vector<std::string> hosts;
+  std::set<std::string> seen;
+  if (const char* f = env("PBS_NODEFILE")) {
+    std::ifstream in(f);
+    for (std::string h; std::getline(in, h);)
+      if (!trim(h).empty() && seen.insert(trim(h)).second) hosts.push_back(trim(h));
+  }
+  return hosts;
+}
+
+std::optional<int64_t> allocation_nodes() {
+  for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES", "PBS_NUM_NODES"})
+    if (const char* v = env(name))
+      if (auto n = parse_int(v)) return n;
+  auto hosts = pbs_hosts();
+  if (!hosts.empty()) return int64_t(hosts.size());
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool inside_allocation() { return env("SLURM_JOB_ID") || env("PBS_JOBID"); }
+
+void AllocationScheduler::check(const std::vector<JobSpec>& jobs) {
+  auto nodes = allocation_nodes();
+  if (!nodes) return;
+  const char* id = env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : env("PBS_JOBID");
+  for (auto& j : jobs)
+    if (j.total_nodes() > *nodes)
+      throw UserError("run " + j.name + " needs " + std::to_string(j.total_nodes()) + " nodes but this allocation (job " +
+                      std::string(id ? id : "?") + ") has " + std::to_string(*nodes) + "; nothing was started");
+}
+
+std::vector<LocalScheduler::Process> AllocationScheduler::processes(const JobSpec& job, const EnvList&) const {
+  return {{0, 0, {"/bin/bash", (job.run_dir / "job.sh").string()}, job.env, job.run_dir / "job.out", job.run_dir / "job.err"}};
+}
+
+void AllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) const {
+  status.ranks.clear();  // the one process was the job script, not a rank
+  if (const char* nodes = env("SLURM_JOB_NODELIST")) status.node_list = nodes;
+  else if (auto hosts = pbs_hosts(); !hosts.empty()) status.node_list = join(hosts, ",");
+  if (status.state == JobState::Failed) {
+    std::string step = describe_step_failure(job);
+    if (!step.empty()) status.reason = step;
+  }
+}
+
+}  // namespace fanout
