@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <tuple>
 
 namespace fanout {
 
@@ -12,6 +14,52 @@ double percentile_sorted(const std::vector<double>& v, double q) {
   size_t lo = size_t(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+std::pair<double, double> median_ci95(const std::vector<double>& v, uint64_t seed) {
+  const size_t n = v.size();
+  if (n == 0) return {NAN, NAN};
+  if (n == 1) return {v[0], v[0]};
+  if (n > kBootstrapMaxN) {
+    double half = 1.96 * std::sqrt(double(n)) / 2.0;
+    size_t lo = size_t(std::max(0.0, std::floor(double(n) / 2.0 - half)));
+    size_t hi = size_t(std::min(double(n - 1), std::ceil(double(n) / 2.0 + half)));
+    return {v[lo], v[hi]};
+  }
+  // Resampling indices into the sorted data: the median of a resample is found by counting, not sorting.
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick(0, n - 1);
+  const int resamples = 1000;
+  std::vector<double> medians(resamples);
+  std::vector<uint32_t> counts(n);
+  for (int b = 0; b < resamples; ++b) {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (size_t i = 0; i < n; ++i) ++counts[pick(rng)];
+    // the k-th smallest of the resample, for the lower and upper middle
+    auto kth = [&](size_t k) {
+      size_t seen = 0;
+      for (size_t i = 0; i < n; ++i) {
+        seen += counts[i];
+        if (seen > k) return v[i];
+      }
+      return v[n - 1];
+    };
+    medians[size_t(b)] = n % 2 ? kth(n / 2) : (kth(n / 2 - 1) + kth(n / 2)) / 2.0;
+  }
+  std::sort(medians.begin(), medians.end());
+  return {percentile_sorted(medians, 2.5), percentile_sorted(medians, 97.5)};
+}
+
+std::pair<double, size_t> mad_outliers(const std::vector<double>& v, double median) {
+  if (v.empty()) return {NAN, 0};
+  std::vector<double> dev(v.size());
+  for (size_t i = 0; i < v.size(); ++i) dev[i] = std::fabs(v[i] - median);
+  std::sort(dev.begin(), dev.end());
+  double mad = percentile_sorted(dev, 50);
+  double limit = 3.0 * 1.4826 * mad;
+  size_t out = 0;
+  for (double d : dev) out += d > limit && mad > 0 ? 1 : 0;
+  return {mad, out};
 }
 
 Summary summarize(std::vector<double>& values) {
@@ -36,16 +84,46 @@ Summary summarize(std::vector<double>& values) {
   s.p90 = percentile_sorted(values, 90);
   s.p95 = percentile_sorted(values, 95);
   s.p99 = percentile_sorted(values, 99);
+  std::tie(s.median_ci_low, s.median_ci_high) = median_ci95(values);
+  std::tie(s.mad, s.outliers) = mad_outliers(values, s.median);
   return s;
 }
 
 const std::vector<std::string>& summary_columns() {
-  static const std::vector<std::string> cols = {"count", "min", "mean", "median", "p90", "p95", "p99", "max", "std"};
+  static const std::vector<std::string> cols = {"count", "min", "mean", "median", "median_ci_low", "median_ci_high",
+                                                "p90", "p95", "p99", "max", "std", "mad", "outliers"};
   return cols;
 }
 
 std::vector<double> summary_values(const Summary& s) {
-  return {double(s.count), s.min, s.mean, s.median, s.p90, s.p95, s.p99, s.max, s.stddev};
+  return {double(s.count), s.min, s.mean, s.median, s.median_ci_low, s.median_ci_high, s.p90, s.p95, s.p99, s.max,
+          s.stddev, s.mad, double(s.outliers)};
+}
+
+std::vector<std::pair<double, double>> kernel_density(const std::vector<double>& v, size_t points) {
+  std::vector<std::pair<double, double>> out;
+  if (v.empty() || points < 2) return out;
+  const double n = double(v.size());
+  double sd = 0, mean = 0;
+  for (double x : v) mean += x / n;
+  for (double x : v) sd += (x - mean) * (x - mean) / std::max(1.0, n - 1);
+  sd = std::sqrt(sd);
+  double iqr = percentile_sorted(v, 75) - percentile_sorted(v, 25);
+  double spread = std::min(sd, iqr > 0 ? iqr / 1.34 : sd);
+  double h = 0.9 * (spread > 0 ? spread : (v.back() - v.front() > 0 ? v.back() - v.front() : 1.0)) * std::pow(n, -0.2);
+  // Evaluate on at most 2000 points of the data (evenly strided) so that large runs stay cheap.
+  size_t stride = std::max<size_t>(1, v.size() / 2000);
+  double lo = v.front(), hi = v.back();
+  for (size_t p = 0; p < points; ++p) {
+    double x = lo + (hi - lo) * double(p) / double(points - 1);
+    double d = 0, used = 0;
+    for (size_t i = 0; i < v.size(); i += stride, ++used) {
+      double z = (x - v[i]) / h;
+      d += std::exp(-0.5 * z * z);
+    }
+    out.emplace_back(x, d / (used * h * std::sqrt(2 * M_PI)));
+  }
+  return out;
 }
 
 }  // namespace fanout

@@ -1,6 +1,8 @@
-// Statistics of a set of samples, computed in one place as pure functions; writers (CSV, console) only format.
+// Statistics of a set of samples, computed in one place as pure functions; writers (CSV, plots, HTML,
+// console, compare) only format what these return.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,9 @@ namespace fanout {
 struct Summary {
   size_t count = 0;
   double min = 0, max = 0, mean = 0, median = 0, p90 = 0, p95 = 0, p99 = 0, stddev = 0;
+  double median_ci_low = 0, median_ci_high = 0;  // 95 % confidence interval of the median
+  double mad = 0;                                // median absolute deviation (unscaled)
+  size_t outliers = 0;                           // |x - median| > 3 * 1.4826 * MAD
 };
 
 // Percentile q in [0,100] of sorted values, linear interpolation between closest ranks (numpy's default).
@@ -16,8 +21,20 @@ double percentile_sorted(const std::vector<double>& sorted, double q);
 // Sorts `values` in place and summarises them. stddev is the sample standard deviation (n-1).
 Summary summarize(std::vector<double>& values);
 
+// 95 % CI of the median of sorted values: a percentile bootstrap (1000 resamples, fixed seed, so the same data
+// give the same interval) up to kBootstrapMaxN values; above that the distribution-free order-statistic
+// interval (ranks n/2 -+ 1.96 sqrt(n)/2), which the bootstrap converges to, so cost stays linear.
+constexpr size_t kBootstrapMaxN = 1000;
+std::pair<double, double> median_ci95(const std::vector<double>& sorted, uint64_t seed = 42);
+// MAD of sorted values and the number of values further than 3 scaled MADs from the median.
+std::pair<double, size_t> mad_outliers(const std::vector<double>& sorted, double median);
+
 // Column names and values of a Summary, in one order for every writer.
 const std::vector<std::string>& summary_columns();
 std::vector<double> summary_values(const Summary& s);
+
+// Kernel density estimate (Gaussian, Silverman's bandwidth) of sorted values at `points` evenly spaced
+// points over [min, max]: {x, density} pairs, for violin plots.
+std::vector<std::pair<double, double>> kernel_density(const std::vector<double>& sorted, size_t points = 64);
 
 }  // namespace fanout

@@ -160,9 +160,41 @@ int64_t ResultsDb::metric_id(const std::string& role, const std::string& name, c
   return q.i64(0);
 }
 
-IngestReport ResultsDb::ingest_run(const fs::path& run_dir_in) {
-  const fs::path run_dir = fs::absolute(run_dir_in).lexically_normal();
+IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   RunMetadata meta = read_run_metadata(run_dir);
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
+    if (e.path().extension() == ".samples") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  // Decode every file first (a corrupt one is reported and left out whole), then store in one transaction.
+  std::vector<std::tuple<std::string, int, std::string>> nodes;
+  std::vector<std::string> warnings;
+  std::vector<std::pair<fs::path, SampleFileInfo>> good;
+  for (auto& f : files) {
+    try {
+      SampleFileInfo info = read_sample_file(f, [](const Sample&) {});
+      nodes.emplace_back(info.role, info.rank, info.node);
+      if (info.truncated) warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
+      good.emplace_back(f, info);
+    } catch (const UserError& e) {
+      warnings.push_back(std::string(e.what()) + " (file skipped)");
+    }
+  }
+  auto report = store_run(meta, run_dir, [&](const SampleSink& sink, IngestReport&) {
+    for (auto& [f, info] : good)
+      read_sample_file(f, [&](const Sample& s) {
+        sink(s.rank, std::string(s.role), std::string(s.metric), s.iteration, s.t_start_s, s.value, std::string(s.unit), s.warmup);
+      });
+  }, nodes);
+  report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
+  return report;
+}
+
+IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_dir_in,
+                                  const std::function<void(const SampleSink&, IngestReport&)>& emit,
+                                  const std::vector<std::tuple<std::string, int, std::string>>& rank_nodes) {
+  const fs::path run_dir = fs::absolute(run_dir_in).lexically_normal();
   IngestReport report;
   exec("BEGIN IMMEDIATE;");
   try {
@@ -182,43 +214,27 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir_in) {
     Stmt par(db_, "INSERT INTO parameters(run_id, name, value, ordinal) VALUES(?,?,?,?)");
     int64_t ordinal = 0;
     for (auto& [k, v] : meta.parameters) par.bind(1, report.run_id).bind(2, k).bind(3, v).bind(4, ordinal++).run();
-    Stmt prov(db_, "INSERT INTO provenance(run_id, key, value) VALUES(?,?,?)");
+    Stmt prov(db_, "INSERT OR REPLACE INTO provenance(run_id, key, value) VALUES(?,?,?)");
     for (auto& [k, v] : meta.provenance) prov.bind(1, report.run_id).bind(2, k).bind(3, v).run();
     prov.bind(1, report.run_id).bind(2, std::string_view("plugin_version")).bind(3, meta.plugin_version).run();
     Stmt ex(db_, "INSERT OR REPLACE INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)");
     for (auto& r : st.ranks)
       ex.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, int64_t(r.exit_code)).bind(5, int64_t(r.signal)).run();
+    Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
+    for (auto& [role, rank, n] : rank_nodes) node.bind(1, report.run_id).bind(2, role).bind(3, int64_t(rank)).bind(4, n).run();
 
-    std::error_code ec;
-    std::vector<fs::path> files;
-    for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
-      if (e.path().extension() == ".samples") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
     Stmt smp(db_, "INSERT INTO sample_values(run_id, rank, metric_id, iteration, t_start, value, warmup) VALUES(?,?,?,?,?,?,?)");
     std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id
-    for (auto& f : files) {
-      SampleFileInfo info;
-      exec("SAVEPOINT sample_file;");  // a corrupt file leaves no rows behind
-      try {
-        info = read_sample_file(f, [&](const Sample& s) {
-          auto key = std::make_tuple(std::string(s.role), std::string(s.metric), std::string(s.unit));
-          auto it = ids.find(key);
-          if (it == ids.end()) it = ids.emplace(key, metric_id(std::get<0>(key), std::get<1>(key), std::get<2>(key))).first;
-          smp.bind(1, report.run_id).bind(2, int64_t(s.rank)).bind(3, it->second).bind(4, s.iteration)
-              .bind(5, s.t_start_s).bind(6, s.value).bind(7, int64_t(s.warmup ? 1 : 0));
-          smp.run();
-        });
-        exec("RELEASE sample_file;");
-      } catch (const UserError& e) {
-        exec("ROLLBACK TO sample_file; RELEASE sample_file;");
-        report.warnings.push_back(std::string(e.what()) + " (file skipped)");
-        continue;
-      }
-      Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
-      node.bind(1, report.run_id).bind(2, info.role).bind(3, int64_t(info.rank)).bind(4, info.node).run();
-      report.samples += info.samples;
-      if (info.truncated) report.warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
-    }
+    emit([&](int rank, const std::string& role, const std::string& metric, int64_t iteration, double t_start, double value,
+             const std::string& unit, bool warmup) {
+      auto key = std::make_tuple(role, metric, unit);
+      auto it = ids.find(key);
+      if (it == ids.end()) it = ids.emplace(key, metric_id(role, metric, unit)).first;
+      smp.bind(1, report.run_id).bind(2, int64_t(rank)).bind(3, it->second).bind(4, iteration).bind(5, t_start)
+          .bind(6, value).bind(7, int64_t(warmup ? 1 : 0));
+      smp.run();
+      ++report.samples;
+    }, report);
     exec("COMMIT;");
   } catch (...) {
     exec("ROLLBACK;");

@@ -42,6 +42,15 @@ class ResultsDb {
   // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
   IngestReport ingest_run(const std::filesystem::path& run_dir);
 
+  // Where samples go while a run is stored: one call per sample.
+  using SampleSink = std::function<void(int rank, const std::string& role, const std::string& metric, int64_t iteration,
+                                        double t_start, double value, const std::string& unit, bool warmup)>;
+  // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and the
+  // nodes its ranks ran on, in one transaction that replaces any earlier copy. emit may add warnings.
+  IngestReport store_run(const struct RunMetadata& meta, const std::filesystem::path& run_dir,
+                         const std::function<void(const SampleSink&, IngestReport&)>& emit,
+                         const std::vector<std::tuple<std::string, int, std::string>>& rank_nodes = {});
+
   std::vector<StoredRun> runs() const;
   // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
   void for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "results/statistics.h"
@@ -37,3 +38,51 @@ TEST(Statistics, SingleAndEmpty) {
 }
 
 TEST(Statistics, ColumnsMatchValues) { EXPECT_EQ(summary_columns().size(), summary_values(Summary{}).size()); }
+
+TEST(Statistics, MadOutliersByHand) {
+  std::vector<double> v{1, 2, 3, 4, 100};
+  Summary s = summarize(v);
+  // median 3; |x - 3| = 2 1 0 1 97 -> MAD 1; limit 3 * 1.4826 * 1 = 4.45: only 100 is an outlier
+  EXPECT_DOUBLE_EQ(s.mad, 1);
+  EXPECT_EQ(s.outliers, 1u);
+  std::vector<double> flat{5, 5, 5, 5};
+  EXPECT_EQ(summarize(flat).outliers, 0u) << "MAD 0: nothing is called an outlier";
+}
+
+TEST(Statistics, BootstrapCiOfTheMedianIsDeterministicAndBracketsIt) {
+  std::vector<double> v;
+  for (int i = 0; i < 501; ++i) v.push_back(double((i * 37) % 501));  // 0..500 shuffled
+  Summary a = summarize(v);
+  std::vector<double> w = v;
+  Summary b = summarize(w);
+  EXPECT_DOUBLE_EQ(a.median, 250);
+  EXPECT_EQ(a.median_ci_low, b.median_ci_low) << "fixed seed: same data, same interval";
+  EXPECT_LE(a.median_ci_low, 250);
+  EXPECT_GE(a.median_ci_high, 250);
+  // For uniform 0..500 the median's standard error is about 1.2533 * 144.6 / sqrt(501) = 8.1: the 95 % interval
+  // spans roughly +-16; accept 8..30 on each side.
+  EXPECT_GT(250 - a.median_ci_low, 8);
+  EXPECT_LT(250 - a.median_ci_low, 30);
+  EXPECT_GT(a.median_ci_high - 250, 8);
+  EXPECT_LT(a.median_ci_high - 250, 30);
+}
+
+TEST(Statistics, LargeSamplesUseTheOrderStatisticInterval) {
+  std::vector<double> v;
+  for (int i = 0; i <= 20000; ++i) v.push_back(i);
+  auto [lo, hi] = median_ci95(v);
+  // n = 20001: ranks floor(10000.5 - 1.96 * sqrt(20001) / 2) = 9861 and ceil(10000.5 + 138.59) = 10140
+  EXPECT_DOUBLE_EQ(lo, 9861);
+  EXPECT_DOUBLE_EQ(hi, 10140);
+}
+
+TEST(Statistics, KernelDensityIntegratesToAboutOne) {
+  std::vector<double> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(i % 100 + (i * 7) % 100);  // triangular: thin tails at min and max
+  std::sort(v.begin(), v.end());
+  auto kd = kernel_density(v, 200);
+  double area = 0;
+  for (size_t i = 1; i < kd.size(); ++i) area += (kd[i].first - kd[i - 1].first) * (kd[i].second + kd[i - 1].second) / 2;
+  EXPECT_GT(area, 0.9);  // the little mass beyond min/max is cut off
+  EXPECT_LT(area, 1.01);
+}
