@@ -267,7 +267,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   log << " in " << format_duration(wall) << "\n";
   log << "fanout: results  " << outcome.database.string() << "\n"
       << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
-      << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows)\n"
+      << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
       << "fanout: runs     " << outcome.run_root.string() << "\n";
   return outcome;
 }

@@ -16,7 +16,9 @@
 #include "orchestrator/experiment_runner.h"
 #include "orchestrator/list_value.h"
 #include "orchestrator/plugin_loader.h"
+#include "results/compare.h"
 #include "results/csv_export.h"
+#include "results/processing.h"
 #include "results/run_folder.h"
 #include "results/store.h"
 #include "version.h"
@@ -165,9 +167,27 @@ int drive(int argc, char** argv) {
   std::string csv_exp, csv_out;
   csv_cmd->add_option("exp_dir", csv_exp, "experiment folder (holds fanout.sqlite)")->required();
   csv_cmd->add_option("--out", csv_out, "output folder (default <exp_dir>/csv)");
+  bool csv_gzip = false;
+  csv_cmd->add_flag("--gzip", csv_gzip, "write samples.csv.gz");
   auto* ingest_cmd = results_cmd->add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
   std::string ingest_exp;
   ingest_cmd->add_option("exp_dir", ingest_exp, "experiment folder")->required();
+  auto* compare_cmd = results_cmd->add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
+  std::string cmp_a, cmp_b;
+  CompareOptions cmp_opts;
+  compare_cmd->add_option("a", cmp_a, "baseline experiment folder")->required();
+  compare_cmd->add_option("b", cmp_b, "candidate experiment folder")->required();
+  compare_cmd->add_option("--threshold", cmp_opts.threshold_pct, "percent change of the median that counts")->capture_default_str();
+  compare_cmd->add_option("--ignore", cmp_opts.ignore, "parameter left out of the run matching (repeatable)");
+  compare_cmd->add_option("--metric", cmp_opts.metrics, "compare only this metric (repeatable)");
+
+  auto* process_cmd = app.add_subcommand("process_scaling_results",
+                                         "statistics, CSV, plots and an HTML report for an experiment (or a SmartSim-Scaling results folder)");
+  std::string scaling_dir = "results";
+  ProcessOptions process_opts;
+  process_cmd->add_option("--scaling_dir", scaling_dir, "experiment folder: fanout's, or SmartSim-Scaling's (imported first)")->capture_default_str();
+  process_cmd->add_flag("--overwrite", process_opts.overwrite, "replace an existing <scaling_dir>/processed (--overwrite=false refuses)")->capture_default_str();
+  process_cmd->add_flag("--gzip", process_opts.gzip_samples, "write samples.csv.gz");
 
   // One subcommand per experiment template of every plugin.
   struct TemplateCmd {
@@ -181,7 +201,7 @@ int drive(int argc, char** argv) {
   for (auto& p : scan.plugins)
     for (auto& t : p->experiments()) {
       if (app.get_subcommands([&](CLI::App* a) { return a->get_name() == t.name; }).size() ||
-          t.name == "plugins" || t.name == "run" || t.name == "results") {
+          t.name == "plugins" || t.name == "run" || t.name == "results" || t.name == "process_scaling_results") {
         scan.refused.push_back("experiment '" + t.name + "' of " + p->path().string() + " is shadowed by an earlier one");
         continue;
       }
@@ -231,9 +251,23 @@ int drive(int argc, char** argv) {
     fs::path db_file = fs::path(csv_exp) / "fanout.sqlite";
     if (!fs::exists(db_file)) throw UserError(csv_exp + ": no fanout.sqlite here (is it an experiment folder?)");
     ResultsDb db(db_file);
-    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / "csv" : fs::path(csv_out));
+    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / "csv" : fs::path(csv_out), csv_gzip);
     std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
-              << files.statistics.string() << " (" << files.statistic_rows << " rows)\n";
+              << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
+              << files.runs.string() << " (" << files.run_rows << " rows)\n";
+    return 0;
+  }
+  if (compare_cmd->parsed()) {
+    auto report = compare_experiments(cmp_a, cmp_b, cmp_opts);
+    print_comparison(report, cmp_opts, std::cout);
+    return report.regressions ? 1 : 0;
+  }
+  if (process_cmd->parsed()) {
+    auto report = process_scaling_results(scaling_dir, process_opts);
+    if (report.imported_runs) std::cout << "imported " << report.imported_runs << " SmartSim-Scaling run(s)\n";
+    for (auto& w : report.warnings) std::cerr << "warning: " << w << "\n";
+    for (auto& f : report.files)
+      if (f.extension() != ".dat" && f.extension() != ".gp") std::cout << f.string() << "\n";
     return 0;
   }
   if (ingest_cmd->parsed()) {

@@ -1,11 +1,15 @@
 #include "results/csv_export.h"
 
+#include <zlib.h>
+
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "results/metric_stats.h"
 #include "results/statistics.h"
 #include "results/store.h"
 
@@ -28,86 +32,153 @@ std::string num(double v) {
   return buf;
 }
 
-// A file written to <path>.tmp and renamed into place on commit().
+// A file written to <path>.tmp (optionally gzip-compressed) and renamed into place on commit().
 class StagedFile {
  public:
-  explicit StagedFile(fs::path path) : path_(std::move(path)), tmp_(path_.string() + ".tmp") {
-    f_ = std::fopen(tmp_.c_str(), "w");
-    if (!f_) throw UserError("cannot write " + tmp_.string());
+  StagedFile(fs::path path, bool gzip) : path_(std::move(path)), tmp_(path_.string() + ".tmp"), gzip_(gzip) {
+    if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
+    else f_ = std::fopen(tmp_.c_str(), "w");
+    if (!gz_ && !f_) throw UserError("cannot write " + tmp_.string());
+    buf_.reserve(1 << 20);
   }
   ~StagedFile() {
-    if (f_) {
-      std::fclose(f_);
+    if (f_ || gz_) {
+      close();
       fs::remove(tmp_);
     }
   }
   void line(const std::string& s) {
-    std::fputs(s.c_str(), f_);
-    std::fputc('\n', f_);
+    buf_ += s;
+    buf_ += '\n';
+    if (buf_.size() > (1 << 20)) drain();
   }
   void commit() {
-    bool ok = std::fflush(f_) == 0 && !std::ferror(f_);
-    std::fclose(f_);
-    f_ = nullptr;
+    drain();
+    bool ok = close();
     if (!ok) throw UserError("cannot write " + tmp_.string());
     fs::rename(tmp_, path_);
   }
 
  private:
+  void drain() {
+    if (buf_.empty()) return;
+    bool ok = gz_ ? gzwrite(gz_, buf_.data(), unsigned(buf_.size())) == int(buf_.size())
+                  : std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
+    if (!ok) throw UserError("cannot write " + tmp_.string());
+    buf_.clear();
+  }
+  bool close() {
+    bool ok = true;
+    if (gz_) ok = gzclose(gz_) == Z_OK;
+    if (f_) ok = std::fclose(f_) == 0;
+    gz_ = nullptr;
+    f_ = nullptr;
+    return ok;
+  }
   fs::path path_, tmp_;
+  bool gzip_;
   FILE* f_ = nullptr;
+  gzFile gz_ = nullptr;
+  std::string buf_;
 };
+
+std::string run_prefix(const std::string& session, const std::string& status,
+                       const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
+  std::string s = csv_field(session) + "," + csv_field(status);
+  for (auto& name : names) {
+    std::string v;
+    for (auto& [k, val] : params)
+      if (k == name) v = val;
+    s += "," + csv_field(v);
+  }
+  return s;
+}
+
+std::string header_prefix(const std::vector<std::string>& names) {
+  std::string h = "session,status";
+  for (auto& n : names) h += "," + csv_field(n);
+  return h;
+}
 
 }  // namespace
 
-CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir) {
-  fs::create_directories(out_dir);
-  CsvFiles out{out_dir / "samples.csv", out_dir / "statistics.csv"};
+size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   auto runs = db.runs();
-  std::map<int64_t, const StoredRun*> by_id;
-  std::vector<std::string> param_names;  // union of parameter names, first-seen order
+  std::vector<std::string> names;
   std::set<std::string> seen;
-  for (auto& r : runs) {
-    by_id[r.id] = &r;
+  std::map<int64_t, std::string> prefix;
+  for (auto& r : runs)
     for (auto& [k, v] : r.parameters)
-      if (seen.insert(k).second) param_names.push_back(k);
-  }
-  auto run_columns = [&](int64_t run_id) {
-    const StoredRun* r = by_id.at(run_id);
-    std::string s = csv_field(r->session) + "," + csv_field(r->status);
-    for (auto& name : param_names) {
-      std::string v;
-      for (auto& [k, val] : r->parameters)
-        if (k == name) v = val;
-      s += "," + csv_field(v);
-    }
-    return s;
-  };
-  std::string head = "session,status";
-  for (auto& n : param_names) head += "," + csv_field(n);
-
-  StagedFile samples(out.samples);
-  samples.line(head + ",rank,role,metric,iteration,t_start,value,unit,warmup");
+      if (seen.insert(k).second) names.push_back(k);
+  for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.parameters, names);
+  StagedFile out(file, gzip);
+  out.line(header_prefix(names) + ",rank,role,metric,iteration,t_start,value,unit,warmup");
+  size_t rows = 0;
   db.for_each_sample([&](int64_t run, int rank, const std::string& role, const std::string& metric, int64_t it, double t,
                          double v, const std::string& unit, bool warmup) {
-    samples.line(run_columns(run) + "," + std::to_string(rank) + "," + csv_field(role) + "," + csv_field(metric) + "," +
-                 std::to_string(it) + "," + num(t) + "," + num(v) + "," + csv_field(unit) + "," + (warmup ? "1" : "0"));
-    ++out.sample_rows;
+    out.line(prefix.at(run) + "," + std::to_string(rank) + "," + csv_field(role) + "," + csv_field(metric) + "," +
+             std::to_string(it) + "," + num(t) + "," + num(v) + "," + csv_field(unit) + "," + (warmup ? "1" : "0"));
+    ++rows;
   });
-  samples.commit();
+  out.commit();
+  return rows;
+}
 
-  StagedFile stats(out.statistics);
-  std::string stat_head = head + ",role,metric,unit";
-  for (auto& c : summary_columns()) stat_head += "," + c;
-  stats.line(stat_head);
-  db.for_each_metric([&](const MetricSummaryRow& m) {
-    std::vector<double> values = m.values;
-    std::string row = run_columns(m.run_id) + "," + csv_field(m.role) + "," + csv_field(m.metric) + "," + csv_field(m.unit);
-    for (double v : summary_values(summarize(values))) row += "," + num(v);
-    stats.line(row);
-    ++out.statistic_rows;
-  });
-  stats.commit();
+size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) {
+  StagedFile out(file, false);
+  std::string head = header_prefix(stats.parameter_names) + ",role,metric,unit,ranks";
+  for (auto& c : summary_columns()) head += "," + c;
+  out.line(head);
+  for (auto& m : stats.stats) {
+    std::string row = run_prefix(m.session, m.status, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
+                      csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks);
+    for (double v : summary_values(m.summary)) row += "," + num(v);
+    out.line(row);
+  }
+  out.commit();
+  return stats.stats.size();
+}
+
+size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
+  // Metric columns: "<metric>" or "<role>:<metric>" when the name is recorded by more than one role.
+  std::map<std::string, std::set<std::string>> roles_of;
+  for (auto& m : stats.stats) roles_of[m.metric].insert(m.role);
+  auto key = [&](const MetricStats& m) { return roles_of[m.metric].size() > 1 ? m.role + ":" + m.metric : m.metric; };
+  std::vector<std::string> keys;
+  std::set<std::string> seen;
+  std::map<int64_t, std::map<std::string, const MetricStats*>> by_run;
+  std::vector<int64_t> order;
+  for (auto& m : stats.stats) {
+    if (seen.insert(key(m)).second) keys.push_back(key(m));
+    if (!by_run.count(m.run_id)) order.push_back(m.run_id);
+    by_run[m.run_id][key(m)] = &m;
+  }
+  StagedFile out(file, false);
+  std::string head = header_prefix(stats.parameter_names);
+  for (auto& k : keys)
+    for (auto& c : summary_columns()) head += "," + csv_field(k + "." + c);
+  out.line(head);
+  for (int64_t run : order) {
+    const MetricStats* any = by_run[run].begin()->second;
+    std::string row = run_prefix(any->session, any->status, any->parameters, stats.parameter_names);
+    for (auto& k : keys) {
+      auto it = by_run[run].find(k);
+      for (double v : it == by_run[run].end() ? std::vector<double>(summary_columns().size(), NAN) : summary_values(it->second->summary))
+        row += "," + (std::isnan(v) ? std::string() : num(v));
+    }
+    out.line(row);
+  }
+  out.commit();
+  return order.size();
+}
+
+CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
+  fs::create_directories(out_dir);
+  CsvFiles out{out_dir / (gzip ? "samples.csv.gz" : "samples.csv"), out_dir / "statistics.csv", out_dir / "runs.csv"};
+  ExperimentStats stats = compute_statistics(db, out_dir.parent_path().filename().string());
+  out.sample_rows = write_samples_csv(db, out.samples, gzip);
+  out.statistic_rows = write_statistics_csv(stats, out.statistics);
+  out.run_rows = write_runs_csv(stats, out.runs);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/clock.h"
@@ -259,25 +260,39 @@ std::vector<StoredRun> ResultsDb::runs() const {
 
 void ResultsDb::for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const {
   Stmt q(db_,
-         "SELECT s.run_id, m.role, m.name, m.unit, s.value FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
+         "SELECT s.run_id, m.role, m.name, m.unit, s.value, s.rank FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
          "WHERE s.warmup = 0 ORDER BY s.run_id, s.metric_id");
   MetricSummaryRow cur;
+  std::set<int64_t> ranks;
   bool have = false;
   while (q.step()) {
     int64_t run = q.i64(0);
     std::string role = q.text(1), metric = q.text(2), unit = q.text(3);
     if (have && (run != cur.run_id || role != cur.role || metric != cur.metric || unit != cur.unit)) {
+      cur.ranks = int(ranks.size());
       fn(cur);
       cur.values.clear();
+      ranks.clear();
     }
     cur.run_id = run;
     cur.role = std::move(role);
     cur.metric = std::move(metric);
     cur.unit = std::move(unit);
     cur.values.push_back(q.dbl(4));
+    ranks.insert(q.i64(5));
     have = true;
   }
+  cur.ranks = int(ranks.size());
   if (have) fn(cur);
+}
+
+void ResultsDb::for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
+                               const std::function<void(int64_t, double)>& fn) const {
+  Stmt q(db_,
+         "SELECT s.run_id, s.value FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
+         "WHERE m.role=? AND m.name=? AND m.unit=? AND s.warmup = 0");
+  q.bind(1, role).bind(2, metric).bind(3, unit);
+  while (q.step()) fn(q.i64(0), q.dbl(1));
 }
 
 void ResultsDb::for_each_sample(const std::function<void(int64_t, int, const std::string&, const std::string&, int64_t, double,

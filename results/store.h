@@ -29,6 +29,7 @@ struct StoredRun {
 struct MetricSummaryRow {
   int64_t run_id = 0;
   std::string role, metric, unit;
+  int ranks = 0;               // distinct ranks among them
   std::vector<double> values;  // non-warmup sample values of this run and metric
 };
 
@@ -58,6 +59,9 @@ class ResultsDb {
   void for_each_sample(const std::function<void(int64_t run_id, int rank, const std::string& role, const std::string& metric,
                                                 int64_t iteration, double t_start, double value, const std::string& unit,
                                                 bool warmup)>& fn) const;
+  // Calls fn(run_id, value) for every non-warmup sample of one metric.
+  void for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
+                      const std::function<void(int64_t run_id, double value)>& fn) const;
   sqlite3* handle() const { return db_; }
 
  private:

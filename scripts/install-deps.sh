@@ -8,8 +8,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
-  libslurm-dev libpmix-dev nlohmann-json3-dev)
-test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps)
+  libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox)
+test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps chromium)
 
 pkgs=("${run_pkgs[@]}")
 [ "$profile" = test ] && pkgs+=("${test_pkgs[@]}")

@@ -21,29 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-test::CommandResult fanout_cmd(const test::TempDir& d, std::vector<std::string> args, double timeout_s = 120) {
-  args.insert(args.begin(), test::fanout_exe().string());
-  return test::run_command(args, d.path, {}, timeout_s);
-}
+test::CommandResult fanout_cmd(const test::TempDir& d, std::vector<std::string> args) { return test::run_fanout(d.path, args); }
 
-std::vector<std::vector<std::string>> query(const fs::path& db_file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* s = nullptr;
-  std::vector<std::vector<std::string>> rows;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
-    while (sqlite3_step(s) == SQLITE_ROW) {
-      std::vector<std::string> row;
-      for (int c = 0; c < sqlite3_column_count(s); ++c) {
-        auto t = sqlite3_column_text(s, c);
-        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-      }
-      rows.push_back(row);
-    }
-  sqlite3_finalize(s);
-  sqlite3_close(db);
-  return rows;
-}
+std::vector<std::vector<std::string>> query(const fs::path& db_file, const std::string& sql) { return test::sql_rows(db_file, sql); }
 
 fs::path db_of(const test::TempDir& d, const std::string& exp) { return d.path / "results" / exp / "fanout.sqlite"; }
 

@@ -117,17 +117,7 @@ class PbsOnSlurm : public ::testing::Test {
   }
   test::TempDir d;
   std::string one(const std::string& exp, const std::string& sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2((d.path / "results" / exp / "fanout.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* s = nullptr;
-    std::string v = "<none>";
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
-      auto t = sqlite3_column_text(s, 0);
-      v = t ? reinterpret_cast<const char*>(t) : "";
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
+    return test::sql_one(d.path / "results" / exp / "fanout.sqlite", sql);
   }
   // A qstat on PATH ahead of the real one that counts its invocations.
   std::vector<std::pair<std::string, std::string>> counting_qstat_env() {

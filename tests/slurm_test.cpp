@@ -33,32 +33,10 @@ class Slurm : public ::testing::Test {
   }
   test::TempDir d;
 
-  test::CommandResult fanout(std::vector<std::string> args, double timeout_s = 300) {
-    args.insert(args.begin(), test::fanout_exe().string());
-    return test::run_command(args, d.path, {}, timeout_s);
-  }
-  std::vector<std::vector<std::string>> query(const std::string& exp, const std::string& sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2((d.path / "results" / exp / "fanout.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* s = nullptr;
-    std::vector<std::vector<std::string>> rows;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
-      while (sqlite3_step(s) == SQLITE_ROW) {
-        std::vector<std::string> row;
-        for (int c = 0; c < sqlite3_column_count(s); ++c) {
-          auto t = sqlite3_column_text(s, c);
-          row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-        }
-        rows.push_back(row);
-      }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return rows;
-  }
-  std::string one(const std::string& exp, const std::string& sql) {
-    auto rows = query(exp, sql);
-    return rows.empty() || rows[0].empty() ? "<none>" : rows[0][0];
-  }
+  test::CommandResult fanout(std::vector<std::string> args, double timeout_s = 300) { return test::run_fanout(d.path, args, timeout_s); }
+  fs::path db(const std::string& exp) { return d.path / "results" / exp / "fanout.sqlite"; }
+  std::vector<std::vector<std::string>> query(const std::string& exp, const std::string& sql) { return test::sql_rows(db(exp), sql); }
+  std::string one(const std::string& exp, const std::string& sql) { return test::sql_one(db(exp), sql); }
   std::set<std::string> nodes_of(const std::string& exp, const std::string& role) {
     std::set<std::string> out;
     for (auto& r : query(exp, "SELECT node FROM rank_nodes WHERE role='" + role + "'")) out.insert(r[0]);

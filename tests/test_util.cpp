@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -88,6 +90,38 @@ bool wait_for(const std::function<bool()>& cond, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+CommandResult run_fanout(const fs::path& cwd, std::vector<std::string> args, double timeout_s) {
+  args.insert(args.begin(), fanout_exe().string());
+  return run_command(args, cwd, {}, timeout_s);
+}
+
+std::vector<std::vector<std::string>> sql_rows(const fs::path& db_file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return rows;
+  }
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int c = 0; c < sqlite3_column_count(s); ++c) {
+        auto t = sqlite3_column_text(s, c);
+        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
+      }
+      rows.push_back(row);
+    }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return rows;
+}
+
+std::string sql_one(const fs::path& db_file, const std::string& sql) {
+  auto rows = sql_rows(db_file, sql);
+  return rows.empty() || rows[0].empty() ? "<none>" : rows[0][0];
 }
 
 fs::path build_dir() { return FANOUT_BUILD_DIR; }

@@ -27,6 +27,13 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::files
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);
 
+// Runs the fanout driver in cwd.
+CommandResult run_fanout(const std::filesystem::path& cwd, std::vector<std::string> args, double timeout_s = 300);
+// Every row of a query on a SQLite file, as text (read-only; an empty result when the file or query fails).
+std::vector<std::vector<std::string>> sql_rows(const std::filesystem::path& db_file, const std::string& sql);
+// The first column of the first row, or "<none>".
+std::string sql_one(const std::filesystem::path& db_file, const std::string& sql);
+
 std::filesystem::path build_dir();
 std::filesystem::path fanout_exe();
 std::filesystem::path broken_plugin(int kind);

@@ -1,0 +1,96 @@
+#include "results/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+#include "common/error.h"
+#include "results/metric_stats.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+int worse_direction(const std::string& unit) {
+  for (const char* t : {"s", "ms", "us", "ns", "seconds", "cycles"})
+    if (unit == t) return 1;
+  if (unit.find("/s") != std::string::npos || unit.find("per_s") != std::string::npos) return -1;
+  return 0;
+}
+
+namespace {
+
+ExperimentStats load(const fs::path& dir) {
+  fs::path file = dir / "fanout.sqlite";
+  if (!fs::exists(file)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
+  ResultsDb db(file);
+  return compute_statistics(db, dir.filename().string());
+}
+
+std::string match_key(const MetricStats& m, const std::vector<std::string>& ignore) {
+  auto params = m.parameters;
+  std::sort(params.begin(), params.end());
+  std::string key;
+  for (auto& [k, v] : params)
+    if (std::find(ignore.begin(), ignore.end(), k) == ignore.end()) key += (key.empty() ? "" : " ") + k + "=" + v;
+  return key;
+}
+
+}  // namespace
+
+ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const CompareOptions& opts) {
+  ExperimentStats sa = load(a), sb = load(b);
+  using Key = std::tuple<std::string, std::string, std::string, std::string>;  // match, role, metric, unit
+  auto index = [&](const ExperimentStats& s) {
+    std::map<Key, const MetricStats*> out;  // the latest run wins when a parameter set was run twice
+    for (auto& m : s.stats)
+      if (opts.metrics.empty() || std::find(opts.metrics.begin(), opts.metrics.end(), m.metric) != opts.metrics.end())
+        out[{match_key(m, opts.ignore), m.role, m.metric, m.unit}] = &m;
+    return out;
+  };
+  auto ia = index(sa), ib = index(sb);
+  ComparisonReport report;
+  for (auto& [key, ma] : ia) {
+    auto it = ib.find(key);
+    if (it == ib.end()) {
+      ++report.unmatched_a;
+      continue;
+    }
+    const Summary &x = ma->summary, &y = it->second->summary;
+    ComparisonRow r{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), x.median, y.median,
+                    x.median != 0 ? (y.median - x.median) / std::fabs(x.median) * 100.0 : 0.0,
+                    x.median_ci_low, x.median_ci_high, y.median_ci_low, y.median_ci_high, "unchanged"};
+    const bool disjoint = y.median_ci_low > x.median_ci_high || y.median_ci_high < x.median_ci_low;
+    const int dir = worse_direction(r.unit);
+    if (x.count < kMinSamples || y.count < kMinSamples) {
+      r.verdict = "too-few";  // an interval from a handful of samples says nothing
+    } else if (disjoint && std::fabs(r.change_pct) > opts.threshold_pct) {
+      if (dir == 0) r.verdict = "changed";
+      else r.verdict = (r.change_pct > 0) == (dir > 0) ? "regression" : "improvement";
+    }
+    if (r.verdict == "regression") ++report.regressions;
+    report.rows.push_back(r);
+  }
+  for (auto& [key, mb] : ib)
+    if (!ia.count(key)) ++report.unmatched_b;
+  return report;
+}
+
+void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out) {
+  char line[512];
+  for (auto& row : r.rows) {
+    std::snprintf(line, sizeof line, "%-11s %-20s %+8.2f%%  A %.4g [%.4g, %.4g]  B %.4g [%.4g, %.4g] %s  | %s\n",
+                  row.verdict.c_str(), (row.role + ":" + row.metric).c_str(), row.change_pct, row.median_a, row.ci_a_low,
+                  row.ci_a_high, row.median_b, row.ci_b_low, row.ci_b_high, row.unit.c_str(), row.match.c_str());
+    out << line;
+  }
+  out << r.rows.size() << " comparisons, " << r.regressions << " regression(s) beyond " << opts.threshold_pct
+      << " % with disjoint 95 % intervals";
+  if (r.unmatched_a || r.unmatched_b) out << "; unmatched: " << r.unmatched_a << " in A, " << r.unmatched_b << " in B";
+  out << "\n";
+}
+
+}  // namespace fanout

@@ -1,0 +1,121 @@
+#include "results/html_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/files.h"
+#include "results/metric_stats.h"
+#include "results/plots.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string base64(const std::string& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += t[(v >> 6) & 63];
+    out += t[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += t[v >> 18];
+    out += t[(v >> 12) & 63];
+    out += t[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fanout: " << html_escape(exp.name) << "</title>\n"
+    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
+       "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}td.l,th.l{text-align:left}"
+       "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head>\n<body>\n"
+    << "<h1>Experiment " << html_escape(exp.name) << "</h1>\n<p id=\"summary\">Runs:";
+  for (auto& [status, n] : exp.runs_by_status) h << " " << n << " " << html_escape(status) << ";";
+  h << " generated " << html_escape(iso8601_utc(wall_ns())) << ". Statistics exclude warmup samples; the median's 95 % "
+    << "interval is a bootstrap (order-statistic interval above 1000 samples); outliers are samples further than 3 scaled MADs "
+       "from the median.</p>\n";
+  if (!exp.varied.empty()) {
+    h << "<p>Varied parameters:";
+    for (auto& v : exp.varied) h << " <code>" << html_escape(v) << "</code>";
+    h << "</p>\n";
+  }
+  h << "<h2>Plots</h2>\n";
+  for (auto& p : plots)
+    h << "<figure><figcaption>" << html_escape(p.title) << "</figcaption><img class=\"plot\" alt=\"" << html_escape(p.title)
+      << "\" src=\"data:image/png;base64," << base64(read_file(p.png)) << "\"></figure>\n";
+  if (plots.empty()) h << "<p>No plots (see the warnings of process_scaling_results).</p>\n";
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>> groups;
+  for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
+  h << "<h2>Statistics</h2>\n";
+  for (auto& [key, rows] : groups) {
+    auto& [role, metric, unit] = key;
+    h << "<h3>" << html_escape(metric) << " <small>(" << html_escape(role) << ", " << html_escape(unit) << ")</small></h3>\n"
+      << "<table class=\"stats\"><tr><th class=\"l\">run</th>";
+    for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
+    h << "<th>ranks</th><th>n</th><th>median</th><th>95% CI</th><th>p95</th><th>p99</th><th>mean</th><th>std</th><th>outliers</th></tr>\n";
+    for (auto* m : rows) {
+      h << "<tr><td class=\"l\">" << html_escape(m->session) << "</td>";
+      for (auto& v : exp.varied) {
+        std::string val;
+        for (auto& [k, x] : m->parameters)
+          if (k == v) val = x;
+        h << "<td>" << html_escape(val) << "</td>";
+      }
+      const Summary& s = m->summary;
+      h << "<td>" << m->ranks << "</td><td>" << s.count << "</td><td>" << num(s.median) << "</td><td>" << num(s.median_ci_low)
+        << " &ndash; " << num(s.median_ci_high) << "</td><td>" << num(s.p95) << "</td><td>" << num(s.p99) << "</td><td>"
+        << num(s.mean) << "</td><td>" << num(s.stddev) << "</td><td>" << s.outliers << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
+  // Marks the page once every plot has decoded, so a headless browser check can tell rendered from present.
+  h << "<script>window.addEventListener('load',function(){var i=document.querySelectorAll('img.plot'),n=0;"
+       "i.forEach(function(e){if(e.complete&&e.naturalWidth>0)n++;});document.body.setAttribute('data-plots-rendered',n);});"
+       "</script>\n</body></html>\n";
+  write_file_atomic(file, h.str());
+}
+
+}  // namespace fanout

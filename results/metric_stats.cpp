@@ -1,0 +1,56 @@
+#include "results/metric_stats.h"
+
+#include <set>
+
+#include "results/store.h"
+
+namespace fanout {
+
+ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name) {
+  ExperimentStats out;
+  out.name = name;
+  auto runs = db.runs();
+  std::map<int64_t, const StoredRun*> by_id;
+  std::map<std::string, std::set<std::string>> values_of;
+  std::set<std::string> seen;
+  for (auto& r : runs) {
+    by_id[r.id] = &r;
+    ++out.runs_by_status[r.status];
+    for (auto& [k, v] : r.parameters) {
+      values_of[k].insert(v);
+      if (seen.insert(k).second) out.parameter_names.push_back(k);
+    }
+  }
+  for (auto& n : out.parameter_names)
+    if (values_of[n].size() > 1) out.varied.push_back(n);
+  db.for_each_metric([&](const MetricSummaryRow& g) {
+    MetricStats m;
+    const StoredRun* r = by_id.at(g.run_id);
+    m.run_id = g.run_id;
+    m.session = r->session;
+    m.status = r->status;
+    m.param_hash = r->param_hash;
+    m.parameters = r->parameters;
+    m.role = g.role;
+    m.metric = g.metric;
+    m.unit = g.unit;
+    m.ranks = g.ranks;
+    std::vector<double> values = g.values;
+    m.summary = summarize(values);  // sorts values
+    m.density = kernel_density(values);
+    out.stats.push_back(std::move(m));
+  });
+  return out;
+}
+
+std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except) {
+  std::string label;
+  for (auto& name : varied) {
+    if (name == except) continue;
+    for (auto& [k, v] : m.parameters)
+      if (k == name) label += (label.empty() ? "" : ", ") + k + "=" + v;
+  }
+  return label.empty() ? "all runs" : label;
+}
+
+}  // namespace fanout

@@ -1,0 +1,37 @@
+// The one place where stored samples become statistics: every (run, role, metric) group of an experiment's
+// database, read one group at a time (memory bounded by the largest group), summarised by statistics.h.
+// CSV, plots, the HTML report and compare all format or compare what this returns.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "results/statistics.h"
+
+namespace fanout {
+
+class ResultsDb;
+
+struct MetricStats {
+  int64_t run_id = 0;
+  std::string session, status, param_hash, role, metric, unit;
+  std::vector<std::pair<std::string, std::string>> parameters;
+  int ranks = 0;  // distinct ranks that recorded the metric ("clients")
+  Summary summary;
+  std::vector<std::pair<double, double>> density;  // KDE (for violins)
+};
+
+struct ExperimentStats {
+  std::string name;
+  std::map<std::string, int> runs_by_status;
+  std::vector<MetricStats> stats;
+  std::vector<std::string> parameter_names;  // union, first-seen order
+  std::vector<std::string> varied;           // parameters whose value differs between runs
+};
+
+ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
+
+// "param=value, ..." of the varied parameters except `except` (a series label), or "all runs".
+std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except = "");
+
+}  // namespace fanout

@@ -1,0 +1,226 @@
+#include "results/plots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/subprocess.h"
+#include "common/text.h"
+#include "results/metric_stats.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A gnuplot single-quoted string ('' stands for a quote inside).
+std::string gq(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
+  return out + "'";
+}
+
+const char* kTerminal = "set terminal pngcairo size 1200,700 noenhanced font ',10'\n";
+
+bool run_gnuplot(const fs::path& script, std::vector<std::string>& warnings) {
+  auto r = run_process({"gnuplot", script.string()}, script.parent_path(), 120);
+  if (r.exit_code != 0) warnings.push_back("gnuplot failed on " + script.string() + ": " + trim(r.err));
+  return r.exit_code == 0;
+}
+
+// Groups of stats by metric identity.
+std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>> by_metric(const ExperimentStats& e) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>> out;
+  for (auto& m : e.stats) out[{m.role, m.metric, m.unit}].push_back(&m);
+  return out;
+}
+
+// Varied parameters whose value follows from `axis` (the x of a plot): they do not split series.
+std::vector<std::string> series_params(const std::vector<const MetricStats*>& group, const std::vector<std::string>& varied,
+                                       const std::function<std::string(const MetricStats&)>& axis) {
+  std::vector<std::string> keep;
+  for (auto& name : varied) {
+    std::map<std::string, std::set<std::string>> values_at;
+    for (auto* m : group)
+      for (auto& [k, v] : m->parameters)
+        if (k == name) values_at[axis(*m)].insert(v);
+    bool determined = std::all_of(values_at.begin(), values_at.end(), [](auto& kv) { return kv.second.size() <= 1; });
+    if (!determined) keep.push_back(name);
+  }
+  return keep;
+}
+
+std::string file_stem(const std::string& role, const std::string& metric) { return filename_safe(role + "_" + metric, 80); }
+
+void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
+            std::vector<std::string>& warnings) {
+  const MetricStats& first = *group.front();
+  auto axis = [](const MetricStats& m) { return std::to_string(m.ranks); };
+  auto params = series_params(group, e.varied, axis);
+  std::vector<int> xs;
+  std::vector<std::string> labels;
+  for (auto* m : group) {
+    if (std::find(xs.begin(), xs.end(), m->ranks) == xs.end()) xs.push_back(m->ranks);
+    std::string l = series_label(*m, params);
+    if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
+  }
+  std::sort(xs.begin(), xs.end());
+  const double slot = 0.8 / double(labels.size());
+  std::string stem = "violin_" + file_stem(first.role, first.metric);
+  std::ofstream data(dir / (stem + ".dat")), med(dir / (stem + "_median.dat"));
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t s = 0; s < labels.size(); ++s) {
+    for (auto* m : group) {
+      if (series_label(*m, params) != labels[s] || m->density.empty()) continue;
+      double x0 = double(std::find(xs.begin(), xs.end(), m->ranks) - xs.begin()) + (double(s) - (labels.size() - 1) / 2.0) * slot;
+      double peak = 0;
+      for (auto& [y, d] : m->density) peak = std::max(peak, d);
+      double half = slot * 0.45;
+      for (auto& [y, d] : m->density) data << x0 + half * d / peak << " " << y << "\n";
+      for (auto it = m->density.rbegin(); it != m->density.rend(); ++it) data << x0 - half * it->second / peak << " " << it->first << "\n";
+      data << x0 + half * m->density.front().second / peak << " " << m->density.front().first << "\n\n";
+      med << x0 << " " << m->summary.median << "\n";
+      lo = std::min(lo, m->summary.min);
+      hi = std::max(hi, m->summary.max);
+    }
+    data << "\n";  // two blank lines in all: the next index
+    med << "\n\n";
+  }
+  data.close();
+  med.close();
+  std::ostringstream g;
+  g << kTerminal << "set output " << gq(stem + ".png") << "\n"
+    << "set title " << gq(first.metric + " (" + first.role + ") by ranks, one violin per run") << "\n"
+    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel " << gq(first.metric + " [" + first.unit + "]") << "\n"
+    << "set key outside right top\nset grid ytics\nset style fill transparent solid 0.45 border\n"
+    << "set xrange [-0.6:" << double(xs.size()) - 0.4 << "]\nset xtics (";
+  for (size_t i = 0; i < xs.size(); ++i) g << (i ? ", " : "") << "'" << xs[i] << "' " << i;
+  g << ")\n";
+  if (lo > 0 && hi / lo > 100) g << "set logscale y\n";
+  g << "plot ";
+  for (size_t s = 0; s < labels.size(); ++s)
+    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " with filledcurves closed lc " << s + 1 << " title " << gq(labels[s])
+      << ", " << gq(stem + "_median.dat") << " index " << s << " with points pt 7 ps 0.8 lc rgb 'black' notitle";
+  g << "\n";
+  std::ofstream(dir / (stem + ".gp")) << g.str();
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): distribution by ranks", dir / (stem + ".png")});
+}
+
+void histogram(const std::vector<const MetricStats*>& group, const ResultsDb& db, const fs::path& dir, std::vector<Plot>& plots,
+               std::vector<std::string>& warnings) {
+  const MetricStats& first = *group.front();
+  double lo = INFINITY, hi = -INFINITY;
+  std::map<int64_t, size_t> series;  // run -> index
+  for (auto* m : group) {
+    lo = std::min(lo, m->summary.min);
+    hi = std::max(hi, m->summary.max);
+    series.emplace(m->run_id, series.size());
+  }
+  const int bins = 50;
+  // Data spanning orders of magnitude get log-spaced bins (and a log axis), else nearly all land in one.
+  const bool logx = lo > 0 && hi / lo > 100;
+  auto pos = [&](double v) { return logx ? std::log(v) : v; };
+  auto at = [&](double p) { return logx ? std::exp(p) : p; };
+  double width = hi > lo ? (pos(hi) - pos(lo)) / bins : 1.0;
+  std::vector<std::vector<uint64_t>> counts(series.size(), std::vector<uint64_t>(bins, 0));
+  db.for_each_value(first.role, first.metric, first.unit, [&](int64_t run, double v) {
+    auto it = series.find(run);
+    if (it == series.end()) return;
+    int b = std::clamp(int((pos(v) - pos(lo)) / width), 0, bins - 1);
+    ++counts[it->second][size_t(b)];
+  });
+  std::string stem = "hist_" + file_stem(first.role, first.metric);
+  std::ofstream data(dir / (stem + ".dat"));
+  for (auto* m : group) {
+    size_t s = series.at(m->run_id);
+    for (int b = 0; b < bins; ++b) data << at(pos(lo) + (b + 0.5) * width) << " " << counts[s][size_t(b)] << "\n";
+    data << "\n\n";
+  }
+  data.close();
+  std::ostringstream g;
+  g << kTerminal << "set output " << gq(stem + ".png") << "\n"
+    << "set title " << gq(first.metric + " (" + first.role + "): histogram per run, dashed line = median") << "\n"
+    << "set xlabel " << gq(first.metric + " [" + first.unit + "]") << "\nset ylabel 'samples'\nset key outside right top\nset grid\n"
+    << (logx ? "set logscale x\n" : "");
+  for (auto* m : group)
+    g << "set arrow from " << m->summary.median << ", graph 0 to " << m->summary.median << ", graph 1 nohead dt 2 lc "
+      << series.at(m->run_id) + 1 << "\n";
+  g << "plot ";
+  for (auto* m : group) {
+    size_t s = series.at(m->run_id);
+    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " with steps lw 1.5 lc " << s + 1 << " title " << gq(m->session);
+  }
+  g << "\n";
+  std::ofstream(dir / (stem + ".gp")) << g.str();
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): histograms", dir / (stem + ".png")});
+}
+
+bool is_size_param(const std::string& n) {
+  return n.find("bytes") != std::string::npos || n.find("size") != std::string::npos || n == "len" ||
+         n.find("_len") != std::string::npos;
+}
+
+void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
+               std::vector<std::string>& warnings) {
+  const MetricStats& first = *group.front();
+  if (first.unit.find("bytes/s") == std::string::npos && first.unit.find("B/s") == std::string::npos) return;
+  std::string size_param;
+  for (auto& v : e.varied)
+    if (is_size_param(v)) size_param = v;
+  if (size_param.empty()) return;
+  auto axis = [&](const MetricStats& m) {
+    for (auto& [k, v] : m.parameters)
+      if (k == size_param) return v;
+    return std::string();
+  };
+  auto params = series_params(group, e.varied, axis);
+  params.erase(std::remove(params.begin(), params.end(), size_param), params.end());
+  std::map<std::string, std::vector<std::pair<double, double>>> lines;
+  for (auto* m : group)
+    if (auto x = parse_double(axis(*m))) lines[series_label(*m, params)].emplace_back(*x, m->summary.median);
+  std::string stem = "bandwidth_" + file_stem(first.role, first.metric);
+  std::ofstream data(dir / (stem + ".dat"));
+  for (auto& [label, pts] : lines) {
+    std::sort(pts.begin(), pts.end());
+    for (auto& [x, y] : pts) data << x << " " << y << "\n";
+    data << "\n\n";
+  }
+  data.close();
+  std::ostringstream g;
+  g << kTerminal << "set output " << gq(stem + ".png") << "\n"
+    << "set title " << gq("median " + first.metric + " (" + first.role + ") by " + size_param) << "\n"
+    << "set xlabel " << gq(size_param) << "\nset ylabel " << gq(first.metric + " [" + first.unit + "]") << "\n"
+    << "set logscale x 2\nset key outside right top\nset grid\nplot ";
+  size_t i = 0;
+  for (auto& [label, pts] : lines) {
+    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " with linespoints lw 2 pt 7 lc " << i + 1 << " title " << gq(label);
+    ++i;
+  }
+  g << "\n";
+  std::ofstream(dir / (stem + ".gp")) << g.str();
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({"bandwidth: " + first.metric + " by " + size_param, dir / (stem + ".png")});
+}
+
+}  // namespace
+
+std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const fs::path& dir, std::vector<std::string>& warnings) {
+  std::vector<Plot> plots;
+  if (run_process({"gnuplot", "--version"}, {}, 30).exit_code != 0) {
+    warnings.push_back("gnuplot is not installed: no plots (scripts/install-deps.sh installs gnuplot-nox)");
+    return plots;
+  }
+  fs::create_directories(dir);
+  for (auto& [key, group] : by_metric(exp)) {
+    violin(group, exp, dir, plots, warnings);
+    histogram(group, db, dir, plots, warnings);
+    bandwidth(group, exp, dir, plots, warnings);
+  }
+  return plots;
+}
+
+}  // namespace fanout

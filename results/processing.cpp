@@ -1,0 +1,54 @@
+#include "results/processing.h"
+
+#include "common/error.h"
+#include "common/files.h"
+#include "results/csv_export.h"
+#include "results/html_report.h"
+#include "results/metric_stats.h"
+#include "results/plots.h"
+#include "results/smartsim_import.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptions& opts) {
+  const fs::path dir = fs::absolute(dir_in).lexically_normal();
+  if (!fs::is_directory(dir)) throw UserError("--scaling_dir: " + dir_in.string() + " is not a folder");
+  ProcessReport report;
+  report.out_dir = dir / "processed";
+  if (fs::exists(report.out_dir) && !opts.overwrite)
+    throw UserError(report.out_dir.string() + " exists; pass --overwrite to replace it");
+  const bool ours = fs::exists(dir / "fanout.sqlite") && !is_smartsim_tree(dir);
+  if (!ours && !is_smartsim_tree(dir))
+    throw UserError("--scaling_dir: " + dir.string() + " holds neither fanout.sqlite nor SmartSim-Scaling results (run.cfg, rank_*_timing.csv)");
+  ResultsDb db(dir / "fanout.sqlite");
+  if (!ours) {
+    // A SmartSim-Scaling experiment folder: import it (again) into the same database, then process as ours.
+    auto imported = import_smartsim_tree(dir, db);
+    report.imported_runs = imported.runs;
+    for (auto& s : imported.skipped) report.warnings.push_back("skipped " + s);
+  }
+  // Build aside, then swap into place: the folder is whole or absent.
+  fs::path staging = dir / "processed.tmp";
+  fs::remove_all(staging);
+  fs::create_directories(staging / "plots");
+  ExperimentStats stats = compute_statistics(db, dir.filename().string());
+  write_samples_csv(db, staging / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
+  write_statistics_csv(stats, staging / "statistics.csv");
+  write_runs_csv(stats, staging / "runs.csv");
+  auto plots = draw_plots(stats, db, staging / "plots", report.warnings);
+  write_html_report(stats, plots, staging / "report.html");
+  // Each PNG keeps its gnuplot script and data beside it, so a plot can be restyled without fanout.
+  fs::path old = dir / "processed.old";
+  fs::remove_all(old);
+  if (fs::exists(report.out_dir)) fs::rename(report.out_dir, old);
+  fs::rename(staging, report.out_dir);
+  fs::remove_all(old);
+  for (auto& e : fs::recursive_directory_iterator(report.out_dir))
+    if (e.is_regular_file()) report.files.push_back(e.path());
+  return report;
+}
+
+}  // namespace fanout

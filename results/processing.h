@@ -1,0 +1,26 @@
+// process_scaling_results: from an experiment's fanout.sqlite (importing a SmartSim-Scaling tree first when
+// the folder is one), per-run statistics per metric, CSV files, plots and a self-contained HTML report in
+// <dir>/processed/ (built aside and renamed into place, so it is whole or absent).
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+
+namespace fanout {
+
+struct ProcessOptions {
+  bool overwrite = true;
+  bool gzip_samples = false;
+};
+
+struct ProcessReport {
+  std::filesystem::path out_dir;
+  int imported_runs = 0;
+  std::vector<std::string> warnings;  // skipped folders, plots not drawn, ...
+  std::vector<std::filesystem::path> files;
+};
+
+ProcessReport process_scaling_results(const std::filesystem::path& dir, const ProcessOptions& opts);
+
+}  // namespace fanout

@@ -1,0 +1,154 @@
+#include "results/smartsim_import.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "results/run_folder.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::regex kRankFile(R"(rank_(\d+)_timing\.csv)");
+
+bool is_session_dir(const fs::path& d) {
+  std::error_code ec;
+  if (fs::exists(d / "run.cfg", ec)) return true;
+  for (auto& e : fs::directory_iterator(d, ec))
+    if (std::regex_match(e.path().filename().string(), kRankFile)) return true;
+  return false;
+}
+
+std::vector<fs::path> session_dirs(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 3) it.disable_recursion_pending();
+    if (it->is_directory(ec) && is_session_dir(it->path())) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// INI sections -> key -> value ("[run]" / "[attributes]"; "key = value"; ';' and '#' comments).
+std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini(const fs::path& file) {
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> out;
+  std::ifstream in(file);
+  std::string section, line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (t.front() == '[' && t.back() == ']') {
+      section = trim(t.substr(1, t.size() - 2));
+      continue;
+    }
+    auto eq = t.find_first_of("=:");
+    if (eq == std::string::npos) throw UserError(file.string() + ":" + std::to_string(n) + ": not 'key = value'");
+    out[section].emplace_back(trim(t.substr(0, eq)), trim(t.substr(eq + 1)));
+  }
+  return out;
+}
+
+struct TimingRow {
+  int rank;
+  std::string function;
+  double seconds;
+};
+
+std::vector<TimingRow> read_rank_file(const fs::path& file) {
+  std::vector<TimingRow> rows;
+  std::ifstream in(file);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::string t = trim(line);
+    if (t.empty()) continue;
+    auto parts = split(t, ',');
+    auto bad = [&](const std::string& why) { return UserError(file.filename().string() + ":" + std::to_string(n) + ": " + why + " in '" + t + "'"); };
+    if (parts.size() != 3) throw bad("expected rank,function,seconds");
+    auto rank = parse_int(trim(parts[0]));
+    auto secs = parse_double(trim(parts[2]));
+    if (!rank) throw bad("rank is not an integer");
+    if (!secs) throw bad("seconds is not a number");
+    rows.push_back({int(*rank), trim(parts[1]), *secs});
+  }
+  return rows;
+}
+
+std::string kind_of(const std::string& session) {
+  if (starts_with(session, "infer")) return "inference";
+  if (starts_with(session, "throughput")) return "throughput";
+  if (starts_with(session, "aggregat")) return "aggregation";
+  return "unknown";
+}
+
+}  // namespace
+
+bool is_smartsim_tree(const fs::path& dir) { return !session_dirs(dir).empty(); }
+
+SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
+  SmartSimImportReport report;
+  for (const fs::path& session : session_dirs(dir)) {
+    try {
+      RunMetadata m;
+      m.session = session.filename().string();
+      m.experiment = fs::absolute(dir).lexically_normal().filename().string();
+      m.plugin = "smartsim-scaling";
+      m.subcommand = kind_of(m.session);
+      m.launcher = "imported";
+      fs::path cfg = session / "run.cfg";
+      if (!fs::exists(cfg) && fs::exists(session.parent_path() / "run.cfg")) cfg = session.parent_path() / "run.cfg";
+      if (fs::exists(cfg)) {
+        auto ini = read_ini(cfg);
+        for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
+        for (auto& [k, v] : ini["run"]) {
+          m.provenance["smartsim." + k] = v;
+          if (k == "language") m.parameters.emplace_back("language", v);
+        }
+      }
+      if (m.parameters.empty()) throw UserError("no run.cfg with [attributes]");
+      m.provenance["imported_from"] = fs::absolute(session).string();
+      auto sorted = m.parameters;
+      std::sort(sorted.begin(), sorted.end());
+      std::string canon = "smartsim-scaling\n" + m.subcommand + "\n";
+      for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+      m.param_hash = fnv1a_hex(canon);
+
+      // Read every rank file first: a malformed one skips the whole session, before anything is stored.
+      std::vector<std::pair<int, std::vector<TimingRow>>> ranks;
+      for (auto& e : fs::directory_iterator(session)) {
+        std::smatch match;
+        std::string name = e.path().filename().string();
+        if (std::regex_match(name, match, kRankFile)) ranks.emplace_back(std::stoi(match[1]), read_rank_file(e.path()));
+      }
+      std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      RunStatusRecord st;
+      st.state = ranks.empty() ? "FAILED" : "COMPLETED";
+      st.reason = ranks.empty() ? "no rank_*_timing.csv: the run produced no timings" : "";
+      m.status = st;
+      auto stored = db.store_run(m, session, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
+        for (auto& [rank, rows] : ranks) {
+          std::map<std::string, int64_t> iteration;
+          for (auto& r : rows) sink(r.rank, "client", r.function, iteration[r.function]++, 0.0, r.seconds, "s", false);
+        }
+      });
+      ++report.runs;
+      report.samples += stored.samples;
+    } catch (const std::exception& e) {
+      report.skipped.push_back(session.string() + ": " + e.what());
+    }
+  }
+  return report;
+}
+
+}  // namespace fanout
