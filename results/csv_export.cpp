@@ -126,7 +126,7 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
 
 size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) {
   StagedFile out(file, false);
-  std::string head = header_prefix(stats.parameter_names) + ",role,metric,unit,ranks";
+  std::string head = header_prefix(stats.parameter_names) + ",role,metric,unit,metric_ranks";
   for (auto& c : summary_columns()) head += "," + c;
   out.line(head);
   for (auto& m : stats.stats) {
