@@ -137,9 +137,14 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
       st.reason = ranks.empty() ? "no rank_*_timing.csv: the run produced no timings" : "";
       m.status = st;
       auto stored = db.store_run(m, session, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
+        std::map<std::string, int64_t> ids;
         for (auto& [rank, rows] : ranks) {
           std::map<std::string, int64_t> iteration;
-          for (auto& r : rows) sink(r.rank, "client", r.function, iteration[r.function]++, 0.0, r.seconds, "s", false);
+          for (auto& r : rows) {
+            auto it = ids.find(r.function);
+            if (it == ids.end()) it = ids.emplace(r.function, sink.metric("client", r.function, "s")).first;
+            sink.sample(r.rank, it->second, iteration[r.function]++, 0.0, r.seconds, false);
+          }
         }
       });
       ++report.runs;

@@ -35,10 +35,9 @@ CREATE TABLE IF NOT EXISTS parameters(
 CREATE TABLE IF NOT EXISTS metrics(
   id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
 CREATE TABLE IF NOT EXISTS sample_values(
-  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  rank INTEGER NOT NULL, metric_id INTEGER NOT NULL REFERENCES metrics(id), iteration INTEGER NOT NULL,
-  t_start REAL NOT NULL, value REAL NOT NULL, warmup INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS sample_values_run_metric ON sample_values(run_id, metric_id);
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL REFERENCES metrics(id),
+  seq INTEGER NOT NULL, rank INTEGER NOT NULL, iteration INTEGER NOT NULL, t_start REAL NOT NULL, value REAL NOT NULL,
+  warmup INTEGER NOT NULL, PRIMARY KEY(run_id, metric_id, seq)) WITHOUT ROWID;
 CREATE VIEW IF NOT EXISTS samples AS
   SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, s.warmup
   FROM sample_values s JOIN metrics m ON m.id = s.metric_id;
@@ -105,7 +104,8 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   }
   // Writers from several fanout processes wait for each other instead of failing with "database is locked".
   sqlite3_busy_timeout(db_, 60000);
-  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  // 64 MiB page cache: ingestion of large runs stays in memory until commit.
+  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536;");
   exec("BEGIN IMMEDIATE;");
   try {
     exec(kSchema);
@@ -168,25 +168,48 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
     if (e.path().extension() == ".samples") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  // Decode every file first (a corrupt one is reported and left out whole), then store in one transaction.
+  // Decode each file once into memory (a corrupt one is reported and left out whole), then store them all in
+  // one transaction. Memory is bounded by one run's samples.
+  struct Decoded {
+    SampleFileInfo info;
+    std::vector<std::pair<std::string, std::string>> metrics;  // index -> (name, unit)
+    struct Row {
+      uint32_t metric;
+      int64_t iteration;
+      double t_start, value;
+      bool warmup;
+    };
+    std::vector<Row> rows;
+  };
   std::vector<std::tuple<std::string, int, std::string>> nodes;
   std::vector<std::string> warnings;
-  std::vector<std::pair<fs::path, SampleFileInfo>> good;
+  std::vector<Decoded> decoded;
   for (auto& f : files) {
+    Decoded d;
     try {
-      SampleFileInfo info = read_sample_file(f, [](const Sample&) {});
-      nodes.emplace_back(info.role, info.rank, info.node);
-      if (info.truncated) warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
-      good.emplace_back(f, info);
+      std::map<const char*, uint32_t> index;  // the decoder's names are stable while the file is read
+      d.info = read_sample_file(f, [&](const Sample& s) {
+        auto it = index.find(s.metric.data());
+        if (it == index.end()) {
+          it = index.emplace(s.metric.data(), uint32_t(d.metrics.size())).first;
+          d.metrics.emplace_back(std::string(s.metric), std::string(s.unit));
+        }
+        d.rows.push_back({it->second, s.iteration, s.t_start_s, s.value, s.warmup});
+      });
     } catch (const UserError& e) {
       warnings.push_back(std::string(e.what()) + " (file skipped)");
+      continue;
     }
+    nodes.emplace_back(d.info.role, d.info.rank, d.info.node);
+    if (d.info.truncated) warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
+    decoded.push_back(std::move(d));
   }
   auto report = store_run(meta, run_dir, [&](const SampleSink& sink, IngestReport&) {
-    for (auto& [f, info] : good)
-      read_sample_file(f, [&](const Sample& s) {
-        sink(s.rank, std::string(s.role), std::string(s.metric), s.iteration, s.t_start_s, s.value, std::string(s.unit), s.warmup);
-      });
+    for (auto& d : decoded) {
+      std::vector<int64_t> ids;
+      for (auto& [name, unit] : d.metrics) ids.push_back(sink.metric(d.info.role, name, unit));
+      for (auto& r : d.rows) sink.sample(d.info.rank, ids[r.metric], r.iteration, r.t_start, r.value, r.warmup);
+    }
   }, nodes);
   report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
   return report;
@@ -224,18 +247,43 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
     for (auto& [role, rank, n] : rank_nodes) node.bind(1, report.run_id).bind(2, role).bind(3, int64_t(rank)).bind(4, n).run();
 
-    Stmt smp(db_, "INSERT INTO sample_values(run_id, rank, metric_id, iteration, t_start, value, warmup) VALUES(?,?,?,?,?,?,?)");
+    // Samples go in 32 rows per INSERT (far less per-row statement overhead), the tail one by one.
+    constexpr int kBatch = 32;
+    const std::string insert = "INSERT INTO sample_values(run_id, metric_id, seq, rank, iteration, t_start, value, warmup) VALUES";
+    std::string many = insert;
+    for (int i = 0; i < kBatch; ++i) many += i ? ",(?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?)";
+    Stmt batch(db_, many.c_str()), single(db_, (insert + "(?,?,?,?,?,?,?,?)").c_str());
+    struct Row {
+      int64_t metric, seq, rank, iteration;
+      double t_start, value;
+      int64_t warmup;
+    };
+    std::vector<Row> pending;
+    pending.reserve(kBatch);
+    auto bind_row = [&](Stmt& st, int base, const Row& r) {
+      st.bind(base + 1, report.run_id).bind(base + 2, r.metric).bind(base + 3, r.seq).bind(base + 4, r.rank)
+          .bind(base + 5, r.iteration).bind(base + 6, r.t_start).bind(base + 7, r.value).bind(base + 8, r.warmup);
+    };
     std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id
-    emit([&](int rank, const std::string& role, const std::string& metric, int64_t iteration, double t_start, double value,
-             const std::string& unit, bool warmup) {
+    SampleSink sink;
+    sink.metric = [&](const std::string& role, const std::string& metric, const std::string& unit) {
       auto key = std::make_tuple(role, metric, unit);
       auto it = ids.find(key);
       if (it == ids.end()) it = ids.emplace(key, metric_id(role, metric, unit)).first;
-      smp.bind(1, report.run_id).bind(2, int64_t(rank)).bind(3, it->second).bind(4, iteration).bind(5, t_start)
-          .bind(6, value).bind(7, int64_t(warmup ? 1 : 0));
-      smp.run();
-      ++report.samples;
-    }, report);
+      return it->second;
+    };
+    sink.sample = [&](int rank, int64_t mid, int64_t iteration, double t_start, double value, bool warmup) {
+      pending.push_back({mid, int64_t(report.samples++), rank, iteration, t_start, value, warmup ? 1 : 0});
+      if (pending.size() < size_t(kBatch)) return;
+      for (int i = 0; i < kBatch; ++i) bind_row(batch, i * 8, pending[size_t(i)]);
+      batch.run();
+      pending.clear();
+    };
+    emit(sink, report);
+    for (auto& r : pending) {
+      bind_row(single, 0, r);
+      single.run();
+    }
     exec("COMMIT;");
   } catch (...) {
     exec("ROLLBACK;");
@@ -260,30 +308,30 @@ std::vector<StoredRun> ResultsDb::runs() const {
 
 void ResultsDb::for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const {
   Stmt q(db_,
-         "SELECT s.run_id, m.role, m.name, m.unit, s.value, s.rank FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
-         "WHERE s.warmup = 0 ORDER BY s.run_id, s.metric_id");
+         "SELECT s.run_id, s.metric_id, s.value, s.rank FROM sample_values s WHERE s.warmup = 0 ORDER BY s.run_id, s.metric_id");
+  auto names = metrics();
   MetricSummaryRow cur;
+  int64_t cur_metric = -1;
   std::set<int64_t> ranks;
-  bool have = false;
+  auto flush = [&] {
+    const MetricInfo& info = names.at(cur_metric);
+    cur.role = info.role;
+    cur.metric = info.name;
+    cur.unit = info.unit;
+    cur.ranks = int(ranks.size());
+    fn(cur);
+    cur.values.clear();
+    ranks.clear();
+  };
   while (q.step()) {
-    int64_t run = q.i64(0);
-    std::string role = q.text(1), metric = q.text(2), unit = q.text(3);
-    if (have && (run != cur.run_id || role != cur.role || metric != cur.metric || unit != cur.unit)) {
-      cur.ranks = int(ranks.size());
-      fn(cur);
-      cur.values.clear();
-      ranks.clear();
-    }
+    int64_t run = q.i64(0), metric = q.i64(1);
+    if (cur_metric >= 0 && (run != cur.run_id || metric != cur_metric)) flush();
     cur.run_id = run;
-    cur.role = std::move(role);
-    cur.metric = std::move(metric);
-    cur.unit = std::move(unit);
-    cur.values.push_back(q.dbl(4));
-    ranks.insert(q.i64(5));
-    have = true;
+    cur_metric = metric;
+    cur.values.push_back(q.dbl(2));
+    ranks.insert(q.i64(3));
   }
-  cur.ranks = int(ranks.size());
-  if (have) fn(cur);
+  if (cur_metric >= 0) flush();
 }
 
 void ResultsDb::for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
@@ -295,12 +343,16 @@ void ResultsDb::for_each_value(const std::string& role, const std::string& metri
   while (q.step()) fn(q.i64(0), q.dbl(1));
 }
 
-void ResultsDb::for_each_sample(const std::function<void(int64_t, int, const std::string&, const std::string&, int64_t, double,
-                                                         double, const std::string&, bool)>& fn) const {
-  Stmt q(db_,
-         "SELECT s.run_id, s.rank, m.role, m.name, s.iteration, s.t_start, s.value, m.unit, s.warmup FROM sample_values s "
-         "JOIN metrics m ON m.id = s.metric_id ORDER BY s.run_id, s.rank, s.id");
-  while (q.step()) fn(q.i64(0), int(q.i64(1)), q.text(2), q.text(3), q.i64(4), q.dbl(5), q.dbl(6), q.text(7), q.i64(8) != 0);
+std::map<int64_t, ResultsDb::MetricInfo> ResultsDb::metrics() const {
+  std::map<int64_t, MetricInfo> out;
+  Stmt q(db_, "SELECT id, role, name, unit FROM metrics");
+  while (q.step()) out[q.i64(0)] = {q.text(1), q.text(2), q.text(3)};
+  return out;
+}
+
+void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, int64_t, double, double, bool)>& fn) const {
+  Stmt q(db_, "SELECT run_id, rank, metric_id, iteration, t_start, value, warmup FROM sample_values ORDER BY run_id, metric_id, seq");
+  while (q.step()) fn(q.i64(0), int(q.i64(1)), q.i64(2), q.i64(3), q.dbl(4), q.dbl(5), q.i64(6) != 0);
 }
 
 }  // namespace fanout

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,11 @@ class ResultsDb {
   // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
   IngestReport ingest_run(const std::filesystem::path& run_dir);
 
-  // Where samples go while a run is stored: one call per sample.
-  using SampleSink = std::function<void(int rank, const std::string& role, const std::string& metric, int64_t iteration,
-                                        double t_start, double value, const std::string& unit, bool warmup)>;
+  // Where samples go while a run is stored: metric() resolves a metric's id once, sample() stores one sample.
+  struct SampleSink {
+    std::function<int64_t(const std::string& role, const std::string& metric, const std::string& unit)> metric;
+    std::function<void(int rank, int64_t metric_id, int64_t iteration, double t_start, double value, bool warmup)> sample;
+  };
   // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and the
   // nodes its ranks ran on, in one transaction that replaces any earlier copy. emit may add warnings.
   IngestReport store_run(const struct RunMetadata& meta, const std::filesystem::path& run_dir,
@@ -55,10 +58,13 @@ class ResultsDb {
   std::vector<StoredRun> runs() const;
   // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
   void for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const;
-  // Calls fn for every sample, ordered by run, rank, sample id.
-  void for_each_sample(const std::function<void(int64_t run_id, int rank, const std::string& role, const std::string& metric,
-                                                int64_t iteration, double t_start, double value, const std::string& unit,
-                                                bool warmup)>& fn) const;
+  struct MetricInfo {
+    std::string role, name, unit;
+  };
+  std::map<int64_t, MetricInfo> metrics() const;  // id -> names
+  // Calls fn for every sample, ordered by run, metric, then as recorded (metric by id: see metrics()).
+  void for_each_sample(const std::function<void(int64_t run_id, int rank, int64_t metric_id, int64_t iteration, double t_start,
+                                                double value, bool warmup)>& fn) const;
   // Calls fn(run_id, value) for every non-warmup sample of one metric.
   void for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
                       const std::function<void(int64_t run_id, double value)>& fn) const;

@@ -1,0 +1,93 @@
+// Results pipeline cost: N samples (default 10 million) in run folders as fanout-rank writes them, then
+// ingestion into fanout.sqlite, statistics of every (run, metric), and the CSV files, each timed; peak
+// memory of the process. Generation is not timed. Prints a table.  Usage: results_bench [N] [runs]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "results/csv_export.h"
+#include "results/metric_stats.h"
+#include "results/run_folder.h"
+#include "results/sample_file.h"
+#include "results/store.h"
+
+namespace fs = std::filesystem;
+using namespace fanout;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+static double peak_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+int main(int argc, char** argv) {
+  const uint64_t total = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10'000'000;
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 40;
+  const int ranks = 4;
+  const uint64_t per_rank = total / uint64_t(runs * ranks);
+  fs::path root = fs::temp_directory_path() / ("fanout-results-bench-" + std::to_string(getpid()));
+  fs::create_directories(root);
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> latency(-7.0, 0.3);
+  std::vector<fs::path> dirs;
+  for (int r = 0; r < runs; ++r) {
+    fs::path dir = root / ("run-" + std::to_string(r));
+    fs::create_directories(samples_dir(dir));
+    RunMetadata m;
+    m.session = dir.filename().string();
+    m.experiment = "bench";
+    m.subcommand = "throughput_standard";
+    m.plugin = "bench";
+    m.param_hash = std::to_string(r);
+    m.parameters = {{"client_nodes", std::to_string(1 << (r % 4))}, {"tensor_bytes", std::to_string(1024 << (r % 10))}};
+    m.status = RunStatusRecord{"COMPLETED", "", "", "", 0, 0, 0, 0, {}};
+    write_run_metadata(dir, m);
+    for (int k = 0; k < ranks; ++k) {
+      SampleWriter w(samples_dir(dir) / ("client." + std::to_string(k) + ".samples"), k, "client", "n1", 0, 0);
+      for (uint64_t i = 0; i < per_rank; ++i)
+        w.record(i % 2 ? "unpack_tensor" : "put_tensor", "s", int64_t(i / 2), int64_t(i) * 1000, latency(rng), i < 4);
+    }
+    dirs.push_back(dir);
+  }
+  const uint64_t n = per_rank * uint64_t(runs * ranks);
+  double gen_peak = peak_mib();
+
+  auto t0 = Clock::now();
+  ResultsDb db(root / "fanout.sqlite");
+  uint64_t stored = 0;
+  for (auto& d : dirs) stored += db.ingest_run(d).samples;
+  double ingest_s = since(t0);
+
+  t0 = Clock::now();
+  ExperimentStats stats = compute_statistics(db, "bench");
+  double stats_s = since(t0);
+
+  t0 = Clock::now();
+  size_t rows = write_samples_csv(db, root / "samples.csv", false);
+  write_statistics_csv(stats, root / "statistics.csv");
+  write_runs_csv(stats, root / "runs.csv");
+  double csv_s = since(t0);
+
+  double db_mib = double(fs::file_size(root / "fanout.sqlite")) / (1 << 20);
+  double csv_mib = double(fs::file_size(root / "samples.csv")) / (1 << 20);
+  fs::remove_all(root);
+
+  std::printf("%llu samples in %d runs x %d ranks (%llu stored, %zu CSV rows)\n", (unsigned long long)n, runs, ranks,
+              (unsigned long long)stored, rows);
+  std::printf("%-32s %10s %14s\n", "phase", "seconds", "samples/s");
+  std::printf("%-32s %10.2f %14.0f\n", "ingest (run folders -> SQLite)", ingest_s, n / ingest_s);
+  std::printf("%-32s %10.2f %14.0f\n", "statistics (every run x metric)", stats_s, n / stats_s);
+  std::printf("%-32s %10.2f %14.0f\n", "CSV (samples, statistics, runs)", csv_s, n / csv_s);
+  std::printf("%-32s %10.2f\n", "total", ingest_s + stats_s + csv_s);
+  std::printf("peak memory %.0f MiB (after generating the input: %.0f MiB); database %.0f MiB, samples.csv %.0f MiB\n",
+              peak_mib(), gen_peak, db_mib, csv_mib);
+  std::printf("goal: 10 million samples in under 10 s: %s\n", ingest_s + stats_s + csv_s < 10 ? "met" : "NOT met");
+  return 0;
+}
