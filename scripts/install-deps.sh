@@ -8,7 +8,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
-  libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox)
+  libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox
+  redis-server redis-tools libhiredis-dev)
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps chromium)
 
 pkgs=("${run_pkgs[@]}")
@@ -18,11 +19,15 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && { echo "install-deps: all ${#pkgs[@]} packages present"; exit 0; }
-
-# Package installs must never start services here: the project starts its own daemons when it needs them.
-if [ ! -x /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
-echo "install-deps: installing ${missing[*]}"
-apt-get -o DPkg::Lock::Timeout=900 update -qq
-apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+else
+  # Package installs must never start services here: the project starts its own daemons when it needs them.
+  if [ ! -x /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
+  echo "install-deps: installing ${missing[*]}"
+  apt-get -o DPkg::Lock::Timeout=900 update -qq
+  apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
+fi
+# The Redis module API header is only in Debian's redis source package (for plugins/smartsim's module).
+"$(dirname "$0")/fetch-redismodule-h.sh"

@@ -1,0 +1,160 @@
+#include "redis_server.h"
+
+#include <hiredis/hiredis.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace smartsim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string log_tail(const std::string& file) {
+  std::ifstream in(file);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > 600 ? all.substr(all.size() - 600) : all;
+}
+
+// One command to one server; the reply's text (status, string or error) or "" when unreachable.
+std::string ask(const std::string& host, int port, const std::string& password, const std::vector<std::string>& argv) {
+  timeval tv{1, 0};
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
+  std::string out;
+  if (c && !c->err) {
+    redisSetTimeout(c, tv);
+    if (!password.empty()) freeReplyObject(redisCommand(c, "AUTH %b", password.data(), password.size()));
+    std::vector<const char*> a;
+    std::vector<size_t> l;
+    for (auto& s : argv) a.push_back(s.c_str()), l.push_back(s.size());
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, int(a.size()), a.data(), l.data()));
+    if (r && r->str) out.assign(r->str, r->len);
+    if (r) freeReplyObject(r);
+  }
+  if (c) redisFree(c);
+  return out;
+}
+
+std::pair<std::string, int> split_address(const std::string& a) {
+  auto colon = a.rfind(':');
+  return {a.substr(0, colon), std::atoi(a.c_str() + colon + 1)};
+}
+
+}  // namespace
+
+RedisServer::RedisServer(RedisServerConfig cfg) : cfg_(std::move(cfg)) {
+  mkdir(cfg_.dir.c_str(), 0700);
+  for (int attempt = 0; attempt < 20; ++attempt, cfg_.port += 100)
+    if (start()) return;
+  throw std::runtime_error("redis-server: no free port from " + std::to_string(cfg_.port - 2000) + " in 20 tries");
+}
+
+bool RedisServer::start() {
+  const std::string conf = cfg_.dir + "/redis.conf", log = cfg_.dir + "/redis.log";
+  ::unlink(log.c_str());
+  {
+    // Never an open server: bound to the given address, protected, with a per-experiment password.
+    std::ofstream c(conf);
+    c << "bind " << cfg_.bind << "\nport " << cfg_.port << "\nprotected-mode yes\nrequirepass \"" << cfg_.password << "\"\n"
+      << "masterauth \"" << cfg_.password << "\"\nsave \"\"\nappendonly no\ndaemonize no\ndir " << cfg_.dir << "\nlogfile " << log
+      << "\nloadmodule " << cfg_.module << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
+    if (cfg_.cpus > 1) c << "io-threads " << std::min(cfg_.cpus, 8) << "\nio-threads-do-reads yes\n";
+    if (!cfg_.unix_socket.empty()) c << "unixsocket " << cfg_.unix_socket << "\nunixsocketperm 700\n";
+    if (cfg_.cluster) c << "cluster-enabled yes\ncluster-config-file " << cfg_.dir << "/nodes.conf\ncluster-node-timeout 5000\n";
+  }
+  chmod(conf.c_str(), 0600);
+  std::vector<std::string> args = {"/usr/bin/redis-server", conf};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (int rc = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0)
+    throw std::runtime_error(std::string("cannot start /usr/bin/redis-server: ") + std::strerror(rc));
+  // Pin to the first cpus CPUs that exist (db_cpus): the server and its io threads stay off the others.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long have = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = int(std::max<long>(1, std::min<long>(cfg_.cpus, have)));
+  for (int i = 0; i < n; ++i) CPU_SET(i, &set);
+  if (sched_setaffinity(pid_, sizeof set, &set) == 0) pinned_ = "0-" + std::to_string(n - 1);
+  // Ready when OUR server answers (INFO names its pid: another server on a taken port does not count),
+  // or stopped: then its log says why.
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  const std::string me = "process_id:" + std::to_string(pid_) + "\r\n";
+  while (ask(cfg_.bind, cfg_.port, cfg_.password, {"INFO", "server"}).find(me) == std::string::npos) {
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::string tail = log_tail(log);
+      if (tail.find("Address already in use") != std::string::npos) return false;
+      throw std::runtime_error("redis-server on " + address() + " exited at start: " + tail);
+    }
+    if (Clock::now() > deadline) throw std::runtime_error("redis-server on " + address() + " did not answer PING in 20 s: " + log_tail(log));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+RedisServer::~RedisServer() {
+  if (pid_ <= 0) return;
+  ask(cfg_.bind, cfg_.port, cfg_.password, {"SHUTDOWN", "NOSAVE"});
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  int st = 0;
+  while (waitpid(pid_, &st, WNOHANG) != pid_) {
+    if (Clock::now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &st, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+double create_cluster(const std::vector<std::string>& addresses, const std::string& password, int timeout_s) {
+  auto t0 = Clock::now();
+  // Each shard takes an even share of the 16384 slots; the first introduces itself to the others (the cluster
+  // bus spreads the rest). Done with the servers' own commands: redis-cli --cluster would refuse 2 shards.
+  const size_t n = addresses.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto [host, port] = split_address(addresses[i]);
+    std::string lo = std::to_string(i * 16384 / n), hi = std::to_string((i + 1) * 16384 / n - 1);
+    std::string r = ask(host, port, password, {"CLUSTER", "ADDSLOTSRANGE", lo, hi});
+    if (r != "OK") throw std::runtime_error("CLUSTER ADDSLOTSRANGE on " + addresses[i] + ": " + (r.empty() ? "no answer" : r));
+  }
+  auto [host0, port0] = split_address(addresses[0]);
+  for (size_t i = 1; i < n; ++i) {
+    auto [host, port] = split_address(addresses[i]);
+    std::string r = ask(host0, port0, password, {"CLUSTER", "MEET", host, std::to_string(port)});
+    if (r != "OK") throw std::runtime_error("CLUSTER MEET " + addresses[i] + ": " + (r.empty() ? "no answer" : r));
+  }
+  // Ready when every node sees all the others and the whole slot range as ok.
+  auto deadline = t0 + std::chrono::seconds(timeout_s);
+  const std::string known = "cluster_known_nodes:" + std::to_string(n) + "\r\n";
+  for (auto& a : addresses) {
+    auto [host, port] = split_address(a);
+    for (;;) {
+      std::string info = ask(host, port, password, {"CLUSTER", "INFO"});
+      if (info.find("cluster_state:ok") != std::string::npos && info.find("cluster_slots_assigned:16384") != std::string::npos &&
+          info.find(known) != std::string::npos)
+        break;
+      if (Clock::now() > deadline) throw std::runtime_error("Redis Cluster not ok on " + a + " after " + std::to_string(timeout_s) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace smartsim

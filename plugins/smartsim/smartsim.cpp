@@ -1,0 +1,276 @@
+// SmartSim-like benchmarks: a database role that runs redis-server (with our RedisAI tensor module) on each
+// database node, standalone or as a Redis Cluster, and client roles that drive it the way SmartSim-Scaling's
+// C++ apps do, with the same timing names: client(), put_tensor, unpack_tensor, loop_time, main().
+// Every job follows one sequence of fences, whatever the role:
+//   1 db rank 0 has published the password    2 every server is up and published its address
+//   3 the database (cluster) is ready          4 every client is done: servers shut down
+#include <dlfcn.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fanout_sdk.hpp"
+#include "redis_server.h"
+#include "tensor_client.h"
+
+namespace {
+
+constexpr int kSetupTimeoutMs = 120000;
+constexpr int kRunTimeoutMs = 7 * 24 * 3600 * 1000;  // the run's wall time ends it first
+
+const fanout_param_spec kParams[] = {
+    // Sweep order (first outermost) as SmartSim-Scaling's throughput_standard: db_nodes x db_cpus outside,
+    // then client_nodes, clients_per_node, tensor_bytes, languages.
+    {"db_nodes", FANOUT_PARAM_INT, "[12]", "database nodes (one redis-server each; a Redis Cluster when > 1)"},
+    {"db_cpus", FANOUT_PARAM_INT, "[2]", "CPUs per database node: the server is pinned to them and gets as many io-threads"},
+    {"nodes", FANOUT_PARAM_INT, "[16,32,64,128]", "colocated: application nodes, each with its own database"},
+    {"client_nodes", FANOUT_PARAM_INT, "[128,256,512]", "standard: client nodes"},
+    {"clients_per_node", FANOUT_PARAM_INT, "[32]", "client ranks per node"},
+    {"tensor_bytes", FANOUT_PARAM_INT, "[1024,8192,16384,32769,65538,131076,262152,524304,1024000,2048000,4096000]",
+     "bytes per tensor (a float32 tensor of tensor_bytes/4 elements)"},
+    {"languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"},
+    {"iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client"},
+    {"warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)"},
+    {"db_port", FANOUT_PARAM_INT, "6780", "first database port (database rank r listens on db_port + r)"},
+    {"net_ifname", FANOUT_PARAM_STRING, "auto", "interface the database listens on: lo, ib0, ..., or auto (the host name's address)"},
+    {"net_type", FANOUT_PARAM_STRING, "tcp", "colocated: tcp or uds (a Unix socket on the node)"},
+    {"run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility; fanout always runs the database as a step of the run's job"},
+};
+
+std::string random_password() {
+  unsigned char b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n > 0) got += size_t(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : b) s += hex[c >> 4], s += hex[c & 15];
+  return s;
+}
+
+// The address a database on this node listens on.
+std::string listen_address(const std::string& ifname) {
+  if (ifname == "lo") return "127.0.0.1";
+  if (ifname == "auto" || ifname.empty()) {
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    std::string ip = "127.0.0.1";
+    if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
+      char buf[INET_ADDRSTRLEN];
+      if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
+      freeaddrinfo(res);
+    }
+    return ip;
+  }
+  ifaddrs* list = nullptr;
+  std::string ip;
+  if (getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next)
+      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && ifname == a->ifa_name) {
+        char buf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+        ip = buf;
+        break;
+      }
+    freeifaddrs(list);
+  }
+  if (ip.empty()) throw std::runtime_error("net_ifname: interface '" + ifname + "' has no IPv4 address on this node");
+  return ip;
+}
+
+// The tensor module sits next to this plugin.
+std::string module_path() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&module_path), &info);
+  std::string self = info.dli_fname ? info.dli_fname : "";
+  return self.substr(0, self.rfind('/') + 1) + "redisai_tensors.so";
+}
+
+bool fence(fanout_sdk::Host& host, int n, int timeout_ms) {
+  if (host.fence(timeout_ms)) return true;
+  host.log(FANOUT_LOG_ERROR, "fence " + std::to_string(n) + " failed");
+  return false;
+}
+
+bool get(fanout_sdk::Host& host, const std::string& key, std::string& value) {
+  if (host.get(key, value, kSetupTimeoutMs)) return true;
+  host.log(FANOUT_LOG_ERROR, "rendezvous key " + key + " never arrived");
+  return false;
+}
+
+// The database role: one redis-server per rank (one rank per node); colocated: one per application node.
+int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
+  fanout_sdk::Host host(ctx, ops);
+  try {
+    const int servers = host.size();
+    const bool cluster = !colocated && servers > 1;
+    if (host.rank() == 0 && !host.put("smartsim.password", random_password())) return 2;
+    if (!fence(host, 1, kSetupTimeoutMs)) return 3;
+    std::string password;
+    if (!get(host, "smartsim.password", password)) return 3;
+
+    smartsim::RedisServerConfig cfg;
+    cfg.dir = host.run_dir() + "/database/" + std::to_string(host.rank());
+    std::string mk = host.run_dir() + "/database";
+    ::mkdir(mk.c_str(), 0700);
+    cfg.bind = listen_address(host.param("net_ifname", "auto"));
+    cfg.port = int(host.param_int("db_port", 6780) + host.rank());
+    cfg.password = password;
+    cfg.module = module_path();
+    cfg.cluster = cluster;
+    cfg.cpus = int(host.param_int("db_cpus", 1));
+    std::string socket_dir;
+    if (colocated && host.param("net_type", "tcp") == "uds") {
+      // Socket paths must fit in 107 bytes: a private folder under /tmp, not the (long) run folder.
+      char tmpl[] = "/tmp/fanout-db-XXXXXX";
+      if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a folder for the database socket");
+      socket_dir = tmpl;
+      cfg.unix_socket = socket_dir + "/redis.sock";
+    }
+    struct RemoveDir {
+      std::string dir;
+      ~RemoveDir() {
+        if (!dir.empty()) ::unlink((dir + "/redis.sock").c_str()), ::rmdir(dir.c_str());
+      }
+    } cleanup{socket_dir};
+    auto t0 = host.now_ns();
+    smartsim::RedisServer server(cfg);
+    host.record("db_start", 0, t0, double(host.now_ns() - t0) / 1e9, "s", false);
+    host.log(FANOUT_LOG_INFO, "redis-server on " + server.address() + " pinned to CPUs " + server.pinned());
+    std::string endpoint = cfg.unix_socket.empty() ? server.address() : "unix:" + cfg.unix_socket;
+    if (!host.put("smartsim.db." + std::to_string(host.rank()), endpoint)) return 2;
+    if (!fence(host, 2, kSetupTimeoutMs)) return 3;
+
+    if (host.rank() == 0) {
+      std::vector<std::string> all;
+      for (int r = 0; r < servers; ++r) {
+        std::string a;
+        if (!get(host, "smartsim.db." + std::to_string(r), a)) return 3;
+        all.push_back(a);
+      }
+      if (cluster) {
+        double secs = smartsim::create_cluster(all, password, 120);
+        host.record("cluster_create", 0, host.now_ns(), secs, "s", false);
+        host.log(FANOUT_LOG_INFO, "Redis Cluster of " + std::to_string(servers) + " shards ready in " + std::to_string(secs) + " s");
+      }
+      std::string ssdb;
+      for (auto& a : all) ssdb += (ssdb.empty() ? "" : ",") + a;
+      if (!host.put("smartsim.ssdb", ssdb) || !host.put("smartsim.db_type", cluster ? "Clustered" : "Standalone")) return 2;
+    }
+    if (!fence(host, 3, kSetupTimeoutMs)) return 3;
+    if (!fence(host, 4, kRunTimeoutMs)) return 3;  // the clients are done
+    return 0;
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    return 1;
+  }
+}
+
+// The throughput client: put a float tensor, unpack it back, per iteration.
+int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
+  fanout_sdk::Host host(ctx, ops);
+  const int64_t t_main = host.now_ns();
+  if (!fence(host, 1, kSetupTimeoutMs) || !fence(host, 2, kSetupTimeoutMs) || !fence(host, 3, kSetupTimeoutMs)) return 3;
+  int rc = 0;
+  try {
+    std::string ssdb, type, password;
+    if (!get(host, "smartsim.ssdb", ssdb) || !get(host, "smartsim.db_type", type) || !get(host, "smartsim.password", password)) return 3;
+    smartsim::ClientOptions opts;
+    opts.password = password;
+    if (colocated) {
+      // The database on this rank's node: nodes fill in order, clients_per_node ranks each.
+      std::string mine;
+      int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node", 1)));
+      if (!get(host, "smartsim.db." + std::to_string(node), mine)) return 3;
+      opts.addresses = {mine};
+    } else {
+      size_t start = 0;
+      while (start <= ssdb.size()) {
+        size_t c = ssdb.find(',', start);
+        opts.addresses.push_back(ssdb.substr(start, c == std::string::npos ? std::string::npos : c - start));
+        if (c == std::string::npos) break;
+        start = c + 1;
+      }
+      opts.cluster = type == "Clustered";
+    }
+    const int64_t t_client = host.now_ns();
+    smartsim::Client client(opts);
+    host.record("client()", 0, t_client, double(host.now_ns() - t_client) / 1e9, "s", false);
+
+    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes", 1024) / 4);
+    const size_t bytes = elements * 4;
+    std::vector<float> out(elements), back(elements);
+    for (size_t i = 0; i < elements; ++i) out[i] = float(host.rank()) + float(i) * 0.5f;
+    const std::string key = "throughput_rank_" + std::to_string(host.rank());
+    const std::vector<size_t> dims = {elements};
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t i = -warmup; i < iterations && !host.should_stop(); ++i) {
+      const bool w = i < 0;
+      int64_t t0 = host.now_ns();
+      client.put_tensor(key, smartsim::DType::Float, dims, out.data(), bytes);
+      int64_t t1 = host.now_ns();
+      client.unpack_tensor(key, smartsim::DType::Float, dims, back.data(), bytes);
+      int64_t t2 = host.now_ns();
+      if (i == -warmup && std::memcmp(out.data(), back.data(), bytes) != 0) throw std::runtime_error("unpacked tensor differs from the one put");
+      host.record("put_tensor", i, t0, double(t1 - t0) / 1e9, "s", w);
+      host.record("unpack_tensor", i, t1, double(t2 - t1) / 1e9, "s", w);
+      host.record("loop_time", i, t0, double(t2 - t0) / 1e9, "s", w);
+      // Both directions: bytes put plus bytes read back, per second of the loop.
+      host.record("loop_bandwidth", i, t0, 2.0 * double(bytes) / (double(t2 - t0) / 1e9), "bytes/s", w);
+    }
+    host.record("main()", 0, t_main, double(host.now_ns() - t_main) / 1e9, "s", false);
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    rc = 1;
+  }
+  // Always reach the last fence, so that the database ranks are released and shut down.
+  if (!fence(host, 4, kRunTimeoutMs)) return 3;
+  return rc;
+}
+
+int db_standard(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, false); }
+int db_colocated(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, true); }
+int throughput_standard(fanout_context* c, const fanout_host_ops* o) { return run_throughput(c, o, false); }
+int throughput_colocated(fanout_context* c, const fanout_host_ops* o) { return run_throughput(c, o, true); }
+
+const fanout_role kRoles[] = {
+    {"db", "redis-server with the RedisAI tensor module on each database node (a cluster when several)", db_standard},
+    {"db_colocated", "one standalone redis-server on each application node", db_colocated},
+    {"throughput", "put_tensor + unpack_tensor per iteration against the database (SmartSim-Scaling's throughput app)", throughput_standard},
+    {"throughput_colocated", "the same against the database on the client's own node", throughput_colocated},
+};
+
+const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
+                                           {"throughput", "{client_nodes}", "{clients_per_node}", "disjoint"}};
+const fanout_step_spec kColocatedSteps[] = {{"throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"},
+                                            {"db_colocated", "{nodes}", "1", "colocated"}};
+// ABI v1 parameters are per plugin: each experiment pins the ones it does not use to one value.
+const fanout_param_default kStandardDefaults[] = {{"nodes", "1"}, {"net_type", "tcp"}};
+const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
+
+const fanout_experiment_spec kExperiments[] = {
+    {"throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", kStandardSteps, 2, kStandardDefaults, 2},
+    {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4},
+};
+
+const fanout_plugin kPlugin = {
+    FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
+    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 4, kExperiments, 2, nullptr, nullptr,
+};
+
+}  // namespace
+
+extern "C" FANOUT_PLUGIN_EXPORT const fanout_plugin* fanout_plugin_entry(void) { return &kPlugin; }

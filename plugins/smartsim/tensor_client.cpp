@@ -1,0 +1,364 @@
+#include "tensor_client.h"
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace smartsim {
+
+namespace {
+
+struct TypeInfo {
+  DType t;
+  const char* name;
+  size_t size;
+};
+const TypeInfo kTypes[] = {{DType::Float, "FLOAT", 4}, {DType::Double, "DOUBLE", 8}, {DType::Int8, "INT8", 1},
+                           {DType::Int16, "INT16", 2}, {DType::Int32, "INT32", 4},   {DType::Int64, "INT64", 8},
+                           {DType::UInt8, "UINT8", 1}, {DType::UInt16, "UINT16", 2}};
+
+timeval to_timeval(int ms) { return timeval{ms / 1000, (ms % 1000) * 1000}; }
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t c = s.find(',', start);
+    std::string part = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!part.empty()) out.push_back(part);
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+int env_ms(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long ms = std::strtol(v, &end, 10);
+  if (*end || ms <= 0) throw ClientError(std::string(name) + ": '" + v + "' is not a positive number of milliseconds");
+  return int(ms);
+}
+
+std::string shape_text(const std::vector<size_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  for (auto& k : kTypes)
+    if (k.t == t) return k.name;
+  return "?";
+}
+
+size_t dtype_size(DType t) {
+  for (auto& k : kTypes)
+    if (k.t == t) return k.size;
+  return 0;
+}
+
+bool parse_dtype(std::string_view name, DType& out) {
+  for (auto& k : kTypes)
+    if (name == k.name) return out = k.t, true;
+  return false;
+}
+
+uint16_t key_slot(std::string_view key) {
+  // Only the part between the first '{' and the next '}' counts, when it is not empty (Redis Cluster's rule).
+  auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) key = key.substr(open + 1, close - open - 1);
+  }
+  uint16_t crc = 0;  // CRC16-CCITT (XMODEM)
+  for (unsigned char c : key) {
+    crc ^= uint16_t(c) << 8;
+    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? uint16_t((crc << 1) ^ 0x1021) : uint16_t(crc << 1);
+  }
+  return crc & 16383;
+}
+
+ClientOptions ClientOptions::from_env() {
+  ClientOptions o;
+  const char* ssdb = std::getenv("SSDB");
+  if (!ssdb || !*ssdb) throw ClientError("SSDB is not set: give the database address(es) as host:port[,host:port...]");
+  o.addresses = split_commas(ssdb);
+  if (o.addresses.empty()) throw ClientError(std::string("SSDB: no address in '") + ssdb + "'");
+  const char* type = std::getenv("SR_DB_TYPE");
+  o.cluster = type && std::string(type) == "Clustered";
+  o.connect_timeout_ms = env_ms("SR_CONN_TIMEOUT", o.connect_timeout_ms);
+  o.command_timeout_ms = env_ms("SR_CMD_TIMEOUT", o.command_timeout_ms);
+  if (const char* pw = std::getenv("SR_DB_PASSWORD")) o.password = pw;
+  return o;
+}
+
+struct Client::Node {
+  std::string address;
+  redisContext* ctx = nullptr;
+  ~Node() {
+    if (ctx) redisFree(ctx);
+  }
+};
+
+void Client::ReplyDeleter::operator()(redisReply* r) const {
+  if (r) freeReplyObject(r);
+}
+
+Client::Client(ClientOptions opts) : opts_(std::move(opts)) {
+  if (opts_.addresses.empty()) throw ClientError("no database address given");
+  if (opts_.cluster) refresh_slots();
+  else standalone_ = connect(opts_.addresses.front()).address;
+}
+
+Client::~Client() = default;
+
+Client::Node& Client::connect(const std::string& address) {
+  auto it = nodes_.find(address);
+  if (it != nodes_.end() && it->second->ctx && !it->second->ctx->err) return *it->second;
+  auto node = std::make_unique<Node>();
+  node->address = address;
+  timeval tv = to_timeval(opts_.connect_timeout_ms);
+  if (address.rfind("unix:", 0) == 0) {
+    node->ctx = redisConnectUnixWithTimeout(address.c_str() + 5, tv);
+  } else {
+    auto colon = address.rfind(':');
+    if (colon == std::string::npos) throw ClientError("malformed database address '" + address + "' (host:port or unix:/path)");
+    node->ctx = redisConnectWithTimeout(address.substr(0, colon).c_str(), std::atoi(address.c_str() + colon + 1), tv);
+  }
+  if (!node->ctx || node->ctx->err)
+    throw ClientError("cannot connect to the database at " + address + ": " + (node->ctx ? node->ctx->errstr : "out of memory") +
+                      " (connect timeout " + std::to_string(opts_.connect_timeout_ms) + " ms)");
+  timeval cmd = to_timeval(opts_.command_timeout_ms);
+  redisSetTimeout(node->ctx, cmd);
+  if (!opts_.password.empty()) {
+    Reply r(static_cast<redisReply*>(redisCommand(node->ctx, "AUTH %b", opts_.password.data(), opts_.password.size())));
+    if (!r || r->type == REDIS_REPLY_ERROR)
+      throw ClientError("the database at " + address + " refused the password: " + (r ? r->str : node->ctx->errstr));
+  }
+  auto& slot = nodes_[address];
+  slot = std::move(node);
+  return *slot;
+}
+
+void Client::refresh_slots() {
+  std::string last_error;
+  for (const auto& seed : opts_.addresses) {
+    try {
+      Node& n = connect(seed);
+      Reply r(static_cast<redisReply*>(redisCommand(n.ctx, "CLUSTER SLOTS")));
+      if (!r || r->type != REDIS_REPLY_ARRAY) {
+        last_error = seed + ": " + (r ? std::string(r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : n.ctx->errstr);
+        continue;
+      }
+      size_t covered = 0;
+      for (size_t i = 0; i < r->elements; ++i) {
+        redisReply* range = r->element[i];
+        if (range->elements < 3) continue;
+        long long lo = range->element[0]->integer, hi = range->element[1]->integer;
+        redisReply* master = range->element[2];
+        std::string host = master->element[0]->str;
+        if (host.empty()) host = seed.substr(0, seed.rfind(':'));
+        std::string addr = host + ":" + std::to_string(master->element[1]->integer);
+        for (long long s = lo; s <= hi && s < 16384; ++s) slot_owner_[size_t(s)] = addr, ++covered;
+      }
+      if (covered != 16384) throw ClientError("the Redis Cluster at " + seed + " covers " + std::to_string(covered) + " of 16384 slots");
+      return;
+    } catch (const ClientError& e) {
+      last_error = e.what();
+    }
+  }
+  throw ClientError("cannot read the cluster's slot map: " + last_error);
+}
+
+Client::Node& Client::node_for(std::string_view key) {
+  if (!opts_.cluster) return connect(standalone_);
+  return connect(slot_owner_[key_slot(key)]);
+}
+
+Client::Reply Client::command(std::string_view key, const std::vector<const char*>& argv, const std::vector<size_t>& lens) {
+  Node* node = &node_for(key);
+  bool asking = false;
+  for (int hop = 0; hop < 5; ++hop) {
+    if (asking) Reply(static_cast<redisReply*>(redisCommand(node->ctx, "ASKING")));
+    Reply r(static_cast<redisReply*>(redisCommandArgv(node->ctx, int(argv.size()), const_cast<const char**>(argv.data()), lens.data())));
+    if (!r) {
+      const std::string why = node->ctx->errstr, address = node->address;  // copies: erase destroys the node
+      nodes_.erase(address);  // a broken connection is not reused
+      throw ClientError(std::string(argv[0]) + " to " + address + " failed: " + why + " (command timeout " +
+                        std::to_string(opts_.command_timeout_ms) + " ms)");
+    }
+    if (r->type == REDIS_REPLY_ERROR && opts_.cluster && (std::strncmp(r->str, "MOVED ", 6) == 0 || std::strncmp(r->str, "ASK ", 4) == 0)) {
+      // "MOVED <slot> <host:port>": the slot lives elsewhere now; "ASK": only this request goes there.
+      std::string msg = r->str;
+      bool moved = msg[0] == 'M';
+      std::string target = msg.substr(msg.rfind(' ') + 1);
+      if (moved) {
+        slot_owner_[key_slot(key)] = target;
+        refresh_slots();
+      }
+      node = &connect(target);
+      asking = !moved;
+      continue;
+    }
+    return r;
+  }
+  throw ClientError(std::string(argv[0]) + ": too many cluster redirections for key '" + std::string(key) + "'");
+}
+
+std::vector<Client::Reply> Client::pipeline(std::string_view key, const std::vector<std::vector<std::string_view>>& commands) {
+  Node& node = node_for(key);
+  for (auto& c : commands) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto& a : c) argv.push_back(a.data()), lens.push_back(a.size());
+    redisAppendCommandArgv(node.ctx, int(argv.size()), argv.data(), lens.data());
+  }
+  std::vector<Reply> replies;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* r = nullptr;
+    if (redisGetReply(node.ctx, &r) != REDIS_OK) {
+      const std::string why = node.ctx->errstr, address = node.address;  // copies: erase destroys the node
+      nodes_.erase(address);
+      throw ClientError("pipeline to " + address + " failed: " + why);
+    }
+    replies.emplace_back(static_cast<redisReply*>(r));
+    if (replies.back()->type == REDIS_REPLY_ERROR)
+      throw ClientError(std::string(commands[i][0]) + " failed on " + node.address + ": " + replies.back()->str);
+  }
+  return replies;
+}
+
+void Client::put_tensor(const std::string& key, DType dtype, const std::vector<size_t>& dims, const void* data, size_t bytes) {
+  size_t expect = dtype_size(dtype);
+  for (size_t d : dims) expect *= d;
+  if (dims.empty() || expect != bytes)
+    throw ClientError("put_tensor " + key + ": " + std::to_string(bytes) + " bytes do not make a " + dtype_name(dtype) + " tensor of shape " + shape_text(dims));
+  std::vector<std::string> dim_text;
+  for (size_t d : dims) dim_text.push_back(std::to_string(d));
+  // The tensor's bytes go from the caller's buffer straight to the socket (no copy into a command string).
+  std::vector<const char*> argv = {"AI.TENSORSET", key.c_str(), dtype_name(dtype)};
+  std::vector<size_t> lens = {12, key.size(), std::strlen(dtype_name(dtype))};
+  for (auto& d : dim_text) argv.push_back(d.c_str()), lens.push_back(d.size());
+  argv.push_back("BLOB"), lens.push_back(4);
+  argv.push_back(static_cast<const char*>(data)), lens.push_back(bytes);
+  Reply r = command(key, argv, lens);
+  if (r->type == REDIS_REPLY_ERROR) throw ClientError("put_tensor " + key + ": " + r->str);
+}
+
+void Client::unpack_tensor(const std::string& key, DType dtype, const std::vector<size_t>& dims, void* out, size_t bytes) {
+  std::vector<const char*> argv = {"AI.TENSORGET", key.c_str(), "META", "BLOB"};
+  std::vector<size_t> lens = {12, key.size(), 4, 4};
+  Reply r = command(key, argv, lens);
+  if (r->type == REDIS_REPLY_ERROR) throw ClientError("unpack_tensor " + key + ": " + r->str);
+  // [dtype, <type>, shape, [dims], blob, <bytes>]
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 || r->element[3]->type != REDIS_REPLY_ARRAY)
+    throw ClientError("unpack_tensor " + key + ": unexpected reply from the database");
+  std::string stored = r->element[1]->str;
+  std::vector<size_t> shape;
+  for (size_t i = 0; i < r->element[3]->elements; ++i) shape.push_back(size_t(r->element[3]->element[i]->integer));
+  if (stored != dtype_name(dtype) || shape != dims)
+    throw ClientError("unpack_tensor " + key + ": the stored tensor is " + stored + " " + shape_text(shape) + ", asked for " +
+                      dtype_name(dtype) + " " + shape_text(dims));
+  redisReply* blob = r->element[5];
+  if (blob->len != bytes)
+    throw ClientError("unpack_tensor " + key + ": " + std::to_string(blob->len) + " bytes stored, buffer holds " + std::to_string(bytes));
+  std::memcpy(out, blob->str, bytes);
+}
+
+void Client::put_dataset(const std::string& name, const std::vector<TensorView>& tensors) {
+  const std::string tag = "{" + name + "}";
+  std::string names;
+  for (auto& t : tensors) names += (names.empty() ? "" : ",") + t.name;
+  std::vector<std::vector<std::string>> storage;  // dims as text, kept alive for the views
+  std::vector<std::vector<std::string_view>> cmds;
+  std::string meta = tag + ".meta", complete = ".COMPLETE", one = "1", tn = ".tensor_names";
+  cmds.push_back({"DEL", meta});
+  cmds.push_back({"HSET", meta, tn, names});
+  std::vector<std::string> keys;
+  keys.reserve(tensors.size());
+  storage.reserve(tensors.size());
+  for (auto& t : tensors) {
+    keys.push_back(tag + "." + t.name);
+    storage.emplace_back();
+    for (size_t d : t.dims) storage.back().push_back(std::to_string(d));
+    std::vector<std::string_view> c = {"AI.TENSORSET", keys.back(), dtype_name(t.dtype)};
+    for (auto& d : storage.back()) c.push_back(d);
+    c.push_back("BLOB");
+    c.push_back(std::string_view(static_cast<const char*>(t.data), t.bytes));
+    cmds.push_back(c);
+  }
+  cmds.push_back({"HSET", meta, complete, one});
+  pipeline(tag, cmds);
+}
+
+bool Client::dataset_exists(const std::string& name) {
+  std::string key = "{" + name + "}.meta", field = ".COMPLETE";
+  Reply r = command(key, {"HEXISTS", key.c_str(), field.c_str()}, {7, key.size(), field.size()});
+  return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+}
+
+void Client::append_to_list(const std::string& list, const std::string& dataset) {
+  Reply r = command(list, {"RPUSH", list.c_str(), dataset.c_str()}, {5, list.size(), dataset.size()});
+  if (r->type == REDIS_REPLY_ERROR) throw ClientError("append_to_list " + list + ": " + r->str);
+}
+
+int64_t Client::get_list_length(const std::string& list) {
+  Reply r = command(list, {"LLEN", list.c_str()}, {4, list.size()});
+  if (r->type != REDIS_REPLY_INTEGER) throw ClientError("get_list_length " + list + ": " + (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
+  return r->integer;
+}
+
+bool Client::poll_list_length(const std::string& list, int64_t length, int interval_ms, int tries) {
+  for (int i = 0; i < tries; ++i) {
+    if (get_list_length(list) >= length) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  return false;
+}
+
+std::vector<std::string> Client::get_list(const std::string& list) {
+  Reply r = command(list, {"LRANGE", list.c_str(), "0", "-1"}, {6, list.size(), 1, 2});
+  std::vector<std::string> out;
+  if (r->type != REDIS_REPLY_ARRAY) throw ClientError("get_list " + list + ": " + (r->type == REDIS_REPLY_ERROR ? r->str : "bad reply"));
+  for (size_t i = 0; i < r->elements; ++i) out.emplace_back(r->element[i]->str, r->element[i]->len);
+  return out;
+}
+
+void Client::delete_list(const std::string& list) { command(list, {"DEL", list.c_str()}, {3, list.size()}); }
+
+size_t Client::get_datasets_from_list(const std::string& list, std::vector<std::vector<char>>& into) {
+  size_t bytes = 0;
+  for (const std::string& name : get_list(list)) {
+    const std::string tag = "{" + name + "}", meta = tag + ".meta", field = ".tensor_names";
+    Reply names = command(meta, {"HGET", meta.c_str(), field.c_str()}, {4, meta.size(), field.size()});
+    if (names->type != REDIS_REPLY_STRING) throw ClientError("dataset " + name + " has no tensor list");
+    std::vector<std::string> keys;
+    for (auto& t : split_commas(std::string(names->str, names->len))) keys.push_back(tag + "." + t);
+    std::vector<std::vector<std::string_view>> cmds;
+    for (auto& k : keys) cmds.push_back({"AI.TENSORGET", k, "BLOB"});
+    for (auto& r : pipeline(tag, cmds)) {
+      into.emplace_back(r->str, r->str + r->len);
+      bytes += r->len;
+    }
+  }
+  return bytes;
+}
+
+std::string Client::command_status(const std::vector<std::string>& argv, const std::string& key) {
+  std::vector<const char*> a;
+  std::vector<size_t> l;
+  for (auto& s : argv) a.push_back(s.data()), l.push_back(s.size());
+  Reply r = command(key.empty() ? argv.back() : key, a, l);
+  if (r->type == REDIS_REPLY_ERROR) throw ClientError(r->str);
+  if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+  return r->str ? std::string(r->str, r->len) : "";
+}
+
+}  // namespace smartsim

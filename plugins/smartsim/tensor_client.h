@@ -1,0 +1,96 @@
+// A SmartRedis-compatible tensor client on hiredis: RedisAI's wire protocol (AI.TENSORSET/AI.TENSORGET with
+// META BLOB), datasets, lists, Redis Cluster routing (CRC16 slots, hash tags, MOVED/ASK), pipelining,
+// connection and command timeouts, configured like SmartRedis from SSDB / SR_DB_TYPE / SR_* variables.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct redisContext;
+struct redisReply;
+
+namespace smartsim {
+
+enum class DType { Float, Double, Int8, Int16, Int32, Int64, UInt8, UInt16 };
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+bool parse_dtype(std::string_view name, DType& out);
+
+class ClientError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ClientOptions {
+  std::vector<std::string> addresses;  // "host:port" or "unix:/path/to/socket"
+  bool cluster = false;
+  std::string password;
+  int connect_timeout_ms = 5000;
+  int command_timeout_ms = 30000;
+  // SSDB (comma-separated addresses), SR_DB_TYPE (Clustered|Standalone), SR_CONN_TIMEOUT and SR_CMD_TIMEOUT
+  // (milliseconds), SR_DB_PASSWORD. Throws ClientError when SSDB is missing or malformed.
+  static ClientOptions from_env();
+};
+
+// Hash slot of a key (CRC16 XMODEM of the key, or of its {hash tag}, modulo 16384).
+uint16_t key_slot(std::string_view key);
+
+struct TensorView {
+  std::string name;
+  DType dtype;
+  std::vector<size_t> dims;
+  const void* data;
+  size_t bytes;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions opts);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  void put_tensor(const std::string& key, DType dtype, const std::vector<size_t>& dims, const void* data, size_t bytes);
+  // Reads key into out, which must be exactly the tensor's size; a different dtype or shape is an error.
+  void unpack_tensor(const std::string& key, DType dtype, const std::vector<size_t>& dims, void* out, size_t bytes);
+  // A dataset: its tensors under "{name}.<tensor>" (one hash slot) and "{name}.meta", written in one pipeline.
+  void put_dataset(const std::string& name, const std::vector<TensorView>& tensors);
+  bool dataset_exists(const std::string& name);
+  void append_to_list(const std::string& list, const std::string& dataset);
+  int64_t get_list_length(const std::string& list);
+  // Polls LLEN until it reaches `length`; false after `tries` polls `interval_ms` apart.
+  bool poll_list_length(const std::string& list, int64_t length, int interval_ms, int tries);
+  std::vector<std::string> get_list(const std::string& list);
+  void delete_list(const std::string& list);
+  // Every tensor of every dataset in the list: bytes fetched per dataset in one pipeline.
+  size_t get_datasets_from_list(const std::string& list, std::vector<std::vector<char>>& into);
+  // Plain commands for tests and tools (routed by the first key when `key` is given).
+  std::string command_status(const std::vector<std::string>& argv, const std::string& key = "");
+
+ private:
+  struct Node;
+  struct ReplyDeleter {
+    void operator()(redisReply* r) const;
+  };
+  using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+  Node& connect(const std::string& address);
+  Node& node_for(std::string_view key);
+  void refresh_slots();
+  // Sends one command for `key` to the node owning its slot, following MOVED and ASK redirections.
+  Reply command(std::string_view key, const std::vector<const char*>& argv, const std::vector<size_t>& lens);
+  // Sends several commands for keys of one slot in one round trip; returns the replies in order.
+  std::vector<Reply> pipeline(std::string_view key, const std::vector<std::vector<std::string_view>>& commands);
+
+  ClientOptions opts_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+  std::array<std::string, 16384> slot_owner_;
+  std::string standalone_;
+};
+
+}  // namespace smartsim

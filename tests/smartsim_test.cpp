@@ -1,0 +1,273 @@
+// The SmartSim-like plugin against real redis-server processes: the RedisAI tensor module driven with raw
+// redis-cli commands (RedisAI's documented forms), the tensor client on a standalone server and on a real
+// 3-shard Redis Cluster (incl. a real MOVED redirection), timeouts, and throughput sweeps through fanout.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "plugins/smartsim/redis_server.h"
+#include "plugins/smartsim/tensor_client.h"
+#include "tests/test_util.h"
+
+using namespace smartsim;
+namespace fs = std::filesystem;
+namespace test = fanout::test;
+
+namespace {
+
+// A free port block from the kernel's ephemeral range, different per test process.
+int base_port() { return 21000 + (getpid() % 400) * 10; }
+
+RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) {
+  RedisServerConfig c;
+  c.dir = (d.path / std::to_string(port)).string();
+  c.bind = "127.0.0.1";
+  c.port = port;
+  c.password = "test-password";
+  c.module = (test::build_dir() / "plugins" / "redisai_tensors.so").string();
+  c.cluster = cluster;
+  return c;
+}
+
+std::string cli(int port, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port), "--no-auth-warning", "-a", "test-password"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = test::run_command(argv, "/", {}, 20);
+  return r.out + r.err;
+}
+
+ClientOptions options(const std::vector<std::string>& addrs, bool cluster) {
+  ClientOptions o;
+  o.addresses = addrs;
+  o.cluster = cluster;
+  o.password = "test-password";
+  o.connect_timeout_ms = 2000;
+  o.command_timeout_ms = 5000;
+  return o;
+}
+
+}  // namespace
+
+TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
+  test::TempDir d;
+  int port = base_port();
+  RedisServer server(config(d, port));
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "mytensor", "FLOAT", "2", "2", "VALUES", "1", "2", "3", "4"}), "OK\n");
+  std::string meta = cli(port, {"AI.TENSORGET", "mytensor", "META", "VALUES"});
+  EXPECT_NE(meta.find("dtype\nFLOAT\nshape\n2\n2\nvalues\n1\n2\n3\n4"), std::string::npos) << meta;
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "ints", "INT8", "3", "VALUES", "-128", "0", "127"}), "OK\n");
+  EXPECT_NE(cli(port, {"AI.TENSORGET", "ints", "VALUES"}).find("-128\n0\n127"), std::string::npos);
+  // Errors in RedisAI's words, and the server survives them.
+  EXPECT_NE(cli(port, {"AI.TENSORGET", "missing", "META"}).find("tensor key is empty"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET", "t", "FLOAT", "2", "BLOB", "abc"}).find("data length does not match tensor shape and type"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET", "t", "COMPLEX", "2"}).find("invalid data type"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET", "t", "FLOAT", "-2"}).find("invalid or negative value found in tensor shape"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET", "t", "INT8", "1", "VALUES", "300"}).find("invalid value"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET", "t", "FLOAT", "2", "VALUES", "1"}).find("wrong number of values"), std::string::npos);
+  cli(port, {"SET", "plain", "x"});
+  EXPECT_NE(cli(port, {"AI.TENSORGET", "plain", "BLOB"}).find("WRONGTYPE"), std::string::npos);
+  EXPECT_NE(cli(port, {"AI.TENSORSET"}).find("wrong number of arguments"), std::string::npos);
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+  // Persistence paths must not crash: SAVE writes the tensors with the module type's RDB callbacks.
+  EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
+}
+
+TEST(TensorClient, RoundTripsEveryDtypeAndShapeStandalone) {
+  test::TempDir d;
+  int port = base_port() + 1;
+  RedisServer server(config(d, port));
+  Client client(options({"127.0.0.1:" + std::to_string(port)}, false));
+  const std::vector<std::vector<size_t>> shapes = {{7}, {3, 5}, {2, 3, 4}, {224, 224, 3}};
+  for (DType t : {DType::Float, DType::Double, DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16})
+    for (auto& shape : shapes) {
+      size_t n = std::accumulate(shape.begin(), shape.end(), size_t(1), std::multiplies<>());
+      std::vector<unsigned char> in(n * dtype_size(t)), out(in.size());
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 131 + 7);
+      std::string key = std::string("t_") + dtype_name(t) + "_" + std::to_string(shape.size());
+      client.put_tensor(key, t, shape, in.data(), in.size());
+      client.unpack_tensor(key, t, shape, out.data(), out.size());
+      EXPECT_EQ(in, out) << key;
+    }
+  std::vector<float> buf(7);
+  try {
+    client.unpack_tensor("t_FLOAT_1", DType::Double, {7}, buf.data(), 7 * 8);
+    FAIL();
+  } catch (const ClientError& e) {
+    EXPECT_NE(std::string(e.what()).find("the stored tensor is FLOAT [7], asked for DOUBLE [7]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(client.unpack_tensor("t_FLOAT_1", DType::Float, {8}, buf.data(), 32), ClientError);
+  EXPECT_THROW(client.put_tensor("bad", DType::Float, {3}, buf.data(), 8), ClientError);
+}
+
+TEST(TensorClient, DatasetsAndLists) {
+  test::TempDir d;
+  int port = base_port() + 2;
+  RedisServer server(config(d, port));
+  Client client(options({"127.0.0.1:" + std::to_string(port)}, false));
+  std::vector<float> a(16, 1.5f), b(32, 2.5f);
+  for (int r = 0; r < 3; ++r) {
+    std::string name = "aggregation_rank_" + std::to_string(r);
+    client.put_dataset(name, {{"a", DType::Float, {16}, a.data(), 64}, {"b", DType::Float, {4, 8}, b.data(), 128}});
+    EXPECT_TRUE(client.dataset_exists(name));
+    client.append_to_list("iteration_0", name);
+  }
+  EXPECT_EQ(client.get_list_length("iteration_0"), 3);
+  EXPECT_TRUE(client.poll_list_length("iteration_0", 3, 1, 3));
+  EXPECT_FALSE(client.poll_list_length("iteration_0", 4, 1, 3));
+  std::vector<std::vector<char>> tensors;
+  EXPECT_EQ(client.get_datasets_from_list("iteration_0", tensors), 3u * (64 + 128));
+  ASSERT_EQ(tensors.size(), 6u);
+  EXPECT_EQ(std::memcmp(tensors[1].data(), b.data(), 128), 0);
+  client.delete_list("iteration_0");
+  EXPECT_EQ(client.get_list_length("iteration_0"), 0);
+  EXPECT_FALSE(client.dataset_exists("never_put"));
+}
+
+TEST(TensorClient, ThreeShardClusterRoutingAndARealMovedRedirection) {
+  test::TempDir d;
+  int port = base_port() + 3;
+  std::vector<std::unique_ptr<RedisServer>> shards;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 3; ++i) {
+    shards.push_back(std::make_unique<RedisServer>(config(d, port + i, true)));
+    addrs.push_back(shards.back()->address());
+  }
+  double secs = create_cluster(addrs, "test-password", 60);
+  EXPECT_LT(secs, 60);
+  // Our slot function agrees with Redis for plain keys and hash tags.
+  for (std::string k : {"a", "throughput_rank_17", "{aggregation_rank_3}.meta", "{user1000}.following", "foo{}{bar}", "{}x"})
+    EXPECT_EQ(std::to_string(key_slot(k)) + "\n", cli(port, {"CLUSTER", "KEYSLOT", k})) << k;
+  Client client(options({addrs[0]}, true));
+  std::vector<int32_t> in(100), out(100);
+  std::iota(in.begin(), in.end(), 0);
+  for (int k = 0; k < 50; ++k) {
+    std::string key = "key_" + std::to_string(k);
+    client.put_tensor(key, DType::Int32, {10, 10}, in.data(), 400);
+    client.unpack_tensor(key, DType::Int32, {10, 10}, out.data(), 400);
+    ASSERT_EQ(in, out) << key;
+  }
+  // Move one (empty) slot to another shard behind the client's back: its next request gets MOVED.
+  const std::string key = "moving_key";
+  const std::string slot = std::to_string(key_slot(key));
+  std::string owner_port, target_id, target_port;
+  for (int i = 0; i < 3; ++i) {
+    // Without -c, only the slot's owner accepts the key; the others answer MOVED.
+    if (cli(port + i, {"AI.TENSORSET", key, "INT8", "1"}) == "OK\n") {
+      owner_port = std::to_string(port + i);
+      cli(port + i, {"DEL", key});
+    } else if (target_id.empty()) {
+      target_id = cli(port + i, {"CLUSTER", "MYID"});
+      target_id.pop_back();
+      target_port = std::to_string(port + i);
+    }
+  }
+  ASSERT_FALSE(owner_port.empty());
+  ASSERT_FALSE(target_id.empty());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cli(port + i, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
+  client.put_tensor(key, DType::Int32, {10, 10}, in.data(), 400);  // routed to the old owner, MOVED, retried
+  EXPECT_NE(cli(std::stoi(target_port), {"-c", "AI.TENSORGET", key, "META"}).find("INT32"), std::string::npos)
+      << "the tensor landed on the slot's new owner";
+  client.unpack_tensor(key, DType::Int32, {10, 10}, out.data(), 400);
+  EXPECT_EQ(in, out);
+}
+
+TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {
+  // A listening socket that never accepts: connecting succeeds, the first command times out.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  listen(fd, 16);
+  std::string address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  ClientOptions o = options({address}, false);
+  o.password.clear();
+  o.command_timeout_ms = 300;
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    Client c(o);
+    std::vector<float> v(4);
+    c.put_tensor("k", DType::Float, {4}, v.data(), 16);
+    FAIL() << "no error";
+  } catch (const ClientError& e) {
+    EXPECT_NE(std::string(e.what()).find(address), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  close(fd);
+  // A closed port: refused at once, with the address.
+  o.addresses = {"127.0.0.1:1"};
+  try {
+    Client c(o);
+    FAIL();
+  } catch (const ClientError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot connect to the database at 127.0.0.1:1"), std::string::npos) << e.what();
+  }
+  setenv("SSDB", "", 1);
+  EXPECT_THROW(ClientOptions::from_env(), ClientError);
+  setenv("SSDB", "10.0.0.1:6379,10.0.0.2:6379", 1);
+  setenv("SR_DB_TYPE", "Clustered", 1);
+  setenv("SR_CMD_TIMEOUT", "250", 1);
+  auto env = ClientOptions::from_env();
+  EXPECT_EQ(env.addresses.size(), 2u);
+  EXPECT_TRUE(env.cluster);
+  EXPECT_EQ(env.command_timeout_ms, 250);
+  setenv("SR_CMD_TIMEOUT", "soon", 1);
+  EXPECT_THROW(ClientOptions::from_env(), ClientError);
+  unsetenv("SSDB");
+  unsetenv("SR_DB_TYPE");
+  unsetenv("SR_CMD_TIMEOUT");
+}
+
+TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=tp", "--db_nodes=[1,3]", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=2", "--tensor_bytes=[1024,65536]", "--iterations=5", "--net_ifname=lo",
+                                     "--db_port=" + std::to_string(base_port() + 10)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "tp" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  // Every client: client() and main() once, 5 measured + 1 warmup put/unpack/loop.
+  for (auto& row : test::sql_rows(db, "SELECT run_id, rank, sum(metric='put_tensor' AND warmup=0), sum(metric='put_tensor' AND warmup=1), "
+                                      "sum(metric='client()'), sum(metric='loop_bandwidth') FROM samples WHERE role='throughput' "
+                                      "GROUP BY run_id, rank")) {
+    EXPECT_EQ(row[2], "5");
+    EXPECT_EQ(row[3], "1");
+    EXPECT_EQ(row[4], "1");
+    EXPECT_EQ(row[5], "6");
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "2") << "one cluster per 3-shard run";
+  auto c = test::run_fanout(d.path, {"throughput_colocated", "--exp_name=colo", "--nodes=2", "--db_cpus=1", "--clients_per_node=1",
+                                     "--tensor_bytes=4096", "--iterations=3", "--net_ifname=lo", "--net_type=[tcp,uds]",
+                                     "--db_port=" + std::to_string(base_port() + 20)});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(test::sql_one(d.path / "results" / "colo" / "fanout.sqlite", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+}
+
+TEST(ThroughputSweep, OnTheSlurmTestClusterWithDatabaseAndClientsOnDifferentNodes) {
+  auto ping = test::run_command({"/usr/bin/scontrol", "ping"}, "/", {}, 20);
+  ASSERT_NE(ping.out.find("is UP"), std::string::npos) << "the Slurm test cluster is not up: scripts/slurm-cluster.sh up";
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--exp_name=tps", "--db_nodes=[1,2]", "--db_cpus=1",
+                                     "--client_nodes=2", "--clients_per_node=2", "--tensor_bytes=4096", "--iterations=5",
+                                     "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 40)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "tps" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
+    std::set<std::string> dbn, cl;
+    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
+      (row[0] == "db" ? dbn : cl).insert(row[1]);
+    EXPECT_EQ(cl.size(), 2u);
+    for (auto& n : dbn) EXPECT_EQ(cl.count(n), 0u) << "standard deployment: database node " << n << " also ran clients";
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
+}
