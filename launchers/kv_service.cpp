@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "plugins/sdk/fanout_sdk.hpp"
 
 namespace fanout {
 
@@ -222,27 +223,8 @@ struct KvService::Impl {
   }
 };
 
-namespace {
-
-// This host's IPv4 address as other nodes would reach it (its name resolved), else loopback.
-std::string host_ipv4() {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  std::string ip = "127.0.0.1";
-  if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
-    char buf[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
-    freeaddrinfo(res);
-  }
-  return ip;
-}
-
-}  // namespace
-
 KvService::KvService(bool all_interfaces) : impl_(std::make_unique<Impl>()) {
-  impl_->advertised = all_interfaces ? host_ipv4() : "127.0.0.1";
+  impl_->advertised = all_interfaces ? fanout_sdk::node_ipv4() : "127.0.0.1";
   impl_->listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -1,17 +1,14 @@
 // End to end: the fanout driver as a user runs it, on the local launcher, with real ranks and a real database.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
-extern char** environ;
 
 #include "common/files.h"
 #include "tests/test_util.h"
@@ -217,26 +214,9 @@ TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
 
 TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
   test::TempDir d;
-  std::string exe = test::fanout_exe().string();
-  std::vector<std::string> args = {exe, "calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addchdir_np(&fa, d.path.c_str());
-  posix_spawn_file_actions_addopen(&fa, 2, (d.path / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  // Ready when the first run's rank has rendezvoused (its sample file exists).
-  bool started = test::wait_for([&] {
-    std::error_code ec;
-    for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
-      if (e.path().extension() == ".samples") return true;
-    return false;
-  }, 30);
-  ASSERT_TRUE(started);
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]"}, d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 30));
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));

@@ -196,10 +196,7 @@ TEST_F(PbsOnSlurm, BatchScriptRunsTheSweepInsideItsAllocation) {
                                60);
   ASSERT_EQ(sub.exit_code, 0) << sub.out << sub.err;
   std::string job = trim(sub.out);
-  ASSERT_TRUE(test::wait_for([&] {
-    auto q = test::run_command({"/usr/bin/squeue", "-h", "-j", job}, "/", {}, 20);
-    return trim(q.out).empty();
-  }, 240)) << "allocation job " << job << " did not finish";
+  ASSERT_TRUE(test::wait_for_slurm_job_end(job, 240)) << "allocation job " << job << " did not finish";
   EXPECT_EQ(one("pbs-sweep", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND launcher='pbs'"), "6");
   EXPECT_EQ(one("pbs-sweep", "SELECT count(DISTINCT node) FROM rank_nodes"), "4") << "the #PBS select reached the server";
   EXPECT_TRUE(starts_with(one("pbs-sweep", "SELECT job_id FROM runs"), "local-")) << "runs are steps of the one job";

@@ -2,9 +2,7 @@
 // PMIx). Nothing here is mocked: jobs go through libslurm to slurmctld and run under slurmd.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 
@@ -17,7 +15,6 @@
 #include "launchers/slurm.h"
 #include "tests/test_util.h"
 
-extern char** environ;
 
 using namespace fanout;
 namespace fs = std::filesystem;
@@ -143,25 +140,9 @@ TEST_F(Slurm, JobOverItsTimeLimitGivesTimeout) {
 }
 
 TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
-  std::string exe = test::fanout_exe().string();
-  std::vector<std::string> args = {exe, "calibration_sleep", "--launcher=slurm", "--exp_name=cx", "--hang_rank=0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addchdir_np(&fa, d.path.c_str());
-  posix_spawn_file_actions_addopen(&fa, 2, (d.path / "err.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  // Ready once the rank runs (its sample file exists).
-  ASSERT_TRUE(test::wait_for([&] {
-    std::error_code ec;
-    for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
-      if (e.path().extension() == ".samples") return true;
-    return false;
-  }, 60)) << read_file(d.path / "err.txt");
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--exp_name=cx", "--hang_rank=0"}, d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 60)) << read_file(d.path / "err.txt");
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 60));
@@ -169,8 +150,7 @@ TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
   auto rows = query("cx", "SELECT status, job_id FROM runs");
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
-  auto q = test::run_command({"/usr/bin/squeue", "-h", "-j", rows[0][1], "-t", "PENDING,RUNNING"}, "/", {}, 20);
-  EXPECT_EQ(trim(q.out), "") << "the job is still queued or running";
+  EXPECT_TRUE(test::wait_for_slurm_job_end(rows[0][1], 10)) << "the job is still queued or running";
 }
 
 TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
@@ -256,10 +236,7 @@ TEST_F(Slurm, BatchScriptRunsTheSweepInsideOneAllocation) {
                                {{"FANOUT", test::fanout_exe().string()}, {"RESULTS_DIR", (d.path / "results").string()}}, 30);
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   std::string job = trim(sub.out);
-  ASSERT_TRUE(test::wait_for([&] {
-    auto q = test::run_command({"/usr/bin/squeue", "-h", "-j", job}, "/", {}, 20);
-    return trim(q.out).empty();
-  }, 240)) << "allocation job " << job << " did not finish";
+  ASSERT_TRUE(test::wait_for_slurm_job_end(job, 240)) << "allocation job " << job << " did not finish";
   EXPECT_EQ(one("slurm-sweep", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6")
       << read_file(d.path / ("fanout-sweep-" + job + ".out"));
   // Inside the allocation the runs are steps of that one job, not jobs of their own.

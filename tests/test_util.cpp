@@ -92,6 +92,38 @@ bool wait_for(const std::function<bool()>& cond, double timeout_s) {
   return true;
 }
 
+pid_t spawn_fanout(const fs::path& cwd, const std::vector<std::string>& args, const fs::path& err_file) {
+  std::vector<std::string> argv = {fanout_exe().string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+bool wait_for_a_running_rank(const fs::path& dir, double timeout_s) {
+  return wait_for([&] {
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(dir, ec))
+      if (e.path().extension() == ".samples") return true;
+    return false;
+  }, timeout_s);
+}
+
+bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s) {
+  return wait_for([&] {
+    auto q = run_command({"/usr/bin/squeue", "-h", "-j", job_id, "-t", "PENDING,RUNNING,COMPLETING"}, "/", {}, 20);
+    return q.out.find_first_not_of(" \n") == std::string::npos;
+  }, timeout_s);
+}
+
 CommandResult run_fanout(const fs::path& cwd, std::vector<std::string> args, double timeout_s) {
   args.insert(args.begin(), fanout_exe().string());
   return run_command(args, cwd, {}, timeout_s);

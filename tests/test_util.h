@@ -27,6 +27,13 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::files
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);
 
+// Starts the fanout driver in cwd without waiting (stderr to err_file), for tests that interrupt it.
+pid_t spawn_fanout(const std::filesystem::path& cwd, const std::vector<std::string>& args, const std::filesystem::path& err_file);
+// True once some rank of an experiment below dir has started (a sample file exists), within timeout_s.
+bool wait_for_a_running_rank(const std::filesystem::path& dir, double timeout_s);
+// True once a Slurm job is neither pending nor running, within timeout_s.
+bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s);
+
 // Runs the fanout driver in cwd.
 CommandResult run_fanout(const std::filesystem::path& cwd, std::vector<std::string> args, double timeout_s = 300);
 // Every row of a query on a SQLite file, as text (read-only; an empty result when the file or query fails).

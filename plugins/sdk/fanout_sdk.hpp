@@ -1,11 +1,30 @@
 // Optional C++ conveniences over the C ABI in fanout_plugin.h (header-only; depends on nothing else of ours).
 #pragma once
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 
 #include "fanout_plugin.h"
 
 namespace fanout_sdk {
+
+// This host's IPv4 address as other nodes reach it (its name resolved), else 127.0.0.1.
+inline std::string node_ipv4() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  std::string ip = "127.0.0.1";
+  if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
+    char buf[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
+    freeaddrinfo(res);
+  }
+  return ip;
+}
 
 // Thin wrapper over the context and host ops that a role function receives.
 class Host {

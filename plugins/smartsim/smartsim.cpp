@@ -62,19 +62,7 @@ std::string random_password() {
 // The address a database on this node listens on.
 std::string listen_address(const std::string& ifname) {
   if (ifname == "lo") return "127.0.0.1";
-  if (ifname == "auto" || ifname.empty()) {
-    char name[256] = {0};
-    gethostname(name, sizeof name - 1);
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    std::string ip = "127.0.0.1";
-    if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
-      char buf[INET_ADDRSTRLEN];
-      if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
-      freeaddrinfo(res);
-    }
-    return ip;
-  }
+  if (ifname == "auto" || ifname.empty()) return fanout_sdk::node_ipv4();
   ifaddrs* list = nullptr;
   std::string ip;
   if (getifaddrs(&list) == 0) {
