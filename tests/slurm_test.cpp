@@ -253,3 +253,21 @@ TEST_F(Slurm, AutoPicksSlurmWhenItsControllerAnswers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("auto", "SELECT launcher FROM runs"), "slurm");
 }
+
+// The smartsim plugin's throughput_standard: database and clients on different virtual nodes, 1 and 2 shards.
+TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--exp_name=tps", "--db_nodes=[1,2]", "--db_cpus=1",
+                                     "--client_nodes=2", "--clients_per_node=2", "--tensor_bytes=4096", "--iterations=5",
+                                     "--net_ifname=lo", "--db_port=23400"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "tps" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
+    std::set<std::string> dbn, cl;
+    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
+      (row[0] == "db" ? dbn : cl).insert(row[1]);
+    EXPECT_EQ(cl.size(), 2u);
+    for (auto& n : dbn) EXPECT_EQ(cl.count(n), 0u) << "standard deployment: database node " << n << " also ran clients";
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
+}
