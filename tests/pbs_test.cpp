@@ -152,14 +152,7 @@ TEST_F(PbsOnSlurm, PollingAnyNumberOfJobsCostsOneQstat) {
   PbsScheduler pbs;
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) {
-    JobSpec j;
-    j.name = "pq" + std::to_string(i);
-    j.run_dir = d.path / j.name;
-    fs::create_directories(j.run_dir);
-    j.rank_exe = "/bin/true";
-    j.plugin_path = "/nonexistent.so";
-    j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
-    j.walltime_s = 60;
+    JobSpec j = test::trivial_job(d.path, "pq" + std::to_string(i));
     j.options.step_launcher = "srun";
     ids.push_back(pbs.submit(j));
   }

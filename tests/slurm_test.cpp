@@ -181,17 +181,7 @@ TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
 TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
   SlurmScheduler s;
   std::vector<std::string> ids;
-  for (int i = 0; i < 12; ++i) {
-    JobSpec j;
-    j.name = "q" + std::to_string(i);
-    j.run_dir = d.path / j.name;
-    fs::create_directories(j.run_dir);
-    j.rank_exe = "/bin/true";
-    j.plugin_path = "/nonexistent.so";
-    j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
-    j.walltime_s = 60;
-    ids.push_back(s.submit(j));
-  }
+  for (int i = 0; i < 12; ++i) ids.push_back(s.submit(test::trivial_job(d.path, "q" + std::to_string(i))));
   uint64_t before = s.queries();
   int polls = 0;
   bool all_final = test::wait_for([&] {
@@ -206,11 +196,7 @@ TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
 
 TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
   SlurmScheduler s;
-  JobSpec j;
-  j.name = "gone";
-  j.run_dir = d.path / "gone";
-  fs::create_directories(j.run_dir);
-  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
+  JobSpec j = test::trivial_job(d.path, "gone");
   write_file_atomic(j.run_dir / kJobExitMarker, "0\n");
   s.adopt("4000000000", j);  // an id the controller does not know (as after MinJobAge)
   auto st = s.poll({"4000000000"})[0];

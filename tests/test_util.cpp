@@ -92,6 +92,18 @@ bool wait_for(const std::function<bool()>& cond, double timeout_s) {
   return true;
 }
 
+JobSpec trivial_job(const fs::path& dir, const std::string& name) {
+  JobSpec j;
+  j.name = name;
+  j.run_dir = dir / name;
+  fs::create_directories(j.run_dir);
+  j.rank_exe = "/bin/true";
+  j.plugin_path = "/nonexistent.so";
+  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint"}};
+  j.walltime_s = 60;
+  return j;
+}
+
 pid_t spawn_fanout(const fs::path& cwd, const std::vector<std::string>& args, const fs::path& err_file) {
   std::vector<std::string> argv = {fanout_exe().string()};
   argv.insert(argv.end(), args.begin(), args.end());

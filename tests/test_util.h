@@ -7,7 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "launchers/job_spec.h"
+
 namespace fanout::test {
+
+// A one-rank job running /bin/true in dir/name (created), for scheduler tests that only need jobs to exist.
+JobSpec trivial_job(const std::filesystem::path& dir, const std::string& name);
 
 struct TempDir {
   TempDir();
