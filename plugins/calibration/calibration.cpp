@@ -120,7 +120,7 @@ const fanout_param_default kQuickstartDefaults[] = {{"sleep_us", "[500,1000,2000
 const fanout_experiment_spec kExperiments[] = {
     {"calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", kSleepSteps, 1, nullptr, 0},
     {"calibration_copy", "memcpy bandwidth per rank", kCopySteps, 1, nullptr, 0},
-    {"quickstart", "the README's default experiment: a 6-run calibration sweep", kSleepSteps, 1, kQuickstartDefaults, 3},
+    {"quickstart", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us)", kSleepSteps, 1, kQuickstartDefaults, 3},
 };
 
 const fanout_plugin kPlugin = {
