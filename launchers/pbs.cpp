@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -57,6 +58,8 @@ std::string hostfile_setup(const JobSpec& job) {
 }  // namespace
 
 bool pbs_available() { return on_path("qsub") && on_path("qstat"); }
+
+const char* const kArrayJobName = "fanout-array";
 
 std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
   const SchedulerOptions& o = job.options;
@@ -169,19 +172,65 @@ PbsScheduler::PbsScheduler() {
   flavor_ = (v.out + v.err).find("pbs_version") != std::string::npos ? PbsFlavor::Pro : PbsFlavor::Torque;
 }
 
-std::string PbsScheduler::submit(const JobSpec& job) {
-  job.validate();
-  fs::path script = job.run_dir / "job.sh";
-  write_file_atomic(script, render_script(job), 0755);
-  auto r = run_process({"qsub", script.string()}, job.run_dir, 120);
+std::string PbsScheduler::qsub(const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
+  std::vector<std::string> argv = {"qsub"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = run_process(argv, cwd, 120);
   std::string id;
   std::istringstream lines(r.out);
   for (std::string l; std::getline(lines, l);)
     if (!trim(l).empty()) id = trim(l);
   if (r.exit_code != 0 || id.empty() || id.find(' ') != std::string::npos)
-    throw UserError("qsub refused run " + job.name + ": " + trim(r.out + " " + r.err));
-  tracked_[id] = {job, 0};
+    throw UserError("qsub refused " + what + ": " + trim(r.out + " " + r.err));
   return id;
+}
+
+std::string PbsScheduler::submit(const JobSpec& job) {
+  job.validate();
+  fs::path script = job.run_dir / "job.sh";
+  write_file_atomic(script, render_script(job), 0755);
+  std::string id = qsub({script.string()}, job.run_dir, "run " + job.name);
+  tracked_[id] = {job, 0, ""};
+  return id;
+}
+
+std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs) {
+  // Runs of one resource request share an array: the preamble (without the name and output) is the shape.
+  std::map<std::string, std::vector<size_t>> shapes;
+  auto preamble = [&](const JobSpec& j) {
+    std::string s = render_script(j);
+    return s.substr(0, s.find("# fanout job"));
+  };
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].validate();
+    JobSpec shape = jobs[i];
+    shape.name = kArrayJobName;
+    shape.run_dir = jobs[i].run_dir.parent_path();
+    shapes[preamble(shape)].push_back(i);
+  }
+  std::vector<std::string> ids(jobs.size());
+  for (auto& [head, members] : shapes) {
+    const fs::path root = jobs[members.front()].run_dir.parent_path();
+    std::string body = head;
+    body += flavor_ == PbsFlavor::Pro ? "#PBS -J 0-" : "#PBS -t 0-";
+    body += std::to_string(members.size() - 1) + "\n";
+    body += "idx=${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-${SLURM_ARRAY_TASK_ID:-}}}\ncase \"$idx\" in\n";
+    for (size_t k = 0; k < members.size(); ++k) {
+      write_file_atomic(jobs[members[k]].run_dir / "job.sh", render_script(jobs[members[k]]), 0755);
+      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / "job.sh").string()) + " ;;\n";
+    }
+    body += "esac\necho \"fanout: no run for array index '$idx'\" >&2\nexit 1\n";
+    fs::path script = root / ("pbs-array-" + std::to_string(++array_count_) + ".sh");
+    write_file_atomic(script, body, 0755);
+    std::string range = "0-" + std::to_string(members.size() - 1);
+    std::string array_id = qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " +
+                                std::to_string(members.size()) + " runs");
+    for (size_t k = 0; k < members.size(); ++k) {
+      ids[members[k]] = array_id + "#" + std::to_string(k);
+      tracked_[ids[members[k]]] = {jobs[members[k]], 0, array_id};
+    }
+  }
+  return ids;
 }
 
 std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_ids) {
@@ -203,6 +252,18 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
     s.job_id = id;
     s.state = JobState::Unknown;  // a failed query: keep waiting
     if (tr == tracked_.end()) {
+    } else if (!tr->second.array_id.empty()) {
+      // An array task: servers name tasks differently (12[3].srv, or a job id of its own behind Slurm's
+      // wrapper), so its run's exit marker decides; it is alive while an array of ours is listed unfinished.
+      bool arrays_alive = std::any_of(listed.begin(), listed.end(), [](auto& kv) {
+        auto name = kv.second.find("Job_Name"), state = kv.second.find("job_state");
+        return name != kv.second.end() && name->second == kArrayJobName && state != kv.second.end() &&
+               state->second != "F" && state->second != "C" && state->second != "X";
+      });
+      if (read_job_exit_marker(tr->second.job.run_dir) || (ok && !arrays_alive))
+        s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "PBS");
+      else
+        s.state = JobState::Running;
     } else if (auto it = listed.find(id); it != listed.end()) {
       s = pbs_status(id, it->second, tr->second.job);
     } else if (ok) {
@@ -216,7 +277,11 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
 void PbsScheduler::cancel(const std::vector<std::string>& job_ids) {
   if (job_ids.empty()) return;
   std::vector<std::string> argv = {"qdel"};
-  argv.insert(argv.end(), job_ids.begin(), job_ids.end());
+  for (auto& id : job_ids) {
+    auto tr = tracked_.find(id);
+    std::string target = tr != tracked_.end() && !tr->second.array_id.empty() ? tr->second.array_id : id;
+    if (std::find(argv.begin(), argv.end(), target) == argv.end()) argv.push_back(target);
+  }
   run_process(argv, {}, 120);
 }
 

@@ -28,6 +28,9 @@ class PbsScheduler : public Scheduler {
   std::string name() const override { return "pbs"; }
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
   std::string submit(const JobSpec& job) override;
+  // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.
+  // Each run's id is "<array id>#<i>"; its end comes from its exit markers.
+  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   double max_poll_interval_s() const override { return 5.0; }
@@ -39,12 +42,16 @@ class PbsScheduler : public Scheduler {
   struct Tracked {
     JobSpec job;
     int missing_polls = 0;
+    std::string array_id;  // the array job this run is a task of, if any
   };
+  std::string qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
+  int array_count_ = 0;
   PbsFlavor flavor_ = PbsFlavor::Torque;
   std::map<std::string, Tracked> tracked_;
   uint64_t queries_ = 0;
 };
 
 bool pbs_available();  // qsub and qstat are on PATH
+extern const char* const kArrayJobName;  // #PBS -N of the array jobs fanout submits
 
 }  // namespace fanout

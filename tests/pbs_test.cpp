@@ -194,3 +194,15 @@ TEST_F(PbsOnSlurm, BatchScriptRunsTheSweepInsideItsAllocation) {
   EXPECT_EQ(one("pbs-sweep", "SELECT count(DISTINCT node) FROM rank_nodes"), "4") << "the #PBS select reached the server";
   EXPECT_TRUE(starts_with(one("pbs-sweep", "SELECT job_id FROM runs"), "local-")) << "runs are steps of the one job";
 }
+
+TEST_F(PbsOnSlurm, ArraySweepGoesAsOneArrayPerShape) {
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_copy", "--launcher=pbs", "--step_launcher=srun", "--array",
+                              "--exp_name=pa", "--copy_bytes=[1024,2048,4096]", "--nodes=[1,2]", "--iterations=3"},
+                             d.path, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("pa", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
+  EXPECT_EQ(one("pa", "SELECT count(DISTINCT substr(job_id, 1, instr(job_id, '#') - 1)) FROM runs"), "2") << "one array per shape";
+  std::string array_script = read_file(d.path / "results" / "pa" /
+                                       fs::path(one("pa", "SELECT path FROM runs LIMIT 1")).parent_path().filename() / "pbs-array-1.sh");
+  EXPECT_NE(array_script.find("#PBS -t 0-2"), std::string::npos) << array_script;  // Torque syntax: the wrapper's flavor
+}
