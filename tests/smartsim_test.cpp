@@ -251,3 +251,23 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(test::sql_one(d.path / "results" / "colo" / "fanout.sqlite", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
 }
+
+TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"aggregation_scaling", "--exp_name=agg", "--db_nodes=[1,3]", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=3", "--tensor_bytes=4096", "--tensors_per_dataset=[1,4]",
+                                     "--client_threads=2", "--iterations=4", "--net_ifname=lo",
+                                     "--db_port=" + std::to_string(base_port() + 60)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "agg" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='producer' AND metric='put_dataset' AND warmup=0"), std::to_string(4 * 3 * 4));
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='consumer' AND metric='poll_list' AND warmup=0"), std::to_string(4 * 4));
+  // Every iteration the consumer fetched all 3 producers' datasets: bytes = bandwidth x time.
+  for (auto& row : test::sql_rows(db, "SELECT p.value, b.value * g.value FROM samples b JOIN samples g ON g.run_id=b.run_id AND "
+                                      "g.iteration=b.iteration AND g.metric='get_list' JOIN parameters p ON p.run_id=b.run_id AND "
+                                      "p.name='tensors_per_dataset' WHERE b.metric='get_list_bandwidth'")) {
+    double expect = 3.0 * std::stoi(row[0]) * 4096;
+    EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
+  }
+}

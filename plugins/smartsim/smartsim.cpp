@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -37,6 +39,8 @@ const fanout_param_spec kParams[] = {
     {"clients_per_node", FANOUT_PARAM_INT, "[32]", "client ranks per node"},
     {"tensor_bytes", FANOUT_PARAM_INT, "[1024,8192,16384,32769,65538,131076,262152,524304,1024000,2048000,4096000]",
      "bytes per tensor (a float32 tensor of tensor_bytes/4 elements)"},
+    {"tensors_per_dataset", FANOUT_PARAM_INT, "4", "aggregation: tensors in each producer's dataset"},
+    {"client_threads", FANOUT_PARAM_INT, "32", "aggregation: threads (and connections) the consumer fetches datasets with"},
     {"languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"},
     {"iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client"},
     {"warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)"},
@@ -167,37 +171,63 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   }
 }
 
-// The throughput client: put a float tensor, unpack it back, per iteration.
-int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
-  fanout_sdk::Host host(ctx, ops);
+// The database client a rank of `role` uses: the standard database (cluster or not), or, colocated, the one
+// on this rank's node (nodes fill in order, clients_per_node ranks each).
+smartsim::ClientOptions database_options(fanout_sdk::Host& host, bool colocated) {
+  std::string ssdb, type, password;
+  if (!get(host, "smartsim.ssdb", ssdb) || !get(host, "smartsim.db_type", type) || !get(host, "smartsim.password", password))
+    throw std::runtime_error("the database never announced itself");
+  smartsim::ClientOptions opts;
+  opts.password = password;
+  if (colocated) {
+    std::string mine;
+    int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node", 1)));
+    if (!get(host, "smartsim.db." + std::to_string(node), mine)) throw std::runtime_error("no database on this node");
+    opts.addresses = {mine};
+    return opts;
+  }
+  size_t start = 0;
+  while (start <= ssdb.size()) {
+    size_t c = ssdb.find(',', start);
+    opts.addresses.push_back(ssdb.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  opts.cluster = type == "Clustered";
+  return opts;
+}
+
+// Every client role: the database's three setup fences, the body, then (always, even after a failure) the
+// last fence that lets the database shut down. main() covers the whole role.
+int client_role(fanout_sdk::Host& host, const std::function<void()>& body) {
   const int64_t t_main = host.now_ns();
   if (!fence(host, 1, kSetupTimeoutMs) || !fence(host, 2, kSetupTimeoutMs) || !fence(host, 3, kSetupTimeoutMs)) return 3;
   int rc = 0;
   try {
-    std::string ssdb, type, password;
-    if (!get(host, "smartsim.ssdb", ssdb) || !get(host, "smartsim.db_type", type) || !get(host, "smartsim.password", password)) return 3;
-    smartsim::ClientOptions opts;
-    opts.password = password;
-    if (colocated) {
-      // The database on this rank's node: nodes fill in order, clients_per_node ranks each.
-      std::string mine;
-      int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node", 1)));
-      if (!get(host, "smartsim.db." + std::to_string(node), mine)) return 3;
-      opts.addresses = {mine};
-    } else {
-      size_t start = 0;
-      while (start <= ssdb.size()) {
-        size_t c = ssdb.find(',', start);
-        opts.addresses.push_back(ssdb.substr(start, c == std::string::npos ? std::string::npos : c - start));
-        if (c == std::string::npos) break;
-        start = c + 1;
-      }
-      opts.cluster = type == "Clustered";
-    }
-    const int64_t t_client = host.now_ns();
-    smartsim::Client client(opts);
-    host.record("client()", 0, t_client, double(host.now_ns() - t_client) / 1e9, "s", false);
+    body();
+    host.record("main()", 0, t_main, double(host.now_ns() - t_main) / 1e9, "s", false);
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    rc = 1;
+  }
+  if (!fence(host, 4, kRunTimeoutMs)) return 3;
+  return rc;
+}
 
+std::unique_ptr<smartsim::Client> timed_client(fanout_sdk::Host& host, const smartsim::ClientOptions& opts) {
+  const int64_t t0 = host.now_ns();
+  auto client = std::make_unique<smartsim::Client>(opts);
+  host.record("client()", 0, t0, double(host.now_ns() - t0) / 1e9, "s", false);
+  return client;
+}
+
+double seconds(int64_t a, int64_t b) { return double(b - a) / 1e9; }
+
+// The throughput client: put a float tensor, unpack it back, per iteration.
+int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    auto client = timed_client(host, database_options(host, colocated));
     const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes", 1024) / 4);
     const size_t bytes = elements * 4;
     std::vector<float> out(elements), back(elements);
@@ -208,25 +238,95 @@ int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocat
     for (int64_t i = -warmup; i < iterations && !host.should_stop(); ++i) {
       const bool w = i < 0;
       int64_t t0 = host.now_ns();
-      client.put_tensor(key, smartsim::DType::Float, dims, out.data(), bytes);
+      client->put_tensor(key, smartsim::DType::Float, dims, out.data(), bytes);
       int64_t t1 = host.now_ns();
-      client.unpack_tensor(key, smartsim::DType::Float, dims, back.data(), bytes);
+      client->unpack_tensor(key, smartsim::DType::Float, dims, back.data(), bytes);
       int64_t t2 = host.now_ns();
       if (i == -warmup && std::memcmp(out.data(), back.data(), bytes) != 0) throw std::runtime_error("unpacked tensor differs from the one put");
-      host.record("put_tensor", i, t0, double(t1 - t0) / 1e9, "s", w);
-      host.record("unpack_tensor", i, t1, double(t2 - t1) / 1e9, "s", w);
-      host.record("loop_time", i, t0, double(t2 - t0) / 1e9, "s", w);
+      host.record("put_tensor", i, t0, seconds(t0, t1), "s", w);
+      host.record("unpack_tensor", i, t1, seconds(t1, t2), "s", w);
+      host.record("loop_time", i, t0, seconds(t0, t2), "s", w);
       // Both directions: bytes put plus bytes read back, per second of the loop.
-      host.record("loop_bandwidth", i, t0, 2.0 * double(bytes) / (double(t2 - t0) / 1e9), "bytes/s", w);
+      host.record("loop_bandwidth", i, t0, 2.0 * double(bytes) / seconds(t0, t2), "bytes/s", w);
     }
-    host.record("main()", 0, t_main, double(host.now_ns() - t_main) / 1e9, "s", false);
-  } catch (const std::exception& e) {
-    host.log(FANOUT_LOG_ERROR, e.what());
-    rc = 1;
-  }
-  // Always reach the last fence, so that the database ranks are released and shut down.
-  if (!fence(host, 4, kRunTimeoutMs)) return 3;
-  return rc;
+  });
+}
+
+// Aggregation (SmartSim-Scaling's data aggregation): every producer puts a dataset and appends its name to the
+// iteration's list; one consumer waits for the full list, fetches every dataset with client_threads threads,
+// deletes the list, and tells the producers (through the rendezvous) that the next iteration may start.
+int run_producer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    auto client = timed_client(host, database_options(host, false));
+    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes", 1024) / 4);
+    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset", 4)));
+    std::vector<float> data(elements, float(host.rank()));
+    std::vector<smartsim::TensorView> views;
+    for (int t = 0; t < tensors; ++t)
+      views.push_back({"tensor_" + std::to_string(t), smartsim::DType::Float, {elements}, data.data(), elements * 4});
+    const std::string name = "aggregation_rank_" + std::to_string(host.rank());
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+      std::string consumed;
+      if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
+        throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
+      const int64_t i = k - warmup;
+      int64_t t0 = host.now_ns();
+      client->put_dataset(name, views);
+      int64_t t1 = host.now_ns();
+      client->append_to_list("iteration_" + std::to_string(k), name);
+      int64_t t2 = host.now_ns();
+      host.record("put_dataset", i, t0, seconds(t0, t1), "s", i < 0);
+      host.record("append_to_list", i, t1, seconds(t1, t2), "s", i < 0);
+    }
+  });
+}
+
+int run_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    const auto opts = database_options(host, false);
+    auto client = timed_client(host, opts);
+    const int64_t producers = host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1);
+    const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
+    std::vector<std::unique_ptr<smartsim::Client>> pool;  // one connection per fetching thread
+    for (int t = 0; t < threads; ++t) pool.push_back(std::make_unique<smartsim::Client>(opts));
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+      const int64_t i = k - warmup;
+      const std::string list = "iteration_" + std::to_string(k);
+      int64_t t0 = host.now_ns();
+      if (!client->poll_list_length(list, producers, 1, 600000)) throw std::runtime_error(list + " never reached " + std::to_string(producers) + " datasets");
+      int64_t t1 = host.now_ns();
+      std::vector<std::string> names = client->get_list(list);
+      std::vector<size_t> bytes(static_cast<size_t>(threads), 0);
+      std::vector<std::string> errors(static_cast<size_t>(threads));
+      std::vector<std::thread> workers;
+      for (int t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+          try {
+            std::vector<std::string> mine;
+            for (size_t n = size_t(t); n < names.size(); n += size_t(threads)) mine.push_back(names[n]);
+            std::vector<std::vector<char>> tensors;
+            bytes[size_t(t)] = pool[size_t(t)]->get_datasets(mine, tensors);
+          } catch (const std::exception& e) {
+            errors[size_t(t)] = e.what();
+          }
+        });
+      for (auto& w : workers) w.join();
+      for (auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
+      int64_t t2 = host.now_ns();
+      client->delete_list(list);
+      size_t total = 0;
+      for (size_t b : bytes) total += b;
+      host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
+      host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
+      host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
+      if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
+    }
+  });
 }
 
 int db_standard(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, false); }
@@ -239,6 +339,8 @@ const fanout_role kRoles[] = {
     {"db_colocated", "one standalone redis-server on each application node", db_colocated},
     {"throughput", "put_tensor + unpack_tensor per iteration against the database (SmartSim-Scaling's throughput app)", throughput_standard},
     {"throughput_colocated", "the same against the database on the client's own node", throughput_colocated},
+    {"producer", "aggregation: put a dataset and append it to the iteration's list", run_producer},
+    {"consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer},
 };
 
 const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
@@ -247,16 +349,23 @@ const fanout_step_spec kColocatedSteps[] = {{"throughput_colocated", "{nodes}", 
                                             {"db_colocated", "{nodes}", "1", "colocated"}};
 // ABI v1 parameters are per plugin: each experiment pins the ones it does not use to one value.
 const fanout_param_default kStandardDefaults[] = {{"nodes", "1"}, {"net_type", "tcp"}};
+const fanout_step_spec kAggregationSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
+                                              {"producer", "{client_nodes}", "{clients_per_node}", "disjoint"},
+                                              {"consumer", "1", "1", "disjoint"}};
+const fanout_param_default kAggregationDefaults[] = {{"db_nodes", "[16]"}, {"clients_per_node", "[32]"}, {"tensors_per_dataset", "[4]"},
+                                                     {"client_threads", "[32]"}, {"nodes", "1"}, {"net_type", "tcp"}};
 const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
 
 const fanout_experiment_spec kExperiments[] = {
     {"throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", kStandardSteps, 2, kStandardDefaults, 2},
     {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4},
+    {"aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", kAggregationSteps, 3,
+     kAggregationDefaults, 6},
 };
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
-    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 4, kExperiments, 2, nullptr, nullptr,
+    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 6, kExperiments, 3, nullptr, nullptr,
 };
 
 }  // namespace

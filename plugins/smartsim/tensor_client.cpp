@@ -334,8 +334,12 @@ std::vector<std::string> Client::get_list(const std::string& list) {
 void Client::delete_list(const std::string& list) { command(list, {"DEL", list.c_str()}, {3, list.size()}); }
 
 size_t Client::get_datasets_from_list(const std::string& list, std::vector<std::vector<char>>& into) {
+  return get_datasets(get_list(list), into);
+}
+
+size_t Client::get_datasets(const std::vector<std::string>& names, std::vector<std::vector<char>>& into) {
   size_t bytes = 0;
-  for (const std::string& name : get_list(list)) {
+  for (const std::string& name : names) {
     const std::string tag = "{" + name + "}", meta = tag + ".meta", field = ".tensor_names";
     Reply names = command(meta, {"HGET", meta.c_str(), field.c_str()}, {4, meta.size(), field.size()});
     if (names->type != REDIS_REPLY_STRING) throw ClientError("dataset " + name + " has no tensor list");

@@ -69,6 +69,8 @@ class Client {
   void delete_list(const std::string& list);
   // Every tensor of every dataset in the list: bytes fetched per dataset in one pipeline.
   size_t get_datasets_from_list(const std::string& list, std::vector<std::vector<char>>& into);
+  // Every tensor of the named datasets (one pipeline per dataset); returns the bytes fetched.
+  size_t get_datasets(const std::vector<std::string>& names, std::vector<std::vector<char>>& into);
   // Plain commands for tests and tools (routed by the first key when `key` is given).
   std::string command_status(const std::vector<std::string>& argv, const std::string& key = "");
 
