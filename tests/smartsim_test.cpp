@@ -271,3 +271,22 @@ TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
     EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
   }
 }
+
+TEST(AggregationSweep, FilesystemVariantThroughASharedFolder) {
+  test::TempDir d;
+  fs::path shared = d.path / "shared";
+  auto r = test::run_fanout(d.path, {"aggregation_scaling_fs", "--exp_name=fs", "--client_nodes=1", "--clients_per_node=3",
+                                     "--tensor_bytes=8192", "--tensors_per_dataset=[1,2]", "--client_threads=2", "--iterations=4",
+                                     "--fs_dir=" + shared.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "fs" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (auto& row : test::sql_rows(db, "SELECT p.value, b.value * g.value FROM samples b JOIN samples g ON g.run_id=b.run_id AND "
+                                      "g.iteration=b.iteration AND g.metric='get_list' JOIN parameters p ON p.run_id=b.run_id AND "
+                                      "p.name='tensors_per_dataset' WHERE b.metric='get_list_bandwidth'")) {
+    double expect = 3.0 * std::stoi(row[0]) * 8192;
+    EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
+  }
+  // The consumer removed every iteration's folder: nothing is left behind in the shared folder.
+  EXPECT_TRUE(fs::is_empty(shared)) << "left over in " << shared;
+}

@@ -4,6 +4,7 @@
 // Every job follows one sequence of fences, whatever the role:
 //   1 db rank 0 has published the password    2 every server is up and published its address
 //   3 the database (cluster) is ready          4 every client is done: servers shut down
+#include <dirent.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <cstring>
@@ -41,6 +45,7 @@ const fanout_param_spec kParams[] = {
      "bytes per tensor (a float32 tensor of tensor_bytes/4 elements)"},
     {"tensors_per_dataset", FANOUT_PARAM_INT, "4", "aggregation: tensors in each producer's dataset"},
     {"client_threads", FANOUT_PARAM_INT, "32", "aggregation: threads (and connections) the consumer fetches datasets with"},
+    {"fs_dir", FANOUT_PARAM_STRING, "auto", "filesystem aggregation: the shared folder (auto: <run>/aggregation_fs; point it at NFS/Lustre)"},
     {"languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"},
     {"iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client"},
     {"warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)"},
@@ -329,6 +334,94 @@ int run_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
   });
 }
 
+// The filesystem variant (SmartSim-Scaling's aggregation_scaling_python_fs): a shared folder instead of the
+// database. Producers write iteration_<k>/aggregation_rank_<r> atomically (write, then rename: the consumer
+// never sees half a file); the consumer waits for every file, reads them with client_threads threads, removes
+// the folder and releases the next iteration. The folder is fs_dir, or <run>/aggregation_fs.
+std::string fs_root(fanout_sdk::Host& host) {
+  std::string dir = host.param("fs_dir", "auto");
+  return dir == "auto" || dir.empty() ? host.run_dir() + "/aggregation_fs" : dir;
+}
+
+int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    const size_t bytes = size_t(std::max<int64_t>(4, host.param_int("tensor_bytes", 1024)) / 4 * 4);
+    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset", 4)));
+    std::vector<char> data(bytes * size_t(tensors), char(host.rank()));
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+      std::string consumed;
+      if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
+        throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
+      const int64_t i = k - warmup;
+      const std::string dir = fs_root(host) + "/iteration_" + std::to_string(k);
+      ::mkdir(fs_root(host).c_str(), 0700);
+      ::mkdir(dir.c_str(), 0700);
+      const std::string file = dir + "/aggregation_rank_" + std::to_string(host.rank()), tmp = file + ".tmp";
+      int64_t t0 = host.now_ns();
+      FILE* f = std::fopen(tmp.c_str(), "wb");
+      if (!f || std::fwrite(data.data(), 1, data.size(), f) != data.size() || std::fclose(f) != 0)
+        throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+      if (std::rename(tmp.c_str(), file.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+      host.record("put_dataset", i, t0, seconds(t0, host.now_ns()), "s", i < 0);
+    }
+  });
+}
+
+int run_fs_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    const int64_t producers = host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1);
+    const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+      const int64_t i = k - warmup;
+      const std::string dir = fs_root(host) + "/iteration_" + std::to_string(k);
+      auto finished = [&] {  // files of this iteration whose rename has happened
+        std::vector<std::string> names;
+        if (DIR* d = ::opendir(dir.c_str())) {
+          while (dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n.rfind("aggregation_rank_", 0) == 0 && n.find(".tmp") == std::string::npos) names.push_back(dir + "/" + n);
+          }
+          ::closedir(d);
+        }
+        return names;
+      };
+      int64_t t0 = host.now_ns();
+      std::vector<std::string> files;
+      while (int64_t((files = finished()).size()) < producers) {
+        if (host.should_stop()) throw std::runtime_error("stopped while waiting for " + dir);
+        timespec ts{0, 1000000};
+        nanosleep(&ts, nullptr);
+      }
+      int64_t t1 = host.now_ns();
+      std::vector<size_t> bytes(static_cast<size_t>(threads), 0);
+      std::vector<std::thread> workers;
+      for (int t = 0; t < threads; ++t)
+        workers.emplace_back([&, t] {
+          std::vector<char> buf(1 << 20);
+          for (size_t n = size_t(t); n < files.size(); n += size_t(threads))
+            if (FILE* f = std::fopen(files[n].c_str(), "rb")) {
+              for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) bytes[size_t(t)] += got;
+              std::fclose(f);
+            }
+        });
+      for (auto& w : workers) w.join();
+      int64_t t2 = host.now_ns();
+      for (auto& f : files) ::unlink(f.c_str());
+      ::rmdir(dir.c_str());
+      size_t total = 0;
+      for (size_t b : bytes) total += b;
+      host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
+      host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
+      host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
+      if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
+    }
+  });
+}
+
 int db_standard(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, false); }
 int db_colocated(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, true); }
 int throughput_standard(fanout_context* c, const fanout_host_ops* o) { return run_throughput(c, o, false); }
@@ -341,6 +434,8 @@ const fanout_role kRoles[] = {
     {"throughput_colocated", "the same against the database on the client's own node", throughput_colocated},
     {"producer", "aggregation: put a dataset and append it to the iteration's list", run_producer},
     {"consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer},
+    {"fs_producer", "filesystem aggregation: write a dataset file per iteration (atomically)", run_fs_producer},
+    {"fs_consumer", "filesystem aggregation: wait for every file, read them with client_threads threads", run_fs_consumer},
 };
 
 const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
@@ -354,6 +449,11 @@ const fanout_step_spec kAggregationSteps[] = {{"db", "{db_nodes}", "1", "disjoin
                                               {"consumer", "1", "1", "disjoint"}};
 const fanout_param_default kAggregationDefaults[] = {{"db_nodes", "[16]"}, {"clients_per_node", "[32]"}, {"tensors_per_dataset", "[4]"},
                                                      {"client_threads", "[32]"}, {"nodes", "1"}, {"net_type", "tcp"}};
+const fanout_step_spec kAggregationFsSteps[] = {{"fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"},
+                                                {"fs_consumer", "1", "1", "disjoint"}};
+const fanout_param_default kAggregationFsDefaults[] = {{"db_nodes", "1"}, {"db_cpus", "1"}, {"clients_per_node", "[32]"},
+                                                       {"tensors_per_dataset", "[4]"}, {"client_threads", "[32]"}, {"nodes", "1"},
+                                                       {"net_type", "tcp"}};
 const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
 
 const fanout_experiment_spec kExperiments[] = {
@@ -361,11 +461,12 @@ const fanout_experiment_spec kExperiments[] = {
     {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4},
     {"aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", kAggregationSteps, 3,
      kAggregationDefaults, 6},
+    {"aggregation_scaling_fs", "the same through a shared folder instead of a database", kAggregationFsSteps, 2, kAggregationFsDefaults, 7},
 };
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
-    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 6, kExperiments, 3, nullptr, nullptr,
+    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 8, kExperiments, 4, nullptr, nullptr,
 };
 
 }  // namespace
