@@ -257,9 +257,63 @@ int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocat
   });
 }
 
-// Aggregation (SmartSim-Scaling's data aggregation): every producer puts a dataset and appends its name to the
-// iteration's list; one consumer waits for the full list, fetches every dataset with client_threads threads,
-// deletes the list, and tells the producers (through the rendezvous) that the next iteration may start.
+// Aggregation (SmartSim-Scaling's data aggregation): every producer puts a dataset per iteration, one consumer
+// waits for all of them, fetches them with client_threads threads, cleans up, and releases the next iteration
+// through the rendezvous ("smartsim.consumed.<k>"). Two transports share this protocol: the database (lists
+// of datasets) and a shared folder (files written, then renamed).
+
+// Runs body(k, i) for each producer iteration k (i = k - warmup, negative while warming up), each one once
+// the consumer has finished the previous.
+void producer_iterations(fanout_sdk::Host& host, const std::function<void(int64_t k, int64_t i)>& body) {
+  const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+  for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+    std::string consumed;
+    if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
+      throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
+    body(k, k - warmup);
+  }
+}
+
+// For each consumer iteration k: wait(k) returns the items once every producer's is there; fetch(item)
+// returns its bytes, run on client_threads threads; done(k, items) cleans up. Records poll_list, get_list
+// and get_list_bandwidth, then releases the producers.
+void consumer_iterations(fanout_sdk::Host& host, const std::function<std::vector<std::string>(int64_t k)>& wait,
+                         const std::function<size_t(int thread, const std::string& item)>& fetch,
+                         const std::function<void(int64_t k, const std::vector<std::string>& items)>& done) {
+  const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
+  const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+  for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
+    const int64_t i = k - warmup;
+    int64_t t0 = host.now_ns();
+    std::vector<std::string> items = wait(k);
+    int64_t t1 = host.now_ns();
+    std::vector<size_t> bytes(static_cast<size_t>(threads), 0);
+    std::vector<std::string> errors(static_cast<size_t>(threads));
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        try {
+          for (size_t n = size_t(t); n < items.size(); n += size_t(threads)) bytes[size_t(t)] += fetch(t, items[n]);
+        } catch (const std::exception& e) {
+          errors[size_t(t)] = e.what();
+        }
+      });
+    for (auto& w : workers) w.join();
+    for (auto& e : errors)
+      if (!e.empty()) throw std::runtime_error(e);
+    int64_t t2 = host.now_ns();
+    done(k, items);
+    size_t total = 0;
+    for (size_t b : bytes) total += b;
+    host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
+    host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
+    host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
+    if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
+  }
+}
+
+int64_t producer_count(fanout_sdk::Host& host) { return host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1); }
+
 int run_producer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
@@ -271,20 +325,14 @@ int run_producer(fanout_context* ctx, const fanout_host_ops* ops) {
     for (int t = 0; t < tensors; ++t)
       views.push_back({"tensor_" + std::to_string(t), smartsim::DType::Float, {elements}, data.data(), elements * 4});
     const std::string name = "aggregation_rank_" + std::to_string(host.rank());
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
-    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
-      std::string consumed;
-      if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
-        throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
-      const int64_t i = k - warmup;
+    producer_iterations(host, [&](int64_t k, int64_t i) {
       int64_t t0 = host.now_ns();
       client->put_dataset(name, views);
       int64_t t1 = host.now_ns();
       client->append_to_list("iteration_" + std::to_string(k), name);
-      int64_t t2 = host.now_ns();
       host.record("put_dataset", i, t0, seconds(t0, t1), "s", i < 0);
-      host.record("append_to_list", i, t1, seconds(t1, t2), "s", i < 0);
-    }
+      host.record("append_to_list", i, t1, seconds(t1, host.now_ns()), "s", i < 0);
+    });
   });
 }
 
@@ -293,55 +341,32 @@ int run_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
   return client_role(host, [&] {
     const auto opts = database_options(host, false);
     auto client = timed_client(host, opts);
-    const int64_t producers = host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1);
-    const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
     std::vector<std::unique_ptr<smartsim::Client>> pool;  // one connection per fetching thread
-    for (int t = 0; t < threads; ++t) pool.push_back(std::make_unique<smartsim::Client>(opts));
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
-    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
-      const int64_t i = k - warmup;
-      const std::string list = "iteration_" + std::to_string(k);
-      int64_t t0 = host.now_ns();
-      if (!client->poll_list_length(list, producers, 1, 600000)) throw std::runtime_error(list + " never reached " + std::to_string(producers) + " datasets");
-      int64_t t1 = host.now_ns();
-      std::vector<std::string> names = client->get_list(list);
-      std::vector<size_t> bytes(static_cast<size_t>(threads), 0);
-      std::vector<std::string> errors(static_cast<size_t>(threads));
-      std::vector<std::thread> workers;
-      for (int t = 0; t < threads; ++t)
-        workers.emplace_back([&, t] {
-          try {
-            std::vector<std::string> mine;
-            for (size_t n = size_t(t); n < names.size(); n += size_t(threads)) mine.push_back(names[n]);
-            std::vector<std::vector<char>> tensors;
-            bytes[size_t(t)] = pool[size_t(t)]->get_datasets(mine, tensors);
-          } catch (const std::exception& e) {
-            errors[size_t(t)] = e.what();
-          }
-        });
-      for (auto& w : workers) w.join();
-      for (auto& e : errors)
-        if (!e.empty()) throw std::runtime_error(e);
-      int64_t t2 = host.now_ns();
-      client->delete_list(list);
-      size_t total = 0;
-      for (size_t b : bytes) total += b;
-      host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
-      host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
-      host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
-      if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
-    }
+    for (int64_t t = 0; t < std::max<int64_t>(1, host.param_int("client_threads", 1)); ++t) pool.push_back(std::make_unique<smartsim::Client>(opts));
+    auto list = [](int64_t k) { return "iteration_" + std::to_string(k); };
+    consumer_iterations(
+        host,
+        [&](int64_t k) {
+          if (!client->poll_list_length(list(k), producer_count(host), 1, 600000))
+            throw std::runtime_error(list(k) + " never reached " + std::to_string(producer_count(host)) + " datasets");
+          return client->get_list(list(k));
+        },
+        [&](int t, const std::string& name) {
+          std::vector<std::vector<char>> tensors;
+          return pool[size_t(t)]->get_datasets({name}, tensors);
+        },
+        [&](int64_t k, const std::vector<std::string>&) { client->delete_list(list(k)); });
   });
 }
 
 // The filesystem variant (SmartSim-Scaling's aggregation_scaling_python_fs): a shared folder instead of the
-// database. Producers write iteration_<k>/aggregation_rank_<r> atomically (write, then rename: the consumer
-// never sees half a file); the consumer waits for every file, reads them with client_threads threads, removes
-// the folder and releases the next iteration. The folder is fs_dir, or <run>/aggregation_fs.
+// database, fs_dir or <run>/aggregation_fs.
 std::string fs_root(fanout_sdk::Host& host) {
   std::string dir = host.param("fs_dir", "auto");
   return dir == "auto" || dir.empty() ? host.run_dir() + "/aggregation_fs" : dir;
 }
+
+std::string fs_iteration_dir(fanout_sdk::Host& host, int64_t k) { return fs_root(host) + "/iteration_" + std::to_string(k); }
 
 int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
@@ -349,15 +374,11 @@ int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
     const size_t bytes = size_t(std::max<int64_t>(4, host.param_int("tensor_bytes", 1024)) / 4 * 4);
     const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset", 4)));
     std::vector<char> data(bytes * size_t(tensors), char(host.rank()));
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
-    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
-      std::string consumed;
-      if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
-        throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
-      const int64_t i = k - warmup;
-      const std::string dir = fs_root(host) + "/iteration_" + std::to_string(k);
-      ::mkdir(fs_root(host).c_str(), 0700);
+    ::mkdir(fs_root(host).c_str(), 0700);
+    producer_iterations(host, [&](int64_t k, int64_t i) {
+      const std::string dir = fs_iteration_dir(host, k);
       ::mkdir(dir.c_str(), 0700);
+      // Written aside, then renamed: the consumer never sees half a file.
       const std::string file = dir + "/aggregation_rank_" + std::to_string(host.rank()), tmp = file + ".tmp";
       int64_t t0 = host.now_ns();
       FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -365,60 +386,49 @@ int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
         throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
       if (std::rename(tmp.c_str(), file.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
       host.record("put_dataset", i, t0, seconds(t0, host.now_ns()), "s", i < 0);
-    }
+    });
   });
 }
 
 int run_fs_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
-    const int64_t producers = host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1);
-    const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
-    for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
-      const int64_t i = k - warmup;
-      const std::string dir = fs_root(host) + "/iteration_" + std::to_string(k);
-      auto finished = [&] {  // files of this iteration whose rename has happened
-        std::vector<std::string> names;
-        if (DIR* d = ::opendir(dir.c_str())) {
-          while (dirent* e = ::readdir(d)) {
-            std::string n = e->d_name;
-            if (n.rfind("aggregation_rank_", 0) == 0 && n.find(".tmp") == std::string::npos) names.push_back(dir + "/" + n);
-          }
-          ::closedir(d);
+    auto finished = [&](int64_t k) {  // this iteration's files whose rename has happened
+      std::vector<std::string> names;
+      const std::string dir = fs_iteration_dir(host, k);
+      if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d)) {
+          std::string n = e->d_name;
+          if (n.rfind("aggregation_rank_", 0) == 0 && n.find(".tmp") == std::string::npos) names.push_back(dir + "/" + n);
         }
-        return names;
-      };
-      int64_t t0 = host.now_ns();
-      std::vector<std::string> files;
-      while (int64_t((files = finished()).size()) < producers) {
-        if (host.should_stop()) throw std::runtime_error("stopped while waiting for " + dir);
-        timespec ts{0, 1000000};
-        nanosleep(&ts, nullptr);
+        ::closedir(d);
       }
-      int64_t t1 = host.now_ns();
-      std::vector<size_t> bytes(static_cast<size_t>(threads), 0);
-      std::vector<std::thread> workers;
-      for (int t = 0; t < threads; ++t)
-        workers.emplace_back([&, t] {
+      return names;
+    };
+    consumer_iterations(
+        host,
+        [&](int64_t k) {
+          std::vector<std::string> files;
+          while (int64_t((files = finished(k)).size()) < producer_count(host)) {
+            if (host.should_stop()) throw std::runtime_error("stopped while waiting for " + fs_iteration_dir(host, k));
+            timespec ts{0, 1000000};
+            nanosleep(&ts, nullptr);
+          }
+          return files;
+        },
+        [&](int, const std::string& file) {
+          size_t bytes = 0;
           std::vector<char> buf(1 << 20);
-          for (size_t n = size_t(t); n < files.size(); n += size_t(threads))
-            if (FILE* f = std::fopen(files[n].c_str(), "rb")) {
-              for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) bytes[size_t(t)] += got;
-              std::fclose(f);
-            }
+          if (FILE* f = std::fopen(file.c_str(), "rb")) {
+            for (size_t got; (got = std::fread(buf.data(), 1, buf.size(), f)) > 0;) bytes += got;
+            std::fclose(f);
+          }
+          return bytes;
+        },
+        [&](int64_t k, const std::vector<std::string>& files) {
+          for (auto& f : files) ::unlink(f.c_str());
+          ::rmdir(fs_iteration_dir(host, k).c_str());
         });
-      for (auto& w : workers) w.join();
-      int64_t t2 = host.now_ns();
-      for (auto& f : files) ::unlink(f.c_str());
-      ::rmdir(dir.c_str());
-      size_t total = 0;
-      for (size_t b : bytes) total += b;
-      host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
-      host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
-      host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
-      if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
-    }
   });
 }
 
