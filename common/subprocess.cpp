@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "common/files.h"
@@ -17,7 +18,21 @@ extern char** environ;
 
 namespace fanout {
 
-ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd, double timeout_s) {
+std::vector<std::string> environment_with(const EnvVars& add) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& [k, v] : add) env[k] = v;
+  std::vector<std::string> out;
+  for (auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd, double timeout_s,
+                          const EnvVars& env) {
   ProcessResult r;
   char out_tmpl[] = "/tmp/fanout-proc-out-XXXXXX", err_tmpl[] = "/tmp/fanout-proc-err-XXXXXX";
   int out_fd = mkstemp(out_tmpl), err_fd = mkstemp(err_tmpl);
@@ -27,12 +42,14 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::files
   posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
   posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargs;
+  std::vector<std::string> args = argv, envs = environment_with(env);
+  std::vector<char*> cargs, cenv;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), environ);
+  int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc == 0) {
     int st = 0;

@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fanout {
@@ -11,7 +12,14 @@ struct ProcessResult {
   std::string out, err;
 };
 
-// Looks argv[0] up on PATH when it has no '/'. Kills the program after timeout_s.
-ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {}, double timeout_s = 60);
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// This process's environment with `add` set (overriding ours), as "NAME=value" strings.
+std::vector<std::string> environment_with(const EnvVars& add);
+
+// Looks argv[0] up on PATH when it has no '/'. Runs with our environment plus `env`; kills the program
+// after timeout_s.
+ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& cwd = {}, double timeout_s = 60,
+                          const EnvVars& env = {});
 
 }  // namespace fanout

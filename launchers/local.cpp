@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 
 extern char** environ;
@@ -36,20 +37,6 @@ std::string hostname() {
   return buf;
 }
 
-// The environment of a child: ours, with the given variables set (overriding ours).
-std::vector<std::string> child_environment(const EnvList& add) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (auto& [k, v] : add) env[k] = v;
-  std::vector<std::string> out;
-  for (auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
 std::vector<char*> c_array(std::vector<std::string>& v) {
   std::vector<char*> out;
   for (auto& s : v) out.push_back(s.data());
@@ -66,12 +53,9 @@ std::string describe_exit(const JobSpec& spec, const RankExit& e) {
 
 }  // namespace
 
-LocalScheduler::LocalScheduler(double kill_grace_s) : kill_grace_s_(kill_grace_s), host_(hostname()) {}
+LocalScheduler::LocalScheduler(double kill_grace_s) : host_(hostname()), kill_grace_s_(kill_grace_s) {}
 
 LocalScheduler::~LocalScheduler() {
-  std::vector<std::string> ids;
-  for (auto& [id, j] : jobs_)
-    if (!job_state_final(j->status.state)) ids.push_back(id);
   for (auto& [id, j] : jobs_)
     if (!job_state_final(j->status.state)) signal_job(*j, SIGKILL);
   for (auto& [pid, j] : by_pid_) waitpid(pid, nullptr, 0);
@@ -133,7 +117,7 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    auto env = child_environment(r.env);
+    auto env = environment_with(r.env);
     auto argv = r.argv;
     auto cargv = c_array(argv), cenv = c_array(env);
     pid_t pid = 0;

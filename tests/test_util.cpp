@@ -31,56 +31,7 @@ TempDir::~TempDir() {
 
 CommandResult run_command(const std::vector<std::string>& argv, const fs::path& cwd,
                           const std::vector<std::pair<std::string, std::string>>& env, double timeout_s) {
-  static int counter = 0;
-  fs::path out = fs::temp_directory_path() / ("fanout-cmd-" + std::to_string(getpid()) + "-" + std::to_string(++counter));
-  std::string out_path = out.string() + ".out", err_path = out.string() + ".err";
-  std::map<std::string, std::string> e;
-  for (char** p = environ; *p; ++p) {
-    std::string kv = *p;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) e[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (auto& [k, v] : env) e[k] = v;
-  std::vector<std::string> envs, args = argv;
-  for (auto& [k, v] : e) envs.push_back(k + "=" + v);
-  std::vector<char*> cargs, cenv;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  for (auto& a : envs) cenv.push_back(a.data());
-  cenv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  pid_t pid = 0;
-  CommandResult r;
-  if (posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data()) != 0) {
-    posix_spawn_file_actions_destroy(&fa);
-    r.err = "spawn failed";
-    return r;
-  }
-  posix_spawn_file_actions_destroy(&fa);
-  int st = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      r.err = "TIMEOUT: killed after " + std::to_string(timeout_s) + " s\n";
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = read_file(out_path);
-  r.err += read_file(err_path);
-  fs::remove(out_path);
-  fs::remove(err_path);
-  return r;
+  return run_process(argv, cwd, timeout_s, env);
 }
 
 bool wait_for(const std::function<bool()>& cond, double timeout_s) {

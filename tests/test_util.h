@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "launchers/job_spec.h"
 
 namespace fanout::test {
@@ -20,10 +21,7 @@ struct TempDir {
   std::filesystem::path path;
 };
 
-struct CommandResult {
-  int exit_code = -1;  // 128+signal when killed by a signal
-  std::string out, err;
-};
+using CommandResult = ProcessResult;  // exit_code is 128+signal when killed by one
 
 // Runs argv (argv[0] is a path) in cwd with extra environment; kills it after timeout_s.
 CommandResult run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
