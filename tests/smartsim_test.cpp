@@ -57,8 +57,8 @@ ClientOptions options(const std::vector<std::string>& addrs, bool cluster) {
 
 TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
   test::TempDir d;
-  int port = base_port();
-  RedisServer server(config(d, port));
+  RedisServer server(config(d, base_port()));
+  const int port = server.port();  // the port it got: another test's server may hold the one asked for
   EXPECT_EQ(cli(port, {"AI.TENSORSET", "mytensor", "FLOAT", "2", "2", "VALUES", "1", "2", "3", "4"}), "OK\n");
   std::string meta = cli(port, {"AI.TENSORGET", "mytensor", "META", "VALUES"});
   EXPECT_NE(meta.find("dtype\nFLOAT\nshape\n2\n2\nvalues\n1\n2\n3\n4"), std::string::npos) << meta;
@@ -81,9 +81,8 @@ TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
 
 TEST(TensorClient, RoundTripsEveryDtypeAndShapeStandalone) {
   test::TempDir d;
-  int port = base_port() + 1;
-  RedisServer server(config(d, port));
-  Client client(options({"127.0.0.1:" + std::to_string(port)}, false));
+  RedisServer server(config(d, base_port() + 1));
+  Client client(options({server.address()}, false));
   const std::vector<std::vector<size_t>> shapes = {{7}, {3, 5}, {2, 3, 4}, {224, 224, 3}};
   for (DType t : {DType::Float, DType::Double, DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16})
     for (auto& shape : shapes) {
@@ -108,9 +107,8 @@ TEST(TensorClient, RoundTripsEveryDtypeAndShapeStandalone) {
 
 TEST(TensorClient, DatasetsAndLists) {
   test::TempDir d;
-  int port = base_port() + 2;
-  RedisServer server(config(d, port));
-  Client client(options({"127.0.0.1:" + std::to_string(port)}, false));
+  RedisServer server(config(d, base_port() + 2));
+  Client client(options({server.address()}, false));
   std::vector<float> a(16, 1.5f), b(32, 2.5f);
   for (int r = 0; r < 3; ++r) {
     std::string name = "aggregation_rank_" + std::to_string(r);
@@ -132,18 +130,19 @@ TEST(TensorClient, DatasetsAndLists) {
 
 TEST(TensorClient, ThreeShardClusterRoutingAndARealMovedRedirection) {
   test::TempDir d;
-  int port = base_port() + 3;
   std::vector<std::unique_ptr<RedisServer>> shards;
   std::vector<std::string> addrs;
+  std::vector<int> ports;  // the ports the shards got
   for (int i = 0; i < 3; ++i) {
-    shards.push_back(std::make_unique<RedisServer>(config(d, port + i, true)));
+    shards.push_back(std::make_unique<RedisServer>(config(d, base_port() + 3 + i, true)));
     addrs.push_back(shards.back()->address());
+    ports.push_back(shards.back()->port());
   }
   double secs = create_cluster(addrs, "test-password", 60);
   EXPECT_LT(secs, 60);
   // Our slot function agrees with Redis for plain keys and hash tags.
   for (std::string k : {"a", "throughput_rank_17", "{aggregation_rank_3}.meta", "{user1000}.following", "foo{}{bar}", "{}x"})
-    EXPECT_EQ(std::to_string(key_slot(k)) + "\n", cli(port, {"CLUSTER", "KEYSLOT", k})) << k;
+    EXPECT_EQ(std::to_string(key_slot(k)) + "\n", cli(ports[0], {"CLUSTER", "KEYSLOT", k})) << k;
   Client client(options({addrs[0]}, true));
   std::vector<int32_t> in(100), out(100);
   std::iota(in.begin(), in.end(), 0);
@@ -159,18 +158,18 @@ TEST(TensorClient, ThreeShardClusterRoutingAndARealMovedRedirection) {
   std::string owner_port, target_id, target_port;
   for (int i = 0; i < 3; ++i) {
     // Without -c, only the slot's owner accepts the key; the others answer MOVED.
-    if (cli(port + i, {"AI.TENSORSET", key, "INT8", "1"}) == "OK\n") {
-      owner_port = std::to_string(port + i);
-      cli(port + i, {"DEL", key});
+    if (cli(ports[size_t(i)], {"AI.TENSORSET", key, "INT8", "1"}) == "OK\n") {
+      owner_port = std::to_string(ports[size_t(i)]);
+      cli(ports[size_t(i)], {"DEL", key});
     } else if (target_id.empty()) {
-      target_id = cli(port + i, {"CLUSTER", "MYID"});
+      target_id = cli(ports[size_t(i)], {"CLUSTER", "MYID"});
       target_id.pop_back();
-      target_port = std::to_string(port + i);
+      target_port = std::to_string(ports[size_t(i)]);
     }
   }
   ASSERT_FALSE(owner_port.empty());
   ASSERT_FALSE(target_id.empty());
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(cli(port + i, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cli(ports[size_t(i)], {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
   client.put_tensor(key, DType::Int32, {10, 10}, in.data(), 400);  // routed to the old owner, MOVED, retried
   EXPECT_NE(cli(std::stoi(target_port), {"-c", "AI.TENSORGET", key, "META"}).find("INT32"), std::string::npos)
       << "the tensor landed on the slot's new owner";

@@ -25,6 +25,7 @@ class RedisServer {
   explicit RedisServer(RedisServerConfig cfg);
   ~RedisServer();                              // SHUTDOWN NOSAVE, then SIGKILL if it lingers
   std::string address() const { return cfg_.bind + ":" + std::to_string(cfg_.port); }
+  int port() const { return cfg_.port; }  // the port it got (may differ from the one asked for)
   std::string pinned() const { return pinned_; }
 
  private:
