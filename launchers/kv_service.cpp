@@ -52,7 +52,7 @@ struct Conn {
   enum class Wait { None, Get, Fence } wait = Wait::None;
   std::string wait_key;
   int64_t deadline_ns = 0;
-  bool closing = false;
+  bool closing = false;  // answered with an error: close once `out` is sent
 };
 
 struct Job {
@@ -191,8 +191,9 @@ struct KvService::Impl {
       size_t i = 2;
       for (auto it = conns.begin(); it != conns.end(); ++i) {
         Conn& c = *it;
-        bool keep = true;
-        if (i < fds.size() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        // A connection that was answered with an error is closed once the answer is out; it reads no more.
+        bool keep = !c.closing;
+        if (keep && i < fds.size() && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
           char buf[65536];
           ssize_t n = ::read(c.fd, buf, sizeof buf);
           if (n > 0) {

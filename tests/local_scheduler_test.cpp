@@ -2,6 +2,9 @@
 // test, so the launcher is exercised on its own, without plugins.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -174,4 +177,26 @@ TEST(KvService, WrongTokenIsRefused) {
   EXPECT_ANY_THROW(make_rendezvous(2, 1));
   unsetenv("FANOUT_KV");
   unsetenv("FANOUT_KV_TOKEN");
+}
+
+TEST(KvService, AConnectionAnsweredWithAnErrorIsClosed) {
+  KvService kv;
+  kv.open_job(1);
+  auto addr = kv.address();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::stoi(addr.substr(addr.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const char req[] = "PUT k 1\nx";  // no AUTH first
+  ASSERT_EQ(send(fd, req, sizeof req - 1, 0), ssize_t(sizeof req - 1));
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, size_t(n));
+  EXPECT_EQ(got, "ERR not authenticated\n");
+  EXPECT_EQ(recv(fd, buf, sizeof buf, 0), 0) << "the service closed the connection (not a receive timeout)";
+  close(fd);
 }
