@@ -53,6 +53,19 @@ ClientOptions options(const std::vector<std::string>& addrs, bool cluster) {
   return o;
 }
 
+// Every consumer iteration fetched each producer's whole dataset: bytes (bandwidth x time) = producers x
+// tensors_per_dataset x tensor_bytes.
+void expect_every_dataset_fetched(const fs::path& db, int producers, int tensor_bytes) {
+  auto rows = test::sql_rows(db, "SELECT p.value, b.value * g.value FROM samples b JOIN samples g ON g.run_id=b.run_id AND "
+                                 "g.iteration=b.iteration AND g.metric='get_list' JOIN parameters p ON p.run_id=b.run_id AND "
+                                 "p.name='tensors_per_dataset' WHERE b.metric='get_list_bandwidth'");
+  ASSERT_FALSE(rows.empty());
+  for (auto& row : rows) {
+    double expect = double(producers) * std::stoi(row[0]) * tensor_bytes;
+    EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
+  }
+}
+
 }  // namespace
 
 TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
@@ -262,13 +275,8 @@ TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='producer' AND metric='put_dataset' AND warmup=0"), std::to_string(4 * 3 * 4));
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='consumer' AND metric='poll_list' AND warmup=0"), std::to_string(4 * 4));
-  // Every iteration the consumer fetched all 3 producers' datasets: bytes = bandwidth x time.
-  for (auto& row : test::sql_rows(db, "SELECT p.value, b.value * g.value FROM samples b JOIN samples g ON g.run_id=b.run_id AND "
-                                      "g.iteration=b.iteration AND g.metric='get_list' JOIN parameters p ON p.run_id=b.run_id AND "
-                                      "p.name='tensors_per_dataset' WHERE b.metric='get_list_bandwidth'")) {
-    double expect = 3.0 * std::stoi(row[0]) * 4096;
-    EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
-  }
+  // Every iteration the consumer fetched all 3 producers' datasets.
+  expect_every_dataset_fetched(db, 3, 4096);
 }
 
 TEST(AggregationSweep, FilesystemVariantThroughASharedFolder) {
@@ -280,12 +288,7 @@ TEST(AggregationSweep, FilesystemVariantThroughASharedFolder) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "fs" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
-  for (auto& row : test::sql_rows(db, "SELECT p.value, b.value * g.value FROM samples b JOIN samples g ON g.run_id=b.run_id AND "
-                                      "g.iteration=b.iteration AND g.metric='get_list' JOIN parameters p ON p.run_id=b.run_id AND "
-                                      "p.name='tensors_per_dataset' WHERE b.metric='get_list_bandwidth'")) {
-    double expect = 3.0 * std::stoi(row[0]) * 8192;
-    EXPECT_NEAR(std::stod(row[1]), expect, expect * 1e-6) << "tensors_per_dataset=" << row[0];
-  }
+  expect_every_dataset_fetched(db, 3, 8192);
   // The consumer removed every iteration's folder: nothing is left behind in the shared folder.
   EXPECT_TRUE(fs::is_empty(shared)) << "left over in " << shared;
 }
