@@ -97,8 +97,8 @@ std::vector<std::string> toml_values(const toml::node& n, const std::string& ori
 
 std::string count_text(const toml::node& n, const std::string& origin) {
   if (auto i = n.value_exact<int64_t>()) return std::to_string(*i);
-  if (auto s = n.value_exact<std::string>()) return *s;
-  throw UserError(origin + ": expected an integer or \"{parameter}\"");
+  if (auto s = n.value_exact<std::string>(); s && parse_count_expr(*s)) return *s;
+  throw UserError(origin + ": expected an integer, \"{a}\", \"{a*b}\" or \"{a/b}\"");
 }
 
 }  // namespace
@@ -211,19 +211,28 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
 
 namespace {
 
-// "{name}" -> name; "" when the text is a literal.
-std::string referenced_param(const std::string& expr) {
-  if (expr.size() > 2 && expr.front() == '{' && expr.back() == '}') return expr.substr(1, expr.size() - 2);
-  return "";
+// The parameters a count expression names (none for a literal or an expression that does not parse).
+std::vector<std::string> referenced_params(const std::string& expr) {
+  auto e = parse_count_expr(expr);
+  return e ? e->names() : std::vector<std::string>{};
 }
 
 int resolve_count(const std::string& expr, const ParameterPoint& p, const std::string& what) {
-  std::string ref = referenced_param(expr);
-  std::string text = ref.empty() ? expr : (p.find(ref) ? *p.find(ref) : "");
-  auto v = parse_int(text);
-  if (!v || *v < 1 || *v > 1000000)
-    throw UserError(what + " must be a positive integer, got '" + text + "'" + (ref.empty() ? "" : " from parameter '" + ref + "'"));
-  return int(*v);
+  auto e = parse_count_expr(expr);
+  if (!e) throw UserError(what + ": '" + expr + "' is not N, {a}, {a*b} or {a/b}");
+  if (e->lhs.empty()) return int(e->literal);
+  auto operand = [&](const std::string& name) {
+    std::string text = p.find(name) ? *p.find(name) : "";
+    auto v = parse_int(text);
+    if (!v || *v < 1 || *v > 1000000)
+      throw UserError(what + " must be a positive integer, got '" + text + "' from parameter '" + name + "'");
+    return *v;
+  };
+  int64_t v = operand(e->lhs);
+  if (e->op == '*') v *= operand(e->rhs);
+  if (e->op == '/') v = (v + operand(e->rhs) - 1) / operand(e->rhs);
+  if (v > 1000000) throw UserError(what + " is " + std::to_string(v) + " (" + expr + "): more than 1000000");
+  return int(v);
 }
 
 }  // namespace
@@ -253,7 +262,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   std::set<std::string> placement;
   for (auto& s : plan.steps)
     for (auto& e : {s.nodes, s.tasks_per_node})
-      if (auto r = referenced_param(e); !r.empty() && !plugin.param(r)) placement.insert(r);
+      for (auto& r : referenced_params(e))
+        if (!plugin.param(r)) placement.insert(r);
 
   std::map<std::string, const ParamSource*> given;
   for (auto& [name, src] : request.params) {
@@ -296,6 +306,11 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     if (axis.values.size() > 1) varied.insert(varied.end(), axis.names.begin(), axis.names.end());
 
   for (auto& point : plan.space.expand()) {
+    if (auto why = plugin.check(point.values); !why.empty()) {
+      std::string where;
+      for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
+      throw UserError("plugin " + plugin.name() + " refuses the permutation" + (where.empty() ? "" : " (" + where + ")") + ": " + why);
+    }
     RunPlan run;
     run.point = point;
     std::string canon = plugin.name() + "\n" + request.subcommand + "\n";

@@ -23,13 +23,30 @@ bool valid_identifier(const std::string& s) {
   return std::regex_match(s, re);
 }
 
-bool valid_count(const std::string& expr) {
-  if (expr.size() > 2 && expr.front() == '{' && expr.back() == '}') return valid_identifier(expr.substr(1, expr.size() - 2));
-  auto v = parse_int(expr);
-  return v && *v >= 1;
+}  // namespace
+
+std::vector<std::string> CountExpr::names() const {
+  std::vector<std::string> out;
+  if (!lhs.empty()) out.push_back(lhs);
+  if (!rhs.empty()) out.push_back(rhs);
+  return out;
 }
 
-}  // namespace
+std::optional<CountExpr> parse_count_expr(const std::string& text) {
+  CountExpr e;
+  if (text.size() > 2 && text.front() == '{' && text.back() == '}') {
+    std::string inner = text.substr(1, text.size() - 2);
+    size_t op = inner.find_first_of("*/");
+    e.lhs = inner.substr(0, op);
+    if (op != std::string::npos) e.op = inner[op], e.rhs = inner.substr(op + 1);
+    if (!valid_identifier(e.lhs) || (e.op && !valid_identifier(e.rhs))) return std::nullopt;
+    return e;
+  }
+  auto v = parse_int(text);
+  if (!v || *v < 1) return std::nullopt;
+  e.literal = *v;
+  return e;
+}
 
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
@@ -108,8 +125,8 @@ std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
       StepTemplate st{str(e.steps[s].role), str(e.steps[s].nodes), str(e.steps[s].tasks_per_node), str(e.steps[s].placement)};
       if (st.placement.empty()) st.placement = "disjoint";
       if (!plugin->role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
-      if (!valid_count(st.nodes) || !valid_count(st.tasks_per_node))
-        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N or {param}");
+      if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node))
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N, {a}, {a*b} or {a/b}");
       if (st.placement != "disjoint" && st.placement != "colocated")
         throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
       t.steps.push_back(st);
@@ -134,6 +151,15 @@ void Plugin::init() {
     throw PluginError(PluginErrorKind::InitFailed,
                       "plugin " + path_.string() + " init failed: " + (err[0] ? std::string(err) : "no reason given"));
   initialised_ = true;
+}
+
+std::string Plugin::check(const std::vector<std::pair<std::string, std::string>>& values) const {
+  if (!desc_->check) return "";
+  std::vector<const char*> names, texts;
+  for (auto& [n, v] : values) names.push_back(n.c_str()), texts.push_back(v.c_str());
+  char err[512] = {0};
+  if (desc_->check(names.data(), texts.data(), uint32_t(values.size()), err, sizeof err) == 0) return "";
+  return err[0] ? std::string(err) : "refused without a reason";
 }
 
 const ParamSpec* Plugin::param(const std::string& name) const {

@@ -5,6 +5,7 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,8 @@ struct ParamSpec {
 
 struct StepTemplate {
   std::string role;
-  std::string nodes;           // integer text or "{param}"
-  std::string tasks_per_node;  // integer text or "{param}"
+  std::string nodes;           // a count expression (below)
+  std::string tasks_per_node;  // a count expression
   std::string placement;       // "disjoint" or "colocated"
 };
 
@@ -66,6 +67,9 @@ class Plugin {
   const fanout_role* role(const std::string& name) const;
   std::vector<std::string> role_names() const;
   const std::vector<ExperimentTemplate>& experiments() const { return experiments_; }
+  // The plugin's own check of one permutation (names and values in order); empty when it accepts them or has
+  // no check, else its reason.
+  std::string check(const std::vector<std::pair<std::string, std::string>>& values) const;
 
  private:
   Plugin() = default;
@@ -76,6 +80,16 @@ class Plugin {
   std::vector<ExperimentTemplate> experiments_;
   bool initialised_ = false;
 };
+
+// A step's node or task count: "N", "{a}", "{a*b}" or "{a/b}" (rounded up).
+struct CountExpr {
+  int64_t literal = 0;   // when no parameter is named
+  std::string lhs, rhs;  // parameter names (rhs empty for "{a}")
+  char op = 0;           // '*' or '/' when rhs is set
+  std::vector<std::string> names() const;
+};
+// Empty when the text is not a count expression.
+std::optional<CountExpr> parse_count_expr(const std::string& text);
 
 const char* param_type_name(fanout_param_type t);
 // Parameter names a plugin may not use: they are the driver's own flags.

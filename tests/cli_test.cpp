@@ -164,7 +164,7 @@ TEST(Cli, PluginsListingAndAbiCheck) {
   EXPECT_NE(r.out.find("--sleep_us (int, default 1000)"), std::string::npos) << r.out;
   auto bad = fanout_cmd(d, {"plugins", "--check", test::broken_plugin(1).string()});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("was built for fanout plugin ABI 99, this fanout expects ABI 1"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("was built for fanout plugin ABI 100, this fanout expects ABI 2"), std::string::npos) << bad.err;
   auto init = fanout_cmd(d, {"run", "x.toml"});
   EXPECT_NE(init.exit_code, 0);
 }

@@ -125,7 +125,7 @@ const fanout_experiment_spec kExperiments[] = {
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "calibration", "benchmarks of known cost for checking the measurement path", "1.0.0",
-    kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 3, nullptr, nullptr,
+    kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 3, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-/* Fanout plugin ABI, version 1.
+/* Fanout plugin ABI, version 2 (2 added fanout_plugin.check and step-count expressions).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define FANOUT_PLUGIN_ABI_VERSION 1u
+#define FANOUT_PLUGIN_ABI_VERSION 2u
 #define FANOUT_PLUGIN_ENTRY_SYMBOL "fanout_plugin_entry"
 
 typedef enum fanout_param_type {
@@ -53,7 +53,8 @@ typedef struct fanout_role {
 } fanout_role;
 
 /* One step of an experiment: a group of ranks running one role. nodes and tasks_per_node are either a
- * decimal integer ("1") or the name of a parameter in braces ("{client_nodes}"). placement is
+ * decimal integer ("1"), the name of a parameter in braces ("{client_nodes}"), or a product or rounded-up
+ * quotient of two parameters ("{workers*benchmarks}", "{workers/nworkers_per_node}"). placement is
  * "disjoint" (the step gets nodes of its own) or "colocated" (it shares the nodes of the first step). */
 typedef struct fanout_step_spec {
   const char *role;
@@ -94,6 +95,10 @@ typedef struct fanout_plugin {
   int (*init)(char *err, size_t err_len);
   /* Optional, called once after the role returns. */
   void (*fini)(void);
+  /* Optional, called by the driver once per permutation before anything is written or submitted, with the
+   * permutation's parameters (text form, already type-checked). Returns 0 when the values make sense together;
+   * otherwise writes a reason naming the parameter into err (at most err_len bytes, NUL-terminated). */
+  int (*check)(const char *const *names, const char *const *values, uint32_t n, char *err, size_t err_len);
 } fanout_plugin;
 
 typedef enum fanout_log_level { FANOUT_LOG_DEBUG = 0, FANOUT_LOG_INFO = 1, FANOUT_LOG_WARN = 2, FANOUT_LOG_ERROR = 3 } fanout_log_level;

@@ -452,7 +452,7 @@ const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"}
                                            {"throughput", "{client_nodes}", "{clients_per_node}", "disjoint"}};
 const fanout_step_spec kColocatedSteps[] = {{"throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"},
                                             {"db_colocated", "{nodes}", "1", "colocated"}};
-// ABI v1 parameters are per plugin: each experiment pins the ones it does not use to one value.
+// Parameters are per plugin: each experiment pins the ones it does not use to one value.
 const fanout_param_default kStandardDefaults[] = {{"nodes", "1"}, {"net_type", "tcp"}};
 const fanout_step_spec kAggregationSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
                                               {"producer", "{client_nodes}", "{clients_per_node}", "disjoint"},
@@ -476,7 +476,7 @@ const fanout_experiment_spec kExperiments[] = {
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
-    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 8, kExperiments, 4, nullptr, nullptr,
+    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 8, kExperiments, 4, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

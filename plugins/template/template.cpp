@@ -67,6 +67,7 @@ const fanout_plugin kPlugin = {
     kExperiments, sizeof kExperiments / sizeof kExperiments[0],
     nullptr,  // init: optional, runs once per rank before the role; return non-zero and write err to refuse
     nullptr,  // fini: optional
+    nullptr,  // check: optional, the driver calls it per permutation before submitting; refuse bad combinations
 };
 
 }  // namespace

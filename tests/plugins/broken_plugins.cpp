@@ -11,9 +11,9 @@ int failing_init(char* err, size_t len) {
   return 1;
 }
 #if BROKEN_KIND == 1  // built against a different ABI number
-const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION + 98, "wrong_abi", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, nullptr, nullptr};
+const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION + 98, "wrong_abi", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, nullptr, nullptr, nullptr};
 #elif BROKEN_KIND == 2  // init fails
-const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, "init_fails", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, failing_init, nullptr};
+const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, "init_fails", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, failing_init, nullptr, nullptr};
 #endif
 }  // namespace
 

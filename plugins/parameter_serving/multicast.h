@@ -1,0 +1,99 @@
+// UDP multicast of versioned checkpoints: the trainer sends each version as numbered chunks (a fixed
+// little-endian header + a slice of the payload, gathered in one sendmsg); a worker reassembles them, checks
+// the whole version's checksum, and counts what it lost (chunks of versions it never completed, and versions
+// it never saw). A per-benchmark token keeps concurrent benchmarks on the same group/port apart.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace parameter_serving {
+
+struct McastConfig {
+  std::string group = "239.255.41.1";
+  int port = 30000;
+  int ttl = 1;
+  std::string interface_ip = "127.0.0.1";  // the local address whose interface sends and joins
+  size_t chunk_bytes = 0;                  // payload bytes per datagram; 0: from the interface's MTU
+  double rate_bytes_per_s = 0;             // sender pacing; 0: as fast as the socket takes it
+};
+
+// The interface's MTU minus IP/UDP and our header (at most 65,507 - header), for chunk_bytes = 0.
+size_t default_chunk_bytes(const std::string& interface_ip);
+// "lo" -> 127.0.0.1, "auto" -> the host name's IPv4 address, an interface name -> its IPv4 address, an
+// address -> itself. Throws std::runtime_error naming the interface.
+std::string interface_address(const std::string& name_or_ip);
+
+struct McastHeader {  // little-endian on the wire
+  uint32_t magic;     // 'FPSM'
+  uint16_t proto;     // 1
+  uint16_t header_bytes;
+  uint64_t token;
+  uint64_t version;
+  uint64_t total_bytes;
+  uint64_t checksum;  // of the whole version's payload
+  uint32_t chunk;
+  uint32_t n_chunks;
+  uint32_t chunk_bytes;  // payload bytes of every chunk but the last
+  uint32_t reserved;
+};
+static_assert(sizeof(McastHeader) == 56, "wire header is 56 bytes");
+
+class McastSender {
+ public:
+  McastSender(const McastConfig& cfg, uint64_t token);
+  ~McastSender();
+  // Sends every chunk of one version; returns the payload bytes sent. Throws on a socket error.
+  size_t send(uint64_t version, const std::vector<char>& payload);
+  size_t chunk_bytes() const { return chunk_; }
+
+ private:
+  McastConfig cfg_;
+  uint64_t token_;
+  size_t chunk_;
+  int fd_ = -1;
+};
+
+struct McastVersion {
+  uint64_t version = 0;
+  uint64_t bytes = 0;
+  int64_t first_chunk_ns = 0, last_chunk_ns = 0;  // CLOCK_MONOTONIC
+  bool checksum_ok = false;
+};
+
+struct McastCounts {
+  uint64_t datagrams = 0, foreign = 0, versions_complete = 0, versions_lost = 0, chunks_lost = 0, corrupt = 0;
+};
+
+// Joins the group and receives on its own thread until stop(); on_version runs on that thread for each
+// complete version (in order of completion).
+class McastReceiver {
+ public:
+  McastReceiver(const McastConfig& cfg, uint64_t token, std::function<void(const McastVersion&)> on_version);
+  ~McastReceiver();
+  // Stops the thread; an incomplete version in flight counts as lost.
+  McastCounts stop();
+
+ private:
+  void loop();
+  void finish_current(bool lost);
+  McastConfig cfg_;
+  uint64_t token_;
+  std::function<void(const McastVersion&)> on_version_;
+  int fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  McastCounts counts_;
+  // The version being reassembled.
+  McastVersion cur_;
+  uint64_t cur_checksum_ = 0;
+  uint32_t cur_chunks_ = 0, cur_got_ = 0;
+  std::vector<char> cur_data_;
+  std::vector<bool> cur_have_;
+  uint64_t newest_seen_ = 0;
+};
+
+}  // namespace parameter_serving

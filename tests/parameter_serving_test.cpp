@@ -1,0 +1,302 @@
+// The parameter-serving plugin: staleness on a scripted timeline, the checkpoint store's atomicity (a reader
+// racing a writer, checked by checksum), multicast over loopback with loss counting (real UDP sockets; lost
+// chunks are produced by sending crafted datagrams with gaps), and whole runs through fanout.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "plugins/parameter_serving/checkpoint_store.h"
+#include "plugins/parameter_serving/multicast.h"
+#include "plugins/parameter_serving/staleness.h"
+#include "tests/test_util.h"
+
+using namespace parameter_serving;
+namespace fs = std::filesystem;
+namespace test = fanout::test;
+
+namespace {
+
+constexpr int64_t kSec = 1000000000;
+
+// A port per test process, so parallel test processes never share a group/port.
+int test_port() { return 31000 + (getpid() % 500) * 4; }
+
+McastConfig loopback(int port) {
+  McastConfig c;
+  c.group = "239.255.41.7";
+  c.port = port;
+  c.interface_ip = "127.0.0.1";
+  return c;
+}
+
+std::vector<char> bytes_of(size_t n, uint64_t seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = char((i * 131 + seed * 7919) >> 3);
+  return v;
+}
+
+}  // namespace
+
+TEST(Staleness, KnownPushesAndStepsGiveKnownStaleness) {
+  // Versions 1, 2, 3 published at t = 1 s, 2 s, 3 s.
+  std::vector<Publication> timeline = {{1, 1 * kSec}, {2, 2 * kSec}, {3, 3 * kSec}};
+  std::vector<StepSample> steps = {
+      {kSec / 2, 0},         // nothing published yet: 0
+      {3 * kSec / 2, 0},     // v1 out for 0.5 s, nothing held: 1 version, 0.5 s
+      {5 * kSec / 2, 1},     // v2 out since 2 s: 1 version, 0.5 s
+      {7 * kSec / 2, 1},     // v2 since 2 s, v3 since 3 s: 2 versions, stale since v2 = 1.5 s
+      {7 * kSec / 2, 3},     // current: 0
+      {2 * kSec, 1},         // v2 published exactly now: counts, 0 s
+      {5 * kSec / 2, 3},     // held before its publication time (clock skew across nodes): clamped to 0
+  };
+  auto s = staleness_of(timeline, steps);
+  ASSERT_EQ(s.size(), steps.size());
+  int64_t versions[] = {0, 1, 1, 2, 0, 1, 0};
+  double secs[] = {0, 0.5, 0.5, 1.5, 0, 0, 0};
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].versions, versions[i]) << "step " << i;
+    EXPECT_DOUBLE_EQ(s[i].seconds, secs[i]) << "step " << i;
+  }
+  EXPECT_EQ(decode_timeline(encode_timeline(timeline)).size(), 3u);
+  EXPECT_EQ(decode_timeline(encode_timeline(timeline))[2].wall_ns, 3 * kSec);
+}
+
+TEST(CheckpointStore, KeepsTheNewestVersionsAndLeavesNoTemporaries) {
+  test::TempDir d;
+  CheckpointStore store((d.path / "db").string(), 3, false);
+  for (uint64_t v = 1; v <= 10; ++v) store.publish(v, bytes_of(4096, v), 0);
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(d.path / "db")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 3u) << "older versions are removed, no temporary is left";
+  EXPECT_EQ(names[0], "v00000000000000000008.ckpt");
+  EXPECT_EQ(store.newest_version(), 10u);
+  std::vector<char> got;
+  CheckpointHeader h{};
+  ASSERT_EQ(store.read(10, got, h), ReadStatus::Ok);
+  EXPECT_EQ(got, bytes_of(4096, 10));
+  EXPECT_EQ(store.read(2, got, h), ReadStatus::Gone);
+  EXPECT_EQ(fs::status(d.path / "db").permissions() & fs::perms::others_all, fs::perms::none);
+}
+
+TEST(CheckpointStore, ChecksumCatchesTruncatedAndAlteredFiles) {
+  // The negative control for the race test below: a torn file is detected, so "never torn" means something.
+  test::TempDir d;
+  CheckpointStore store((d.path / "db").string(), 3, false);
+  store.publish(1, bytes_of(100000, 1), 0);
+  store.publish(2, bytes_of(100000, 2), 0);
+  fs::resize_file(store.path_of(1), fs::file_size(store.path_of(1)) - 1);
+  {
+    std::fstream f(store.path_of(2), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    f.put('\x7f');
+  }
+  std::vector<char> got;
+  CheckpointHeader h{};
+  EXPECT_EQ(store.read(1, got, h), ReadStatus::Torn);
+  EXPECT_EQ(store.read(2, got, h), ReadStatus::Torn);
+}
+
+TEST(CheckpointStore, ReadersRacingTheWriterNeverSeeATornCheckpoint) {
+  test::TempDir d;
+  const std::string dir = (d.path / "db").string();
+  CheckpointStore writer(dir, 2, false);
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> ok{0}, gone{0}, torn{0}, mismatched{0};
+  auto reader = [&] {
+    CheckpointStore store(dir, 2, false);
+    std::vector<char> got;
+    CheckpointHeader h{};
+    while (!done) {
+      uint64_t v = store.newest_version();
+      if (v == 0) continue;
+      switch (store.read(v, got, h)) {
+        case ReadStatus::Ok:
+          ++ok;
+          if (got != bytes_of(got.size(), v)) ++mismatched;  // the payload is the one of its version
+          break;
+        case ReadStatus::Gone: ++gone; break;
+        case ReadStatus::Torn: ++torn; break;
+      }
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  for (uint64_t v = 1; v <= 300; ++v) writer.publish(v, bytes_of(256 * 1024, v), 0);
+  done = true;
+  r1.join();
+  r2.join();
+  EXPECT_EQ(torn.load(), 0u);
+  EXPECT_EQ(mismatched.load(), 0u);
+  EXPECT_GT(ok.load(), 10u) << "the readers did read while the writer wrote (gone: " << gone << ")";
+}
+
+TEST(Multicast, VersionsArriveWholeOverLoopback) {
+  const int port = test_port();
+  std::vector<McastVersion> got;
+  std::mutex mu;
+  McastReceiver rx(loopback(port), 42, [&](const McastVersion& v) {
+    std::lock_guard<std::mutex> l(mu);
+    got.push_back(v);
+  });
+  McastSender tx(loopback(port), 42);
+  EXPECT_GT(tx.chunk_bytes(), 60000u) << "loopback's MTU allows big datagrams";
+  for (uint64_t v = 1; v <= 5; ++v) tx.send(v, bytes_of(3 * 1000 * 1000 + 17, v));
+  ASSERT_TRUE(test::wait_for([&] { std::lock_guard<std::mutex> l(mu); return got.size() == 5; }, 10));
+  McastCounts c = rx.stop();
+  EXPECT_EQ(c.versions_complete, 5u);
+  EXPECT_EQ(c.versions_lost, 0u);
+  EXPECT_EQ(c.chunks_lost, 0u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].version, i + 1);
+    EXPECT_EQ(got[i].bytes, 3000017u);
+    EXPECT_TRUE(got[i].checksum_ok);
+  }
+}
+
+TEST(Multicast, LostChunksAndVersionsAreCounted) {
+  const int port = test_port() + 1;
+  std::atomic<int> complete{0};
+  McastReceiver rx(loopback(port), 7, [&](const McastVersion&) { ++complete; });
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  in_addr lo{};
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "239.255.41.7", &to.sin_addr);
+  const uint32_t chunk = 1000, n = 4;
+  // Sends the given chunks of a version of n * chunk bytes, in the wire format of multicast.h.
+  auto send_chunks = [&](uint64_t token, uint64_t version, std::vector<uint32_t> chunks, bool corrupt = false) {
+    std::vector<char> payload = bytes_of(n * chunk, version);
+    McastHeader h{};
+    h.magic = 0x4d535046;
+    h.proto = 1;
+    h.header_bytes = sizeof h;
+    h.token = token;
+    h.version = version;
+    h.total_bytes = payload.size();
+    h.checksum = checksum64(payload.data(), payload.size());
+    h.n_chunks = n;
+    h.chunk_bytes = chunk;
+    if (corrupt) payload[0] ^= 1;
+    for (uint32_t c : chunks) {
+      h.chunk = c;
+      std::vector<char> dg(sizeof h + chunk);
+      std::memcpy(dg.data(), &h, sizeof h);
+      std::memcpy(dg.data() + sizeof h, payload.data() + size_t(c) * chunk, chunk);
+      ASSERT_EQ(sendto(fd, dg.data(), dg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to), ssize_t(dg.size()));
+    }
+  };
+  send_chunks(7, 1, {0, 1, 2, 3});     // whole
+  send_chunks(7, 2, {0, 2, 3});        // chunk 1 lost: noticed when version 3 starts
+  send_chunks(99, 3, {0, 1, 2, 3});    // another benchmark's token: ignored
+  send_chunks(7, 3, {3, 1, 0, 2});     // whole, out of order
+  send_chunks(7, 3, {1});              // a duplicate of a finished version: ignored
+  send_chunks(7, 5, {0, 1, 2, 3});     // version 4 never seen: 1 version, 4 chunks lost
+  send_chunks(7, 6, {0, 1, 2, 3}, true);  // bytes altered in flight: fails its checksum
+  send_chunks(7, 7, {0, 1});           // incomplete when the receiver stops
+  ASSERT_TRUE(test::wait_for([&] { return complete.load() == 3; }, 10));
+  // Every datagram sent has arrived before stop() counts what is missing (loopback delivers in order).
+  send_chunks(7, 8, {0, 1, 2, 3});
+  ASSERT_TRUE(test::wait_for([&] { return complete.load() == 4; }, 10));
+  McastCounts c = rx.stop();
+  close(fd);
+  EXPECT_EQ(c.versions_complete, 4u);  // 1, 3, 5, 8
+  EXPECT_EQ(c.corrupt, 1u);            // 6
+  EXPECT_EQ(c.foreign, 4u);
+  EXPECT_EQ(c.versions_lost, 3u);      // 2 (incomplete), 4 (unseen), 7 (incomplete)
+  EXPECT_EQ(c.chunks_lost, 1u + 4u + 2u);
+}
+
+// ---------------------------------------------------------------------------------------------- via fanout
+
+class ParameterServingRun : public ::testing::Test {
+ protected:
+  test::TempDir d;
+  fs::path db() { return d.path / "results" / "ps" / "fanout.sqlite"; }
+  std::string one(const std::string& sql) { return test::sql_one(db(), sql); }
+  test::CommandResult run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"parameter_serving", "--exp_name=ps"});
+    return test::run_fanout(d.path, args, 300);
+  }
+};
+
+TEST_F(ParameterServingRun, FilesystemModeRecordsStalenessPerStep) {
+  auto r = run({"--workers=2", "--push_frequency=0.05", "--pull_frequency=0.05", "--post_frequency=0.25", "--data_size=2",
+                "--max_version=30", "--max_time=20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT value FROM samples WHERE metric='versions_published'"), "30.0");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='push_time'"), "30");
+  EXPECT_EQ(one("SELECT sum(value) FROM samples WHERE metric='torn_reads'"), "0.0");
+  EXPECT_EQ(one("SELECT count(DISTINCT rank) FROM samples WHERE metric='staleness'"), "2");
+  // Every step carries a staleness in versions and in seconds; none negative, none beyond what was published.
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='staleness'"), one("SELECT count(*) FROM samples WHERE metric='staleness_time'"));
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='staleness' AND (value < 0 OR value > 30)"), "0");
+  EXPECT_GT(std::stoi(one("SELECT count(*) FROM samples WHERE metric='staleness' AND warmup=0")), 100);
+  // Each worker saw some versions, and no more than were published; pulls moved whole checkpoints.
+  for (auto& row : test::sql_rows(db(), "SELECT value FROM samples WHERE metric='versions_received'")) {
+    EXPECT_GE(std::stod(row[0]), 1);
+    EXPECT_LE(std::stod(row[0]), 30);
+  }
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='pull_bandwidth' AND value <= 0"), "0");
+  EXPECT_NE(one("SELECT count(*) FROM samples WHERE metric='posted_staleness'"), "0") << "the seed's mean-of-posts is kept too";
+  // The store is removed once the run is over.
+  EXPECT_FALSE(fs::exists(fs::path(one("SELECT path FROM runs")) / "parameter_db" / "bench0"));
+}
+
+TEST_F(ParameterServingRun, MulticastModeDeliversEveryVersionOverLoopback) {
+  auto r = run({"--mode=multicast", "--mcast_interface=lo", "--mcast_port=" + std::to_string(test_port() + 2), "--workers=2",
+                "--push_frequency=0.05", "--post_frequency=0.25", "--data_size=1", "--max_version=20", "--max_time=20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='versions_received' AND value=20"), "2");
+  EXPECT_EQ(one("SELECT sum(value) FROM samples WHERE metric='mcast_chunks_lost'"), "0.0");
+  EXPECT_EQ(one("SELECT sum(value) FROM samples WHERE metric='torn_reads'"), "0.0");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='receive_time'"), "40");
+}
+
+TEST_F(ParameterServingRun, ConcurrentBenchmarksShareOneStore) {
+  auto r = run({"--benchmarks=[1,3]", "--workers=1", "--push_frequency=0.05", "--pull_frequency=0.05", "--data_size=2",
+                "--max_version=10", "--max_time=20", "--store_dir=" + (d.path / "store").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  // With benchmarks=3, three trainers each published 10 versions and three workers each received some.
+  auto rows = test::sql_rows(db(), "SELECT p.value, count(DISTINCT s.rank), sum(s.value) FROM samples s JOIN parameters p ON "
+                                   "p.run_id=s.run_id AND p.name='benchmarks' WHERE s.metric='versions_published' GROUP BY p.value");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"1", "1", "10.0"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"3", "3", "30.0"}));
+  EXPECT_EQ(one("SELECT count(DISTINCT s.rank) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='benchmarks' "
+                "WHERE p.value='3' AND s.metric='versions_received' AND s.value >= 1"),
+            "3");
+  EXPECT_TRUE(fs::is_directory(d.path / "store")) << "the user's store folder stays; each run's own folder inside it goes";
+  EXPECT_TRUE(fs::is_empty(d.path / "store"));
+}
+
+TEST_F(ParameterServingRun, BadValuesAreRefusedBeforeAnythingIsWritten) {
+  struct Case {
+    std::string flag, expect;
+  };
+  for (const Case& c : std::vector<Case>{{"--push_frequency=[0.2,0]", "push_frequency must be > 0, got 0"},
+                                         {"--step_frequency=-1", "step_frequency must be > 0"},
+                                         {"--mode=carrier_pigeon", "mode must be filesystem or multicast"},
+                                         {"--workers=0", "workers must be >= 1"},
+                                         {"--data_size=60000", "has "},  // 1001 x 60 GB in a folder of this disk
+                                         {"--LOGLEVEL=LOUD", "LOGLEVEL must be"}}) {
+    std::vector<std::string> args = {c.flag};
+    if (c.flag.rfind("--data_size", 0) == 0) args.insert(args.end(), {"--store_dir=" + d.path.string(), "--keep_versions=1000"});
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << c.flag;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.flag << ": " << r.err;
+    EXPECT_NE(r.err.find("parameter_serving refuses"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "results")) << c.flag << ": nothing is written for a refused sweep";
+  }
+}
