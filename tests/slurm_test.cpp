@@ -257,3 +257,16 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
   }
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
 }
+
+TEST_F(Slurm, ParameterServingWorkersSpreadOverVirtualNodes) {
+  auto r = fanout({"parameter_serving", "--launcher=slurm", "--exp_name=ps", "--workers=3", "--push_frequency=0.05",
+                   "--pull_frequency=0.05", "--post_frequency=0.25", "--data_size=1", "--max_version=20", "--max_time=30"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("ps", "SELECT status FROM runs"), "COMPLETED");
+  auto trainer = nodes_of("ps", "trainer"), workers = nodes_of("ps", "worker");
+  EXPECT_EQ(trainer.size(), 1u);
+  EXPECT_EQ(workers.size(), 3u) << "one worker per node (nworkers_per_node=1)";
+  for (auto& n : trainer) EXPECT_EQ(workers.count(n), 0u) << "the trainer has its node to itself";
+  EXPECT_EQ(one("ps", "SELECT count(DISTINCT rank) FROM samples WHERE metric='staleness' AND warmup=0"), "3");
+  EXPECT_EQ(one("ps", "SELECT sum(value) FROM samples WHERE metric='torn_reads'"), "0.0");
+}
