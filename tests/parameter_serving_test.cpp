@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "plugins/parameter_serving/checkpoint_store.h"
+#include "plugins/sdk/fanout_sdk.hpp"
 #include "plugins/parameter_serving/multicast.h"
 #include "plugins/parameter_serving/staleness.h"
 #include "tests/test_util.h"
@@ -184,7 +185,7 @@ TEST(Multicast, LostChunksAndVersionsAreCounted) {
     h.token = token;
     h.version = version;
     h.total_bytes = payload.size();
-    h.checksum = checksum64(payload.data(), payload.size());
+    h.checksum = fanout_sdk::checksum64(payload.data(), payload.size());
     h.n_chunks = n;
     h.chunk_bytes = chunk;
     if (corrupt) payload[0] ^= 1;

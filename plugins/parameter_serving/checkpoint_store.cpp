@@ -1,5 +1,7 @@
 #include "checkpoint_store.h"
 
+#include "fanout_sdk.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -57,27 +59,6 @@ std::vector<uint64_t> versions_in(const std::string& dir) {
 
 }  // namespace
 
-uint64_t checksum64(const void* data, size_t len) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-  size_t i = 0;
-  // Four independent lanes keep the multiplier pipeline full (~ memory bandwidth on one core).
-  uint64_t a = h, b = h + 1, c = h + 2, d = h + 3;
-  for (; i + 32 <= len; i += 32) {
-    uint64_t w[4];
-    std::memcpy(w, p + i, 32);
-    a = (a ^ w[0]) * 0xff51afd7ed558ccdull;
-    b = (b ^ w[1]) * 0xc4ceb9fe1a85ec53ull;
-    c = (c ^ w[2]) * 0xff51afd7ed558ccdull;
-    d = (d ^ w[3]) * 0xc4ceb9fe1a85ec53ull;
-  }
-  h = a ^ (b >> 1) ^ (c << 1) ^ (d >> 3);
-  for (; i < len; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
-}
-
 CheckpointStore::CheckpointStore(std::string dir, int keep_versions, bool fsync_each)
     : dir_(std::move(dir)), keep_(keep_versions < 1 ? 1 : keep_versions), fsync_(fsync_each) {
   if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) throw std::runtime_error(errno_text("cannot create", dir_));
@@ -95,7 +76,7 @@ size_t CheckpointStore::publish(uint64_t version, const std::vector<char>& paylo
   h.version = version;
   h.payload_bytes = payload.size();
   h.publish_wall_ns = publish_wall_ns;
-  h.checksum = checksum64(payload.data(), payload.size());
+  h.checksum = fanout_sdk::checksum64(payload.data(), payload.size());
   const std::string final_path = path_of(version);
   const std::string tmp = dir_ + "/.tmp." + std::to_string(::getpid()) + "." + std::to_string(version);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -150,7 +131,7 @@ ReadStatus CheckpointStore::read(uint64_t version, std::vector<char>& payload, C
   if (read_all(&header, sizeof header) && std::memcmp(header.magic, kMagic, sizeof kMagic) == 0 && header.version == version &&
       ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == sizeof header + header.payload_bytes) {
     payload.resize(header.payload_bytes);
-    if (read_all(payload.data(), payload.size()) && checksum64(payload.data(), payload.size()) == header.checksum)
+    if (read_all(payload.data(), payload.size()) && fanout_sdk::checksum64(payload.data(), payload.size()) == header.checksum)
       status = ReadStatus::Ok;
   }
   ::close(fd);

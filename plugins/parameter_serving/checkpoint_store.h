@@ -10,15 +10,12 @@
 
 namespace parameter_serving {
 
-// A fast 64-bit checksum (multiply-xor over 8-byte words): it must cost far less than the write it guards.
-uint64_t checksum64(const void* data, size_t len);
-
 struct CheckpointHeader {
   char magic[8];            // "FPSCKPT1"
   uint64_t version;
   uint64_t payload_bytes;
   int64_t publish_wall_ns;  // CLOCK_REALTIME when the trainer made it
-  uint64_t checksum;        // checksum64 of the payload
+  uint64_t checksum;        // fanout_sdk::checksum64 of the payload
 };
 
 enum class ReadStatus { Ok, Gone, Torn };

@@ -16,7 +16,7 @@
 #include <ctime>
 #include <stdexcept>
 
-#include "checkpoint_store.h"
+#include "fanout_sdk.hpp"
 
 namespace parameter_serving {
 
@@ -56,38 +56,6 @@ T le(T v) {
 }
 
 }  // namespace
-
-std::string interface_address(const std::string& name_or_ip) {
-  in_addr probe{};
-  if (inet_pton(AF_INET, name_or_ip.c_str(), &probe) == 1) return name_or_ip;
-  if (name_or_ip == "lo") return "127.0.0.1";
-  if (name_or_ip == "auto" || name_or_ip.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    std::string ip = "127.0.0.1";
-    if (getaddrinfo(host, nullptr, &hints, &res) == 0 && res) {
-      char buf[INET_ADDRSTRLEN];
-      if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
-      freeaddrinfo(res);
-    }
-    return ip;
-  }
-  ifaddrs* list = nullptr;
-  std::string ip;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* a = list; a && ip.empty(); a = a->ifa_next)
-      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && name_or_ip == a->ifa_name) {
-        char buf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-        ip = buf;
-      }
-    freeifaddrs(list);
-  }
-  if (ip.empty()) throw std::runtime_error("mcast_interface: interface '" + name_or_ip + "' has no IPv4 address on this node");
-  return ip;
-}
 
 size_t default_chunk_bytes(const std::string& interface_ip) {
   int mtu = 1500;
@@ -146,7 +114,7 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
   h.token = le(token_);
   h.version = le(version);
   h.total_bytes = le<uint64_t>(payload.size());
-  h.checksum = le(checksum64(payload.data(), payload.size()));
+  h.checksum = le(fanout_sdk::checksum64(payload.data(), payload.size()));
   h.n_chunks = le(n);
   h.chunk_bytes = le(uint32_t(chunk_));
   const int64_t t0 = mono_ns();
@@ -221,7 +189,7 @@ void McastReceiver::finish_current(bool lost) {
     ++counts_.versions_lost;
     counts_.chunks_lost += cur_chunks_ - cur_got_;
   } else {
-    cur_.checksum_ok = checksum64(cur_data_.data(), cur_data_.size()) == cur_checksum_;
+    cur_.checksum_ok = fanout_sdk::checksum64(cur_data_.data(), cur_data_.size()) == cur_checksum_;
     if (cur_.checksum_ok) {
       ++counts_.versions_complete;
       on_version_(cur_);

@@ -23,9 +23,6 @@ struct McastConfig {
 
 // The interface's MTU minus IP/UDP and our header (at most 65,507 - header), for chunk_bytes = 0.
 size_t default_chunk_bytes(const std::string& interface_ip);
-// "lo" -> 127.0.0.1, "auto" -> the host name's IPv4 address, an interface name -> its IPv4 address, an
-// address -> itself. Throws std::runtime_error naming the interface.
-std::string interface_address(const std::string& name_or_ip);
 
 struct McastHeader {  // little-endian on the wire
   uint32_t magic;     // 'FPSM'

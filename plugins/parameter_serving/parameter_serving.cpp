@@ -121,7 +121,7 @@ struct Settings {
     c.group = mcast_group;
     c.port = int(mcast_port + benchmark);
     c.ttl = int(mcast_ttl);
-    c.interface_ip = ps::interface_address(mcast_interface);
+    c.interface_ip = fanout_sdk::interface_ipv4(mcast_interface);
     c.chunk_bytes = size_t(mcast_chunk);
     c.rate_bytes_per_s = mcast_rate;
     return c;

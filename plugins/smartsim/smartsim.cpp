@@ -6,7 +6,6 @@
 //   3 the database (cluster) is ready          4 every client is done: servers shut down
 #include <dirent.h>
 #include <dlfcn.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <arpa/inet.h>
 #include <sys/random.h>
@@ -70,22 +69,11 @@ std::string random_password() {
 
 // The address a database on this node listens on.
 std::string listen_address(const std::string& ifname) {
-  if (ifname == "lo") return "127.0.0.1";
-  if (ifname == "auto" || ifname.empty()) return fanout_sdk::node_ipv4();
-  ifaddrs* list = nullptr;
-  std::string ip;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* a = list; a; a = a->ifa_next)
-      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && ifname == a->ifa_name) {
-        char buf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-        ip = buf;
-        break;
-      }
-    freeifaddrs(list);
+  try {
+    return fanout_sdk::interface_ipv4(ifname);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("net_ifname: ") + e.what());
   }
-  if (ip.empty()) throw std::runtime_error("net_ifname: interface '" + ifname + "' has no IPv4 address on this node");
-  return ip;
 }
 
 // The tensor module sits next to this plugin.
