@@ -43,9 +43,10 @@ std::string rdma_unavailable_reason() {
 #endif
 }
 
+// Server s owns [ceil(2^64 s / n), ceil(2^64 (s+1) / n)): exactly the keys with floor(key * n / 2^64) = s.
 uint64_t range_begin(int server, int servers) {
   const unsigned __int128 span = (unsigned __int128)1 << 64;
-  return uint64_t(span * unsigned(server) / unsigned(servers));
+  return uint64_t((span * unsigned(server) + unsigned(servers) - 1) / unsigned(servers));
 }
 
 int server_of(uint64_t key, int servers) {
@@ -255,6 +256,7 @@ uint64_t KVWorker::request(MsgType type, const std::vector<KVItem>& items) {
     next_request_ += items.size();
     remaining_[ts] = items.size();
     for (size_t i = 0; i < items.size(); ++i) pending_[first + i] = {ts, items[i].out, items[i].cap, items[i].out_len};
+    last_depth_ = pending_.size();
   }
   const int n = int(links_.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -275,9 +277,9 @@ void KVWorker::wait(uint64_t ts) {
   remaining_.erase(ts);
 }
 
-size_t KVWorker::in_flight() {
+size_t KVWorker::depth_at_last_request() {
   std::lock_guard<std::mutex> lock(mu_);
-  return pending_.size();
+  return last_depth_;
 }
 
 }  // namespace pslite

@@ -73,7 +73,8 @@ class KVWorker {
   uint64_t pushpull(const std::vector<KVItem>& items) { return request(MsgType::PushPull, items); }
   // Waits for every response of request ts; throws when a server went away or a value did not fit.
   void wait(uint64_t ts);
-  size_t in_flight();  // messages sent and not yet answered
+  // Requests outstanding (sent or being sent, not answered) when the last request was issued.
+  size_t depth_at_last_request();
   std::string transport_to(int server) const { return links_[size_t(server)]->describe(); }
   int servers() const { return int(links_.size()); }
 
@@ -93,6 +94,7 @@ class KVWorker {
   std::unordered_map<uint64_t, Pending> pending_;
   std::unordered_map<uint64_t, size_t> remaining_;  // per ts
   uint64_t next_ts_ = 1, next_request_ = 1;
+  size_t last_depth_ = 0;
   std::string failure_;
 };
 

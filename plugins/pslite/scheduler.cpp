@@ -37,16 +37,13 @@ bool read_message(Link& link, Header& h, std::string& payload, int timeout_ms, s
   return read_exact(payload.data(), payload.size());
 }
 
-Scheduler::Scheduler(const std::string& host, int port, int num_servers, int num_workers)
-    : servers_(num_servers), workers_(num_workers) {
-  listen_fd_ = tcp_listen(host, port, port_);
-}
+Scheduler::Scheduler(const std::string& host, int port) { listen_fd_ = tcp_listen(host, port, port_); }
 
 Scheduler::~Scheduler() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
-void Scheduler::run(int register_timeout_ms) {
+void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
   struct Node {
     std::unique_ptr<Link> link;
     NodeInfo info;

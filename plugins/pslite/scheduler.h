@@ -27,14 +27,14 @@ uint32_t worker_id(int rank);
 
 class Scheduler {
  public:
-  Scheduler(const std::string& host, int port, int num_servers, int num_workers);
+  Scheduler(const std::string& host, int port);  // listens at once
   ~Scheduler();
   int port() const { return port_; }
   // Runs until every node passed its final barrier (returns) or one disappeared (throws, naming it).
-  void run(int register_timeout_ms);
+  void run(int num_servers, int num_workers, int register_timeout_ms);
 
  private:
-  int listen_fd_ = -1, port_ = 0, servers_, workers_;
+  int listen_fd_ = -1, port_ = 0;
 };
 
 class SchedulerClient {

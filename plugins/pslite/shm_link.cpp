@@ -77,7 +77,7 @@ class ShmLink : public Link {
     unsigned char raw[kHeaderBytes];
     encode(h, raw);
     std::lock_guard<std::mutex> lock(send_mu_);
-    write(raw, kHeaderBytes);
+    write(reinterpret_cast<const char*>(raw), kHeaderBytes);
     if (h.len && payload) write(static_cast<const char*>(payload), size_t(h.len));
   }
 

@@ -1,0 +1,239 @@
+// The ps-lite-style plugin: the wire header's checks, push/pull correctness over many keys and servers on
+// both transports available here (real TCP sockets on loopback, real shared memory between threads of this
+// process and between processes), the standalone program under ps-lite's DMLC_* environment, and runs through
+// fanout: sweeps, latency mode, a worker killed mid-run (the run fails, nothing hangs), RDMA refused clearly.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "plugins/pslite/kv.h"
+#include "plugins/pslite/wire.h"
+#include "plugins/sdk/fanout_sdk.hpp"
+#include "tests/test_util.h"
+
+using namespace pslite;
+namespace fs = std::filesystem;
+namespace test = fanout::test;
+
+namespace {
+
+std::vector<char> pattern(size_t n, uint64_t seed) {
+  std::vector<char> v(n);
+  uint64_t x = seed * 2654435761u + 7;
+  for (auto& c : v) x = x * 6364136223846793005ull + 1442695040888963407ull, c = char(x >> 56);
+  return v;
+}
+
+// Servers in this process, reached like remote ones.
+struct Servers {
+  std::vector<std::unique_ptr<KVServer>> servers;
+  std::vector<NodeInfo> nodes;
+  Servers(int n, Transport t) {
+    for (int r = 0; r < n; ++r) {
+      servers.push_back(std::make_unique<KVServer>("127.0.0.1", 0, t));
+      servers.back()->start(server_id(r));
+      nodes.push_back({server_id(r), "server", "127.0.0.1", servers.back()->port(), host_identity(), r});
+    }
+  }
+};
+
+// Pushes values of many lengths to keys spread over every server, pulls them back, and compares checksums.
+void round_trip_many_keys(Transport transport, size_t ring_bytes) {
+  Servers s(3, transport);
+  KVWorker kv(s.nodes, worker_id(0), transport, ring_bytes, 5000);
+  for (int i = 0; i < kv.servers(); ++i)
+    EXPECT_EQ(kv.transport_to(i).rfind(transport == Transport::Shm ? "shm" : "tcp", 0), 0u) << kv.transport_to(i);
+  const size_t lens[] = {0, 1, 7, 4096, 65536 + 3, 3 * 1024 * 1024 + 11};  // the last one is bigger than the ring
+  std::vector<KVItem> items;
+  std::vector<std::vector<char>> vals, outs;
+  std::vector<size_t> out_lens(3 * 20);
+  vals.reserve(out_lens.size()), outs.reserve(out_lens.size());
+  for (int server = 0; server < 3; ++server)
+    for (int k = 0; k < 20; ++k) {
+      uint64_t key = range_begin(server, 3) + uint64_t(k) * 1000003;
+      size_t len = lens[size_t(k) % 6];
+      vals.push_back(pattern(len, key));
+      outs.emplace_back(len + 16);
+      items.push_back({key, vals.back().data(), len, outs.back().data(), outs.back().size(), &out_lens[items.size()]});
+    }
+  kv.wait(kv.push(items));
+  kv.wait(kv.pull(items));
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_EQ(out_lens[i], vals[i].size()) << "key " << items[i].key;
+    EXPECT_EQ(fanout_sdk::checksum64(outs[i].data(), out_lens[i]), fanout_sdk::checksum64(vals[i].data(), vals[i].size()))
+        << "key " << items[i].key;
+  }
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(s.servers[size_t(r)]->messages(), 40u) << "keys went to the server owning their range";
+  // PushPull: one request stores the new value and returns it.
+  for (auto& v : vals) std::reverse(v.begin(), v.end());
+  std::fill(out_lens.begin(), out_lens.end(), size_t(12345));
+  kv.wait(kv.pushpull(items));
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_EQ(out_lens[i], vals[i].size());
+    EXPECT_EQ(std::memcmp(outs[i].data(), vals[i].data(), vals[i].size()), 0);
+  }
+}
+
+}  // namespace
+
+TEST(PsliteWire, HeaderRoundTripAndRefusals) {
+  Header h{MsgType::PushPull};
+  h.flags = 3, h.sender = 9, h.request = 1ull << 40, h.key = ~0ull, h.len = 12345;
+  unsigned char raw[kHeaderBytes];
+  encode(h, raw);
+  EXPECT_EQ(raw[0], 0x46) << "little-endian magic 'FPSL'";
+  Header d{};
+  ASSERT_EQ(decode(raw, kHeaderBytes, d), "");
+  EXPECT_EQ(d.type, MsgType::PushPull);
+  EXPECT_EQ(d.request, 1ull << 40);
+  EXPECT_EQ(d.key, ~0ull);
+  EXPECT_EQ(d.len, 12345u);
+  EXPECT_NE(decode(raw, 39, d).find("short header"), std::string::npos);
+  unsigned char bad[kHeaderBytes];
+  std::memcpy(bad, raw, kHeaderBytes), bad[0] ^= 1;
+  EXPECT_NE(decode(bad, kHeaderBytes, d).find("bad magic"), std::string::npos);
+  std::memcpy(bad, raw, kHeaderBytes), bad[4] = 2;
+  EXPECT_NE(decode(bad, kHeaderBytes, d).find("protocol 2"), std::string::npos);
+  std::memcpy(bad, raw, kHeaderBytes), bad[5] = 99;
+  EXPECT_NE(decode(bad, kHeaderBytes, d).find("unknown message type 99"), std::string::npos);
+  std::memcpy(bad, raw, kHeaderBytes), bad[39] = 0xff;
+  EXPECT_NE(decode(bad, kHeaderBytes, d).find("16 GiB"), std::string::npos);
+}
+
+TEST(PsliteKeys, RangesCoverTheKeySpace) {
+  for (int n : {1, 2, 3, 7}) {
+    EXPECT_EQ(range_begin(0, n), 0u);
+    for (int s = 0; s < n; ++s) {
+      EXPECT_EQ(server_of(range_begin(s, n), n), s);
+      if (s + 1 < n) {
+        EXPECT_EQ(server_of(range_begin(s + 1, n) - 1, n), s);
+      }
+    }
+    EXPECT_EQ(server_of(~0ull, n), n - 1);
+  }
+}
+
+TEST(PsliteKv, ManyKeysOverThreeServersByTcp) { round_trip_many_keys(Transport::Tcp, 0); }
+TEST(PsliteKv, ManyKeysOverThreeServersBySharedMemory) { round_trip_many_keys(Transport::Shm, 1 << 20); }
+
+TEST(PsliteKv, PullIntoATooSmallBufferFailsWithTheSizes) {
+  Servers s(1, Transport::Tcp);
+  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000);
+  std::vector<char> big(1000, 'x'), small(10);
+  size_t len = 0;
+  kv.wait(kv.push({{42, big.data(), big.size()}}));
+  try {
+    kv.wait(kv.pull({{42, nullptr, 0, small.data(), small.size(), &len}}));
+    FAIL() << "a 1000-byte value cannot land in a 10-byte buffer";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("1000 bytes, more than the 10-byte buffer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PsliteKv, RdmaIsRefusedWithTheReason) {
+  try {
+    Servers s(1, Transport::Ibverbs);
+    FAIL() << "no RDMA device exists on this machine";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("DMLC_ENABLE_RDMA=ibverbs: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RDMA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PsliteStandalone, RunsUnderPsLitesDmlcEnvironment) {
+  const std::string port = std::to_string(24000 + getpid() % 1000);
+  auto env = [&](const std::string& role) {
+    return fanout::EnvVars{{"DMLC_ROLE", role}, {"DMLC_NUM_SERVER", "1"}, {"DMLC_NUM_WORKER", "1"}, {"DMLC_PS_ROOT_URI", "127.0.0.1"},
+                           {"DMLC_PS_ROOT_PORT", port}, {"DMLC_INTERFACE", "lo"}, {"DMLC_ENABLE_RDMA", "0"}, {"NUM_KEY_PER_SERVER", "8"}};
+  };
+  const std::string exe = (test::build_dir() / "fanout-pslite").string();
+  test::CommandResult sched, server, worker;
+  std::thread a([&] { sched = test::run_command({exe}, "/", env("scheduler"), 60); });
+  std::thread b([&] { server = test::run_command({exe}, "/", env("server"), 60); });
+  worker = test::run_command({exe, "65536", "20", "1"}, "/", env("worker"), 60);
+  a.join(), b.join();
+  EXPECT_EQ(sched.exit_code, 0) << sched.err;
+  EXPECT_EQ(server.exit_code, 0) << server.err;
+  ASSERT_EQ(worker.exit_code, 0) << worker.err;
+  EXPECT_NE(worker.out.find("Application goodput: "), std::string::npos) << worker.out;
+  EXPECT_NE(worker.out.find("(pushpull, 65536-byte values, both directions counted)"), std::string::npos) << worker.out;
+  auto bad = test::run_command({exe}, "/", {{"DMLC_ROLE", "janitor"}}, 10);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("DMLC_ROLE must be scheduler, server or worker"), std::string::npos) << bad.err;
+}
+
+// ---------------------------------------------------------------------------------------------- via fanout
+
+class PsliteRun : public ::testing::Test {
+ protected:
+  test::TempDir d;
+  fs::path db() { return d.path / "results" / "ps" / "fanout.sqlite"; }
+  std::string one(const std::string& sql) { return test::sql_one(db(), sql); }
+  test::CommandResult run(std::vector<std::string> args, double timeout_s = 300, const std::string& exp = "ps") {
+    args.insert(args.begin(), {"pslite", "--exp_name=" + exp, "--interface=lo"});
+    return test::run_fanout(d.path, args, timeout_s);
+  }
+};
+
+TEST_F(PsliteRun, SweepOverLengthsServersAndTransportsWithVerifiedValues) {
+  auto r = run({"--len=[4096,1048576]", "--servers=[1,2]", "--transport=[tcp,shm]", "--keys_per_server=8", "--iterations=5",
+                "--warmup=2", "--verify=true", "--mode=[push,pull,pushpull]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT count(*) FROM runs WHERE status='COMPLETED'"), "24");
+  EXPECT_EQ(one("SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='verify_mismatches'"), "24");
+  // 5 measured + 2 warmup iterations per run, the warmup ones flagged.
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='goodput' AND warmup=0"), std::to_string(24 * 5));
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='goodput' AND warmup=1"), std::to_string(24 * 2));
+  // In flight: every key of the iteration (8 per server).
+  EXPECT_EQ(one("SELECT count(*) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='servers' "
+                "WHERE s.metric='in_flight' AND s.value != 8 * p.value"),
+            "0");
+  // Each server saw its share: (2 warmup + 5) iterations x 8 keys (+ 8 initial pushes in pull mode).
+  EXPECT_EQ(one("SELECT count(*) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='mode' "
+                "WHERE s.metric='messages_served' AND s.value != (CASE p.value WHEN 'pull' THEN 64 ELSE 56 END)"),
+            "0");
+}
+
+TEST_F(PsliteRun, SyncModeRecordsRoundTripsAndRefusesBadValues) {
+  auto r = run({"--mode=sync", "--len=4096", "--iterations=50", "--transport=tcp"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='push_rtt' AND warmup=0"), "50");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='pull_rtt' AND warmup=0"), "50");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='pull_rtt' AND (value <= 0 OR value > 1)"), "0");
+  for (auto& [flag, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--mode=broadcast", "mode must be push, pull, pushpull or sync"},
+           {"--transport=pigeon", "transport 'pigeon' is not one of auto, tcp, shm, ibverbs"},
+           {"--iterations=0", "would never end"},
+           {"--len=0", "len must be >= 1"}}) {
+    auto bad = test::run_fanout(d.path, {"pslite", "--exp_name=bad", flag});
+    EXPECT_EQ(bad.exit_code, 2) << flag;
+    EXPECT_NE(bad.err.find(expect), std::string::npos) << flag << ": " << bad.err;
+  }
+  EXPECT_FALSE(fs::exists(d.path / "results" / "bad"));
+}
+
+TEST_F(PsliteRun, AWorkerKilledMidRunFailsTheRunWithoutAHang) {
+  for (const char* transport : {"tcp", "shm"}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = run({"--transport=" + std::string(transport), "--workers=2", "--len=65536", "--iterations=100000", "--kill_worker_after=20"},
+                 120, "kill_" + std::string(transport));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.exit_code, 0) << transport;
+    EXPECT_LT(secs, 60) << transport << ": the run must end soon after the worker dies";
+    fs::path kdb = d.path / "results" / ("kill_" + std::string(transport)) / "fanout.sqlite";
+    EXPECT_EQ(test::sql_one(kdb, "SELECT status FROM runs"), "FAILED") << transport;
+    EXPECT_NE(test::sql_one(kdb, "SELECT reason FROM runs"), "<none>");
+  }
+}
+
+TEST_F(PsliteRun, RdmaWithoutADeviceFailsTheRunWithTheReason) {
+  auto r = run({"--transport=ibverbs", "--iterations=1"}, 120);
+  EXPECT_NE(r.exit_code, 0);
+  std::string logs;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "ps"))
+    if (e.path().extension() == ".err") logs += test::run_command({"/bin/cat", e.path().string()}, "/").out;
+  EXPECT_NE(logs.find("DMLC_ENABLE_RDMA=ibverbs: "), std::string::npos) << logs;
+}
