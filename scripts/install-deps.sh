@@ -9,8 +9,8 @@ export DEBIAN_FRONTEND=noninteractive
 run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
   libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox
-  redis-server redis-tools libhiredis-dev)
-test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps chromium)
+  redis-server redis-tools libhiredis-dev libibverbs-dev)
+test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps chromium iperf3)
 
 pkgs=("${run_pkgs[@]}")
 [ "$profile" = test ] && pkgs+=("${test_pkgs[@]}")

@@ -270,3 +270,22 @@ TEST_F(Slurm, ParameterServingWorkersSpreadOverVirtualNodes) {
   EXPECT_EQ(one("ps", "SELECT count(DISTINCT rank) FROM samples WHERE metric='staleness' AND warmup=0"), "3");
   EXPECT_EQ(one("ps", "SELECT sum(value) FROM samples WHERE metric='torn_reads'"), "0.0");
 }
+
+TEST_F(Slurm, PsliteServersAndWorkersOnDifferentNodesOrColocated) {
+  auto r = fanout({"pslite", "--launcher=slurm", "--exp_name=pslite", "--servers=2", "--workers=2", "--transport=tcp", "--len=65536",
+                   "--keys_per_server=4", "--iterations=5", "--verify=true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto servers = nodes_of("pslite", "server"), workers = nodes_of("pslite", "worker");
+  EXPECT_EQ(servers.size(), 2u);
+  EXPECT_EQ(workers.size(), 2u);
+  for (auto& n : servers) EXPECT_EQ(workers.count(n), 0u) << "pslite: workers on nodes of their own";
+  EXPECT_EQ(one("pslite", "SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+  EXPECT_EQ(one("pslite", "SELECT count(*) FROM samples WHERE metric='goodput' AND warmup=0"), "10");
+
+  r = fanout({"pslite_colocated", "--launcher=slurm", "--exp_name=colo", "--servers=2", "--workers_per_node=2", "--len=65536",
+              "--keys_per_server=4", "--iterations=5", "--verify=true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nodes_of("colo", "worker"), nodes_of("colo", "server")) << "pslite_colocated: workers on the servers' nodes";
+  EXPECT_EQ(one("colo", "SELECT count(DISTINCT rank) FROM samples WHERE metric='goodput'"), "4");
+  EXPECT_EQ(one("colo", "SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+}

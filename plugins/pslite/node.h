@@ -27,7 +27,7 @@ struct BenchConfig {
   int64_t warmup = 5;             // iterations run first, recorded as warmup
   Transport transport = Transport::Auto;
   bool verify = false;            // checksum every value pulled against what was pushed
-  size_t shm_ring_bytes = 8 << 20;
+  size_t shm_ring_bytes = 4 << 20;  // per direction: large enough to stream, small enough to stay in cache
   int64_t kill_after = 0;         // testing: worker 0 kills itself (SIGKILL) after this many iterations
 };
 

@@ -29,7 +29,7 @@ const fanout_param_spec kParams[] = {
     {"interface", FANOUT_PARAM_STRING, "auto", "interface or address nodes listen on (DMLC_INTERFACE): lo, eth0, auto"},
     {"scheduler_port", FANOUT_PARAM_INT, "0", "the scheduler's port (DMLC_PS_ROOT_PORT; 0: any free port)"},
     {"verify", FANOUT_PARAM_BOOL, "false", "compare the checksum of every pulled value with what was pushed"},
-    {"shm_ring_bytes", FANOUT_PARAM_INT, "8388608", "shm transport: ring size per direction"},
+    {"shm_ring_bytes", FANOUT_PARAM_INT, "4194304", "shm transport: ring size per direction"},
     {"kill_worker_after", FANOUT_PARAM_INT, "0", "testing: worker 0 kills itself (SIGKILL) after this many iterations (0: never)"},
 };
 
@@ -124,7 +124,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     cfg.warmup = host.param_int("warmup", 5);
     cfg.transport = transport_of(host);
     cfg.verify = truthy(host.param("verify", "false"));
-    cfg.shm_ring_bytes = size_t(host.param_int("shm_ring_bytes", 8 << 20));
+    cfg.shm_ring_bytes = size_t(host.param_int("shm_ring_bytes", 4 << 20));
     cfg.kill_after = host.param_int("kill_worker_after", 0);
     pslite::run_worker(w, cfg, recorder(host));
     return 0;

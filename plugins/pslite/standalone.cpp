@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
     cfg.mode = modes[mode];
     cfg.keys_per_server = std::stoi(env("NUM_KEY_PER_SERVER", "40"));
     cfg.warmup = std::stoll(env("FANOUT_PSLITE_WARMUP", "5"));
+    cfg.shm_ring_bytes = std::stoull(env("FANOUT_PSLITE_SHM_RING", std::to_string(cfg.shm_ring_bytes)));
     cfg.transport = pslite::parse_transport(env("DMLC_ENABLE_RDMA", "auto"));
 
     std::map<std::string, std::vector<double>> samples;
