@@ -194,7 +194,7 @@ std::string PbsScheduler::submit(const JobSpec& job) {
   return id;
 }
 
-std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs) {
+std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs, int /*max_parallel*/) {
   // Runs of one resource request share an array: the preamble (without the name and output) is the shape.
   std::map<std::string, std::vector<size_t>> shapes;
   auto preamble = [&](const JobSpec& j) {

@@ -30,7 +30,8 @@ class PbsScheduler : public Scheduler {
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.
   // Each run's id is "<array id>#<i>"; its end comes from its exit markers.
-  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) override;
+  // max_parallel is not passed on (PBS Pro's -J has no throttle).
+  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   double max_poll_interval_s() const override { return 5.0; }

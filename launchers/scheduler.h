@@ -24,8 +24,9 @@ class Scheduler {
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}
   // Submits several jobs of one resource shape in one request where the scheduler can (job arrays);
-  // returns one id per job. By default, one submit() each.
-  virtual std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) {
+  // returns one id per job. max_parallel > 0 asks the scheduler to run at most that many of each array at
+  // once (Slurm's --array=0-N%M) where it can. By default, one submit() each.
+  virtual std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) {
     std::vector<std::string> ids;
     for (auto& j : jobs) ids.push_back(submit(j));
     return ids;

@@ -217,7 +217,7 @@ std::string SlurmScheduler::submit(const JobSpec& job) {
   return id;
 }
 
-std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs) {
+std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
   // One array per resource shape; task i execs the i-th run's job.sh (written by the driver beforehand).
   std::map<std::string, std::vector<size_t>> shapes;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -236,9 +236,10 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     SlurmRequest r = slurm_request(first);
     r.name = "fanout-array";
     r.output = (first.run_dir.parent_path() / "slurm-%A_%a.out").string();
-    std::string script = sbatch_preamble(r) + "#SBATCH --array=0-" + std::to_string(members.size() - 1) + "\n" + body;
+    const std::string spec = "0-" + std::to_string(members.size() - 1) + (max_parallel > 0 ? "%" + std::to_string(max_parallel) : "");
+    std::string script = sbatch_preamble(r) + "#SBATCH --array=" + spec + "\n" + body;
     write_file_atomic(first.run_dir.parent_path() / ("array-" + std::to_string(++array_count_) + ".sh"), script, 0755);
-    std::string array_id = submit_script(first, script, "0-" + std::to_string(members.size() - 1));
+    std::string array_id = submit_script(first, script, spec);
     for (size_t k = 0; k < members.size(); ++k) {
       std::string id = array_id + "_" + std::to_string(k);
       ids[members[k]] = id;

@@ -36,7 +36,7 @@ class SlurmScheduler : public Scheduler {
   std::string name() const override { return "slurm"; }
   std::string render_script(const JobSpec& job) const override { return slurm_job_script(job); }
   std::string submit(const JobSpec& job) override;
-  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs) override;
+  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   void check(const std::vector<JobSpec>& jobs) override;

@@ -1,6 +1,7 @@
 #include "orchestrator/experiment_runner.h"
 
 #include <pwd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -167,8 +168,23 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
       << st.launcher << " -> " << outcome.run_root.string() << "\n";
 
-  size_t next = 0, done = 0;
+  size_t next = 0, done = 0, running = 0;
   std::map<std::string, size_t> active;  // job id -> slot
+  // The driver's own cost, reported at the end (bench/driver_scale_bench.sh reads it).
+  struct Cost {
+    double submit_s = 0, poll_s = 0, ingest_s = 0;
+    uint64_t polls = 0;
+  } cost;
+  auto timed = [](double& into, auto&& fn) {
+    const int64_t a = monotonic_ns();
+    fn();
+    into += double(monotonic_ns() - a) / 1e9;
+  };
+  // One counter instead of counting running slots per event (that was quadratic in the number of runs).
+  auto set_state = [&](Slot& s, JobState st) {
+    running += (st == JobState::Running) - (s.state == JobState::Running);
+    s.state = st;
+  };
   double busy_s = 0;
   const int64_t t0 = monotonic_ns();
   const int max_parallel = st.max_parallel > 0 ? st.max_parallel : scheduler->default_max_parallel();
@@ -176,10 +192,11 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   bool cancelling = false;
 
   auto finish = [&](Slot& s, const JobStatus& js) {
-    s.state = js.state;
+    set_state(s, js.state);
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
-    auto report = db.ingest_run(s.dir);
+    IngestReport report;
+    timed(cost.ingest_s, [&] { report = db.ingest_run(s.dir); });
     ++done;
     if (js.state == JobState::Completed) ++outcome.completed;
     else ++outcome.failed;
@@ -187,8 +204,6 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     busy_s += dur;
     size_t remaining = slots.size() - done;
     double eta = done ? busy_s / double(done) * double(remaining) / double(max_parallel) : NAN;
-    size_t running = 0;
-    for (auto& [id, i] : active) running += slots[i].state == JobState::Running;
     log << "[" << done << "/" << slots.size() << " done | " << running << " running | " << slots.size() - done - running
         << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
         << format_duration(dur) << ", " << report.samples << " samples";
@@ -219,7 +234,8 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       // Every remaining run in as few submissions as the scheduler can make (arrays per resource shape).
       std::vector<JobSpec> jobs;
       for (size_t i = next; i < slots.size(); ++i) jobs.push_back(slots[i].job);
-      auto ids = scheduler->submit_array(jobs);
+      std::vector<std::string> ids;
+      timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
       for (size_t k = 0; k < ids.size(); ++k, ++next) {
         slots[next].started_ns = monotonic_ns();
         slots[next].job_id = ids[k];
@@ -231,7 +247,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     while (!cancelling && next < slots.size() && int(active.size()) < max_parallel) {
       Slot& s = slots[next];
       s.started_ns = monotonic_ns();
-      s.job_id = scheduler->submit(s.job);
+      timed(cost.submit_s, [&] { s.job_id = scheduler->submit(s.job); });
       s.state = JobState::Pending;
       active[s.job_id] = next++;
       changed = true;
@@ -239,12 +255,15 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (active.empty()) continue;
     std::vector<std::string> ids;
     for (auto& [id, i] : active) ids.push_back(id);
-    for (const auto& js : scheduler->poll(ids)) {
+    std::vector<JobStatus> states;
+    timed(cost.poll_s, [&] { states = scheduler->poll(ids); });
+    ++cost.polls;
+    for (const auto& js : states) {
       if (!job_state_final(js.state)) {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
           auto& slot = slots[active.at(js.job_id)];
           changed |= slot.state != js.state;
-          slot.state = js.state;
+          set_state(slot, js.state);
         }
         continue;
       }
@@ -260,7 +279,9 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   outcome.interrupted = cancelling;
 
   outcome.csv_dir = outcome.exp_dir / "csv";
-  auto csv = export_csv(db, outcome.csv_dir);
+  double csv_s = 0;
+  CsvFiles csv;
+  timed(csv_s, [&] { csv = export_csv(db, outcome.csv_dir); });
   double wall = double(monotonic_ns() - t0) / 1e9;
   log << "fanout: " << outcome.completed << "/" << outcome.runs << " run(s) COMPLETED";
   if (outcome.failed) log << ", " << outcome.failed << " did not (see the reasons above)";
@@ -269,6 +290,15 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
       << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
       << "fanout: runs     " << outcome.run_root.string() << "\n";
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
+                "peak memory %.1f MiB\n",
+                slots.size(), cost.submit_s, (unsigned long long)cost.polls, cost.poll_s, (unsigned long long)scheduler->queries(),
+                cost.ingest_s, csv_s, double(ru.ru_maxrss) / 1024);
+  log << line;
   return outcome;
 }
 

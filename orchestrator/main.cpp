@@ -52,7 +52,7 @@ struct SettingsFlags {
                                 ->check(CLI::IsMember({"srun", "mpirun"}));
     opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
     opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
-    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)")->capture_default_str()->check(CLI::NonNegativeNumber);
     opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");

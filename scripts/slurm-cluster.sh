@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # A real single-host Slurm 22.05 cluster for the tests: munged + slurmctld + one slurmd per virtual node
 # (n1..nN on 127.0.0.1), with PMIx. Started directly (no systemd). Idempotent: `up` on a running cluster with
-# the same node count only checks it. Usage: scripts/slurm-cluster.sh up|down|status
+# the same node count only checks it. Usage: scripts/slurm-cluster.sh up|scale [N]|down|status
+# Partition debug (the default) is always n1-n4; `scale N` (default 160) starts N nodes in all and adds
+# partition scale = n1-nN, for sweeps of SmartSim-Scaling's size with one rank per node (one slurmd per node,
+# 160 start in a few seconds and take about 250 MB).
 # Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
 cmd=${1:-up}
-N=${FANOUT_SLURM_NODES:-4}
+if [ "$cmd" = scale ]; then N=${2:-160}; cmd=up; else N=${FANOUT_SLURM_NODES:-4}; fi
+[ "$N" -ge 4 ] || { echo "slurm-cluster: at least 4 nodes (partition debug is n1-n4)" >&2; exit 2; }
 CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
 HOST=$(hostname -s)
@@ -106,15 +110,18 @@ OverTimeLimit=0
 InactiveLimit=0
 Waittime=0
 NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 )
+  [ "$N" -gt 4 ] && conf+=$'\n'"PartitionName=scale Nodes=n[1-$N] MaxTime=INFINITE State=UP OverSubscribe=NO"
   [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" > /etc/slurm/slurm.conf
 
   alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
-  wait_until 30 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
+  # The slurmds start at once (they register when the controller answers): a controller left alone pings
+  # nodes that do not exist yet and stops answering for as long as that takes (22 s for 160 nodes).
   for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
-  wait_until 60 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
+  wait_until 60 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
+  wait_until 120 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"
 }
 
@@ -122,5 +129,5 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   status) timeout 10 scontrol ping && timeout 10 sinfo -N -o '%N %c %T %f' ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|scale [N]|down|status" >&2; exit 2 ;;
 esac

@@ -159,7 +159,7 @@ TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
     std::string expect;
   } cases[] = {
       {{"--nodes=[2,5]"}, "needs 5 nodes but partition 'debug' has 4; nothing was submitted"},
-      {{"--partition=nope"}, "--partition: Slurm has no partition 'nope' (partitions: debug)"},
+      {{"--partition=nope"}, "--partition: Slurm has no partition 'nope' (partitions: debug"},
       {{"--constraint=gpu"}, "--constraint: no Slurm node has feature 'gpu' (features: vnode)"},
       {{"--batch_args=colour=blue"}, "--batch_args: the slurm launcher does not know 'colour'"},
   };
@@ -288,4 +288,31 @@ TEST_F(Slurm, PsliteServersAndWorkersOnDifferentNodesOrColocated) {
   EXPECT_EQ(nodes_of("colo", "worker"), nodes_of("colo", "server")) << "pslite_colocated: workers on the servers' nodes";
   EXPECT_EQ(one("colo", "SELECT count(DISTINCT rank) FROM samples WHERE metric='goodput'"), "4");
   EXPECT_EQ(one("colo", "SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+}
+
+// Issue-sized sweep on the scale partition (scripts/slurm-cluster.sh scale: 160 virtual nodes, which
+// scripts/test.sh brings up): up to 128 client nodes + 16 database nodes (a 16-shard Redis Cluster), one rank
+// per node, every sample ingested.
+TEST_F(Slurm, ThroughputSweepOn128ClientAnd16DatabaseNodes) {
+  auto part = test::run_command({"/usr/bin/sinfo", "-h", "-p", "scale", "-o", "%D"}, "/", {}, 20);
+  ASSERT_GE(std::atoi(part.out.c_str()), 144) << "no scale partition: run scripts/slurm-cluster.sh scale (scripts/test.sh does)";
+  auto r = fanout({"throughput_standard", "--launcher=slurm", "--partition=scale", "--exp_name=scale", "--client_nodes=[32,64,128]",
+                   "--clients_per_node=1", "--db_nodes=[4,16]", "--db_cpus=1", "--tensor_bytes=1024", "--iterations=2", "--warmup=1",
+                   "--net_ifname=lo", "--db_port=26000"},
+                  900);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("scale", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
+  for (auto& row : query("scale", "SELECT r.id, c.value, d.value FROM runs r JOIN parameters c ON c.run_id=r.id AND c.name='client_nodes' "
+                                  "JOIN parameters d ON d.run_id=r.id AND d.name='db_nodes'")) {
+    const std::string run = row[0];
+    const int clients = std::stoi(row[1]), dbs = std::stoi(row[2]);
+    // One rank per node: as many distinct nodes as ranks, databases apart from clients.
+    EXPECT_EQ(one("scale", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id=" + run), std::to_string(clients + dbs));
+    // Every client's samples: 3 iterations (1 warmup) x put/unpack/loop/bandwidth + client() + main().
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND role='throughput'"), std::to_string(clients * 14));
+    EXPECT_EQ(one("scale", "SELECT count(DISTINCT rank) FROM samples WHERE run_id=" + run + " AND metric='put_tensor'"),
+              std::to_string(clients));
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND metric='cluster_create'"), "1");
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND metric='db_stop'"), std::to_string(dbs));
+  }
 }

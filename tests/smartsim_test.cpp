@@ -292,3 +292,19 @@ TEST(AggregationSweep, FilesystemVariantThroughASharedFolder) {
   // The consumer removed every iteration's folder: nothing is left behind in the shared folder.
   EXPECT_TRUE(fs::is_empty(shared)) << "left over in " << shared;
 }
+
+TEST(ThroughputSweep, DryRunOfSmartSimScalingsRealDefaultsListsEveryRunAndScript) {
+  // client_nodes [128,256,512] x db_nodes [16,32,64] x 11 tensor sizes, clients_per_node 32 (the defaults):
+  // 99 runs, each with its job script, without a cluster of that size (nothing is submitted or checked).
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--dry-run", "--db_nodes=[16,32,64]"}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("# dry run: 99 run(s) of smartsim 'throughput_standard'"), std::string::npos) << r.out.substr(0, 300);
+  size_t scripts = 0, big = 0;
+  for (size_t at = 0; (at = r.out.find("# ---- job script for ", at)) != std::string::npos; ++at) ++scripts;
+  for (size_t at = 0; (at = r.out.find("#SBATCH --nodes=576", at)) != std::string::npos; ++at) ++big;  // 512 clients + 64 db
+  EXPECT_EQ(scripts, 99u);
+  EXPECT_EQ(big, 11u) << "one job of 576 nodes per tensor size";
+  EXPECT_NE(r.out.find("clients_per_node=32"), std::string::npos);
+  EXPECT_FALSE(fs::exists(d.path / "results")) << "a dry run writes nothing";
+}

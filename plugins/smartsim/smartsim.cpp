@@ -132,10 +132,10 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
       }
     } cleanup{socket_dir};
     auto t0 = host.now_ns();
-    smartsim::RedisServer server(cfg);
+    auto server = std::make_unique<smartsim::RedisServer>(cfg);
     host.record("db_start", 0, t0, double(host.now_ns() - t0) / 1e9, "s", false);
-    host.log(FANOUT_LOG_INFO, "redis-server on " + server.address() + " pinned to CPUs " + server.pinned());
-    std::string endpoint = cfg.unix_socket.empty() ? server.address() : "unix:" + cfg.unix_socket;
+    host.log(FANOUT_LOG_INFO, "redis-server on " + server->address() + " pinned to CPUs " + server->pinned());
+    std::string endpoint = cfg.unix_socket.empty() ? server->address() : "unix:" + cfg.unix_socket;
     if (!host.put("smartsim.db." + std::to_string(host.rank()), endpoint)) return 2;
     if (!fence(host, 2, kSetupTimeoutMs)) return 3;
 
@@ -157,6 +157,9 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
     }
     if (!fence(host, 3, kSetupTimeoutMs)) return 3;
     if (!fence(host, 4, kRunTimeoutMs)) return 3;  // the clients are done
+    const int64_t stop0 = host.now_ns();
+    server.reset();  // SHUTDOWN NOSAVE: teardown is part of what a sweep at scale pays for
+    host.record("db_stop", 0, stop0, double(host.now_ns() - stop0) / 1e9, "s", false);
     return 0;
   } catch (const std::exception& e) {
     host.log(FANOUT_LOG_ERROR, e.what());

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The driver's own cost as a sweep grows: N trivially short permutations (calibration_sleep, 1 iteration)
+# submitted as Slurm job arrays to the test cluster, for N = 10, 100, 1000 (and 10000 with --big). Reads the
+# "fanout: driver" line each run prints: submission time, poll cycles and scheduler queries, ingestion time,
+# peak memory. The cost per permutation must stay flat (nothing quadratic in the number of runs).
+#   bench/driver_scale_bench.sh [build dir] [--big]     (needs scripts/slurm-cluster.sh up or scale)
+set -euo pipefail
+build=${1:-build}
+sizes=(10 100 1000)
+[ "${2:-}" = --big ] && sizes+=(10000)
+exe=$(readlink -f "$build/fanout")
+work=$(mktemp -d /var/tmp/fanout-driver-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+partition=debug
+sinfo -h -p scale -o %P 2>/dev/null | grep -q scale && partition=scale
+# ingest/run is measured inside the sweep (sharing 2 cores with the running jobs); reingest/run ingests the same
+# run folders again afterwards into a new database (`fanout results ingest`), alone.
+printf '%7s %8s %9s %11s %7s %13s %9s %11s %13s %8s\n' runs "wall s" "submit s" "submit/run" polls "queries/poll" "ingest s" "ingest/run" "reingest/run" "peak MiB"
+for n in "${sizes[@]}"; do
+  list=$(seq -s, 1 "$n")
+  # Throttled to 64 tasks at once: one slurmctld on 2 cores stops answering srun when ~1000 tasks start together.
+  out=$(cd "$work" && "$exe" calibration_sleep --launcher=slurm --partition=$partition --array --max_parallel=64 --iterations=1 --warmup=0 \
+        --sleep_us="[$list]" --exp_name="n$n" --walltime=600 2>&1 | tail -8)
+  line=$(grep '^fanout: driver' <<<"$out") || { echo "$out" >&2; exit 1; }
+  wall=$(grep -o 'COMPLETED in [0-9.:hms]*' <<<"$out" | head -1 | awk '{print $3}')
+  rm -f "$work/results/n$n"/fanout.sqlite*
+  t0=$(date +%s.%N)
+  "$exe" results ingest "$work/results/n$n" >/dev/null
+  reingest=$(awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$n" 'BEGIN{printf "%.3f", (b - a) / n * 1000}')
+  awk -v n="$n" -v wall="$wall" -v re="$reingest" '{
+      for (i = 1; i <= NF; i++) {
+        if ($(i) == "submit") submit = $(i+1);
+        if ($(i) == "polls") { polls = $(i-1); }
+        if ($(i) == "scheduler") queries = substr($(i-1), 2);
+        if ($(i) == "ingest") ingest = $(i+1);
+        if ($(i) == "memory") peak = $(i+1);
+      }
+      printf "%7d %8s %9.3f %9.3f ms %7d %13.2f %9.3f %8.3f ms %10.3f ms %8.1f\n", n, wall, submit, submit / n * 1000, polls,
+             queries / polls, ingest, ingest / n * 1000, re, peak
+    }' <<<"$line"
+done
