@@ -25,6 +25,8 @@ struct ExperimentSettings {
   std::filesystem::path results_dir = "results";
   int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)
   bool array = false;    // submit runs as job arrays (one submission per resource shape)
+  int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
+  bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   SchedulerOptions options;
 };
 

@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <iostream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
+
+#include <toml++/toml.h>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -109,7 +114,64 @@ fs::path unique_run_root(const fs::path& exp_dir) {
   return p;
 }
 
+constexpr const char* kCommandFile = "command.toml";
+
+void save_command(const fs::path& exp_dir, const RunnerOptions& opts) {
+  toml::array argv;
+  for (auto& a : opts.argv)
+    if (a != "--resume") argv.push_back(a);  // resume adds it back
+  toml::table t{{"cwd", fs::current_path().string()}, {"argv", argv}};
+  std::ostringstream out;
+  out << "# The command that made this experiment; `fanout resume " << exp_dir.filename().string() << "` runs it again with --resume.\n"
+      << t << "\n";
+  write_file_atomic(exp_dir / kCommandFile, out.str(), 0600);
+}
+
+// Run folders whose run ended (status recorded) but that are not in the database: the driver died between
+// the two. Returns how many were ingested.
+size_t ingest_stragglers(const fs::path& exp_dir, ResultsDb& db) {
+  std::set<std::string> known;
+  for (auto& r : db.runs()) known.insert(r.path);
+  size_t n = 0;
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(exp_dir, ec)) {
+    if (e.path().filename() != kRunMetadataFile) continue;
+    const fs::path dir = fs::absolute(e.path().parent_path()).lexically_normal();
+    if (known.count(dir.string())) continue;
+    try {
+      if (!read_run_metadata(dir).status) continue;  // never ended: its permutation runs again
+    } catch (const UserError&) {
+      continue;
+    }
+    db.ingest_run(dir);
+    ++n;
+  }
+  return n;
+}
+
+bool worth_a_retry(JobState s) {
+  return s == JobState::Failed || s == JobState::Timeout || s == JobState::NodeFail || s == JobState::OutOfMemory ||
+         s == JobState::Preempted || s == JobState::Unknown;
+}
+
 }  // namespace
+
+SavedCommand read_saved_command(const fs::path& exp_dir) {
+  const fs::path file = exp_dir / kCommandFile;
+  if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made before fanout 0.2)");
+  toml::table t;
+  try {
+    t = toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(file.string() + ": " + std::string(e.description()));
+  }
+  SavedCommand c;
+  c.cwd = t["cwd"].value_or(std::string());
+  if (auto* a = t["argv"].as_array())
+    for (auto& v : *a) c.argv.push_back(v.value_or(std::string()));
+  if (c.argv.size() < 2 || c.cwd.empty()) throw UserError(file.string() + ": needs cwd and argv");
+  return c;
+}
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
@@ -141,13 +203,31 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
-  outcome.run_root = unique_run_root(outcome.exp_dir);
-  make_private_dirs(outcome.run_root);
   outcome.database = outcome.exp_dir / "fanout.sqlite";
   ResultsDb db(outcome.database);
+  std::vector<const RunPlan*> todo;
+  if (st.resume) {
+    size_t recovered = ingest_stragglers(outcome.exp_dir, db);
+    std::set<std::string> completed;
+    for (auto& r : db.runs())
+      if (r.status == "COMPLETED") completed.insert(r.param_hash);
+    for (const auto& r : plan.runs)
+      if (!completed.count(r.param_hash)) todo.push_back(&r);
+    log << "fanout: resume: " << plan.runs.size() - todo.size() << " of " << plan.runs.size()
+        << " permutation(s) already COMPLETED";
+    if (recovered) log << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
+    log << "; running " << todo.size() << "\n";
+    if (todo.empty()) return outcome;
+  } else {
+    for (const auto& r : plan.runs) todo.push_back(&r);
+  }
+  if (!st.resume || !fs::exists(outcome.exp_dir / kCommandFile)) save_command(outcome.exp_dir, opts);
+  outcome.run_root = unique_run_root(outcome.exp_dir);
+  make_private_dirs(outcome.run_root);
 
   struct Slot {
     const RunPlan* run;
+    int attempt;
     fs::path dir;
     JobSpec job;
     RunMetadata meta;
@@ -155,15 +235,19 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     JobState state = JobState::Pending;
     int64_t started_ns = 0;
   };
-  std::vector<Slot> slots;
-  for (const auto& r : plan.runs) {
-    Slot s{&r, outcome.run_root / r.session, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
+  std::deque<Slot> slots;  // a retry is appended while others are referenced: a deque keeps them in place
+  auto add_slot = [&](const RunPlan& r, int attempt) {
+    const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
+    Slot s{&r, attempt, outcome.run_root / folder, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
+    s.meta.session = folder;
+    s.meta.provenance["attempt"] = std::to_string(attempt + 1);
     s.job = job_for(plan, r, plugin, opts, s.dir);
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);
     write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
     slots.push_back(std::move(s));
-  }
+  };
+  for (const RunPlan* r : todo) add_slot(*r, 0);
   outcome.runs = slots.size();
   log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
       << st.launcher << " -> " << outcome.run_root.string() << "\n";
@@ -198,8 +282,9 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     IngestReport report;
     timed(cost.ingest_s, [&] { report = db.ingest_run(s.dir); });
     ++done;
+    const bool retry = worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
     if (js.state == JobState::Completed) ++outcome.completed;
-    else ++outcome.failed;
+    else if (!retry) ++outcome.failed;
     double dur = double(monotonic_ns() - s.started_ns) / 1e9;
     busy_s += dur;
     size_t remaining = slots.size() - done;
@@ -210,6 +295,11 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (js.state != JobState::Completed) log << " -- " << js.reason;
     log << "\n";
     for (auto& w : report.warnings) log << "  warning: " << w << "\n";
+    if (retry) {
+      log << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st.max_retries + 1 << ")\n";
+      add_slot(*s.run, s.attempt + 1);
+      ++outcome.retries;
+    }
   };
 
   while (done < slots.size()) {

@@ -15,19 +15,30 @@ namespace fanout {
 
 struct ExperimentOutcome {
   std::filesystem::path exp_dir, run_root, database, csv_dir;
-  size_t runs = 0, completed = 0, failed = 0;  // failed = every final state other than COMPLETED
+  size_t runs = 0, completed = 0, failed = 0;  // failed = every final state other than COMPLETED (after retries)
+  size_t retries = 0;
   bool interrupted = false;
 };
 
 struct RunnerOptions {
   std::filesystem::path rank_exe;  // fanout-rank
   std::string command_line;        // for provenance
+  std::vector<std::string> argv;   // the driver's arguments, kept in <exp>/command.toml for `fanout resume`
   std::ostream* progress = nullptr;
   const std::atomic<bool>* interrupt = nullptr;  // set by SIGINT/SIGTERM: cancel the experiment's jobs
 };
 
 // Prints what would run: one line per run with its parameters, and each job script.
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out);
+// With settings.resume, first ingests run folders that ended but never reached the database (the driver was
+// killed), then runs only the permutations (by parameter hash) without a COMPLETED run.
 ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts);
+
+// `fanout resume <exp_dir>`: the command that made the experiment (from <exp>/command.toml) and its folder.
+struct SavedCommand {
+  std::vector<std::string> argv;
+  std::filesystem::path cwd;
+};
+SavedCommand read_saved_command(const std::filesystem::path& exp_dir);
 
 }  // namespace fanout

@@ -38,8 +38,8 @@ fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 // The driver's own flags, shared by every experiment subcommand and `run`.
 struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
-  int max_parallel = 0;
-  bool dry_run = false, exclusive = false, array = false;
+  int max_parallel = 0, max_retries = 0;
+  bool dry_run = false, exclusive = false, array = false, resume = false;
   std::string partition, account, constraint, step_launcher;
   std::vector<std::string> zips, excludes, batch_args;
   std::map<std::string, CLI::Option*> opts;
@@ -54,6 +54,9 @@ struct SettingsFlags {
     opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
     opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)")->capture_default_str()->check(CLI::NonNegativeNumber);
     opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
+    opts["max_retries"] = app->add_option("--max_retries", max_retries, "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times")
+                              ->capture_default_str()->check(CLI::NonNegativeNumber);
+    opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");
     opts["constraint"] = app->add_option("--constraint", constraint, "node features the runs need");
@@ -78,6 +81,8 @@ struct SettingsFlags {
     if (!only_given || given("constraint")) s.options.constraint = constraint;
     if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
     if (!only_given || given("array")) s.array = array;
+    if (!only_given || given("max_retries")) s.max_retries = max_retries;
+    if (!only_given || given("resume")) s.resume = resume;
     if (!only_given || given("step_launcher")) s.options.step_launcher = step_launcher;
     for (auto& kv : batch_args) {
       auto eq = kv.find('=');
@@ -110,11 +115,13 @@ void print_plugins(const PluginScan& scan, std::ostream& out) {
   if (scan.plugins.empty()) out << "no plugins found (search path: FANOUT_PLUGIN_PATH, then next to the fanout executable)\n";
 }
 
-int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline) {
+int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
+            const std::vector<std::string>& argv) {
   ExperimentPlan plan = plan_experiment(req, plugin);
   RunnerOptions opts;
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
+  opts.argv = argv;
   opts.interrupt = &g_interrupt;
   if (dry_run) {
     print_dry_run(plan, plugin, opts, std::cout);
@@ -143,6 +150,7 @@ int ingest_tree(const fs::path& dir, ResultsDb& db) {
 int drive(int argc, char** argv) {
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + shell_quote(argv[i]);
+  const std::vector<std::string> args(argv, argv + argc);
 
   CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
   app.require_subcommand(1);
@@ -172,6 +180,10 @@ int drive(int argc, char** argv) {
   auto* ingest_cmd = results_cmd->add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
   std::string ingest_exp;
   ingest_cmd->add_option("exp_dir", ingest_exp, "experiment folder")->required();
+  auto* resume_cmd = app.add_subcommand("resume", "run the permutations of an experiment that are missing or failed, after any interruption "
+                                                  "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
+  std::string resume_exp;
+  resume_cmd->add_option("exp_dir", resume_exp, "experiment folder (results/<exp_name>)")->required();
   auto* compare_cmd = results_cmd->add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
   std::string cmp_a, cmp_b;
   CompareOptions cmp_opts;
@@ -245,7 +257,7 @@ int drive(int argc, char** argv) {
       req.plugin = (fs::absolute(exp_file).parent_path() / req.plugin).lexically_normal().string();
     run_flags.apply(req, /*only_given=*/true);
     auto plugin = find_plugin(req.plugin);
-    return execute(req, *plugin, run_flags.dry_run, cmdline);
+    return execute(req, *plugin, run_flags.dry_run, cmdline, args);
   }
   if (csv_cmd->parsed()) {
     fs::path db_file = fs::path(csv_exp) / "fanout.sqlite";
@@ -256,6 +268,17 @@ int drive(int argc, char** argv) {
               << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
               << files.runs.string() << " (" << files.run_rows << " rows)\n";
     return 0;
+  }
+  if (resume_cmd->parsed()) {
+    SavedCommand saved = read_saved_command(resume_exp);
+    std::error_code ec;
+    fs::current_path(saved.cwd, ec);
+    if (ec) throw UserError(resume_exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());
+    saved.argv.push_back("--resume");
+    std::vector<char*> cargv;
+    for (auto& a : saved.argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    return drive(int(saved.argv.size()), cargv.data());
   }
   if (compare_cmd->parsed()) {
     auto report = compare_experiments(cmp_a, cmp_b, cmp_opts);
@@ -287,7 +310,7 @@ int drive(int argc, char** argv) {
       if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
     }
     tc.flags.apply(req, /*only_given=*/false);
-    return execute(req, *tc.plugin, tc.flags.dry_run, cmdline);
+    return execute(req, *tc.plugin, tc.flags.dry_run, cmdline, args);
   }
   return 2;
 }

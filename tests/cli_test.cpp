@@ -228,3 +228,56 @@ TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
   EXPECT_EQ(rows[1][0], "CANCELLED");
   EXPECT_NE(rows[1][1].find("not started"), std::string::npos) << rows[1][1];
 }
+
+TEST(Cli, FailedRunsAreRetriedUpToMaxRetries) {
+  test::TempDir d;
+  // fail_rank=0 fails every attempt; fail_rank=-1 succeeds at once and is not retried.
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=retry", "--fail_rank=[-1,0]", "--iterations=2", "--max_retries=2"});
+  EXPECT_EQ(r.exit_code, 1) << "one permutation failed after its retries";
+  EXPECT_NE(r.err.find("(attempt 3 of 3)"), std::string::npos) << r.err;
+  auto rows = query(db_of(d, "retry"), "SELECT p.value, r.status, count(*) FROM runs r JOIN parameters p ON p.run_id=r.id AND "
+                                       "p.name='fail_rank' GROUP BY p.value, r.status ORDER BY p.value");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"-1", "COMPLETED", "1"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"0", "FAILED", "3"})) << "the first attempt and two retries";
+  EXPECT_EQ(query(db_of(d, "retry"), "SELECT count(*) FROM provenance WHERE key='attempt' AND value='3'")[0][0], "1");
+  EXPECT_NE(r.err.find("1/2 run(s) COMPLETED, 1 did not"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
+  test::TempDir d;
+  // Six runs of about half a second each, one at a time; the driver is SIGKILLed (no chance to clean up) once
+  // two have completed.
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=kill", "--sleep_us=[20000,20001,20002,20003,20004,20005]",
+                                          "--iterations=20"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for(
+      [&] {
+        auto rows = query(db_of(d, "kill"), "SELECT count(*) FROM runs WHERE status='COMPLETED'");
+        return !rows.empty() && std::stoi(rows[0][0]) >= 2;
+      },
+      60));
+  kill(pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  auto before = std::stoi(query(db_of(d, "kill"), "SELECT count(*) FROM runs WHERE status='COMPLETED'")[0][0]);
+  ASSERT_LT(before, 6) << "the driver was killed mid-sweep";
+
+  auto r = fanout_cmd(d, {"resume", "results/kill"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("fanout: resume: " + std::to_string(before)), std::string::npos) << r.err;
+  // Every permutation exactly once COMPLETED, with exactly its samples: 20 measured + 3 warmup + 1 rendezvous.
+  auto per_hash = query(db_of(d, "kill"), "SELECT param_hash, count(*) FROM runs WHERE status='COMPLETED' GROUP BY param_hash");
+  ASSERT_EQ(per_hash.size(), 6u);
+  for (auto& row : per_hash) EXPECT_EQ(row[1], "1") << row[0];
+  EXPECT_EQ(query(db_of(d, "kill"), "SELECT count(*) FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.status='COMPLETED'")[0][0],
+            std::to_string(6 * 24));
+  // Nothing left to do: a second resume runs nothing.
+  auto again = fanout_cmd(d, {"resume", "results/kill"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("6 of 6 permutation(s) already COMPLETED; running 0"), std::string::npos) << again.err;
+  auto bad = fanout_cmd(d, {"resume", "results/nope"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("no command.toml"), std::string::npos) << bad.err;
+}
