@@ -36,7 +36,16 @@ stop_pidfile() {
 
 down() {
   if command -v scancel >/dev/null && scontrol ping 2>/dev/null | grep -q UP; then scancel --user="$(id -un)" 2>/dev/null || true; fi
-  for f in "$D"/run/slurmd-*.pid; do [ -e "$f" ] && stop_pidfile "$f"; done
+  # All slurmds at once (one by one, 160 of them take minutes), then whatever lingers by force.
+  local pids=()
+  for f in "$D"/run/slurmd-*.pid; do [ -s "$f" ] && pids+=("$(cat "$f")"); done
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    any_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+    for _ in $(seq 100); do any_alive "${pids[@]}" || break; sleep 0.1; done
+    kill -9 "${pids[@]}" 2>/dev/null || true
+    rm -f "$D"/run/slurmd-*.pid
+  fi
   stop_pidfile "$D/run/slurmctld.pid"
   # munged was started by `up` too; a chroot cannot be unmounted while it holds /dev open.
   stop_pidfile /run/munge/munged.pid
@@ -63,7 +72,7 @@ up() {
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    runuser -u munge -- /usr/sbin/munged
+    runuser -u munge -- /usr/sbin/munged --num-threads=10  # 144-rank jobs authenticate many requests at once
     wait_until 10 timeout 5 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
   fi
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "fanout_sdk.hpp"
@@ -93,15 +94,21 @@ int run_scheduler(fanout_context* ctx, const fanout_host_ops* ops) {
   });
 }
 
+// A server or worker joins: rank 0 publishes its step's size under count_key, then all learn the rest.
+// Throws when the rendezvous fails.
+pslite::Where join(fanout_sdk::Host& host, const char* count_key) {
+  pslite::Where w;
+  if ((host.rank() == 0 && !host.put(count_key, std::to_string(host.size()))) || !exchange(host, w))
+    throw std::runtime_error("the job's rendezvous failed (scheduler address, node counts)");
+  w.my_host = my_host(host);
+  w.timeout_ms = kSetupTimeoutMs;
+  return w;
+}
+
 int run_server(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return guarded(host, [&] {
-    if (host.rank() == 0 && !host.put("pslite.servers", std::to_string(host.size()))) return 2;
-    pslite::Where w;
-    if (!exchange(host, w)) return 3;
-    w.my_host = my_host(host);
-    w.timeout_ms = kSetupTimeoutMs;
-    pslite::run_server(w, transport_of(host), recorder(host));
+    pslite::run_server(join(host, "pslite.servers"), transport_of(host), recorder(host));
     return 0;
   });
 }
@@ -109,11 +116,7 @@ int run_server(fanout_context* ctx, const fanout_host_ops* ops) {
 int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return guarded(host, [&] {
-    if (host.rank() == 0 && !host.put("pslite.workers", std::to_string(host.size()))) return 2;
-    pslite::Where w;
-    if (!exchange(host, w)) return 3;
-    w.my_host = my_host(host);
-    w.timeout_ms = kSetupTimeoutMs;
+    const pslite::Where w = join(host, "pslite.workers");
     pslite::BenchConfig cfg;
     cfg.mode = host.param("mode", "pushpull");
     cfg.len = size_t(host.param_int("len", 1 << 20));
