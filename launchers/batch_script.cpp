@@ -1,5 +1,7 @@
 #include "launchers/batch_script.h"
 
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -62,9 +64,12 @@ std::string describe_step_failure(const JobSpec& job) {
   std::string role;
   int status = 0;
   while (in >> role >> status)
-    if (status != 0)
-      return "step '" + role + "' exited with status " + std::to_string(status) + "; logs: " +
-             (job.run_dir / (role + ".err")).string();
+    if (status != 0) {
+      // bash reports a step killed by signal N as 128+N (srun passes its task's signal on the same way).
+      std::string how = "exited with status " + std::to_string(status);
+      if (status > 128 && status < 128 + NSIG) how += " (signal " + std::to_string(status - 128) + ", " + "SIG" + sigabbrev_np(status - 128) + ")";
+      return "step '" + role + "' " + how + "; logs: " + (job.run_dir / (role + ".err")).string();
+    }
   return "";
 }
 

@@ -20,6 +20,9 @@ class Scheduler {
   // The state of every given job, from ONE query of the scheduler per call.
   virtual std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) = 0;
   virtual void cancel(const std::vector<std::string>& job_ids) = 0;
+  // Follows a job that an earlier driver submitted (fanout resume after the driver died) as if submitted
+  // here, so that it is polled, not submitted again. False where jobs do not outlive their driver (local).
+  virtual bool adopt(const std::string& job_id, const JobSpec& job) { return false; }
   // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}

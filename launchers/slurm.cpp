@@ -140,6 +140,7 @@ std::string sbatch_preamble(const SlurmRequest& r) {
   line("--cpus-per-task=" + std::to_string(r.cpus_per_task));
   line("--time=" + std::to_string(r.time_minutes));
   line("--output=" + r.output);
+  line("--no-requeue");  // a run on a failed node ends NODE_FAIL (retried by the driver), not rerun in its own folder
   if (!r.partition.empty()) line("--partition=" + r.partition);
   if (!r.account.empty()) line("--account=" + r.account);
   if (!r.constraint.empty()) line("--constraint=" + r.constraint);
@@ -179,6 +180,7 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
   d.num_tasks = uint32_t(r.nodes * r.tasks_per_node);
   d.cpus_per_task = uint16_t(r.cpus_per_task);
   d.time_limit = uint32_t(r.time_minutes);
+  d.requeue = 0;  // as --no-requeue in the preamble
   d.user_id = getuid();
   d.group_id = getgid();
   if (!r.partition.empty()) d.partition = const_cast<char*>(r.partition.c_str());

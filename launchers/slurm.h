@@ -43,8 +43,10 @@ class SlurmScheduler : public Scheduler {
   double max_poll_interval_s() const override { return 2.0; }
   int default_max_parallel() const override { return 1 << 30; }
   uint64_t queries() const override { return queries_; }
-  // Follows a job submitted earlier (by another fanout process, before a restart) as if submitted here.
-  void adopt(const std::string& job_id, const JobSpec& job) { tracked_[job_id] = {job, 0, false}; }
+  bool adopt(const std::string& job_id, const JobSpec& job) override {
+    tracked_[job_id] = {job, 0, false};
+    return true;
+  }
 
  private:
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec);

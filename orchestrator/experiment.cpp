@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/text.h"
 #include "orchestrator/list_value.h"
 
@@ -25,15 +26,18 @@ int64_t parse_walltime(const std::string& text, const std::string& origin) {
   }
   auto parts = split(t, ':');
   if (parts.empty() || parts.size() > 3) throw bad();
+  // Checked arithmetic: a wall time beyond int64 seconds is refused, not wrapped.
   int64_t secs = 0;
+  bool overflow = false;
   for (auto& p : parts) {
     auto v = parse_int(p);
     if (!v || *v < 0) throw bad();
-    secs = secs * 60 + *v;
+    overflow |= __builtin_mul_overflow(secs, 60, &secs) || __builtin_add_overflow(secs, *v, &secs);
   }
-  if (parts.size() == 2 && days) secs *= 60;  // D-HH:MM
-  secs += days * 86400;
-  if (secs <= 0) throw bad();
+  if (parts.size() == 2 && days) overflow |= __builtin_mul_overflow(secs, 60, &secs);  // D-HH:MM
+  int64_t day_secs = 0;
+  overflow |= __builtin_mul_overflow(days, 86400, &day_secs) || __builtin_add_overflow(secs, day_secs, &secs);
+  if (overflow || secs <= 0) throw bad();
   return secs;
 }
 
@@ -103,10 +107,12 @@ std::string count_text(const toml::node& n, const std::string& origin) {
 
 }  // namespace
 
-ExperimentRequest parse_experiment_file(const fs::path& file) {
+ExperimentRequest parse_experiment_file(const fs::path& file) { return parse_experiment_text(read_file(file), file); }
+
+ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::path& file) {
   toml::table root;
   try {
-    root = toml::parse_file(file.string());
+    root = toml::parse(toml_text, file.string());
   } catch (const toml::parse_error& e) {
     throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
@@ -119,9 +125,11 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
-                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher"};
-  for (auto& [k, v] : *exp) {
-    std::string key(k.str());
+                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher",
+                                                 "max_retries", "stall_timeout"};
+  for (auto& entry : *exp) {
+    const toml::node& v = entry.second;  // not a structured binding: the lambda below captures it (clang 14)
+    std::string key(entry.first.str());
     std::string where = at(file, v);
     if (!exp_keys.count(key)) throw UserError(where + ": unknown key 'experiment." + key + "'");
     auto str = [&]() {
@@ -145,6 +153,11 @@ ExperimentRequest parse_experiment_file(const fs::path& file) {
       auto i = v.value_exact<int64_t>();
       if (!i || *i < 1) throw UserError(where + ": experiment.max_parallel must be a positive integer");
       req.settings.max_parallel = int(*i);
+    } else if (key == "max_retries" || key == "stall_timeout") {
+      auto i = v.value_exact<int64_t>();
+      if (!i || *i < 0) throw UserError(where + ": experiment." + key + " must be an integer >= 0");
+      if (key == "max_retries") req.settings.max_retries = int(*i);
+      else req.settings.stall_timeout_s = *i;
     } else if (key == "array") {
       auto b = v.value_exact<bool>();
       if (!b) throw UserError(where + ": experiment.array must be true or false");

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launchers/job_spec.h"
@@ -27,6 +28,7 @@ struct ExperimentSettings {
   bool array = false;    // submit runs as job arrays (one submission per resource shape)
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
+  int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
   SchedulerOptions options;
 };
 
@@ -57,6 +59,8 @@ struct ExperimentPlan {
 
 // Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.
 ExperimentRequest parse_experiment_file(const std::filesystem::path& file);
+// The same from the file's text; `origin` names it in errors and gives the default experiment name (its stem).
+ExperimentRequest parse_experiment_text(std::string_view toml, const std::filesystem::path& origin);
 // Validates the request against the plugin and expands it. Throws UserError naming the flag or line.
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin);
 

@@ -2,6 +2,7 @@
 
 #include <pwd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,15 @@ std::string user_name() {
   return std::to_string(getuid());
 }
 
+// The command line in every run's provenance, bounded: a sweep's list flags grow with its number of runs, and
+// a whole copy per run made the driver's memory and the database quadratic (10,000 runs of a 49 KB command
+// line: 650 MB of driver memory). The whole command is in <exp>/command.toml.
+std::string bounded_command_line(const std::string& cl) {
+  constexpr size_t kMax = 512;
+  if (cl.size() <= kMax) return cl;
+  return cl.substr(0, kMax) + "... (" + std::to_string(cl.size()) + " bytes; the whole command is in command.toml)";
+}
+
 RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts,
                          const std::string& launcher) {
   RunMetadata m;
@@ -74,7 +84,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.provenance = {{"host", host_name()},
                   {"user", user_name()},
                   {"cwd", fs::current_path().string()},
-                  {"command_line", opts.command_line},
+                  {"command_line", bounded_command_line(opts.command_line)},
                   {"fanout_version", FANOUT_VERSION},
                   {"fanout_git_revision", FANOUT_GIT_REVISION},
                   {"plugin_abi", std::to_string(FANOUT_PLUGIN_ABI_VERSION)}};
@@ -107,10 +117,11 @@ std::string format_duration(double s) {
   return buf;
 }
 
+// Creates the folder: two drivers started in the same second on one experiment get one each.
 fs::path unique_run_root(const fs::path& exp_dir) {
   fs::path base = exp_dir / ("run-" + compact_utc_stamp(wall_ns()));
   fs::path p = base;
-  for (int i = 2; fs::exists(p); ++i) p = base.string() + "-" + std::to_string(i);
+  for (int i = 2; !fs::create_directory(p); ++i) p = base.string() + "-" + std::to_string(i);
   return p;
 }
 
@@ -127,26 +138,57 @@ void save_command(const fs::path& exp_dir, const RunnerOptions& opts) {
   write_file_atomic(exp_dir / kCommandFile, out.str(), 0600);
 }
 
-// Run folders whose run ended (status recorded) but that are not in the database: the driver died between
-// the two. Returns how many were ingested.
-size_t ingest_stragglers(const fs::path& exp_dir, ResultsDb& db) {
+// A run's job id, written when it is submitted, so that a later `fanout resume` can follow the job if this
+// driver dies while the job runs.
+constexpr const char* kJobIdFile = "job.id";
+
+// A run folder of an earlier driver, not in the database and without a status: its job was live when
+// that driver stopped.
+struct Straggler {
+  fs::path dir;
+  RunMetadata meta;
+  std::string job_id;
+};
+
+// Run folders the database does not know: those whose run ended (status recorded, the driver died
+// between the two) are ingested now; those still unfinished are returned for adoption.
+std::vector<Straggler> recover_stragglers(const fs::path& exp_dir, ResultsDb& db, size_t& ingested) {
   std::set<std::string> known;
   for (auto& r : db.runs()) known.insert(r.path);
-  size_t n = 0;
+  std::vector<Straggler> live;
   std::error_code ec;
   for (auto& e : fs::recursive_directory_iterator(exp_dir, ec)) {
     if (e.path().filename() != kRunMetadataFile) continue;
     const fs::path dir = fs::absolute(e.path().parent_path()).lexically_normal();
     if (known.count(dir.string())) continue;
     try {
-      if (!read_run_metadata(dir).status) continue;  // never ended: its permutation runs again
+      RunMetadata meta = read_run_metadata(dir);
+      if (meta.status) {
+        db.ingest_run(dir);
+        ++ingested;
+      } else if (fs::exists(dir / kJobIdFile)) {
+        std::string id = read_file(dir / kJobIdFile);
+        while (!id.empty() && std::isspace((unsigned char)id.back())) id.pop_back();
+        if (!id.empty()) live.push_back({dir, std::move(meta), id});
+      }
     } catch (const UserError&) {
-      continue;
+      continue;  // not a readable run folder: its permutation runs again
     }
-    db.ingest_run(dir);
-    ++n;
   }
-  return n;
+  return live;
+}
+
+// Wall-clock time of the newest write to a run's sample files (ranks flush at least every second while
+// they record), or 0 when there is none yet.
+int64_t newest_sample_write_ns(const fs::path& run_dir) {
+  int64_t newest = 0;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec)) {
+    struct stat st {};
+    if (::stat(e.path().c_str(), &st) == 0)
+      newest = std::max(newest, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+  }
+  return newest;
 }
 
 bool worth_a_retry(JobState s) {
@@ -200,24 +242,37 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     // Before anything is written or submitted: can every run go where it is asked to?
     std::vector<JobSpec> probe;
     for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
+    for (const auto& j : probe) j.validate();
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
   outcome.database = outcome.exp_dir / "fanout.sqlite";
   ResultsDb db(outcome.database);
   std::vector<const RunPlan*> todo;
+  std::vector<std::pair<const RunPlan*, Straggler>> adopted;  // jobs of a dead driver, followed instead of resubmitted
   if (st.resume) {
-    size_t recovered = ingest_stragglers(outcome.exp_dir, db);
+    size_t recovered = 0;
+    std::vector<Straggler> live = recover_stragglers(outcome.exp_dir, db, recovered);
     std::set<std::string> completed;
     for (auto& r : db.runs())
       if (r.status == "COMPLETED") completed.insert(r.param_hash);
+    std::map<std::string, const RunPlan*> by_hash;
+    for (const auto& r : plan.runs) by_hash[r.param_hash] = &r;
+    std::set<std::string> followed;
+    for (auto& sg : live) {
+      auto it = by_hash.find(sg.meta.param_hash);
+      if (it == by_hash.end() || completed.count(sg.meta.param_hash) || followed.count(sg.meta.param_hash)) continue;
+      if (!scheduler->adopt(sg.job_id, job_for(plan, *it->second, plugin, opts, sg.dir))) continue;
+      followed.insert(sg.meta.param_hash);
+      adopted.emplace_back(it->second, std::move(sg));
+    }
     for (const auto& r : plan.runs)
-      if (!completed.count(r.param_hash)) todo.push_back(&r);
-    log << "fanout: resume: " << plan.runs.size() - todo.size() << " of " << plan.runs.size()
-        << " permutation(s) already COMPLETED";
+      if (!completed.count(r.param_hash) && !followed.count(r.param_hash)) todo.push_back(&r);
+    log << "fanout: resume: " << completed.size() << " of " << plan.runs.size() << " permutation(s) already COMPLETED";
     if (recovered) log << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
+    if (!adopted.empty()) log << ", " << adopted.size() << " still in the " << scheduler->name() << " queue followed again";
     log << "; running " << todo.size() << "\n";
-    if (todo.empty()) return outcome;
+    if (todo.empty() && adopted.empty()) return outcome;
   } else {
     for (const auto& r : plan.runs) todo.push_back(&r);
   }
@@ -234,6 +289,8 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     std::string job_id;
     JobState state = JobState::Pending;
     int64_t started_ns = 0;
+    int64_t running_since_wall_ns = 0;
+    bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
   };
   std::deque<Slot> slots;  // a retry is appended while others are referenced: a deque keeps them in place
   auto add_slot = [&](const RunPlan& r, int attempt) {
@@ -247,13 +304,19 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
     slots.push_back(std::move(s));
   };
+  size_t next = 0, done = 0, running = 0;
+  std::map<std::string, size_t> active;  // job id -> slot
+  for (auto& [r, sg] : adopted) {
+    Slot s{r, 0, sg.dir, job_for(plan, *r, plugin, opts, sg.dir), sg.meta, sg.job_id, JobState::Pending, monotonic_ns()};
+    if (auto a = parse_int(s.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
+    slots.push_back(std::move(s));
+    active[sg.job_id] = next++;
+  }
   for (const RunPlan* r : todo) add_slot(*r, 0);
   outcome.runs = slots.size();
   log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
       << st.launcher << " -> " << outcome.run_root.string() << "\n";
 
-  size_t next = 0, done = 0, running = 0;
-  std::map<std::string, size_t> active;  // job id -> slot
   // The driver's own cost, reported at the end (bench/driver_scale_bench.sh reads it).
   struct Cost {
     double submit_s = 0, poll_s = 0, ingest_s = 0;
@@ -267,6 +330,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   // One counter instead of counting running slots per event (that was quadratic in the number of runs).
   auto set_state = [&](Slot& s, JobState st) {
     running += (st == JobState::Running) - (s.state == JobState::Running);
+    if (st == JobState::Running && s.state != JobState::Running) s.running_since_wall_ns = wall_ns();
     s.state = st;
   };
   double busy_s = 0;
@@ -274,8 +338,14 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   const int max_parallel = st.max_parallel > 0 ? st.max_parallel : scheduler->default_max_parallel();
   double interval = 0.005;
   bool cancelling = false;
+  int64_t last_stall_check_ns = 0;
 
-  auto finish = [&](Slot& s, const JobStatus& js) {
+  auto finish = [&](Slot& s, JobStatus js) {
+    if (s.stalled && js.state != JobState::Completed) {
+      js.state = JobState::Timeout;
+      js.reason = "no rank recorded a sample for " + std::to_string(st.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
+                  s.dir.string();
+    }
     set_state(s, js.state);
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
@@ -329,6 +399,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       for (size_t k = 0; k < ids.size(); ++k, ++next) {
         slots[next].started_ns = monotonic_ns();
         slots[next].job_id = ids[k];
+        write_file_atomic(slots[next].dir / kJobIdFile, ids[k] + "\n", 0644);
         slots[next].state = JobState::Pending;
         active[ids[k]] = next;
       }
@@ -338,6 +409,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       Slot& s = slots[next];
       s.started_ns = monotonic_ns();
       timed(cost.submit_s, [&] { s.job_id = scheduler->submit(s.job); });
+      write_file_atomic(s.dir / kJobIdFile, s.job_id + "\n", 0644);
       s.state = JobState::Pending;
       active[s.job_id] = next++;
       changed = true;
@@ -361,6 +433,20 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       active.erase(js.job_id);
       finish(slots[slot], js);
       changed = true;
+    }
+    if (st.stall_timeout_s > 0 && !cancelling && monotonic_ns() - last_stall_check_ns > 1000000000) {
+      last_stall_check_ns = monotonic_ns();
+      std::vector<std::string> stalled;
+      for (auto& [id, i] : active) {
+        Slot& s = slots[i];
+        if (s.state != JobState::Running || s.stalled) continue;
+        const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir));
+        if (wall_ns() - last < st.stall_timeout_s * 1000000000) continue;
+        s.stalled = true;
+        stalled.push_back(id);
+        log << "fanout: " << s.run->session << ": no sample from any rank for " << st.stall_timeout_s << " s: stopping it\n";
+      }
+      if (!stalled.empty()) scheduler->cancel(stalled);
     }
     // Poll fast while things change, back off toward the scheduler's maximum while they do not.
     interval = changed ? 0.005 : std::min(interval * 1.5, scheduler->max_poll_interval_s());

@@ -39,6 +39,7 @@ fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
   int max_parallel = 0, max_retries = 0;
+  int64_t stall_timeout = 0;
   bool dry_run = false, exclusive = false, array = false, resume = false;
   std::string partition, account, constraint, step_launcher;
   std::vector<std::string> zips, excludes, batch_args;
@@ -56,6 +57,8 @@ struct SettingsFlags {
     opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
     opts["max_retries"] = app->add_option("--max_retries", max_retries, "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times")
                               ->capture_default_str()->check(CLI::NonNegativeNumber);
+    opts["stall_timeout"] = app->add_option("--stall_timeout", stall_timeout, "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)")
+                                ->capture_default_str()->check(CLI::NonNegativeNumber);
     opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");
@@ -83,6 +86,7 @@ struct SettingsFlags {
     if (!only_given || given("array")) s.array = array;
     if (!only_given || given("max_retries")) s.max_retries = max_retries;
     if (!only_given || given("resume")) s.resume = resume;
+    if (!only_given || given("stall_timeout")) s.stall_timeout_s = stall_timeout;
     if (!only_given || given("step_launcher")) s.options.step_launcher = step_launcher;
     for (auto& kv : batch_args) {
       auto eq = kv.find('=');

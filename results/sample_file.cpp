@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
 
@@ -61,7 +62,10 @@ bool SampleWriter::record(const std::string& metric, const std::string& unit, in
   put(&t_start_ns, 8);
   put(&value, 8);
   ++count_;
-  return buf_.size() < (1u << 16) || flush();
+  // Written out at 64 KiB, or after a second: the file's modification time then tells the driver that the
+  // rank still makes progress (--stall_timeout), and a killed rank loses at most a second of samples.
+  if (buf_.size() < (1u << 16) && monotonic_ns() - flushed_ns_ < 1000000000) return true;
+  return flush();
 }
 
 bool SampleWriter::flush() {
@@ -72,6 +76,7 @@ bool SampleWriter::flush() {
     return false;
   }
   buf_.clear();
+  flushed_ns_ = monotonic_ns();
   return true;
 }
 
@@ -145,12 +150,14 @@ SampleFileInfo decode_samples(std::string_view data, const std::string& what,
       s.value = c.get<double>();
       if (id >= metrics.size()) throw corrupt("sample names undefined metric " + std::to_string(id));
       if (w > 1) throw corrupt("warmup flag " + std::to_string(w));
+      int64_t since_anchor;  // t - mono0, which garbage can push past int64
+      if (__builtin_sub_overflow(t, mono0, &since_anchor)) throw corrupt("sample time is out of range");
       s.rank = info.rank;
       s.role = info.role;
       s.metric = metrics[id].first;
       s.unit = metrics[id].second;
       s.warmup = w == 1;
-      s.t_start_s = double(wall0) / 1e9 + double(t - mono0) / 1e9;
+      s.t_start_s = double(wall0) / 1e9 + double(since_anchor) / 1e9;
       on_sample(s);
       ++info.samples;
     } else {

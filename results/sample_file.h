@@ -43,6 +43,7 @@ class SampleWriter {
   std::string buf_, error_;
   std::map<std::pair<std::string, std::string>, uint16_t> ids_;
   uint64_t count_ = 0;
+  int64_t flushed_ns_ = 0;  // monotonic time of the last flush
 };
 
 struct SampleFileInfo {

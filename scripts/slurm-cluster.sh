@@ -67,18 +67,6 @@ up() {
   # Slurm daemons and srun find each other by this host's name: make sure it resolves (Debian's convention).
   getent hosts "$HOST" >/dev/null || echo "127.0.1.1 $HOST" >> /etc/hosts
 
-  [ -s /etc/munge/munge.key ] || mungekey --create --force >/dev/null 2>&1
-  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
-  mkdir -p /run/munge /var/log/munge /var/lib/munge
-  chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
-  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    runuser -u munge -- /usr/sbin/munged --num-threads=10  # 144-rank jobs authenticate many requests at once
-    wait_until 10 timeout 5 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
-  fi
-
-  # A running cluster with another node count is restarted with the new configuration.
-  if alive "$D/run/slurmctld.pid" && ! grep -q "^NodeName=n\[1-$N\] " /etc/slurm/slurm.conf 2>/dev/null; then down; fi
-
   mkdir -p "$D"/{state,log,run} /etc/slurm
   for k in $(seq "$N"); do mkdir -p "$D/spool/n$k" "$D/tmp/n$k"; done
   conf=$(cat <<CONF
@@ -115,6 +103,9 @@ MaxArraySize=10001
 MaxJobCount=100000
 MinJobAge=300
 KillWait=2
+# A node whose slurmd stops answering is DOWN after 12 s and its jobs end NODE_FAIL (the fault tests kill
+# one); the default, 300 s, would make them wait five minutes.
+SlurmdTimeout=12
 OverTimeLimit=0
 InactiveLimit=0
 Waittime=0
@@ -123,7 +114,21 @@ PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubsc
 CONF
 )
   [ "$N" -gt 4 ] && conf+=$'\n'"PartitionName=scale Nodes=n[1-$N] MaxTime=INFINITE State=UP OverSubscribe=NO"
-  [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+  # A running cluster with another configuration (node count, timeouts) is restarted with this one.
+  if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ]; then
+    alive "$D/run/slurmctld.pid" && down
+    printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+  fi
+
+  [ -s /etc/munge/munge.key ] || mungekey --create --force >/dev/null 2>&1
+  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge; chmod 755 /run/munge
+  if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    runuser -u munge -- /usr/sbin/munged --num-threads=10  # 144-rank jobs authenticate many requests at once
+    wait_until 10 timeout 5 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
+  fi
+
 
   alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
   # The slurmds start at once (they register when the controller answers): a controller left alone pings

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 
@@ -141,6 +142,9 @@ TEST(Cli, BadInputGivesOneLineErrorAndWritesNothing) {
       {{"run", "bad.toml"}, "bad.toml:3"},
       {{"run", "unknown.toml"}, "unknown.toml:6: unknown parameter 'bogus'"},
       {{"run", "missing.toml"}, "missing.toml"},
+      // A newline would end the #SBATCH / #PBS line and start a shell command in job.sh.
+      {{"calibration_sleep", "--batch_args=comment=x\ntouch pwned"}, "--batch_args comment: control characters"},
+      {{"calibration_sleep", "--partition=debug\ntouch pwned"}, "--partition: control characters"},
   };
   for (auto& c : cases) {
     auto r = fanout_cmd(d, c.args);
@@ -280,4 +284,48 @@ TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   auto bad = fanout_cmd(d, {"resume", "results/nope"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("no command.toml"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, StallTimeoutStopsARunWhoseRanksStopRecordingAndSparesOneThatProgresses) {
+  test::TempDir d;
+  // hang_rank=0: the rank records its rendezvous, then waits forever; hang_rank=-1 records for about 3 s,
+  // longer than the stall timeout, and must complete.
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=stall", "--hang_rank=[0,-1]", "--sleep_us=100000", "--iterations=30",
+                          "--warmup=0", "--stall_timeout=2", "--walltime=600"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto rows = query(db_of(d, "stall"), "SELECT p.value, r.status, r.reason, r.ended_at - r.started_at FROM runs r JOIN parameters p "
+                                       "ON p.run_id=r.id AND p.name='hang_rank' ORDER BY p.value");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "-1");
+  EXPECT_EQ(rows[0][1], "COMPLETED") << rows[0][2];
+  EXPECT_EQ(rows[1][1], "TIMEOUT");
+  EXPECT_NE(rows[1][2].find("no rank recorded a sample for 2 s (--stall_timeout)"), std::string::npos) << rows[1][2];
+  EXPECT_LT(std::stod(rows[1][3]), 60) << "stopped by the stall timeout, long before the 600 s wall time";
+}
+
+TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {
+  test::TempDir d;
+  const std::vector<std::string> common = {"calibration_sleep", "--exp_name=both", "--iterations=5", "--warmup=0"};
+  auto args_with = [&](const std::string& list) {
+    auto a = common;
+    a.push_back("--sleep_us=" + list);
+    return a;
+  };
+  pid_t a = test::spawn_fanout(d.path, args_with("[100,101,102,103,104,105]"), d.path / "a.txt");
+  pid_t b = test::spawn_fanout(d.path, args_with("[200,201,202,203,204,205]"), d.path / "b.txt");
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  int sa = 0, sb = 0;
+  ASSERT_TRUE(test::wait_for([&] { return (sa || waitpid(a, &sa, WNOHANG) == a) && (sb || waitpid(b, &sb, WNOHANG) == b); }, 120));
+  const std::string ea = read_file(d.path / "a.txt"), eb = read_file(d.path / "b.txt");
+  EXPECT_EQ(WEXITSTATUS(sa), 0) << ea;
+  EXPECT_EQ(WEXITSTATUS(sb), 0) << eb;
+  EXPECT_EQ((ea + eb).find("locked"), std::string::npos) << ea << eb;
+  EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*), count(DISTINCT param_hash) FROM runs WHERE status='COMPLETED'")[0],
+            (std::vector<std::string>{"12", "12"}));
+  // Each driver has its own run folder, even when both start within the same second.
+  std::set<std::string> roots;
+  for (auto& row : query(db_of(d, "both"), "SELECT path FROM runs")) roots.insert(fs::path(row[0]).parent_path().string());
+  EXPECT_EQ(roots.size(), 2u);
+  EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*) FROM samples")[0][0], std::to_string(12 * 6)) << "5 iterations + 1 rendezvous each";
 }

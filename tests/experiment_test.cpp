@@ -36,6 +36,8 @@ TEST(Experiment, FileWithStepsProductZipAndExclude) {
 name = "sweep"
 plugin = "calibration"
 walltime = "00:02:00"
+max_retries = 2
+stall_timeout = 30
 
 [[steps]]
 role = "sleep"
@@ -58,6 +60,8 @@ ranks_per_node = 2
   auto req = parse_experiment_file(f);
   EXPECT_EQ(req.settings.exp_name, "sweep");
   EXPECT_EQ(req.settings.walltime_s, 120);
+  EXPECT_EQ(req.settings.max_retries, 2);
+  EXPECT_EQ(req.settings.stall_timeout_s, 30);
   auto plan = plan_experiment(req, *calibration());
   ASSERT_EQ(plan.runs.size(), 9u);  // (2 x 2 - 1 excluded) x 3 zipped
   for (auto& r : plan.runs) {

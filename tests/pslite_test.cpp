@@ -32,7 +32,7 @@ struct Servers {
   std::vector<NodeInfo> nodes;
   Servers(int n, Transport t) {
     for (int r = 0; r < n; ++r) {
-      servers.push_back(std::make_unique<KVServer>("127.0.0.1", 0, t));
+      servers.push_back(std::make_unique<KVServer>("127.0.0.1", 0, t, 50));
       servers.back()->start(server_id(r));
       nodes.push_back({server_id(r), "server", "127.0.0.1", servers.back()->port(), host_identity(), r});
     }
@@ -42,7 +42,7 @@ struct Servers {
 // Pushes values of many lengths to keys spread over every server, pulls them back, and compares checksums.
 void round_trip_many_keys(Transport transport, size_t ring_bytes) {
   Servers s(3, transport);
-  KVWorker kv(s.nodes, worker_id(0), transport, ring_bytes, 5000);
+  KVWorker kv(s.nodes, worker_id(0), transport, ring_bytes, 5000, 50);
   for (int i = 0; i < kv.servers(); ++i)
     EXPECT_EQ(kv.transport_to(i).rfind(transport == Transport::Shm ? "shm" : "tcp", 0), 0u) << kv.transport_to(i);
   const size_t lens[] = {0, 1, 7, 4096, 65536 + 3, 3 * 1024 * 1024 + 11};  // the last one is bigger than the ring
@@ -120,7 +120,7 @@ TEST(PsliteKv, ManyKeysOverThreeServersBySharedMemory) { round_trip_many_keys(Tr
 
 TEST(PsliteKv, PullIntoATooSmallBufferFailsWithTheSizes) {
   Servers s(1, Transport::Tcp);
-  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000);
+  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000, 50);
   std::vector<char> big(1000, 'x'), small(10);
   size_t len = 0;
   kv.wait(kv.push({{42, big.data(), big.size()}}));

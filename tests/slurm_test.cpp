@@ -129,7 +129,7 @@ TEST_F(Slurm, CrashingRankGivesFailedAndTheSignalInTheReason) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "FAILED");
   // srun reports a task killed by SIGSEGV as exit status 139 (128 + 11).
-  EXPECT_NE(rows[0][1].find("exited with status 139"), std::string::npos) << rows[0][1];
+  EXPECT_NE(rows[0][1].find("exited with status 139 (signal 11, SIGSEGV)"), std::string::npos) << rows[0][1];
 }
 
 TEST_F(Slurm, JobOverItsTimeLimitGivesTimeout) {
@@ -288,6 +288,110 @@ TEST_F(Slurm, PsliteServersAndWorkersOnDifferentNodesOrColocated) {
   EXPECT_EQ(nodes_of("colo", "worker"), nodes_of("colo", "server")) << "pslite_colocated: workers on the servers' nodes";
   EXPECT_EQ(one("colo", "SELECT count(DISTINCT rank) FROM samples WHERE metric='goodput'"), "4");
   EXPECT_EQ(one("colo", "SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+}
+
+// Files named `name` below dir.
+int count_files(const fs::path& dir, const std::string& name) {
+  int n = 0;
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(dir, ec)) n += e.path().filename() == name;
+  return n;
+}
+
+// Fault injection: the driver is SIGKILLed while its jobs are in Slurm. `fanout resume` follows those jobs (their
+// ids are in the run folders) instead of submitting them again: each permutation ends with exactly one run,
+// COMPLETED, with exactly its samples, under the job id the first driver got.
+TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--exp_name=kd", "--sleep_us=[100000,100001,100002,100003]",
+                                          "--iterations=20", "--warmup=0"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for([&] { return count_files(d.path / "results" / "kd", "job.id") == 4; }, 120)) << read_file(d.path / "err.txt");
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  std::set<std::string> first_ids;
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "kd", ec))
+    if (e.path().filename() == "job.id") first_ids.insert(trim(read_file(e.path())));
+  ASSERT_EQ(first_ids.size(), 4u);
+
+  auto r = fanout({"resume", "results/kd"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("4 still in the slurm queue followed again; running 0"), std::string::npos) << r.err;
+  auto rows = query("kd", "SELECT status, job_id FROM runs");
+  ASSERT_EQ(rows.size(), 4u) << "nothing submitted twice";
+  std::set<std::string> ids;
+  for (auto& row : rows) {
+    EXPECT_EQ(row[0], "COMPLETED");
+    ids.insert(row[1]);
+  }
+  EXPECT_EQ(ids, first_ids);
+  EXPECT_EQ(one("kd", "SELECT count(DISTINCT param_hash) FROM runs"), "4");
+  EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(4 * 21)) << "20 iterations + 1 rendezvous per run";
+}
+
+// Restarts a virtual node's slurmd when it goes out of scope and waits until Slurm has the node back.
+struct NodeRestorer {
+  std::string node;
+  ~NodeRestorer() { restore(); }
+  void restore() {
+    if (node.empty()) return;
+    test::run_command({"/usr/sbin/slurmd", "-N", node}, "/", {}, 30);
+    test::wait_for([&] {
+      auto q = test::run_command({"/usr/bin/sinfo", "-h", "-n", node, "-o", "%T"}, "/", {}, 20);
+      return q.out.rfind("idle", 0) == 0 || q.out.rfind("mixed", 0) == 0 || q.out.rfind("allocated", 0) == 0;
+    }, 120);
+    node.clear();
+  }
+};
+
+// Fault injection: the slurmd of the node a run is on is killed. Slurm declares the node DOWN after
+// SlurmdTimeout (12 s in scripts/slurm-cluster.sh) and ends the job NODE_FAIL (fanout submits with
+// --no-requeue); the other runs complete, and `fanout resume` runs only the failed permutation again.
+// Nodes of the scale partition beyond n8, so that the other tests' nodes (debug: n1-n4) are untouched.
+TEST_F(Slurm, KilledNodeGivesNodeFailTheRestCompletesAndResumeRerunsIt) {
+  auto part = test::run_command({"/usr/bin/sinfo", "-h", "-p", "scale", "-o", "%D"}, "/", {}, 20);
+  ASSERT_GE(std::atoi(part.out.c_str()), 12) << "no scale partition: run scripts/slurm-cluster.sh scale (scripts/test.sh does)";
+  // iterations=250 x 100 ms: 25 s, longer than it takes Slurm to notice the dead node; the others take 0.3 s.
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--partition=scale", "--exclusive",
+                                          "--batch_args=exclude_nodes=n[1-8]", "--exp_name=nf", "--sleep_us=100000",
+                                          "--iterations=[250,2,3]", "--warmup=0"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  NodeRestorer restore;
+  ASSERT_TRUE(test::wait_for([&] {
+    auto q = test::run_command({"/usr/bin/squeue", "-h", "-t", "RUNNING", "-o", "%j %N"}, "/", {}, 20);
+    for (auto& line : split(q.out, '\n'))
+      if (line.find("calibration_sleep-sess-iterations250-") == 0) restore.node = trim(line.substr(line.find(' ') + 1));
+    return !restore.node.empty();
+  }, 120)) << read_file(d.path / "err.txt");
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 60));
+  const fs::path pidfile = fs::path("/var/tmp/fanout-slurm/run") / ("slurmd-" + restore.node + ".pid");
+  ASSERT_TRUE(fs::exists(pidfile)) << pidfile;
+  ASSERT_EQ(kill(std::stoi(read_file(pidfile)), SIGKILL), 0) << restore.node;
+
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 180)) << read_file(d.path / "err.txt");
+  const std::string err = read_file(d.path / "err.txt");
+  EXPECT_EQ(WEXITSTATUS(st), 1) << err;
+  auto rows = query("nf", "SELECT p.value, r.status FROM runs r JOIN parameters p ON p.run_id=r.id AND p.name='iterations' ORDER BY 0+p.value");
+  ASSERT_EQ(rows.size(), 3u) << err;
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"2", "COMPLETED"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"3", "COMPLETED"}));
+  EXPECT_EQ(rows[2], (std::vector<std::string>{"250", "NODE_FAIL"})) << err;
+
+  restore.restore();  // the node back before the rerun (ReturnToService=2 lets it rejoin)
+  auto r = fanout({"resume", "results/nf"}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 of 3 permutation(s) already COMPLETED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("running 1"), std::string::npos) << r.err;
+  auto after = query("nf", "SELECT p.value, r.status, count(*) FROM runs r JOIN parameters p ON p.run_id=r.id AND p.name='iterations' "
+                           "GROUP BY p.value, r.status ORDER BY 0+p.value, r.status");
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(after[2], (std::vector<std::string>{"250", "COMPLETED", "1"}));
+  EXPECT_EQ(after[3], (std::vector<std::string>{"250", "NODE_FAIL", "1"}));
+  EXPECT_EQ(one("nf", "SELECT count(*) FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.status='COMPLETED'"),
+            std::to_string(2 + 3 + 250 + 3)) << "every sample of every COMPLETED run, one rendezvous each";
 }
 
 // Issue-sized sweep on the scale partition (scripts/slurm-cluster.sh scale: 160 virtual nodes, which

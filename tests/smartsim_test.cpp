@@ -7,11 +7,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <thread>
 #include <cstring>
 #include <numeric>
 #include <set>
 
+#include "common/files.h"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/tensor_client.h"
 #include "tests/test_util.h"
@@ -188,6 +192,62 @@ TEST(TensorClient, ThreeShardClusterRoutingAndARealMovedRedirection) {
       << "the tensor landed on the slot's new owner";
   client.unpack_tensor(key, DType::Int32, {10, 10}, out.data(), 400);
   EXPECT_EQ(in, out);
+}
+
+// Fault injection: one shard of a 3-shard cluster is SIGKILLed while a client loops over keys on every shard:
+// the client fails with an error naming a shard's address within its command timeout, instead of hanging.
+TEST(TensorClient, KilledShardMidLoopFailsTheClientWithinTheTimeout) {
+  test::TempDir d;
+  std::vector<std::unique_ptr<RedisServer>> shards;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 3; ++i) {
+    shards.push_back(std::make_unique<RedisServer>(config(d, base_port() + 6 + i, true)));
+    addrs.push_back(shards.back()->address());
+  }
+  create_cluster(addrs, "test-password", 60);
+  ClientOptions o = options({addrs[0]}, true);
+  o.command_timeout_ms = 1000;
+  o.connect_timeout_ms = 1000;
+  Client client(o);
+  std::atomic<long> loops{0};
+  std::atomic<int64_t> failed_at{0};
+  std::string error;
+  std::thread worker([&] {
+    std::vector<float> v(256, 1.0f), out(256);
+    try {
+      for (long k = 0; k < 10000000; ++k) {
+        const std::string key = "loop_" + std::to_string(k % 64);  // 64 keys: every shard's slots
+        client.put_tensor(key, DType::Float, {256}, v.data(), v.size() * 4);
+        client.unpack_tensor(key, DType::Float, {256}, out.data(), out.size() * 4);
+        ++loops;
+      }
+    } catch (const ClientError& e) {
+      error = e.what();
+    }
+    failed_at = std::chrono::steady_clock::now().time_since_epoch().count();
+  });
+  ASSERT_TRUE(test::wait_for([&] { return loops > 200; }, 60)) << error;
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(shards[1]->pid(), SIGKILL), 0);
+  ASSERT_TRUE(test::wait_for([&] { return failed_at != 0; }, 30)) << "the client still runs 30 s after its shard died";
+  worker.join();
+  const double seconds = double(failed_at - killed_at.time_since_epoch().count()) / 1e9;
+  EXPECT_LT(seconds, 1.0 + 2.0) << "within the 1 s command timeout, plus slack for a loaded machine";
+  EXPECT_NE(error.find("127.0.0.1:"), std::string::npos) << error;
+}
+
+// The database a run starts is never an open server: a password is required, it listens on one address,
+// protected mode is on, and the password is not on redis-server's command line (visible to every user).
+TEST(RedisServer, PasswordRequiredOneAddressAndNoPasswordOnTheCommandLine) {
+  test::TempDir d;
+  RedisServer s(config(d, base_port() + 9));
+  auto anon = test::run_command({"/usr/bin/redis-cli", "-p", std::to_string(s.port()), "PING"}, "/", {}, 20);
+  EXPECT_NE((anon.out + anon.err).find("NOAUTH"), std::string::npos) << anon.out << anon.err;
+  EXPECT_EQ(cli(s.port(), {"CONFIG", "GET", "bind"}), "bind\n127.0.0.1\n");
+  EXPECT_EQ(cli(s.port(), {"CONFIG", "GET", "protected-mode"}), "protected-mode\nyes\n");
+  const std::string cmdline = fanout::read_file("/proc/" + std::to_string(s.pid()) + "/cmdline");
+  EXPECT_FALSE(cmdline.empty());
+  EXPECT_EQ(cmdline.find("test-password"), std::string::npos) << cmdline;
 }
 
 TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {

@@ -203,8 +203,14 @@ void McastReceiver::finish_current(bool lost) {
 void McastReceiver::loop() {
   std::vector<char> buf(kMaxUdpPayload + 64);
   pollfd p{fd_, POLLIN, 0};
-  while (!stopping_) {
-    if (poll(&p, 1, 50) <= 0) continue;
+  for (;;) {
+    // Once asked to stop, drain what is queued (the trainer's DONE comes over TCP and can overtake the last
+    // version's datagrams on a busy machine) and leave after 20 ms without any.
+    const bool draining = stopping_;
+    if (poll(&p, 1, draining ? 20 : 50) <= 0) {
+      if (draining) break;
+      continue;
+    }
     ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
     if (n < ssize_t(sizeof(McastHeader))) continue;
     int64_t now = mono_ns();

@@ -71,7 +71,7 @@ class McastReceiver {
  public:
   McastReceiver(const McastConfig& cfg, uint64_t token, std::function<void(const McastVersion&)> on_version);
   ~McastReceiver();
-  // Stops the thread; an incomplete version in flight counts as lost.
+  // Stops the thread once the queued datagrams are read (20 ms without one); an incomplete version counts as lost.
   McastCounts stop();
 
  private:

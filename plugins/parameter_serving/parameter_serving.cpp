@@ -110,8 +110,12 @@ struct Settings {
         mcast_interface(h.param("mcast_interface", "auto")) {
     const std::string level = h.param("LOGLEVEL", "INFO");
     log_level = level == "DEBUG" ? FANOUT_LOG_DEBUG : level == "WARNING" ? FANOUT_LOG_WARN : level == "ERROR" ? FANOUT_LOG_ERROR : FANOUT_LOG_INFO;
-    // One folder per run and benchmark inside the store, so runs sharing a store_dir never collide.
-    const std::string run = std::filesystem::path(h.run_dir()).filename().string();
+    // One folder per run and benchmark inside the store, named after the experiment, the sweep and the run
+    // (results/<exp>/run-<stamp>/<session>), so that experiments sharing a store_dir never collide, even
+    // two with the same parameters.
+    const std::filesystem::path run_dir(h.run_dir());
+    const std::string run = run_dir.parent_path().parent_path().filename().string() + "." +
+                            run_dir.parent_path().filename().string() + "." + run_dir.filename().string();
     const std::string base = h.param("store_dir", "auto");
     store_dir = base == "auto" ? h.run_dir() + "/parameter_db" : base + "/" + run;
   }

@@ -61,13 +61,13 @@ struct KVServer::Peer {
   std::shared_ptr<std::vector<char>> spare;  // where the next pushed value is received
 };
 
-KVServer::KVServer(const std::string& host, int port, Transport transport) : transport_(transport) {
+KVServer::KVServer(const std::string& host, int port, Transport transport, int spin_us) : transport_(transport) {
   if (transport == Transport::Ibverbs)
     if (std::string why = rdma_unavailable_reason(); !why.empty()) throw std::runtime_error("DMLC_ENABLE_RDMA=ibverbs: " + why);
   listen_fd_ = tcp_listen(host, port, port_);
   receiver_ = std::make_unique<Receiver>([](Link&, const std::string&) {
     // A worker that leaves is the scheduler's business: it fails the job when that was early.
-  });
+  }, spin_us);
 }
 
 KVServer::~KVServer() {
@@ -180,12 +180,15 @@ void KVServer::serve(std::shared_ptr<Link> link) {
 
 // ---------------------------------------------------------------------------------------------- worker
 
-KVWorker::KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms)
-    : id_(my_id), receiver_([this](Link& link, const std::string& why) {
+KVWorker::KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms,
+                   int spin_us)
+    : id_(my_id),
+      receiver_([this](Link& link, const std::string& why) {
         std::lock_guard<std::mutex> lock(mu_);
         if (failure_.empty()) failure_ = why;
         cv_.notify_all();
-      }) {
+      }, spin_us),
+      spin_ns_(int64_t(spin_us) * 1000) {
   if (transport == Transport::Ibverbs)
     if (std::string why = rdma_unavailable_reason(); !why.empty()) throw std::runtime_error("DMLC_ENABLE_RDMA=ibverbs: " + why);
   const std::string me = host_identity();
@@ -272,7 +275,14 @@ uint64_t KVWorker::request(MsgType type, const std::vector<KVItem>& items) {
 
 void KVWorker::wait(uint64_t ts) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return remaining_[ts] == 0 || !failure_.empty(); });
+  auto answered = [&] { return remaining_[ts] == 0 || !failure_.empty(); };
+  // Poll for a while first (a wake-up through the condition variable costs more than a short round trip).
+  for (const int64_t until = now_ns() + spin_ns_; !answered() && now_ns() < until;) {
+    lock.unlock();
+    cpu_relax();
+    lock.lock();
+  }
+  cv_.wait(lock, answered);
   if (!failure_.empty()) throw std::runtime_error(failure_);
   remaining_.erase(ts);
 }

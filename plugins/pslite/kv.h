@@ -29,7 +29,8 @@ int server_of(uint64_t key, int servers);
 
 class KVServer {
  public:
-  KVServer(const std::string& host, int port, Transport transport);
+  // spin_us: how long receiving threads keep polling after a message before they sleep (see receiver.h).
+  KVServer(const std::string& host, int port, Transport transport, int spin_us);
   ~KVServer();
   int port() const { return port_; }
   void start(uint32_t my_id);
@@ -66,7 +67,9 @@ struct KVItem {
 class KVWorker {
  public:
   // Connects to every server (shared memory with those on this host unless transport says otherwise).
-  KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms);
+  // spin_us: how long wait() and the receiving threads poll before they sleep (see receiver.h).
+  KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms,
+           int spin_us);
   ~KVWorker();
   uint64_t push(const std::vector<KVItem>& items) { return request(MsgType::Push, items); }
   uint64_t pull(const std::vector<KVItem>& items) { return request(MsgType::Pull, items); }
@@ -96,6 +99,7 @@ class KVWorker {
   uint64_t next_ts_ = 1, next_request_ = 1;
   size_t last_depth_ = 0;
   std::string failure_;
+  int64_t spin_ns_ = 0;
 };
 
 }  // namespace pslite

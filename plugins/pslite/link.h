@@ -62,12 +62,14 @@ class Inbound {
   Inbound(OnHeader on_header, OnMessage on_message) : on_header_(std::move(on_header)), on_message_(std::move(on_message)) {}
   bool pump(Link& link);
   const std::string& error() const { return error_; }
+  uint64_t bytes() const { return bytes_; }  // read so far: tells a polling thread that something came
 
  private:
   OnHeader on_header_;
   OnMessage on_message_;
   unsigned char raw_[kHeaderBytes];
   size_t header_got_ = 0, payload_got_ = 0;
+  uint64_t bytes_ = 0;
   bool in_payload_ = false;
   Header h_{};
   char* dst_ = nullptr;

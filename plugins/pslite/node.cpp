@@ -22,7 +22,7 @@ void run_scheduler(const Where& w, const std::function<void(int)>& on_listening)
 }
 
 void run_server(const Where& w, Transport transport, const Recorder& rec) {
-  KVServer server(w.my_host, 0, transport);
+  KVServer server(w.my_host, 0, transport, w.spin_us);
   SchedulerClient sc(w.scheduler_host, w.scheduler_port, "server", w.my_host, server.port(), w.timeout_ms);
   server.start(sc.me().id);
   sc.barrier(false, w.timeout_ms);  // every worker has connected
@@ -79,12 +79,12 @@ struct StartGate {
   }
 };
 
-ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, const Recorder& rec, int thread, std::mutex& rec_mu,
+ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, int spin_us, const Recorder& rec, int thread, std::mutex& rec_mu,
                         StartGate& gate) {
   const int rank = sc.me().rank;
   std::unique_ptr<KVWorker> connected;
   try {
-    connected = std::make_unique<KVWorker>(sc.servers(), sc.me().id, cfg.transport, cfg.shm_ring_bytes, 30000);
+    connected = std::make_unique<KVWorker>(sc.servers(), sc.me().id, cfg.transport, cfg.shm_ring_bytes, 30000, spin_us);
   } catch (...) {
     gate.arrive(false);
     throw;
@@ -161,7 +161,7 @@ void run_worker(const Where& w, const BenchConfig& cfg, const Recorder& rec) {
     for (int t = 0; t < cfg.threads; ++t)
       threads.emplace_back([&, t] {
         try {
-          results[size_t(t)] = run_thread(sc, cfg, rec, t, rec_mu, gate);
+          results[size_t(t)] = run_thread(sc, cfg, w.spin_us, rec, t, rec_mu, gate);
         } catch (const std::exception& e) {
           errors[size_t(t)] = e.what();
         }

@@ -15,6 +15,7 @@ struct Where {
   std::string my_host;  // the address this node listens on / is reached at
   int num_servers = 1, num_workers = 1;
   int timeout_ms = 120000;
+  int spin_us = 0;  // receiving threads poll this long after a message before sleeping (receiver.h); 0: never poll
 };
 
 struct BenchConfig {

@@ -31,6 +31,7 @@ const fanout_param_spec kParams[] = {
     {"scheduler_port", FANOUT_PARAM_INT, "0", "the scheduler's port (DMLC_PS_ROOT_PORT; 0: any free port)"},
     {"verify", FANOUT_PARAM_BOOL, "false", "compare the checksum of every pulled value with what was pushed"},
     {"shm_ring_bytes", FANOUT_PARAM_INT, "4194304", "shm transport: ring size per direction"},
+    {"spin_us", FANOUT_PARAM_INT, "0", "microseconds a receiving thread keeps polling after a message before it sleeps (0: never poll; helps latency only with idle cores to spare)"},
     {"kill_worker_after", FANOUT_PARAM_INT, "0", "testing: worker 0 kills itself (SIGKILL) after this many iterations (0: never)"},
 };
 
@@ -102,6 +103,8 @@ pslite::Where join(fanout_sdk::Host& host, const char* count_key) {
     throw std::runtime_error("the job's rendezvous failed (scheduler address, node counts)");
   w.my_host = my_host(host);
   w.timeout_ms = kSetupTimeoutMs;
+  w.spin_us = int(host.param_int("spin_us", w.spin_us));
+  if (w.spin_us < 0) throw std::runtime_error("spin_us must be >= 0, got " + std::to_string(w.spin_us));
   return w;
 }
 

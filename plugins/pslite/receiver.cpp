@@ -8,7 +8,8 @@
 
 namespace pslite {
 
-Receiver::Receiver(std::function<void(Link&, const std::string&)> on_error) : on_error_(std::move(on_error)) {
+Receiver::Receiver(std::function<void(Link&, const std::string&)> on_error, int spin_us)
+    : on_error_(std::move(on_error)), spin_ns_(int64_t(spin_us) * 1000) {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (epfd_ < 0 || wake_fd_ < 0) throw std::runtime_error("epoll/eventfd unavailable");
@@ -55,8 +56,13 @@ void Receiver::add(std::shared_ptr<Link> link, Inbound::OnHeader on_header, Inbo
     return;
   }
   threads_.emplace_back([this, e] {
+    int64_t busy_until = 0;
     while (!stopping_ && !e->failed) {
+      const uint64_t before = e->inbound.bytes();
       if (!e->inbound.pump(*e->link)) return fail(*e, e->inbound.error());
+      const int64_t now = now_ns();
+      if (e->inbound.bytes() != before) busy_until = now + spin_ns_;
+      if (now < busy_until) continue;
       e->link->wait_readable(100);
     }
   });
@@ -64,8 +70,10 @@ void Receiver::add(std::shared_ptr<Link> link, Inbound::OnHeader on_header, Inbo
 
 void Receiver::epoll_loop() {
   epoll_event events[64];
+  int64_t busy_until = 0;
   while (!stopping_) {
-    int n = epoll_wait(epfd_, events, 64, 1000);
+    int n = epoll_wait(epfd_, events, 64, now_ns() < busy_until ? 0 : 1000);
+    if (n > 0) busy_until = now_ns() + spin_ns_;
     for (int i = 0; i < n; ++i) {
       auto* e = static_cast<Entry*>(events[i].data.ptr);
       if (!e || e->failed) continue;

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     w.num_servers = std::stoi(env("DMLC_NUM_SERVER", "1"));
     w.num_workers = std::stoi(env("DMLC_NUM_WORKER", "1"));
     w.my_host = env("DMLC_NODE_HOST", fanout_sdk::interface_ipv4(env("DMLC_INTERFACE", "auto")));
+    w.spin_us = std::stoi(env("FANOUT_PSLITE_SPIN_US", std::to_string(w.spin_us)));
     const bool verbose = std::stoi(env("PS_VERBOSE", "0")) > 0;
     pslite::BenchConfig cfg;
     cfg.len = size_t(argc > 1 ? std::stoull(argv[1]) : 1024000);

@@ -159,6 +159,7 @@ bool Inbound::pump(Link& link) {
       ssize_t n = link.read_some(raw_ + header_got_, kHeaderBytes - header_got_);
       if (n < 0) return error_ = "connection closed by " + link.describe(), false;
       if (n == 0) return true;
+      bytes_ += uint64_t(n);
       header_got_ += size_t(n);
       if (header_got_ < kHeaderBytes) continue;
       header_got_ = 0;
@@ -174,6 +175,7 @@ bool Inbound::pump(Link& link) {
       ssize_t n = link.read_some(into, want);
       if (n < 0) return error_ = "connection closed by " + link.describe(), false;
       if (n == 0) return true;
+      bytes_ += uint64_t(n);
       payload_got_ += size_t(n);
     }
     in_payload_ = false;

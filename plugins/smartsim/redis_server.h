@@ -27,6 +27,7 @@ class RedisServer {
   std::string address() const { return cfg_.bind + ":" + std::to_string(cfg_.port); }
   int port() const { return cfg_.port; }  // the port it got (may differ from the one asked for)
   std::string pinned() const { return pinned_; }
+  pid_t pid() const { return pid_; }
 
  private:
   bool start();  // false when the port was taken
