@@ -13,9 +13,11 @@ work=$(mktemp -d /var/tmp/fanout-driver-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 partition=debug
 sinfo -h -p scale -o %P 2>/dev/null | grep -q scale && partition=scale
+# poll s is wall time in the scheduler query (mostly waiting for slurmctld, which returns every job it still
+# remembers: MinJobAge); cpu/run is the driver's own CPU time (user + system) per run, the figure that must stay flat.
 # ingest/run is measured inside the sweep (sharing 2 cores with the running jobs); reingest/run ingests the same
 # run folders again afterwards into a new database (`fanout results ingest`), alone.
-printf '%7s %8s %9s %11s %7s %13s %9s %11s %13s %8s\n' runs "wall s" "submit s" "submit/run" polls "queries/poll" "ingest s" "ingest/run" "reingest/run" "peak MiB"
+printf '%7s %8s %9s %11s %7s %13s %9s %10s %9s %11s %13s %10s %8s\n' runs "wall s" "submit s" "submit/run" polls "queries/poll" "poll s" "poll/run" "ingest s" "ingest/run" "reingest/run" "cpu/run" "peak MiB"
 for n in "${sizes[@]}"; do
   list=$(seq -s, 1 "$n")
   # Throttled to 64 tasks at once: one slurmctld on 2 cores stops answering srun when ~1000 tasks start together.
@@ -30,12 +32,13 @@ for n in "${sizes[@]}"; do
   awk -v n="$n" -v wall="$wall" -v re="$reingest" '{
       for (i = 1; i <= NF; i++) {
         if ($(i) == "submit") submit = $(i+1);
-        if ($(i) == "polls") { polls = $(i-1); }
+        if ($(i) == "polls") { polls = $(i-1); poll_s = $(i+1); }
         if ($(i) == "scheduler") queries = substr($(i-1), 2);
         if ($(i) == "ingest") ingest = $(i+1);
         if ($(i) == "memory") peak = $(i+1);
+        if ($(i) == "cpu") cpu = $(i+1);
       }
-      printf "%7d %8s %9.3f %9.3f ms %7d %13.2f %9.3f %8.3f ms %10.3f ms %8.1f\n", n, wall, submit, submit / n * 1000, polls,
-             queries / polls, ingest, ingest / n * 1000, re, peak
+      printf "%7d %8s %9.3f %9.3f ms %7d %13.2f %9.3f %7.3f ms %9.3f %8.3f ms %10.3f ms %7.3f ms %8.1f\n", n, wall, submit, submit / n * 1000, polls,
+             queries / polls, poll_s, poll_s / n * 1000, ingest, ingest / n * 1000, re, cpu / n * 1000, peak
     }' <<<"$line"
 done

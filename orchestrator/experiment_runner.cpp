@@ -471,9 +471,10 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   char line[320];
   std::snprintf(line, sizeof line,
                 "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
-                "peak memory %.1f MiB\n",
+                "cpu %.3f s, peak memory %.1f MiB\n",
                 slots.size(), cost.submit_s, (unsigned long long)cost.polls, cost.poll_s, (unsigned long long)scheduler->queries(),
-                cost.ingest_s, csv_s, double(ru.ru_maxrss) / 1024);
+                cost.ingest_s, csv_s, double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+                double(ru.ru_maxrss) / 1024);
   log << line;
   return outcome;
 }
