@@ -49,7 +49,10 @@ std::string shell_quote(std::string_view word) {
 
 std::optional<int64_t> parse_int(std::string_view s) {
   if (s.empty()) return std::nullopt;
-  if (s.front() == '+') s.remove_prefix(1);
+  if (s.front() == '+') {
+    s.remove_prefix(1);
+    if (s.empty() || s.front() == '-') return std::nullopt;  // "+-5" is not a number
+  }
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;

@@ -65,13 +65,31 @@ std::vector<std::string> parse_list_value(std::string_view text, std::string_vie
 }
 
 std::string format_list_value(const std::vector<std::string>& values) {
-  auto render = [](const std::string& v) {
-    bool plain = !v.empty() && v.find_first_of(",[]'\" ") == std::string::npos;
-    return plain ? v : "'" + v + "'";
+  // The parser has no escapes: each value is written in the first form it reads back from exactly (plain,
+  // '...' or "..."); a lone value may be a bare scalar. Checked by parsing, so the round trip holds by
+  // construction.
+  auto reads_back = [](const std::string& text, const std::vector<std::string>& expect) {
+    try {
+      return parse_list_value(text, "") == expect;
+    } catch (const UserError&) {
+      return false;
+    }
   };
-  if (values.size() == 1) return values[0];
+  auto forms = [](const std::string& v) { return std::vector<std::string>{v, "'" + v + "'", '"' + v + '"'}; };
+  if (values.size() == 1)
+    for (auto& form : forms(values[0]))
+      if (reads_back(form, values)) return form;
   std::vector<std::string> parts;
-  for (auto& v : values) parts.push_back(render(v));
+  for (auto& v : values) {
+    std::string chosen;
+    for (auto& form : forms(v))
+      if (reads_back("[" + form + "]", {v})) {
+        chosen = form;
+        break;
+      }
+    if (chosen.empty()) throw UserError("cannot write '" + v + "' as a list element (it mixes both kinds of quote)");
+    parts.push_back(chosen);
+  }
   return "[" + join(parts, ",") + "]";
 }
 

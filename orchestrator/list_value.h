@@ -11,7 +11,9 @@ namespace fanout {
 // unbalanced brackets, an empty element, nested lists or unbalanced quotes.
 std::vector<std::string> parse_list_value(std::string_view text, std::string_view what);
 
-// Renders values back as "[a,b]" (or "a" for one value); quotes elements that need it.
+// Renders values back as "[a,b]" (or "a" for one value), quoting elements that need it, so that
+// parse_list_value(format_list_value(v)) == v. Throws UserError for a value no quoting can carry (the list
+// syntax has no escapes); every value parse_list_value returns can be written.
 std::string format_list_value(const std::vector<std::string>& values);
 
 }  // namespace fanout

@@ -10,3 +10,6 @@ FANOUT_BUILD_TESTS=ON scripts/build.sh
 cd "${FANOUT_BUILD_DIR:-build}"
 # Tests are independent (own temp folders, ephemeral ports, own Slurm jobs): two at a time on 2 cores.
 ctest -j "$(nproc)" --output-on-failure --timeout 900
+cd - >/dev/null
+# The parsers under libFuzzer (clang, its own build in build-fuzz/), a bounded time each, corpora in the repo.
+FANOUT_FUZZ_SECONDS=${FANOUT_FUZZ_SECONDS:-20} scripts/fuzz.sh

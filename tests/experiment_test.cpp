@@ -132,8 +132,21 @@ TEST(Experiment, WalltimeAndExcludeFlagParsing) {
   EXPECT_EQ(parse_walltime("1-00:00:00", "w"), 86400);
   EXPECT_THROW(parse_walltime("soon", "--walltime"), UserError);
   EXPECT_THROW(parse_walltime("0", "--walltime"), UserError);
+  EXPECT_THROW(parse_walltime("400000000084881008:88", "--walltime"), UserError);  // overflowed int64 (tests/fuzz)
+  EXPECT_THROW(parse_walltime("1006039852890528905-2304", "--walltime"), UserError);
   auto e = parse_exclude_flag("a=1,b=[2,3]", "--exclude");
   EXPECT_EQ(e.conditions.at("a"), std::vector<std::string>{"1"});
   EXPECT_EQ(e.conditions.at("b"), (std::vector<std::string>{"2", "3"}));
   EXPECT_THROW(parse_exclude_flag("a", "--exclude"), UserError);
+}
+
+TEST(Experiment, TextAndFileParseTheSame) {
+  auto req = fanout::parse_experiment_text("[experiment]\nplugin = \"calibration\"\nwalltime = \"00:01:30\"\n", "dir/sweep.toml");
+  EXPECT_EQ(req.plugin, "calibration");
+  EXPECT_EQ(req.settings.exp_name, "sweep");
+  EXPECT_EQ(req.settings.walltime_s, 90);
+  std::string m = error_of([] { fanout::parse_experiment_text("[experiment\n", "x.toml"); });
+  EXPECT_NE(m.find("x.toml:1"), std::string::npos) << m;
+  m = error_of([] { fanout::parse_experiment_file("/nonexistent/exp.toml"); });
+  EXPECT_NE(m.find("/nonexistent/exp.toml"), std::string::npos) << m;
 }

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "orchestrator/list_value.h"
 
 using fanout::parse_list_value;
 using fanout::UserError;
+using fanout::parse_int;
 using V = std::vector<std::string>;
 
 TEST(ListValue, ScalarIsAOneElementList) { EXPECT_EQ(parse_list_value("4", "--nodes"), V{"4"}); }
@@ -40,4 +42,21 @@ TEST(ListValue, MissingBracketSaysWhich) {
 TEST(ListValue, FormatRoundTrips) {
   V v{"1", "a b", "x"};
   EXPECT_EQ(parse_list_value(fanout::format_list_value(v), "t"), v);
+}
+
+// Values that the old formatter wrote bare and that then read back different (found by tests/fuzz).
+TEST(ListValue, FormatRoundTripsWhatParsingCanReturn) {
+  for (V v : {V{" - "}, V{""}, V{"c\x01\n", "for"}, V{"[a"}, V{"\"x", "y"}, V{"a'b\"c"}, V{"a,b"}, V{"x y", "", "'q'"}})
+    EXPECT_EQ(parse_list_value(fanout::format_list_value(v), "t"), v) << fanout::format_list_value(v);
+  EXPECT_EQ(fanout::format_list_value({"4", "8"}), "[4,8]");
+  EXPECT_THROW(fanout::format_list_value({"a'b\"c", "d"}), UserError);  // no quoting carries both kinds in a list
+}
+
+TEST(ParseInt, SignsAndGarbage) {
+  EXPECT_EQ(parse_int("+5"), 5);
+  EXPECT_EQ(parse_int("-5"), -5);
+  EXPECT_FALSE(parse_int("+-5"));  // was accepted as -5
+  EXPECT_FALSE(parse_int("+"));
+  EXPECT_FALSE(parse_int("5x"));
+  EXPECT_FALSE(parse_int(""));
 }

@@ -100,6 +100,8 @@ TEST(PsliteWire, HeaderRoundTripAndRefusals) {
   EXPECT_NE(decode(bad, kHeaderBytes, d).find("unknown message type 99"), std::string::npos);
   std::memcpy(bad, raw, kHeaderBytes), bad[39] = 0xff;
   EXPECT_NE(decode(bad, kHeaderBytes, d).find("16 GiB"), std::string::npos);
+  std::memcpy(bad, raw, kHeaderBytes), bad[13] = 1;  // accepted before, and then re-encoded differently (tests/fuzz)
+  EXPECT_NE(decode(bad, kHeaderBytes, d).find("reserved"), std::string::npos);
 }
 
 TEST(PsliteKeys, RangesCoverTheKeySpace) {

@@ -63,3 +63,15 @@ TEST(SampleFile, GarbageIsAClearError) {
   std::string undefined = read_file(f) + std::string("S\x05\x00", 3) + std::string(25, '\0');
   EXPECT_THROW(decode_samples(undefined, "f", [](const Sample&) {}), UserError);
 }
+
+// A sample time so far from the anchor that t - anchor overflows int64 is corrupt, not undefined behaviour
+// (found by tests/fuzz: corpus/sample_file/repro_time_overflow).
+TEST(SampleFile, TimeFarFromTheAnchorIsCorrupt) {
+  test::TempDir dir;
+  auto f = dir.path / "r.samples";
+  {
+    SampleWriter w(f, 0, "x", "n1", /*mono*/ INT64_MAX, 0);
+    ASSERT_TRUE(w.record("m", "s", 0, INT64_MIN, 1.0, false));
+  }
+  EXPECT_THROW(read_sample_file(f, [](const Sample&) {}), UserError);
+}

@@ -33,6 +33,8 @@ std::string decode(const unsigned char* in, size_t n, Header& h) {
   if (get(in, 4) != kMagic) return "not a fanout ps-lite message (bad magic)";
   if (in[4] != kProto) return "peer speaks protocol " + std::to_string(in[4]) + ", this side " + std::to_string(kProto);
   if (in[5] < uint8_t(MsgType::Push) || in[5] > uint8_t(MsgType::Error)) return "unknown message type " + std::to_string(in[5]);
+  // encode() writes zeros there: anything else is not a header this version wrote (and would not re-encode the same).
+  if (get(in + 12, 4) != 0) return "reserved header bytes 12-15 are not zero";
   h.type = static_cast<MsgType>(in[5]);
   h.flags = uint16_t(get(in + 6, 2));
   h.sender = uint32_t(get(in + 8, 4));

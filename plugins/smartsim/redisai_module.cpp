@@ -4,30 +4,23 @@
 //   AI.TENSORGET key [META] [BLOB|VALUES]
 // Tensors are a module data type (RDB/AOF supported, so SAVE, DUMP-less operation and replicas work).
 // A BLOB is kept as the retained argument string: no copy of tensor bytes on the way in.
-// Errors use RedisAI's wording. Model and script commands (libtorch) come with the inference plugin.
-#include <cerrno>
-#include <cstdlib>
+// Errors use RedisAI's wording. Arguments are parsed by redisai_args.cpp (no Redis calls, so tests/fuzz fuzzes it);
+// this file does the keys, the data type and the replies. Model and script commands (libtorch) come with the
+// inference plugin, their argument parsing beside the tensor commands' in redisai_args.
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "redisai_args.h"
 #include "redismodule.h"
 
 namespace {
 
 RedisModuleType* g_tensor_type = nullptr;
 
-struct DType {
-  const char* name;
-  size_t size;
-  bool is_float, is_signed;
-};
-const DType kTypes[] = {{"FLOAT", 4, true, true},  {"DOUBLE", 8, true, true},  {"INT8", 1, false, true},
-                        {"INT16", 2, false, true}, {"INT32", 4, false, true},  {"INT64", 8, false, true},
-                        {"UINT8", 1, false, false}, {"UINT16", 2, false, false}};
-constexpr int kNumTypes = sizeof kTypes / sizeof kTypes[0];
-constexpr long long kMaxTensorBytes = 512LL << 20;  // Redis' default proto-max-bulk-len
+using redisai::kTypes;
+using redisai::DType;
+constexpr int kNumTypes = redisai::kNumTypes;
 
 struct Tensor {
   int dtype = 0;
@@ -44,107 +37,42 @@ struct Tensor {
   }
 };
 
-bool equals(RedisModuleString* s, const char* word) {
-  size_t len;
-  const char* p = RedisModule_StringPtrLen(s, &len);
-  return len == std::strlen(word) && strncasecmp(p, word, len) == 0;
-}
-
-int dtype_of(RedisModuleString* s) {
-  for (int i = 0; i < kNumTypes; ++i)
-    if (equals(s, kTypes[i].name)) return i;
-  return -1;
-}
-
-// Stores one number given as text into dst as the tensor's element type; false when it does not parse or fit.
-bool store_value(RedisModuleString* s, const DType& t, char* dst) {
-  if (t.is_float) {
-    double d;
-    if (RedisModule_StringToDouble(s, &d) != REDISMODULE_OK) return false;
-    if (t.size == 4) {
-      float f = float(d);
-      std::memcpy(dst, &f, 4);
-    } else {
-      std::memcpy(dst, &d, 8);
-    }
-    return true;
+// The arguments as views for the pure parser (redisai_args.h); they live as long as the command's argv.
+redisai::Argv views(RedisModuleString** argv, int argc) {
+  redisai::Argv v(static_cast<size_t>(argc));
+  for (int i = 0; i < argc; ++i) {
+    size_t len;
+    const char* p = RedisModule_StringPtrLen(argv[i], &len);
+    v[size_t(i)] = std::string_view(p, len);
   }
-  long long v;
-  if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK) return false;
-  long long lo = t.is_signed ? -(1LL << (t.size * 8 - 1)) : 0;
-  long long hi = t.size == 8 ? std::numeric_limits<long long>::max() : (t.is_signed ? (1LL << (t.size * 8 - 1)) - 1 : (1LL << (t.size * 8)) - 1);
-  if (v < lo || v > hi) return false;
-  std::memcpy(dst, &v, t.size);  // little-endian: the low bytes
-  return true;
+  return v;
 }
 
 int TensorSet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
-  if (argc < 4) return RedisModule_WrongArity(ctx);
+  const redisai::Argv args = views(argv, argc);
+  redisai::TensorSetArgs a;
+  const char* err = redisai::parse_tensorset(args, a);
+  if (err == redisai::kWrongArity) return RedisModule_WrongArity(ctx);
   RedisModuleKey* key = static_cast<RedisModuleKey*>(RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE));
   int kt = RedisModule_KeyType(key);
   if (kt != REDISMODULE_KEYTYPE_EMPTY && !(kt == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(key) == g_tensor_type)) {
     RedisModule_CloseKey(key);
     return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
   }
-  auto fail = [&](const char* msg) {
-    RedisModule_CloseKey(key);
-    return RedisModule_ReplyWithError(ctx, msg);
-  };
-  int dtype = dtype_of(argv[2]);
-  if (dtype < 0) return fail("ERR invalid data type");
-  const DType& t = kTypes[dtype];
   auto tensor = new Tensor();
-  tensor->dtype = dtype;
-  int i = 3;
-  long long count = 1;
-  for (; i < argc && !equals(argv[i], "BLOB") && !equals(argv[i], "VALUES"); ++i) {
-    long long d;
-    if (RedisModule_StringToLongLong(argv[i], &d) != REDISMODULE_OK || d <= 0) {
-      delete tensor;
-      return fail("ERR invalid or negative value found in tensor shape");
-    }
-    if (count > kMaxTensorBytes / d) {
-      delete tensor;
-      return fail("ERR tensor is too large");
-    }
-    count *= d;
-    tensor->dims.push_back(d);
-  }
-  if (tensor->dims.empty()) {
+  tensor->dtype = a.dtype;
+  tensor->dims = std::move(a.dims);
+  if (!err && a.data == redisai::TensorSetArgs::Data::Values) err = redisai::parse_tensor_values(args, a, tensor->owned);
+  if (err) {
     delete tensor;
-    return fail("ERR wrong number of arguments for 'AI.TENSORSET' command");
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithError(ctx, err);
   }
-  const long long bytes = count * (long long)t.size;
-  if (bytes > kMaxTensorBytes) {
-    delete tensor;
-    return fail("ERR tensor is too large");
-  }
-  if (i < argc && equals(argv[i], "BLOB")) {
-    if (argc != i + 2) {
-      delete tensor;
-      return fail("ERR wrong number of arguments for 'AI.TENSORSET' command");
-    }
-    size_t len;
-    RedisModule_StringPtrLen(argv[i + 1], &len);
-    if ((long long)len != bytes) {
-      delete tensor;
-      return fail("ERR data length does not match tensor shape and type");
-    }
-    RedisModule_RetainString(nullptr, argv[i + 1]);
-    tensor->blob = argv[i + 1];
-  } else if (i < argc && equals(argv[i], "VALUES")) {
-    if (argc - i - 1 != count) {
-      delete tensor;
-      return fail("ERR wrong number of values provided");
-    }
-    tensor->owned.resize(size_t(bytes));
-    for (long long k = 0; k < count; ++k)
-      if (!store_value(argv[i + 1 + k], t, &tensor->owned[size_t(k) * t.size])) {
-        delete tensor;
-        return fail("ERR invalid value");
-      }
-  } else {
-    tensor->owned.assign(size_t(bytes), '\0');
+  if (a.data == redisai::TensorSetArgs::Data::Blob) {
+    RedisModule_RetainString(nullptr, argv[a.data_arg]);
+    tensor->blob = argv[a.data_arg];
+  } else if (a.data == redisai::TensorSetArgs::Data::Zeros) {
+    tensor->owned.assign(size_t(a.bytes), '\0');
   }
   RedisModule_ModuleTypeSetValue(key, g_tensor_type, tensor);
   RedisModule_CloseKey(key);
@@ -190,16 +118,11 @@ void reply_values(RedisModuleCtx* ctx, const Tensor& tensor) {
 }
 
 int TensorGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
-  if (argc < 2 || argc > 4) return RedisModule_WrongArity(ctx);
-  bool meta = false, blob = false, values = false;
-  for (int i = 2; i < argc; ++i) {
-    if (equals(argv[i], "META")) meta = true;
-    else if (equals(argv[i], "BLOB")) blob = true;
-    else if (equals(argv[i], "VALUES")) values = true;
-    else return RedisModule_ReplyWithError(ctx, "ERR unsupported data format");
-  }
-  if (blob && values) return RedisModule_ReplyWithError(ctx, "ERR both BLOB and VALUES specified");
-  if (!meta && !blob && !values) meta = values = true;  // RedisAI's default: META and VALUES
+  redisai::TensorGetArgs a;
+  const char* err = redisai::parse_tensorget(views(argv, argc), a);
+  if (err == redisai::kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  const bool meta = a.meta, blob = a.blob, values = a.values;
   RedisModuleKey* key = static_cast<RedisModuleKey*>(RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ));
   int kt = RedisModule_KeyType(key);
   if (kt == REDISMODULE_KEYTYPE_EMPTY) {

@@ -1,0 +1,64 @@
+// Argument parsing of the RedisAI commands that redisai_module.cpp serves, with no Redis call in it, so that it
+// can be unit-tested and fuzzed (tests/fuzz/redisai_fuzz.cpp). argv is the whole command as the module gets it,
+// argv[0] being the command name. Each parse_* returns nullptr when the arguments are valid, else RedisAI's
+// exact error text for RedisModule_ReplyWithError, or kWrongArity, which the module answers with
+// RedisModule_WrongArity (Redis' own message, naming the command as the client spelled it).
+// A later command (AI.MODELSTORE, AI.MODELEXECUTE, AI.SCRIPTSTORE, ...) gets its own <Command>Args struct and
+// parse_<command> function here, built from the same helpers (keyword, to_long_long, to_double).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redisai {
+
+using Argv = std::vector<std::string_view>;
+
+// Not a reply text: a marker for "answer with RedisModule_WrongArity".
+inline constexpr char kWrongArity[] = "ERR wrong number of arguments";
+
+struct DType {
+  const char* name;
+  size_t size;
+  bool is_float, is_signed;
+};
+inline constexpr DType kTypes[] = {{"FLOAT", 4, true, true},   {"DOUBLE", 8, true, true}, {"INT8", 1, false, true},
+                                   {"INT16", 2, false, true},  {"INT32", 4, false, true}, {"INT64", 8, false, true},
+                                   {"UINT8", 1, false, false}, {"UINT16", 2, false, false}};
+inline constexpr int kNumTypes = sizeof kTypes / sizeof kTypes[0];
+inline constexpr long long kMaxTensorBytes = 512LL << 20;  // Redis' default proto-max-bulk-len
+
+// A keyword, compared without regard to ASCII case (as Redis compares command words).
+bool keyword(std::string_view arg, std::string_view word);
+// Index into kTypes, or -1.
+int dtype_of(std::string_view name);
+// Numbers in Redis' own syntax: exactly what RedisModule_StringToLongLong / RedisModule_StringToDouble accept
+// (no blanks, no '+', no leading zeros for integers; strtod's forms but not NaN for doubles).
+bool to_long_long(std::string_view s, long long& v);
+bool to_double(std::string_view s, double& v);
+
+// AI.TENSORSET key type dim [dim ...] [BLOB data | VALUES v ...]
+struct TensorSetArgs {
+  std::string_view key;
+  int dtype = -1;                // index into kTypes
+  std::vector<long long> dims;   // each > 0
+  long long count = 0;           // elements: the product of dims
+  long long bytes = 0;           // count * element size, at most kMaxTensorBytes
+  enum class Data { Zeros, Blob, Values } data = Data::Zeros;
+  size_t data_arg = 0;           // argv index of the blob (bytes long) or of the first of `count` values
+};
+const char* parse_tensorset(const Argv& argv, TensorSetArgs& out);
+// Converts the VALUES of a parsed AI.TENSORSET into `bytes` (resized to args.bytes), little-endian elements of
+// the tensor's type. An integer out of the type's range is an invalid value; a float beyond FLOAT's range
+// becomes +-inf, as a C conversion makes it.
+const char* parse_tensor_values(const Argv& argv, const TensorSetArgs& args, std::string& bytes);
+
+// AI.TENSORGET key [META] [BLOB | VALUES]   (neither: META and VALUES, RedisAI's default)
+struct TensorGetArgs {
+  std::string_view key;
+  bool meta = false, blob = false, values = false;
+};
+const char* parse_tensorget(const Argv& argv, TensorGetArgs& out);
+
+}  // namespace redisai
