@@ -316,7 +316,12 @@ TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
   int sa = 0, sb = 0;
-  ASSERT_TRUE(test::wait_for([&] { return (sa || waitpid(a, &sa, WNOHANG) == a) && (sb || waitpid(b, &sb, WNOHANG) == b); }, 120));
+  bool a_done = false, b_done = false;  // a status of 0 cannot say "reaped"
+  ASSERT_TRUE(test::wait_for([&] {
+    a_done = a_done || waitpid(a, &sa, WNOHANG) == a;
+    b_done = b_done || waitpid(b, &sb, WNOHANG) == b;
+    return a_done && b_done;
+  }, 120));
   const std::string ea = read_file(d.path / "a.txt"), eb = read_file(d.path / "b.txt");
   EXPECT_EQ(WEXITSTATUS(sa), 0) << ea;
   EXPECT_EQ(WEXITSTATUS(sb), 0) << eb;
