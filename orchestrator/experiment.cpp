@@ -109,7 +109,83 @@ std::string count_text(const toml::node& n, const std::string& origin) {
 
 ExperimentRequest parse_experiment_file(const fs::path& file) { return parse_experiment_text(read_file(file), file); }
 
+namespace {
+
+// TOML allows non-ASCII only inside strings and comments. Debian 12's toml++ 3.3.0 reaches
+// __builtin_unreachable when it tests most non-ASCII characters for whitespace (upstream tomlplusplus issues
+// 190 and 295), so such a character is refused here, with its line, before toml++ sees it wherever toml++
+// would test it: outside strings and comments; after a backslash (and whitespace) in a basic string;
+// and anywhere in what toml++ scans as a number or date (from a digit or sign up to the next whitespace, ']',
+// '}', ',' or '#', quotes included: `x = 1'é'`). Found by tests/fuzz/experiment_fuzz.cpp.
+void refuse_non_ascii_outside_strings(std::string_view t, const fs::path& file) {
+  enum class In { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Code;
+  int line = 1;
+  bool trimming = false;  // after a line-ending backslash in a multi-line basic string
+  size_t scanned_to = 0;  // end of the last number-like run checked (keeps the check linear)
+  auto starts = [&](size_t i, std::string_view s) { return t.substr(i, s.size()) == s; };
+  auto refuse = [&](int at_line) {
+    throw UserError(file.string() + ":" + std::to_string(at_line) + ": a non-ASCII character outside a string or comment");
+  };
+  auto ends_value = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ']' || c == '}' || c == ',' || c == '#'; };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    if (c == '\n') ++line;
+    if (c >= 0x80 && (in == In::Code || trimming)) refuse(line);
+    // The character after a backslash in a basic string: toml++ tests it for whitespace (and TOML escapes
+    // are ASCII letters anyway).
+    if (c == '\\' && (in == In::Basic || in == In::MultiBasic) && i + 1 < t.size() && static_cast<unsigned char>(t[i + 1]) >= 0x80)
+      refuse(line);
+    if (in == In::Code && i >= scanned_to && ((c >= '0' && c <= '9') || c == '+' || c == '-')) {
+      size_t j = i + 1;
+      for (; j < t.size() && !ends_value(t[j]); ++j)
+        if (static_cast<unsigned char>(t[j]) >= 0x80) refuse(line);
+      scanned_to = j;
+    }
+    switch (in) {
+      case In::Code:
+        if (c == '#') in = In::Comment;
+        else if (starts(i, "\"\"\"")) in = In::MultiBasic, i += 2;
+        else if (starts(i, "'''")) in = In::MultiLiteral, i += 2;
+        else if (c == '"') in = In::Basic;
+        else if (c == '\'') in = In::Literal;
+        break;
+      case In::Comment:
+        if (c == '\n') in = In::Code;
+        break;
+      case In::Basic:
+        if (c == '\\') ++i;
+        else if (c == '"' || c == '\n') in = In::Code;
+        break;
+      case In::Literal:
+        if (c == '\'' || c == '\n') in = In::Code;
+        break;
+      case In::MultiBasic:
+        if (trimming && c != ' ' && c != '\t' && c != '\n' && c != '\r') trimming = false;
+        if (c == '\\') {
+          // A backslash before whitespace: toml++ skips the whitespace (and line breaks) and tests the next
+          // character; any other backslash escapes the character after it.
+          const char next = i + 1 < t.size() ? t[i + 1] : '\0';
+          if (next == ' ' || next == '\t' || next == '\r' || next == '\n') trimming = true;
+          else ++i;
+        } else if (starts(i, "\"\"\"")) {
+          in = In::Code, i += 2;
+          while (i + 1 < t.size() && t[i + 1] == '"') ++i;  // up to two quotes may end the content
+        }
+        break;
+      case In::MultiLiteral:
+        if (starts(i, "'''")) {
+          in = In::Code, i += 2;
+          while (i + 1 < t.size() && t[i + 1] == '\'') ++i;
+        }
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::path& file) {
+  refuse_non_ascii_outside_strings(toml_text, file);
   toml::table root;
   try {
     root = toml::parse(toml_text, file.string());

@@ -199,6 +199,24 @@ TEST_F(PsliteRun, SweepOverLengthsServersAndTransportsWithVerifiedValues) {
             "0");
 }
 
+// Two threads per worker (own keys and connections) bounded by time, not iterations, with receive polling on
+// (spin_us): values still verify, each measured iteration is recorded once per thread, the measured samples
+// span about the 1 s bound, and aggregate_goodput is recorded once per worker.
+TEST_F(PsliteRun, ThreadsAndADurationBoundWithReceivePolling) {
+  auto r = run({"--threads=2", "--iterations=0", "--duration=1", "--warmup=2", "--len=65536", "--keys_per_server=4",
+                "--verify=true", "--spin_us=50", "--transport=[tcp,shm]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  EXPECT_EQ(one("SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='goodput' AND warmup=0 AND iteration=2"), "4") << "2 threads x 2 runs";
+  EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='aggregate_goodput'"), "2");
+  for (auto& row : test::sql_rows(db(), "SELECT run_id, max(t_start) - min(t_start), count(*) FROM samples "
+                                        "WHERE metric='goodput' AND warmup=0 GROUP BY run_id")) {
+    EXPECT_GT(std::stod(row[1]), 0.5) << "run " << row[0] << " stopped early (" << row[2] << " samples)";
+    EXPECT_LT(std::stod(row[1]), 1.5) << "run " << row[0] << " ran past its 1 s bound";
+  }
+}
+
 TEST_F(PsliteRun, SyncModeRecordsRoundTripsAndRefusesBadValues) {
   auto r = run({"--mode=sync", "--len=4096", "--iterations=50", "--transport=tcp"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
