@@ -64,7 +64,10 @@ up() {
     apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 
-  # Slurm daemons and srun find each other by this host's name: make sure it resolves (Debian's convention).
+  # Slurm daemons and srun find each other by this host's name, and PMIx looks up localhost: make sure both
+  # resolve from /etc/hosts (Debian's convention; a debootstrapped root has neither, and each lookup then waits
+  # 5 s for a DNS server that is not there: 64-rank steps took minutes to start).
+  getent hosts localhost >/dev/null || echo "127.0.0.1 localhost" >> /etc/hosts
   getent hosts "$HOST" >/dev/null || echo "127.0.1.1 $HOST" >> /etc/hosts
 
   mkdir -p "$D"/{state,log,run} /etc/slurm
