@@ -64,9 +64,9 @@ up() {
     apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 
-  # Slurm daemons and srun find each other by this host's name, and PMIx looks up localhost: make sure both
-  # resolve from /etc/hosts (Debian's convention; a debootstrapped root has neither, and each lookup then waits
-  # 5 s for a DNS server that is not there: 64-rank steps took minutes to start).
+  # Slurm daemons and srun find each other by this host's name, and the job-step path looks up localhost: make
+  # sure both resolve from /etc/hosts (Debian's convention; a debootstrapped root has neither, and each lookup
+  # then waits 5 s for a DNS server that is not there: a 64-rank step took two minutes to start and timed out).
   getent hosts localhost >/dev/null || echo "127.0.0.1 localhost" >> /etc/hosts
   getent hosts "$HOST" >/dev/null || echo "127.0.1.1 $HOST" >> /etc/hosts
 
