@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <string.h>
+
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -96,4 +98,11 @@ std::string filename_safe(std::string_view s, size_t max_len) {
   return out;
 }
 
+}  // namespace fanout
+
+namespace fanout {
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
 }  // namespace fanout

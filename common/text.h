@@ -23,6 +23,8 @@ std::optional<bool> parse_bool(std::string_view s);
 
 // 64-bit FNV-1a, rendered as 16 hex digits: stable across builds and machines.
 std::string fnv1a_hex(std::string_view data);
+// "SIGSEGV" for 11; "SIGRT<n>"-style signals have no short name in glibc: "signal <n>".
+std::string signal_name(int sig);
 
 // Keeps [A-Za-z0-9._-], replaces anything else with '_' (for directory names built from values).
 std::string filename_safe(std::string_view s, size_t max_len = 64);

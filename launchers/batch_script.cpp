@@ -67,7 +67,7 @@ std::string describe_step_failure(const JobSpec& job) {
     if (status != 0) {
       // bash reports a step killed by signal N as 128+N (srun passes its task's signal on the same way).
       std::string how = "exited with status " + std::to_string(status);
-      if (status > 128 && status < 128 + NSIG) how += " (signal " + std::to_string(status - 128) + ", " + "SIG" + sigabbrev_np(status - 128) + ")";
+      if (status > 128 && status < 128 + NSIG) how += " (signal " + std::to_string(status - 128) + ", " + signal_name(status - 128) + ")";
       return "step '" + role + "' " + how + "; logs: " + (job.run_dir / (role + ".err")).string();
     }
   return "";

@@ -46,7 +46,7 @@ std::vector<char*> c_array(std::vector<std::string>& v) {
 
 std::string describe_exit(const JobSpec& spec, const RankExit& e) {
   std::string who = "rank " + std::to_string(e.rank) + " of step '" + spec.steps[e.step].role + "'";
-  std::string how = e.signal ? "was killed by signal " + std::to_string(e.signal) + " (SIG" + sigabbrev_np(e.signal) + ")"
+  std::string how = e.signal ? "was killed by signal " + std::to_string(e.signal) + " (" + signal_name(e.signal) + ")"
                              : "exited with code " + std::to_string(e.exit_code);
   return who + " " + how + "; logs: " + (spec.run_dir / (spec.steps[e.step].role + ".err")).string();
 }

@@ -115,13 +115,16 @@ namespace {
 // __builtin_unreachable when it tests most non-ASCII characters for whitespace (upstream tomlplusplus issues
 // 190 and 295), so such a character is refused here, with its line, before toml++ sees it wherever toml++
 // would test it: outside strings and comments; after a backslash (and whitespace) in a basic string;
-// and anywhere in what toml++ scans as a number or date (from a digit or sign up to the next whitespace, ']',
-// '}', ',' or '#', quotes included: `x = 1'é'`). Found by tests/fuzz/experiment_fuzz.cpp.
+// and anywhere in what toml++ scans as a number or date (a value starting with a digit or sign, up to the next
+// whitespace, ']', '}', ',' or '#', quotes included: `x = 1'é'`). Found by tests/fuzz/experiment_fuzz.cpp.
+// Values start after '=' and inside arrays; keys (`a1."é" = 1`) are never scanned as numbers.
 void refuse_non_ascii_outside_strings(std::string_view t, const fs::path& file) {
   enum class In { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Code;
   int line = 1;
   bool trimming = false;  // after a line-ending backslash in a multi-line basic string
-  size_t scanned_to = 0;  // end of the last number-like run checked (keeps the check linear)
+  size_t scanned_to = 0;    // end of the last number-like run checked (keeps the check linear)
+  bool value_next = false;  // the next code character starts a value (after '=', or in an array)
+  std::vector<char> nest;   // open arrays '[' and inline tables '{' of the current value
   auto starts = [&](size_t i, std::string_view s) { return t.substr(i, s.size()) == s; };
   auto refuse = [&](int at_line) {
     throw UserError(file.string() + ":" + std::to_string(at_line) + ": a non-ASCII character outside a string or comment");
@@ -135,12 +138,31 @@ void refuse_non_ascii_outside_strings(std::string_view t, const fs::path& file) 
     // are ASCII letters anyway).
     if (c == '\\' && (in == In::Basic || in == In::MultiBasic) && i + 1 < t.size() && static_cast<unsigned char>(t[i + 1]) >= 0x80)
       refuse(line);
-    if (in == In::Code && i >= scanned_to && ((c >= '0' && c <= '9') || c == '+' || c == '-')) {
-      size_t j = i + 1;
-      for (; j < t.size() && !ends_value(t[j]); ++j)
-        if (static_cast<unsigned char>(t[j]) >= 0x80) refuse(line);
-      scanned_to = j;
+    if (in == In::Code && c != ' ' && c != '\t' && c != '\r') {
+      const bool in_array = !nest.empty() && nest.back() == '[';
+      if (c == '\n') {
+        value_next = value_next && !nest.empty();
+      } else if (c == '=') {
+        value_next = true;
+      } else if (c == '[' || c == '{') {
+        if (value_next) nest.push_back(char(c));  // else a table header
+        value_next = value_next && c == '[';
+      } else if (c == ']' || c == '}') {
+        if (!nest.empty() && nest.back() == (c == ']' ? '[' : '{')) nest.pop_back();
+        value_next = false;
+      } else if (c == ',') {
+        value_next = in_array;
+      } else if (c != '#') {
+        if (value_next && i >= scanned_to && ((c >= '0' && c <= '9') || c == '+' || c == '-')) {
+          size_t j = i + 1;
+          for (; j < t.size() && !ends_value(t[j]); ++j)
+            if (static_cast<unsigned char>(t[j]) >= 0x80) refuse(line);
+          scanned_to = j;
+        }
+        value_next = false;
+      }
     }
+    if (in == In::Comment && c == '\n') value_next = value_next && !nest.empty();
     switch (in) {
       case In::Code:
         if (c == '#') in = In::Comment;
@@ -231,7 +253,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       req.settings.max_parallel = int(*i);
     } else if (key == "max_retries" || key == "stall_timeout") {
       auto i = v.value_exact<int64_t>();
-      if (!i || *i < 0) throw UserError(where + ": experiment." + key + " must be an integer >= 0");
+      if (!i || *i < 0 || *i > 365 * 86400) throw UserError(where + ": experiment." + key + " must be an integer from 0 to 31536000");
       if (key == "max_retries") req.settings.max_retries = int(*i);
       else req.settings.stall_timeout_s = *i;
     } else if (key == "array") {

@@ -58,7 +58,7 @@ struct SettingsFlags {
     opts["max_retries"] = app->add_option("--max_retries", max_retries, "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times")
                               ->capture_default_str()->check(CLI::NonNegativeNumber);
     opts["stall_timeout"] = app->add_option("--stall_timeout", stall_timeout, "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)")
-                                ->capture_default_str()->check(CLI::NonNegativeNumber);
+                                ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(365) * 86400));
     opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");

@@ -1,5 +1,7 @@
 #include "results/csv_export.h"
 
+#include <unistd.h>
+
 #include <zlib.h>
 
 #include <charconv>
@@ -41,10 +43,12 @@ void append(std::string& s, T v) {
   s.append(buf, end);
 }
 
-// A file written to <path>.tmp (optionally gzip-compressed) and renamed into place on commit().
+// A file written to <path>.tmp.<pid> (optionally gzip-compressed) and renamed into place on commit(): two
+// drivers finishing one experiment at once each write their own and the last rename wins, whole.
 class StagedFile {
  public:
-  StagedFile(fs::path path, bool gzip) : path_(std::move(path)), tmp_(path_.string() + ".tmp"), gzip_(gzip) {
+  StagedFile(fs::path path, bool gzip)
+      : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), gzip_(gzip) {
     if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
     else f_ = std::fopen(tmp_.c_str(), "w");
     if (!gz_ && !f_) throw UserError("cannot write " + tmp_.string());

@@ -106,9 +106,9 @@ MaxArraySize=10001
 MaxJobCount=100000
 MinJobAge=300
 KillWait=2
-# A node whose slurmd stops answering is DOWN after 12 s and its jobs end NODE_FAIL (the fault tests kill
-# one); the default, 300 s, would make them wait five minutes.
-SlurmdTimeout=12
+# A node whose slurmd stops answering is DOWN after 20 s and its jobs end NODE_FAIL (the fault test kills
+# one); the default, 300 s, would make it wait five minutes, much less risks a starved slurmd on a loaded machine.
+SlurmdTimeout=20
 OverTimeLimit=0
 InactiveLimit=0
 Waittime=0

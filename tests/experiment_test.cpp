@@ -158,6 +158,13 @@ TEST(Experiment, NonAsciiOnlyInStringsAndComments) {
                                            "[parameters]\nmessage = \"\"\"naïve\n\"\"\"\n",
                                            "ok.toml");
   EXPECT_EQ(req.settings.exp_name, "büro");
+  // Keys with digits or dashes next to non-ASCII strings are not numbers.
+  std::string ok = error_of([] {
+    fanout::parse_experiment_text("[experiment]\nplugin = \"calibration\"\n[parameters]\nstep1=\"café\"\nmy-key=\"é\"\n"
+                                  "x = {a1=\"é\"}\na1.\"é\" = 2\nl = [1, \"é\", [2,\"ü\"]]\n",
+                                  "keys.toml");
+  });
+  EXPECT_EQ(ok.find("non-ASCII"), std::string::npos) << ok;
   for (auto [text, line] : std::vector<std::pair<std::string, std::string>>{
            {"[experiment]\nplugin = \"calibration\"\né = 1\n", ":3:"},
            {"[experiment]\nplugin = \"calibration\" \xca\x80\n", ":2:"},

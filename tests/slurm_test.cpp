@@ -350,7 +350,7 @@ struct NodeRestorer {
 // environment (the batch script, srun, the ranks). Returns how many were killed.
 int kill_job_processes(const std::string& job_id) {
   int killed = 0;
-  const std::string title = "slurmstepd: [" + job_id + ".", env = "SLURM_JOB_ID=" + job_id + std::string(1, '\0');
+  const std::string nul(1, '\0'), title = "slurmstepd: [" + job_id + ".", env = nul + "SLURM_JOB_ID=" + job_id + nul;
   std::error_code ec;
   for (auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
@@ -358,17 +358,17 @@ int kill_job_processes(const std::string& job_id) {
     std::string cmdline, environ;
     try {
       cmdline = read_file(e.path() / "cmdline");
-      environ = "\0" + read_file(e.path() / "environ");
+      environ = nul + read_file(e.path() / "environ");
     } catch (...) {
       continue;  // gone meanwhile
     }
-    if (cmdline.rfind(title, 0) == 0 || environ.find("\0" + env) != std::string::npos) killed += kill(std::stoi(name), SIGKILL) == 0;
+    if (cmdline.rfind(title, 0) == 0 || environ.find(env) != std::string::npos) killed += kill(std::stoi(name), SIGKILL) == 0;
   }
   return killed;
 }
 
 // Fault injection: the node a run is on dies: its slurmd and every process of the job on it are SIGKILLed.
-// Slurm declares the node DOWN after SlurmdTimeout (12 s in scripts/slurm-cluster.sh) and ends the job NODE_FAIL
+// Slurm declares the node DOWN after SlurmdTimeout (20 s in scripts/slurm-cluster.sh) and ends the job NODE_FAIL
 // (fanout submits with --no-requeue); the other runs complete, and `fanout resume` runs only the failed
 // permutation again. Nodes of the scale partition beyond n8, so that the other tests' nodes (debug: n1-n4) are
 // untouched.

@@ -211,11 +211,12 @@ TEST(TensorClient, KilledShardMidLoopFailsTheClientWithinTheTimeout) {
   Client client(o);
   std::atomic<long> loops{0};
   std::atomic<int64_t> failed_at{0};
-  std::string error;
+  std::atomic<bool> give_up{false};
+  std::string error;  // written by the worker before failed_at, read after it
   std::thread worker([&] {
     std::vector<float> v(256, 1.0f), out(256);
     try {
-      for (long k = 0; k < 10000000; ++k) {
+      for (long k = 0; k < 10000000 && !give_up; ++k) {
         const std::string key = "loop_" + std::to_string(k % 64);  // 64 keys: every shard's slots
         client.put_tensor(key, DType::Float, {256}, v.data(), v.size() * 4);
         client.unpack_tensor(key, DType::Float, {256}, out.data(), out.size() * 4);
@@ -226,11 +227,20 @@ TEST(TensorClient, KilledShardMidLoopFailsTheClientWithinTheTimeout) {
     }
     failed_at = std::chrono::steady_clock::now().time_since_epoch().count();
   });
-  ASSERT_TRUE(test::wait_for([&] { return loops > 200; }, 60)) << error;
+  // However this test ends, the worker thread stops and is joined (a joinable thread at scope exit aborts).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } joiner{give_up, worker};
+  ASSERT_TRUE(test::wait_for([&] { return loops > 200 || failed_at != 0; }, 60));
+  ASSERT_EQ(failed_at.load(), 0) << error;
   const auto killed_at = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(shards[1]->pid(), SIGKILL), 0);
   ASSERT_TRUE(test::wait_for([&] { return failed_at != 0; }, 30)) << "the client still runs 30 s after its shard died";
-  worker.join();
   const double seconds = double(failed_at - killed_at.time_since_epoch().count()) / 1e9;
   EXPECT_LT(seconds, 1.0 + 2.0) << "within the 1 s command timeout, plus slack for a loaded machine";
   EXPECT_NE(error.find("127.0.0.1:"), std::string::npos) << error;

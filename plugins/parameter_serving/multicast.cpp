@@ -203,11 +203,14 @@ void McastReceiver::finish_current(bool lost) {
 void McastReceiver::loop() {
   std::vector<char> buf(kMaxUdpPayload + 64);
   pollfd p{fd_, POLLIN, 0};
+  int64_t drain_until = 0;
   for (;;) {
     // Once asked to stop, drain what is queued (the trainer's DONE comes over TCP and can overtake the last
-    // version's datagrams on a busy machine) and leave after 20 ms without any.
+    // version's datagrams on a busy machine): leave after 20 ms without a datagram, or 500 ms at most (another
+    // run may keep sending to the same group).
     const bool draining = stopping_;
-    if (poll(&p, 1, draining ? 20 : 50) <= 0) {
+    if (draining && drain_until == 0) drain_until = mono_ns() + 500000000;
+    if (poll(&p, 1, draining ? 20 : 50) <= 0 || (draining && mono_ns() > drain_until)) {
       if (draining) break;
       continue;
     }

@@ -277,7 +277,7 @@ void KVWorker::wait(uint64_t ts) {
   std::unique_lock<std::mutex> lock(mu_);
   auto answered = [&] { return remaining_[ts] == 0 || !failure_.empty(); };
   // Poll for a while first (a wake-up through the condition variable costs more than a short round trip).
-  for (const int64_t until = now_ns() + spin_ns_; !answered() && now_ns() < until;) {
+  for (const int64_t until = spin_ns_ > 0 ? now_ns() + spin_ns_ : 0; spin_ns_ > 0 && !answered() && now_ns() < until;) {
     lock.unlock();
     cpu_relax();
     lock.lock();

@@ -60,9 +60,11 @@ void Receiver::add(std::shared_ptr<Link> link, Inbound::OnHeader on_header, Inbo
     while (!stopping_ && !e->failed) {
       const uint64_t before = e->inbound.bytes();
       if (!e->inbound.pump(*e->link)) return fail(*e, e->inbound.error());
-      const int64_t now = now_ns();
-      if (e->inbound.bytes() != before) busy_until = now + spin_ns_;
-      if (now < busy_until) continue;
+      if (spin_ns_ > 0) {  // no clock reads when polling is off (the default)
+        const int64_t now = now_ns();
+        if (e->inbound.bytes() != before) busy_until = now + spin_ns_;
+        if (now < busy_until) continue;
+      }
       e->link->wait_readable(100);
     }
   });
@@ -72,8 +74,8 @@ void Receiver::epoll_loop() {
   epoll_event events[64];
   int64_t busy_until = 0;
   while (!stopping_) {
-    int n = epoll_wait(epfd_, events, 64, now_ns() < busy_until ? 0 : 1000);
-    if (n > 0) busy_until = now_ns() + spin_ns_;
+    int n = epoll_wait(epfd_, events, 64, spin_ns_ > 0 && now_ns() < busy_until ? 0 : 1000);
+    if (n > 0 && spin_ns_ > 0) busy_until = now_ns() + spin_ns_;
     for (int i = 0; i < n; ++i) {
       auto* e = static_cast<Entry*>(events[i].data.ptr);
       if (!e || e->failed) continue;
