@@ -37,7 +37,6 @@ void JobSpec::validate() const {
                       " nodes but the first step has " + std::to_string(steps[0].nodes));
   }
   if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
-  options.validate();
 }
 
 namespace {

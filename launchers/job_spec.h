@@ -28,7 +28,8 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   // Further batch options as key=value (SmartSim-Scaling's batch_args): qos, reservation, mem (MB per node),
   // gres, nodelist, exclude_nodes, comment. Checked by the scheduler that uses them.
   std::vector<std::pair<std::string, std::string>> batch_args;
-  void validate() const;  // UserError naming the flag of a value that cannot go into a batch script
+  // UserError naming the flag of a value that cannot go into a batch script (plan_experiment calls it).
+  void validate() const;
 };
 
 struct JobSpec {

@@ -349,6 +349,7 @@ int resolve_count(const std::string& expr, const ParameterPoint& p, const std::s
 }  // namespace
 
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
+  request.settings.options.validate();  // once for every run, dry run included
   ExperimentPlan plan;
   plan.request = request;
   const ExperimentTemplate* tmpl = nullptr;

@@ -242,7 +242,6 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     // Before anything is written or submitted: can every run go where it is asked to?
     std::vector<JobSpec> probe;
     for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
-    for (const auto& j : probe) j.validate();
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
@@ -306,6 +305,14 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   };
   size_t next = 0, done = 0, running = 0;
   std::map<std::string, size_t> active;  // job id -> slot
+  // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
+  auto track_submitted = [&](size_t i, const std::string& id) {
+    slots[i].started_ns = monotonic_ns();
+    slots[i].job_id = id;
+    write_file_atomic(slots[i].dir / kJobIdFile, id + "\n", 0644);
+    slots[i].state = JobState::Pending;
+    active[id] = i;
+  };
   for (auto& [r, sg] : adopted) {
     Slot s{r, 0, sg.dir, job_for(plan, *r, plugin, opts, sg.dir), sg.meta, sg.job_id, JobState::Pending, monotonic_ns()};
     if (auto a = parse_int(s.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
@@ -396,22 +403,13 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       for (size_t i = next; i < slots.size(); ++i) jobs.push_back(slots[i].job);
       std::vector<std::string> ids;
       timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
-      for (size_t k = 0; k < ids.size(); ++k, ++next) {
-        slots[next].started_ns = monotonic_ns();
-        slots[next].job_id = ids[k];
-        write_file_atomic(slots[next].dir / kJobIdFile, ids[k] + "\n", 0644);
-        slots[next].state = JobState::Pending;
-        active[ids[k]] = next;
-      }
+      for (size_t k = 0; k < ids.size(); ++k, ++next) track_submitted(next, ids[k]);
       changed = true;
     }
     while (!cancelling && next < slots.size() && int(active.size()) < max_parallel) {
-      Slot& s = slots[next];
-      s.started_ns = monotonic_ns();
-      timed(cost.submit_s, [&] { s.job_id = scheduler->submit(s.job); });
-      write_file_atomic(s.dir / kJobIdFile, s.job_id + "\n", 0644);
-      s.state = JobState::Pending;
-      active[s.job_id] = next++;
+      std::string id;
+      timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
+      track_submitted(next++, id);
       changed = true;
     }
     if (active.empty()) continue;
