@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   cfg.bind = "127.0.0.1";
   cfg.port = 26379;
   cfg.password = "bench";
-  cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai_tensors.so").string();
+  cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
   cfg.cpus = 1;
   smartsim::RedisServer server(cfg);
   std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU 0), %d connection(s), loopback\n", conns);

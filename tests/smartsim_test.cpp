@@ -35,7 +35,7 @@ RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false)
   c.bind = "127.0.0.1";
   c.port = port;
   c.password = "test-password";
-  c.module = (test::build_dir() / "plugins" / "redisai_tensors.so").string();
+  c.module = (test::build_dir() / "plugins" / "redisai.so").string();
   c.cluster = cluster;
   return c;
 }

@@ -105,7 +105,7 @@ struct Settings {
         mcast_port(h.param_int("mcast_port", 30000)),
         mcast_ttl(h.param_int("mcast_ttl", 1)),
         mcast_chunk(h.param_int("mcast_chunk", 0)),
-        fsync(h.param("fsync", "false") == "true" || h.param("fsync") == "1" || h.param("fsync") == "yes"),
+        fsync(h.param_bool("fsync")),
         mcast_group(h.param("mcast_group", "239.255.41.1")),
         mcast_interface(h.param("mcast_interface", "auto")) {
     const std::string level = h.param("LOGLEVEL", "INFO");

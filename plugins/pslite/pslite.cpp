@@ -40,7 +40,6 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-bool truthy(const std::string& v) { return v == "true" || v == "1" || v == "yes"; }
 
 pslite::Recorder recorder(fanout_sdk::Host& host) {
   pslite::Recorder r;
@@ -129,7 +128,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     cfg.duration_s = host.param_double("duration", 0);
     cfg.warmup = host.param_int("warmup", 5);
     cfg.transport = transport_of(host);
-    cfg.verify = truthy(host.param("verify", "false"));
+    cfg.verify = host.param_bool("verify");
     cfg.shm_ring_bytes = size_t(host.param_int("shm_ring_bytes", 4 << 20));
     cfg.kill_after = host.param_int("kill_worker_after", 0);
     pslite::run_worker(w, cfg, recorder(host));

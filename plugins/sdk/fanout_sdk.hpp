@@ -90,6 +90,13 @@ class Host {
   }
   int64_t param_int(const char* name, int64_t fallback = 0) const { return ops_->param_int(ctx_, name, fallback); }
   double param_double(const char* name, double fallback = 0) const { return ops_->param_double(ctx_, name, fallback); }
+  // A FANOUT_PARAM_BOOL parameter: true, 1 or yes.
+  bool param_bool(const char* name, bool fallback = false) const {
+    const char* v = ops_->param(ctx_, name);
+    if (!v) return fallback;
+    const std::string s = v;
+    return s == "true" || s == "1" || s == "yes";
+  }
   int64_t now_ns() const { return ops_->now_ns(ctx_); }
   bool record(const char* metric, int64_t iteration, int64_t t_start_ns, double value, const char* unit, bool warmup) {
     return ops_->record(ctx_, metric, iteration, t_start_ns, value, unit, warmup ? 1 : 0) == 0;

@@ -4,6 +4,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+
+#include <cstdlib>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -71,7 +73,8 @@ bool RedisServer::start() {
     std::ofstream c(conf);
     c << "bind " << cfg_.bind << "\nport " << cfg_.port << "\nprotected-mode yes\nrequirepass \"" << cfg_.password << "\"\n"
       << "masterauth \"" << cfg_.password << "\"\nsave \"\"\nappendonly no\ndaemonize no\ndir " << cfg_.dir << "\nlogfile " << log
-      << "\nloadmodule " << cfg_.module << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
+      << "\nloadmodule " << cfg_.module << (cfg_.module_args.empty() ? "" : " ") << cfg_.module_args
+      << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
     if (cfg_.cpus > 1) c << "io-threads " << std::min(cfg_.cpus, 8) << "\nio-threads-do-reads yes\n";
     if (!cfg_.unix_socket.empty()) c << "unixsocket " << cfg_.unix_socket << "\nunixsocketperm 700\n";
     if (cfg_.cluster) c << "cluster-enabled yes\ncluster-config-file " << cfg_.dir << "/nodes.conf\ncluster-node-timeout 5000\n";
@@ -81,7 +84,14 @@ bool RedisServer::start() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  if (int rc = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0)
+  // libtorch's OpenMP workers spin between runs by default: on a node shared with clients (colocated) or other
+  // queues they take the CPUs those need. PASSIVE makes them sleep (the user's own setting wins).
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  std::string passive = "OMP_WAIT_POLICY=PASSIVE";
+  if (!std::getenv("OMP_WAIT_POLICY")) env.push_back(passive.data());
+  env.push_back(nullptr);
+  if (int rc = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), env.data()); rc != 0)
     throw std::runtime_error(std::string("cannot start /usr/bin/redis-server: ") + std::strerror(rc));
   // Pin to the first cpus CPUs that exist (db_cpus): the server and its io threads stay off the others.
   cpu_set_t set;

@@ -13,7 +13,8 @@ struct RedisServerConfig {
   int port = 6780;
   std::string unix_socket;  // also listen here when set
   std::string password;
-  std::string module;       // path of the tensor module .so
+  std::string module;       // path of the RedisAI module .so
+  std::string module_args;  // its load options, e.g. "THREADS_PER_QUEUE 2 INTRA_OP_PARALLELISM 4"
   bool cluster = false;
   int cpus = 1;             // pinned to CPUs 0..cpus-1 (as many as exist); io-threads follow
 };

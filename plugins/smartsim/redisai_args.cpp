@@ -122,4 +122,196 @@ const char* parse_tensorget(const Argv& argv, TensorGetArgs& out) {
   return nullptr;
 }
 
+bool parse_device(std::string_view arg, std::string& device) {
+  std::string up(arg);
+  for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (up == "CPU" || up == "GPU") return device = up, true;
+  if (up.rfind("GPU:", 0) != 0 && up.rfind("CPU:", 0) != 0) return false;
+  long long n;
+  if (!to_long_long(std::string_view(up).substr(4), n) || n < 0 || n > 1023) return false;
+  device = up;
+  return true;
+}
+
+namespace {
+
+// A counted list at argv[i]: `WORD n name ...`; i moves past it. nullptr, or the error naming the word.
+const char* counted(const Argv& argv, size_t& i, std::vector<std::string_view>& names, const char* bad_count) {
+  long long n;
+  if (i + 1 >= argv.size() || !to_long_long(argv[i + 1], n) || n < 0) return bad_count;
+  if (argv.size() - (i + 2) < size_t(n)) return bad_count;
+  names.assign(argv.begin() + long(i + 2), argv.begin() + long(i + 2 + size_t(n)));
+  i += 2 + size_t(n);
+  return nullptr;
+}
+
+// [TAG tag] at argv[i]
+void optional_tag(const Argv& argv, size_t& i, std::string_view& tag) {
+  if (i + 1 < argv.size() && keyword(argv[i], "TAG")) {
+    tag = argv[i + 1];
+    i += 2;
+  }
+}
+
+const char* optional_timeout(const Argv& argv, size_t& i, long long& timeout_ms) {
+  if (i < argv.size() && keyword(argv[i], "TIMEOUT")) {
+    if (i + 1 >= argv.size() || !to_long_long(argv[i + 1], timeout_ms) || timeout_ms <= 0) return "ERR Invalid value for TIMEOUT";
+    i += 2;
+  }
+  return i == argv.size() ? nullptr : "ERR Invalid argument";
+}
+
+// A positive count that follows `word`.
+const char* positive(const Argv& argv, size_t& i, long long& v, const char* error) {
+  if (i + 1 >= argv.size() || !to_long_long(argv[i + 1], v) || v <= 0) return error;
+  i += 2;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* parse_modelstore(const Argv& argv, ModelStoreArgs& out) {
+  if (argv.size() < 4) return kWrongArity;
+  out = ModelStoreArgs();
+  out.key = argv[1];
+  out.backend = argv[2];
+  // TF, TFLITE and ONNX are RedisAI backends too; this module serves TorchScript only.
+  if (!keyword(out.backend, "TORCH")) return "ERR unsupported backend";
+  if (!parse_device(argv[3], out.device)) return "ERR Invalid DEVICE";
+  size_t i = 4;
+  optional_tag(argv, i, out.tag);
+  if (i < argv.size() && keyword(argv[i], "BATCHSIZE")) {
+    if (const char* e = positive(argv, i, out.batchsize, "ERR Invalid argument for BATCHSIZE")) return e;
+    if (i < argv.size() && keyword(argv[i], "MINBATCHSIZE")) {
+      if (const char* e = positive(argv, i, out.minbatchsize, "ERR Invalid argument for MINBATCHSIZE")) return e;
+      if (out.minbatchsize > out.batchsize) return "ERR MINBATCHSIZE cannot be greater than BATCHSIZE";
+      if (i < argv.size() && keyword(argv[i], "MINBATCHTIMEOUT"))
+        if (const char* e = positive(argv, i, out.minbatchtimeout, "ERR Invalid argument for MINBATCHTIMEOUT")) return e;
+    }
+  }
+  if (i < argv.size() && keyword(argv[i], "MINBATCHSIZE")) return "ERR MINBATCHSIZE specified without BATCHSIZE";
+  if (i < argv.size() && keyword(argv[i], "MINBATCHTIMEOUT")) return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
+  if (i < argv.size() && keyword(argv[i], "INPUTS"))
+    if (const char* e = counted(argv, i, out.inputs, "ERR Invalid argument for input_count")) return e;
+  if (i < argv.size() && keyword(argv[i], "OUTPUTS"))
+    if (const char* e = counted(argv, i, out.outputs, "ERR Invalid argument for output_count")) return e;
+  if (i >= argv.size() || !keyword(argv[i], "BLOB")) return "ERR Insufficient arguments, missing model BLOB";
+  if (i + 1 >= argv.size()) return "ERR Insufficient arguments, missing model BLOB";
+  out.blob_first = i + 1;
+  return nullptr;
+}
+
+const char* parse_modelexecute(const Argv& argv, ExecuteArgs& out) {
+  if (argv.size() < 4) return kWrongArity;
+  out = ExecuteArgs();
+  out.key = argv[1];
+  size_t i = 2;
+  if (!keyword(argv[i], "INPUTS")) return "ERR INPUTS not specified";
+  if (const char* e = counted(argv, i, out.inputs, "ERR Invalid argument for input_count")) return e;
+  if (i >= argv.size() || !keyword(argv[i], "OUTPUTS")) return "ERR OUTPUTS not specified";
+  if (const char* e = counted(argv, i, out.outputs, "ERR Invalid argument for output_count")) return e;
+  if (out.inputs.empty()) return "ERR Invalid argument for input_count";
+  if (out.outputs.empty()) return "ERR Invalid argument for output_count";
+  return optional_timeout(argv, i, out.timeout_ms);
+}
+
+const char* parse_scriptexecute(const Argv& argv, ExecuteArgs& out) {
+  if (argv.size() < 3) return kWrongArity;
+  out = ExecuteArgs();
+  out.key = argv[1];
+  out.function = argv[2];
+  size_t i = 3;
+  if (i < argv.size() && keyword(argv[i], "KEYS"))
+    if (const char* e = counted(argv, i, out.keys, "ERR Invalid argument for key_count")) return e;
+  if (i < argv.size() && keyword(argv[i], "INPUTS"))
+    if (const char* e = counted(argv, i, out.inputs, "ERR Invalid argument for input_count")) return e;
+  if (i < argv.size() && keyword(argv[i], "ARGS"))
+    if (const char* e = counted(argv, i, out.args, "ERR Invalid argument for arg_count")) return e;
+  if (i < argv.size() && keyword(argv[i], "OUTPUTS"))
+    if (const char* e = counted(argv, i, out.outputs, "ERR Invalid argument for output_count")) return e;
+  return optional_timeout(argv, i, out.timeout_ms);
+}
+
+const char* parse_scriptrun(const Argv& argv, ExecuteArgs& out) {
+  if (argv.size() < 5) return kWrongArity;
+  out = ExecuteArgs();
+  out.key = argv[1];
+  out.function = argv[2];
+  size_t i = 3;
+  if (keyword(argv[i], "INPUTS"))
+    for (++i; i < argv.size() && !keyword(argv[i], "OUTPUTS"); ++i) out.inputs.push_back(argv[i]);
+  if (i >= argv.size() || !keyword(argv[i], "OUTPUTS")) return "ERR OUTPUTS not specified";
+  for (++i; i < argv.size() && !keyword(argv[i], "TIMEOUT"); ++i) out.outputs.push_back(argv[i]);
+  if (out.outputs.empty()) return "ERR OUTPUTS not specified";
+  return optional_timeout(argv, i, out.timeout_ms);
+}
+
+namespace {
+
+// key device [TAG tag] at argv[1..]; i moves past them.
+const char* script_head(const Argv& argv, ScriptStoreArgs& out, size_t& i) {
+  out = ScriptStoreArgs();
+  out.key = argv[1];
+  if (!parse_device(argv[2], out.device)) return "ERR Invalid DEVICE";
+  i = 3;
+  optional_tag(argv, i, out.tag);
+  return nullptr;
+}
+
+const char* script_source(const Argv& argv, size_t i, ScriptStoreArgs& out) {
+  if (i >= argv.size() || !keyword(argv[i], "SOURCE") || i + 2 != argv.size()) return "ERR Insufficient arguments, missing script SOURCE";
+  out.source = argv[i + 1];
+  return nullptr;
+}
+
+}  // namespace
+
+const char* parse_scriptstore(const Argv& argv, ScriptStoreArgs& out) {
+  if (argv.size() < 5) return kWrongArity;
+  size_t i;
+  if (const char* e = script_head(argv, out, i)) return e;
+  if (i >= argv.size() || !keyword(argv[i], "ENTRY_POINTS")) return "ERR Insufficient arguments, missing script entry points";
+  if (const char* e = counted(argv, i, out.entry_points, "ERR Invalid argument for entry_point_count")) return e;
+  if (out.entry_points.empty()) return "ERR Invalid argument for entry_point_count";
+  return script_source(argv, i, out);
+}
+
+const char* parse_scriptset(const Argv& argv, ScriptStoreArgs& out) {
+  if (argv.size() < 5) return kWrongArity;
+  size_t i;
+  if (const char* e = script_head(argv, out, i)) return e;
+  return script_source(argv, i, out);
+}
+
+namespace {
+
+const char* value_get(const Argv& argv, ValueGetArgs& out, std::string_view payload_word) {
+  if (argv.size() < 2 || argv.size() > 4) return kWrongArity;
+  out = ValueGetArgs();
+  out.key = argv[1];
+  for (size_t i = 2; i < argv.size(); ++i) {
+    if (keyword(argv[i], "META")) out.meta = true;
+    else if (keyword(argv[i], payload_word)) out.payload = true;
+    else return "ERR unrecognized parameter";
+  }
+  if (!out.meta && !out.payload) out.meta = out.payload = true;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* parse_modelget(const Argv& argv, ValueGetArgs& out) { return value_get(argv, out, "BLOB"); }
+const char* parse_scriptget(const Argv& argv, ValueGetArgs& out) { return value_get(argv, out, "SOURCE"); }
+
+const char* parse_info(const Argv& argv, InfoArgs& out) {
+  if (argv.size() < 2 || argv.size() > 3) return kWrongArity;
+  out = InfoArgs();
+  out.key = argv[1];
+  if (argv.size() == 3) {
+    if (!keyword(argv[2], "RESETSTAT")) return "ERR unsupported subcommand";
+    out.reset = true;
+  }
+  return nullptr;
+}
+
 }  // namespace redisai

@@ -3,8 +3,8 @@
 // argv[0] being the command name. Each parse_* returns nullptr when the arguments are valid, else RedisAI's
 // exact error text for RedisModule_ReplyWithError, or kWrongArity, which the module answers with
 // RedisModule_WrongArity (Redis' own message, naming the command as the client spelled it).
-// A later command (AI.MODELSTORE, AI.MODELEXECUTE, AI.SCRIPTSTORE, ...) gets its own <Command>Args struct and
-// parse_<command> function here, built from the same helpers (keyword, to_long_long, to_double).
+// Each command has its own <Command>Args struct and parse_<command> function, built from the same helpers
+// (keyword, to_long_long, to_double, names).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -60,5 +60,57 @@ struct TensorGetArgs {
   bool meta = false, blob = false, values = false;
 };
 const char* parse_tensorget(const Argv& argv, TensorGetArgs& out);
+
+// A device: CPU, GPU or GPU:<n> (any case), normalised to upper case; false when it is none of them.
+bool parse_device(std::string_view arg, std::string& device);
+
+// AI.MODELSTORE key backend device [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]]
+//               [INPUTS n name ...] [OUTPUTS n name ...] BLOB chunk [chunk ...]
+// Only the TORCH backend is served; the model is the concatenation of the chunks.
+struct ModelStoreArgs {
+  std::string_view key, backend, tag;
+  std::string device;
+  long long batchsize = 0, minbatchsize = 0, minbatchtimeout = 0;
+  std::vector<std::string_view> inputs, outputs;
+  size_t blob_first = 0;  // argv index of the first chunk; the chunks run to the end of argv
+};
+const char* parse_modelstore(const Argv& argv, ModelStoreArgs& out);
+
+// AI.MODELEXECUTE key INPUTS n in ... OUTPUTS n out ... [TIMEOUT ms]
+// AI.SCRIPTEXECUTE key function [KEYS n k ...] [INPUTS n in ...] [ARGS n a ...] [OUTPUTS n out ...] [TIMEOUT ms]
+// AI.SCRIPTRUN key function [INPUTS in ...] OUTPUTS out ...       (RedisAI's deprecated form: no counts)
+struct ExecuteArgs {
+  std::string_view key, function;  // function: scripts only
+  std::vector<std::string_view> keys, inputs, args, outputs;
+  long long timeout_ms = 0;        // 0: none
+};
+const char* parse_modelexecute(const Argv& argv, ExecuteArgs& out);
+const char* parse_scriptexecute(const Argv& argv, ExecuteArgs& out);
+const char* parse_scriptrun(const Argv& argv, ExecuteArgs& out);
+
+// AI.SCRIPTSTORE key device [TAG tag] ENTRY_POINTS n fn ... SOURCE text
+// AI.SCRIPTSET key device [TAG tag] SOURCE text                    (deprecated: no entry points)
+struct ScriptStoreArgs {
+  std::string_view key, tag, source;
+  std::string device;
+  std::vector<std::string_view> entry_points;
+};
+const char* parse_scriptstore(const Argv& argv, ScriptStoreArgs& out);
+const char* parse_scriptset(const Argv& argv, ScriptStoreArgs& out);
+
+// AI.MODELGET key [META] [BLOB]   /   AI.SCRIPTGET key [META] [SOURCE]   (neither: both)
+struct ValueGetArgs {
+  std::string_view key;
+  bool meta = false, payload = false;
+};
+const char* parse_modelget(const Argv& argv, ValueGetArgs& out);
+const char* parse_scriptget(const Argv& argv, ValueGetArgs& out);
+
+// AI.INFO key [RESETSTAT]
+struct InfoArgs {
+  std::string_view key;
+  bool reset = false;
+};
+const char* parse_info(const Argv& argv, InfoArgs& out);
 
 }  // namespace redisai

@@ -1,6 +1,7 @@
-// SmartSim-like benchmarks: a database role that runs redis-server (with our RedisAI tensor module) on each
+// SmartSim-like benchmarks: a database role that runs redis-server (with our RedisAI module) on each
 // database node, standalone or as a Redis Cluster, and client roles that drive it the way SmartSim-Scaling's
-// C++ apps do, with the same timing names: client(), put_tensor, unpack_tensor, loop_time, main().
+// C++ apps do, with the same timing names: client(), put_tensor, run_script, run_model, unpack_tensor,
+// loop_time, main().
 // Every job follows one sequence of fences, whatever the role:
 //   1 db rank 0 has published the password    2 every server is up and published its address
 //   3 the database (cluster) is ready          4 every client is done: servers shut down
@@ -8,8 +9,10 @@
 #include <dlfcn.h>
 #include <netdb.h>
 #include <arpa/inet.h>
+#include <spawn.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,8 +21,11 @@
 #include <ctime>
 #include <functional>
 #include <thread>
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,6 +58,12 @@ const fanout_param_spec kParams[] = {
     {"net_ifname", FANOUT_PARAM_STRING, "auto", "interface the database listens on: lo, ib0, ..., or auto (the host name's address)"},
     {"net_type", FANOUT_PARAM_STRING, "tcp", "colocated: tcp or uds (a Unix socket on the node)"},
     {"run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility; fanout always runs the database as a step of the run's job"},
+    {"db_tpq", FANOUT_PARAM_INT, "[1]", "inference: threads per device queue in the database (RedisAI THREADS_PER_QUEUE)"},
+    {"batch_size", FANOUT_PARAM_INT, "[1]", "inference: the model's BATCHSIZE (concurrent requests run as one batch up to it)"},
+    {"device", FANOUT_PARAM_STRING, "GPU", "inference: CPU or GPU, where the database runs the model"},
+    {"num_devices", FANOUT_PARAM_INT, "1", "inference: GPUs per node (the model is stored on GPU:0..n-1; clients spread over them)"},
+    {"rebuild_model", FANOUT_PARAM_BOOL, "false", "inference: rebuild the ResNet-50 file even if it exists"},
+    {"model_dir", FANOUT_PARAM_STRING, "auto", "inference: folder of the model and script files (auto: <experiment>/models)"},
 };
 
 std::string random_password() {
@@ -81,7 +93,7 @@ std::string module_path() {
   Dl_info info{};
   dladdr(reinterpret_cast<void*>(&module_path), &info);
   std::string self = info.dli_fname ? info.dli_fname : "";
-  return self.substr(0, self.rfind('/') + 1) + "redisai_tensors.so";
+  return self.substr(0, self.rfind('/') + 1) + "redisai.so";
 }
 
 bool fence(fanout_sdk::Host& host, int n, int timeout_ms) {
@@ -117,6 +129,10 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
     cfg.module = module_path();
     cfg.cluster = cluster;
     cfg.cpus = int(host.param_int("db_cpus", 1));
+    // RedisAI's threading: db_tpq workers per device queue, the node's db_cpus shared among them for intra-op work.
+    const int64_t tpq = std::max<int64_t>(1, host.param_int("db_tpq", 1));
+    cfg.module_args = "THREADS_PER_QUEUE " + std::to_string(tpq) + " INTRA_OP_PARALLELISM " +
+                      std::to_string(std::max<int64_t>(1, cfg.cpus / tpq)) + " INTER_OP_PARALLELISM 1";
     std::string socket_dir;
     if (colocated && host.param("net_type", "tcp") == "uds") {
       // Socket paths must fit in 107 bytes: a private folder under /tmp, not the (long) run folder.
@@ -423,10 +439,134 @@ int run_fs_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
   });
 }
 
+// Inference (SmartSim-Scaling's ResNet-50 app): one client per rank; the rank that stores the model (rank 0, or
+// colocated the first rank of each node) makes sure the model file exists, stores model and script, and every
+// client then times put_tensor -> run_script -> run_model -> unpack_tensor per iteration.
+constexpr const char* kModelName = "resnet_model";
+constexpr const char* kScriptName = "resnet_script";
+constexpr size_t kImage = 224 * 224 * 3, kClasses = 1000;
+
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string model_dir(fanout_sdk::Host& host) {
+  std::string dir = host.param("model_dir", "auto");
+  if (dir != "auto" && !dir.empty()) return dir;
+  std::string run = host.run_dir();  // <experiment>/run-<stamp>/<run>
+  for (int up = 0; up < 2; ++up) run = run.substr(0, run.rfind('/'));
+  return run + "/models";
+}
+
+// fanout-build-model sits in the build folder above plugins/, or in bin/ of an installed tree.
+std::string builder_path() {
+  const std::string plugins = module_path().substr(0, module_path().rfind('/'));
+  const std::string parent = plugins.substr(0, plugins.rfind('/'));
+  for (const std::string& p : {parent + "/fanout-build-model", parent + "/../../bin/fanout-build-model"})
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  return "fanout-build-model";  // from PATH
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs fanout-build-model (argv, no shell) unless the model file exists; rebuild_model forces it.
+void ensure_model_files(fanout_sdk::Host& host, const std::string& dir, const std::string& device) {
+  std::vector<std::string> args = {builder_path(), "--out", dir, "--device", device.substr(0, 3)};
+  if (host.param_bool("rebuild_model")) args.push_back("--force");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int64_t t0 = host.now_ns();
+  pid_t pid;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(errno));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(args[0] + " failed (status " + std::to_string(status) + "); its output is in this rank's log");
+  host.record("build_model", 0, t0, seconds(t0, host.now_ns()), "s", false);
+}
+
+// The model name a client uses: one copy per GPU when num_devices > 1.
+std::string model_name(const std::string& device, int64_t index) {
+  return device == "CPU" ? kModelName : std::string(kModelName) + ".GPU:" + std::to_string(index);
+}
+
+void store_model(fanout_sdk::Host& host, smartsim::Client& client, const std::string& device, int64_t devices) {
+  const std::string dir = model_dir(host);
+  ensure_model_files(host, dir, device);
+  const int64_t t0 = host.now_ns();
+  const std::string blob = read_file(dir + "/resnet50." + (device == "CPU" ? "cpu" : "gpu") + ".pt");
+  smartsim::ModelOptions options;
+  options.batch_size = int(host.param_int("batch_size", 1));
+  for (int64_t d = 0; d < devices; ++d) {
+    const std::string on = device == "CPU" ? "CPU" : "GPU:" + std::to_string(d);
+    client.set_script(kScriptName + (device == "CPU" ? std::string() : "." + on), on, read_file(dir + "/data_processing_script.txt"),
+                      {"pre_process_3ch"});
+    client.set_model(model_name(device, d), blob, on, options);
+  }
+  host.record("set_model", 0, t0, seconds(t0, host.now_ns()), "s", false);
+}
+
+int run_inference(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    auto client = timed_client(host, database_options(host, colocated));
+    const std::string device = upper(host.param("device", "GPU"));
+    if (device != "CPU" && device != "GPU") throw std::runtime_error("device: " + device + " is neither CPU nor GPU");
+    const int64_t devices = device == "CPU" ? 1 : std::max<int64_t>(1, host.param_int("num_devices", 1));
+    const int64_t per_node = std::max<int64_t>(1, host.param_int("clients_per_node", 1));
+    const bool stores = colocated ? host.rank() % per_node == 0 : host.rank() == 0;
+    if (stores) store_model(host, *client, device, devices);
+    const std::string model = model_name(device, host.rank() % devices);
+    const std::string script = kScriptName + (device == "CPU" ? std::string() : ".GPU:" + std::to_string(host.rank() % devices));
+    if (!client->poll_model(model, 100, kSetupTimeoutMs / 100 * 5) || !client->poll_model(script, 100, 50))
+      throw std::runtime_error("the model " + model + " never appeared in the database");
+    // Keys on the shard of the model copy they run with (no cross-shard copy).
+    const std::string prefix = client->shard_prefix(int(host.rank() % client->shard_count()));
+    const std::string r = std::to_string(host.rank());
+    const std::string in = prefix + "resnet_input_rank_" + r, pre = prefix + "resnet_processed_rank_" + r,
+                      out = prefix + "resnet_output_rank_" + r;
+    std::vector<float> image(kImage), result(kClasses);
+    uint32_t x = 2463534242u + uint32_t(host.rank());  // xorshift: an image of pixel values 0..255
+    for (float& v : image) x ^= x << 13, x ^= x >> 17, x ^= x << 5, v = float(x % 256);
+    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    for (int64_t i = -warmup; i < iterations && !host.should_stop(); ++i) {
+      const bool w = i < 0;
+      const int64_t t0 = host.now_ns();
+      client->put_tensor(in, smartsim::DType::Float, {1, 224, 224, 3}, image.data(), kImage * 4);
+      const int64_t t1 = host.now_ns();
+      client->run_script(script, "pre_process_3ch", {in}, {pre});
+      const int64_t t2 = host.now_ns();
+      client->run_model(model, {pre}, {out});
+      const int64_t t3 = host.now_ns();
+      client->unpack_tensor(out, smartsim::DType::Float, {1, kClasses}, result.data(), kClasses * 4);
+      const int64_t t4 = host.now_ns();
+      if (i == -warmup && !std::all_of(result.begin(), result.end(), [](float v) { return std::isfinite(v); }))
+        throw std::runtime_error("the model returned non-finite logits");
+      host.record("put_tensor", i, t0, seconds(t0, t1), "s", w);
+      host.record("run_script", i, t1, seconds(t1, t2), "s", w);
+      host.record("run_model", i, t2, seconds(t2, t3), "s", w);
+      host.record("unpack_tensor", i, t3, seconds(t3, t4), "s", w);
+      host.record("loop_time", i, t0, seconds(t0, t4), "s", w);
+    }
+  });
+}
+
 int db_standard(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, false); }
 int db_colocated(fanout_context* c, const fanout_host_ops* o) { return run_db(c, o, true); }
 int throughput_standard(fanout_context* c, const fanout_host_ops* o) { return run_throughput(c, o, false); }
 int throughput_colocated(fanout_context* c, const fanout_host_ops* o) { return run_throughput(c, o, true); }
+int inference_standard(fanout_context* c, const fanout_host_ops* o) { return run_inference(c, o, false); }
+int inference_colocated(fanout_context* c, const fanout_host_ops* o) { return run_inference(c, o, true); }
 
 const fanout_role kRoles[] = {
     {"db", "redis-server with the RedisAI tensor module on each database node (a cluster when several)", db_standard},
@@ -437,6 +577,8 @@ const fanout_role kRoles[] = {
     {"consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer},
     {"fs_producer", "filesystem aggregation: write a dataset file per iteration (atomically)", run_fs_producer},
     {"fs_consumer", "filesystem aggregation: wait for every file, read them with client_threads threads", run_fs_consumer},
+    {"inference", "ResNet-50 per iteration: put_tensor, run_script, run_model, unpack_tensor (SmartSim-Scaling's inference app)", inference_standard},
+    {"inference_colocated", "the same against the database on the client's own node", inference_colocated},
 };
 
 const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
@@ -455,6 +597,17 @@ const fanout_step_spec kAggregationFsSteps[] = {{"fs_producer", "{client_nodes}"
 const fanout_param_default kAggregationFsDefaults[] = {{"db_nodes", "1"}, {"db_cpus", "1"}, {"clients_per_node", "[32]"},
                                                        {"tensors_per_dataset", "[4]"}, {"client_threads", "[32]"}, {"nodes", "1"},
                                                        {"net_type", "tcp"}};
+// Inference: SmartSim-Scaling's defaults (its driver's --help).
+const fanout_step_spec kInferenceSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
+                                            {"inference", "{client_nodes}", "{clients_per_node}", "disjoint"}};
+const fanout_param_default kInferenceDefaults[] = {{"db_nodes", "[12]"}, {"db_cpus", "[2]"}, {"client_nodes", "[12]"},
+                                                   {"clients_per_node", "[48]"}, {"batch_size", "[1000]"}, {"tensor_bytes", "1024"},
+                                                   {"nodes", "1"}, {"net_type", "tcp"}};
+const fanout_step_spec kInferenceColocatedSteps[] = {{"inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"},
+                                                     {"db_colocated", "{nodes}", "1", "colocated"}};
+const fanout_param_default kInferenceColocatedDefaults[] = {{"nodes", "[12]"}, {"clients_per_node", "[18]"}, {"db_cpus", "[2]"},
+                                                            {"batch_size", "[1]"}, {"tensor_bytes", "1024"}, {"db_nodes", "1"},
+                                                            {"client_nodes", "1"}};
 const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
 
 const fanout_experiment_spec kExperiments[] = {
@@ -463,11 +616,14 @@ const fanout_experiment_spec kExperiments[] = {
     {"aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", kAggregationSteps, 3,
      kAggregationDefaults, 6},
     {"aggregation_scaling_fs", "the same through a shared folder instead of a database", kAggregationFsSteps, 2, kAggregationFsDefaults, 7},
+    {"inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", kInferenceSteps, 2, kInferenceDefaults, 8},
+    {"inference_colocated", "ResNet-50 inference in a database on every application node", kInferenceColocatedSteps, 2,
+     kInferenceColocatedDefaults, 7},
 };
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
-    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 8, kExperiments, 4, nullptr, nullptr, nullptr,
+    "0.2.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 10, kExperiments, 6, nullptr, nullptr, nullptr,
 };
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <set>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -353,6 +356,128 @@ size_t Client::get_datasets(const std::vector<std::string>& names, std::vector<s
     }
   }
   return bytes;
+}
+
+const std::vector<std::string>& Client::shards() {
+  if (shards_.empty()) {
+    if (!opts_.cluster) shards_ = {standalone_};
+    else {
+      std::set<std::string> masters(slot_owner_.begin(), slot_owner_.end());
+      shards_.assign(masters.begin(), masters.end());
+    }
+  }
+  return shards_;
+}
+
+int Client::shard_count() { return int(shards().size()); }
+
+int Client::shard_of(std::string_view key) {
+  if (!opts_.cluster) return 0;
+  const auto& all = shards();
+  return int(std::find(all.begin(), all.end(), slot_owner_[key_slot(key)]) - all.begin());
+}
+
+std::string Client::shard_prefix(int shard) {
+  if (!opts_.cluster) return "";
+  auto it = shard_prefix_.find(shard);
+  if (it != shard_prefix_.end()) return it->second;
+  const std::string& owner = shards().at(size_t(shard));
+  for (int n = 0; n < 1 << 20; ++n) {
+    std::string tag = "{" + std::to_string(n) + "}";
+    if (slot_owner_[key_slot(tag)] == owner) return shard_prefix_[shard] = tag;
+  }
+  throw ClientError("no hash tag maps to shard " + owner);
+}
+
+void Client::expect_ok(const std::string& what, const Reply& r) {
+  if (r->type == REDIS_REPLY_ERROR) throw ClientError(what + ": " + std::string(r->str, r->len));
+  if (r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "TIMEDOUT") throw ClientError(what + ": timed out in the database");
+}
+
+namespace {
+
+// argv as hiredis wants it: pointers and lengths (the views outlive the call).
+struct Args {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  Args& add(std::string_view s) {
+    argv.push_back(s.data()), lens.push_back(s.size());
+    return *this;
+  }
+  Args& add_counted(const char* word, const std::vector<std::string>& names, const std::string& prefix, std::vector<std::string>& keep) {
+    add(word);
+    keep.push_back(std::to_string(names.size()));
+    add(keep.back());
+    for (const auto& n : names) keep.push_back(prefix + n), add(keep.back());
+    return *this;
+  }
+};
+
+}  // namespace
+
+void Client::set_model(const std::string& name, std::string_view blob, const std::string& device, const ModelOptions& o) {
+  const std::string numbers[] = {std::to_string(o.batch_size), std::to_string(o.min_batch_size), std::to_string(o.min_batch_timeout_ms)};
+  for (int s = 0; s < shard_count(); ++s) {
+    const std::string key = shard_prefix(s) + name;
+    Args a;
+    a.add("AI.MODELSTORE").add(key).add("TORCH").add(device);
+    if (!o.tag.empty()) a.add("TAG").add(o.tag);
+    if (o.batch_size > 0) {
+      a.add("BATCHSIZE").add(numbers[0]);
+      if (o.min_batch_size > 0) a.add("MINBATCHSIZE").add(numbers[1]);
+      if (o.min_batch_size > 0 && o.min_batch_timeout_ms > 0) a.add("MINBATCHTIMEOUT").add(numbers[2]);
+    }
+    a.add("BLOB").add(blob);
+    expect_ok("set_model " + key, command(key, a.argv, a.lens));
+  }
+}
+
+void Client::set_script(const std::string& name, const std::string& device, std::string_view source,
+                        const std::vector<std::string>& entry_points) {
+  for (int s = 0; s < shard_count(); ++s) {
+    const std::string key = shard_prefix(s) + name;
+    std::vector<std::string> keep;
+    keep.reserve(entry_points.size() + 1);
+    Args a;
+    a.add("AI.SCRIPTSTORE").add(key).add(device).add_counted("ENTRY_POINTS", entry_points, "", keep).add("SOURCE").add(source);
+    expect_ok("set_script " + key, command(key, a.argv, a.lens));
+  }
+}
+
+void Client::run_model(const std::string& name, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  if (inputs.empty() || outputs.empty()) throw ClientError("run_model " + name + ": needs inputs and outputs");
+  const std::string key = shard_prefix(shard_of(inputs[0])) + name;
+  std::vector<std::string> keep;
+  keep.reserve(inputs.size() + outputs.size() + 2);
+  Args a;
+  a.add("AI.MODELEXECUTE").add(key).add_counted("INPUTS", inputs, "", keep).add_counted("OUTPUTS", outputs, "", keep);
+  expect_ok("run_model " + key, command(key, a.argv, a.lens));
+}
+
+void Client::run_script(const std::string& name, const std::string& function, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs) {
+  if (inputs.empty()) throw ClientError("run_script " + name + ": needs inputs");
+  const std::string key = shard_prefix(shard_of(inputs[0])) + name;
+  std::vector<std::string> keep;
+  keep.reserve(inputs.size() + outputs.size() + 2);
+  Args a;
+  a.add("AI.SCRIPTEXECUTE").add(key).add(function).add_counted("INPUTS", inputs, "", keep).add_counted("OUTPUTS", outputs, "", keep);
+  expect_ok("run_script " + key + " " + function, command(key, a.argv, a.lens));
+}
+
+bool Client::poll_model(const std::string& name, int interval_ms, int tries) {
+  for (int t = 0; t < tries; ++t) {
+    bool all = true;
+    for (int s = 0; s < shard_count() && all; ++s) {
+      const std::string key = shard_prefix(s) + name;
+      Reply r = command(key, {"EXISTS", key.c_str()}, {6, key.size()});
+      all = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    }
+    if (all) return true;
+    timespec ts{interval_ms / 1000, (interval_ms % 1000) * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
+  return false;
 }
 
 std::string Client::command_status(const std::vector<std::string>& argv, const std::string& key) {

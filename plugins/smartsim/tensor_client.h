@@ -48,6 +48,12 @@ struct TensorView {
   size_t bytes;
 };
 
+// AI.MODELSTORE's batching settings (0: off) and tag.
+struct ModelOptions {
+  int batch_size = 0, min_batch_size = 0, min_batch_timeout_ms = 0;
+  std::string tag;
+};
+
 class Client {
  public:
   explicit Client(ClientOptions opts);
@@ -71,6 +77,20 @@ class Client {
   size_t get_datasets_from_list(const std::string& list, std::vector<std::vector<char>>& into);
   // Every tensor of the named datasets (one pipeline per dataset); returns the bytes fetched.
   size_t get_datasets(const std::vector<std::string>& names, std::vector<std::vector<char>>& into);
+  // Models and scripts are stored on every shard, as SmartRedis stores them, each under shard_prefix(s) + name.
+  // run_model / run_script use the copy on the shard of their first input.
+  void set_model(const std::string& name, std::string_view blob, const std::string& device, const ModelOptions& options = {});
+  void set_script(const std::string& name, const std::string& device, std::string_view source,
+                  const std::vector<std::string>& entry_points);
+  void run_model(const std::string& name, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
+  void run_script(const std::string& name, const std::string& function, const std::vector<std::string>& inputs,
+                  const std::vector<std::string>& outputs);
+  // Polls until the model (script) is on every shard; false after `tries` polls `interval_ms` apart.
+  bool poll_model(const std::string& name, int interval_ms, int tries);
+  int shard_count();
+  // "" on a standalone database; else a "{tag}" whose keys hash to shard s: tensors named with it stay on the
+  // shard of the model copy that runs them (no cross-shard copy, SmartRedis#235).
+  std::string shard_prefix(int shard);
   // Plain commands for tests and tools (routed by the first key when `key` is given).
   std::string command_status(const std::vector<std::string>& argv, const std::string& key = "");
 
@@ -93,6 +113,11 @@ class Client {
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::array<std::string, 16384> slot_owner_;
   std::string standalone_;
+  std::vector<std::string> shards_;        // masters, sorted (cluster) or the one server
+  std::map<int, std::string> shard_prefix_;
+  const std::vector<std::string>& shards();
+  int shard_of(std::string_view key);
+  void expect_ok(const std::string& what, const Reply& r);
 };
 
 }  // namespace smartsim

@@ -1,0 +1,493 @@
+// RedisAI's model and script commands on the TorchScript backend:
+//   AI.MODELSTORE / AI.MODELGET / AI.MODELDEL / AI.MODELEXECUTE
+//   AI.SCRIPTSTORE / AI.SCRIPTSET / AI.SCRIPTGET / AI.SCRIPTDEL / AI.SCRIPTEXECUTE / AI.SCRIPTRUN
+//   AI.INFO key [RESETSTAT]
+// Execution never runs on Redis' main thread: the command reads its input tensors (sharing their bytes),
+// blocks the client and queues a job on the device's RunQueue; a worker runs it (batched with other requests
+// to the same model up to BATCHSIZE) and unblocks the client; the reply callback, on the main thread again,
+// stores the outputs. Jobs are created and destroyed on the main thread only, so the Redis strings whose bytes
+// the inputs share are never released by a worker.
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redisai_module.h"
+#include "run_queue.h"
+
+namespace redisai {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Run statistics of a model or script (AI.INFO): updated by workers, read on the main thread.
+struct RunStats {
+  std::atomic<long long> duration_us{0}, samples{0}, calls{0}, errors{0}, batches{0};
+  void reset() { duration_us = samples = calls = errors = batches = 0; }
+};
+
+struct StoredModel {
+  std::shared_ptr<TorchModel> model;
+  std::string device, tag, blob;
+  long long batchsize = 0, minbatchsize = 0, minbatchtimeout = 0;
+  std::vector<std::string> inputs, outputs;
+  RunStats stats;
+};
+
+struct StoredScript {
+  std::shared_ptr<TorchScript> script;
+  std::string device, tag, source;
+  std::vector<std::string> entry_points;
+  RunStats stats;
+};
+
+// Key values hold shared pointers: a job keeps its model alive when the key is deleted or replaced.
+using ModelValue = std::shared_ptr<StoredModel>;
+using ScriptValue = std::shared_ptr<StoredScript>;
+
+RedisModuleType* g_model_type = nullptr;
+RedisModuleType* g_script_type = nullptr;
+ModuleOptions g_options;
+std::map<std::string, std::unique_ptr<RunQueue>>* g_queues = nullptr;  // by device; created on the main thread
+
+// One AI.MODELEXECUTE / AI.SCRIPTEXECUTE / AI.SCRIPTRUN in flight.
+struct ExecutionJob : QueuedJob {
+  RedisModuleBlockedClient* client = nullptr;
+  ModelValue model;
+  ScriptValue script;
+  std::string function;
+  std::vector<TensorValue> inputs;
+  std::vector<std::string> keys, args;
+  std::vector<RedisModuleString*> output_names;
+  Clock::time_point deadline = Clock::time_point::max();
+  // Filled by the worker:
+  std::vector<TensorValue> outputs;
+  std::string error;
+  bool timed_out = false;
+  ~ExecutionJob() override {
+    for (auto* s : output_names) RedisModule_FreeString(nullptr, s);
+  }
+};
+
+void record(RunStats& stats, Clock::time_point t0, long long samples, long long calls, bool failed) {
+  stats.duration_us += std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  stats.samples += samples;
+  stats.calls += calls;
+  stats.batches += 1;
+  if (failed) stats.errors += calls;
+}
+
+// The worker side: run a group (one job, or a batch of jobs for one model), then unblock every client.
+void run_group(std::vector<QueuedJob*>& group) {
+  std::vector<ExecutionJob*> live;
+  for (QueuedJob* q : group) {
+    auto* job = static_cast<ExecutionJob*>(q);
+    if (Clock::now() > job->deadline) job->timed_out = true;  // RedisAI answers TIMEDOUT without running
+    else live.push_back(job);
+  }
+  if (!live.empty()) {
+    const auto t0 = Clock::now();
+    long long samples = 0;
+    for (auto* job : live) samples += job->samples;
+    RunStats& stats = live[0]->model ? live[0]->model->stats : live[0]->script->stats;
+    try {
+      if (live[0]->model) {
+        std::vector<const std::vector<TensorValue>*> requests;
+        for (auto* job : live) requests.push_back(&job->inputs);
+        auto results = live[0]->model->model->run(requests);
+        for (size_t i = 0; i < live.size(); ++i) live[i]->outputs = std::move(results[i]);
+      } else {
+        live[0]->outputs = live[0]->script->script->run(live[0]->function, live[0]->inputs, live[0]->keys, live[0]->args);
+      }
+      record(stats, t0, samples, long(live.size()), false);
+    } catch (const std::exception& e) {
+      for (auto* job : live) job->error = e.what();
+      record(stats, t0, samples, long(live.size()), true);
+    }
+  }
+  for (QueuedJob* q : group) {
+    auto* job = static_cast<ExecutionJob*>(q);
+    RedisModule_UnblockClient(job->client, job);
+  }
+}
+
+RunQueue& queue_for(const std::string& device) {
+  auto& q = (*g_queues)[device];
+  if (!q) q = std::make_unique<RunQueue>(g_options.threads_per_queue, run_group);
+  return *q;
+}
+
+// The reply, on the main thread: store the outputs, then OK (or the error).
+int ExecutionReply(RedisModuleCtx* ctx, RedisModuleString**, int) {
+  auto* job = static_cast<ExecutionJob*>(RedisModule_GetBlockedClientPrivateData(ctx));
+  if (job->timed_out) return RedisModule_ReplyWithSimpleString(ctx, "TIMEDOUT");
+  if (!job->error.empty()) return RedisModule_ReplyWithError(ctx, job->error.c_str());
+  if (job->outputs.size() < job->output_names.size())
+    return RedisModule_ReplyWithError(ctx, "ERR the run produced fewer outputs than OUTPUTS names");
+  for (size_t i = 0; i < job->output_names.size(); ++i)
+    if (const char* err = write_tensor(ctx, job->output_names[i], std::move(job->outputs[i]))) return RedisModule_ReplyWithError(ctx, err);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+void ExecutionFree(RedisModuleCtx*, void* privdata) { delete static_cast<ExecutionJob*>(privdata); }
+
+// A model or script key's value; state: 1 found, 0 empty, -1 another type.
+template <typename V>
+int open_value(RedisModuleCtx* ctx, RedisModuleString* name, RedisModuleType* type, V& out, int mode = REDISMODULE_READ,
+               RedisModuleKey** keep_open = nullptr) {
+  auto* key = static_cast<RedisModuleKey*>(RedisModule_OpenKey(ctx, name, mode));
+  int kt = RedisModule_KeyType(key);
+  int state = kt == REDISMODULE_KEYTYPE_EMPTY ? 0 : (kt == REDISMODULE_KEYTYPE_MODULE && RedisModule_ModuleTypeGetType(key) == type) ? 1 : -1;
+  if (state == 1) out = *static_cast<V*>(RedisModule_ModuleTypeGetValue(key));
+  if (keep_open) *keep_open = key;
+  else RedisModule_CloseKey(key);
+  return state;
+}
+
+RedisModuleString* arg_string(RedisModuleCtx* ctx, std::string_view s) { return RedisModule_CreateString(nullptr, s.data(), s.size()); }
+
+std::vector<std::string> strings(const std::vector<std::string_view>& v) { return {v.begin(), v.end()}; }
+
+// Reads the inputs, blocks the client and queues the job (or replies an error).
+int submit(RedisModuleCtx* ctx, std::unique_ptr<ExecutionJob> job, const ExecuteArgs& a, const std::string& device) {
+  for (auto name : a.inputs) {
+    TensorValue v;
+    RedisModuleString* s = arg_string(ctx, name);
+    const char* err = read_tensor(ctx, s, v);
+    RedisModule_FreeString(nullptr, s);
+    if (err) return RedisModule_ReplyWithError(ctx, err);
+    job->inputs.push_back(std::move(v));
+  }
+  for (auto name : a.outputs) job->output_names.push_back(arg_string(ctx, name));
+  if (a.timeout_ms > 0) job->deadline = Clock::now() + std::chrono::milliseconds(a.timeout_ms);
+  if (!job->inputs.empty()) job->samples = job->inputs[0].dims.empty() ? 1 : job->inputs[0].dims[0];
+  job->client = RedisModule_BlockClient(ctx, ExecutionReply, nullptr, ExecutionFree, 0);
+  queue_for(device).push(job.release());
+  return REDISMODULE_OK;
+}
+
+int ModelStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  const Argv args = views(argv, argc);
+  ModelStoreArgs a;
+  const char* err = parse_modelstore(args, a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  auto stored = std::make_shared<StoredModel>();
+  for (size_t i = a.blob_first; i < args.size(); ++i) stored->blob.append(args[i]);
+  // Loading a 100 MB model takes a fraction of a second on the main thread, as it does in RedisAI.
+  try {
+    stored->model = TorchModel::load(stored->blob, a.device);
+  } catch (const std::exception& e) {
+    return RedisModule_ReplyWithError(ctx, e.what());
+  }
+  stored->device = a.device;
+  stored->tag = std::string(a.tag);
+  stored->batchsize = a.batchsize;
+  stored->minbatchsize = a.minbatchsize;
+  stored->minbatchtimeout = a.minbatchtimeout;
+  stored->inputs = strings(a.inputs);
+  stored->outputs = strings(a.outputs);
+  ModelValue old;
+  RedisModuleKey* key;
+  if (open_value(ctx, argv[1], g_model_type, old, REDISMODULE_READ | REDISMODULE_WRITE, &key) < 0) {
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+  }
+  RedisModule_ModuleTypeSetValue(key, g_model_type, new ModelValue(std::move(stored)));
+  RedisModule_CloseKey(key);
+  queue_for(a.device);
+  RedisModule_ReplicateVerbatim(ctx);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+int ModelExecute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  ExecuteArgs a;
+  const char* err = parse_modelexecute(views(argv, argc), a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  auto job = std::make_unique<ExecutionJob>();
+  const int state = open_value(ctx, argv[1], g_model_type, job->model);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR model key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  const StoredModel& m = *job->model;
+  if (!m.inputs.empty() && m.inputs.size() != a.inputs.size())
+    return RedisModule_ReplyWithError(ctx, "ERR Number of keys given as INPUTS here does not match model definition");
+  if (m.batchsize > 0) {
+    job->group = job->model.get();
+    job->batch_max = m.batchsize;
+    job->batch_min = m.minbatchsize;
+    job->batch_timeout_ms = m.minbatchtimeout;
+  }
+  const std::string device = m.device;
+  return submit(ctx, std::move(job), a, device);
+}
+
+int script_execute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool old_form) {
+  ExecuteArgs a;
+  const char* err = old_form ? parse_scriptrun(views(argv, argc), a) : parse_scriptexecute(views(argv, argc), a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  auto job = std::make_unique<ExecutionJob>();
+  const int state = open_value(ctx, argv[1], g_script_type, job->script);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR script key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  job->function = std::string(a.function);
+  if (!job->script->script->has_function(job->function))
+    return RedisModule_ReplyWithError(ctx, ("ERR function " + job->function + " does not exist in the script").c_str());
+  job->keys = strings(a.keys);
+  job->args = strings(a.args);
+  const std::string device = job->script->device;
+  return submit(ctx, std::move(job), a, device);
+}
+
+int ScriptExecute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_execute(ctx, argv, argc, false); }
+int ScriptRun(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_execute(ctx, argv, argc, true); }
+
+int script_store(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool old_form) {
+  ScriptStoreArgs a;
+  const Argv args = views(argv, argc);
+  const char* err = old_form ? parse_scriptset(args, a) : parse_scriptstore(args, a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  auto stored = std::make_shared<StoredScript>();
+  stored->entry_points = strings(a.entry_points);
+  try {
+    stored->script = TorchScript::compile(a.source, a.device, stored->entry_points);
+  } catch (const std::exception& e) {
+    return RedisModule_ReplyWithError(ctx, e.what());
+  }
+  stored->device = a.device;
+  stored->tag = std::string(a.tag);
+  stored->source = std::string(a.source);
+  ScriptValue old;
+  RedisModuleKey* key;
+  if (open_value(ctx, argv[1], g_script_type, old, REDISMODULE_READ | REDISMODULE_WRITE, &key) < 0) {
+    RedisModule_CloseKey(key);
+    return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+  }
+  RedisModule_ModuleTypeSetValue(key, g_script_type, new ScriptValue(std::move(stored)));
+  RedisModule_CloseKey(key);
+  queue_for(a.device);
+  RedisModule_ReplicateVerbatim(ctx);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+int ScriptStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, false); }
+int ScriptSet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, true); }
+
+void reply_names(RedisModuleCtx* ctx, const std::vector<std::string>& names) {
+  RedisModule_ReplyWithArray(ctx, long(names.size()));
+  for (const auto& n : names) RedisModule_ReplyWithStringBuffer(ctx, n.data(), n.size());
+}
+
+void reply_pair(RedisModuleCtx* ctx, const char* name, const std::string& value) {
+  RedisModule_ReplyWithSimpleString(ctx, name);
+  RedisModule_ReplyWithStringBuffer(ctx, value.data(), value.size());
+}
+
+void reply_pair(RedisModuleCtx* ctx, const char* name, long long value) {
+  RedisModule_ReplyWithSimpleString(ctx, name);
+  RedisModule_ReplyWithLongLong(ctx, value);
+}
+
+int ModelGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  ValueGetArgs a;
+  const char* err = parse_modelget(views(argv, argc), a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  ModelValue m;
+  const int state = open_value(ctx, argv[1], g_model_type, m);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR model key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (!a.meta) return RedisModule_ReplyWithStringBuffer(ctx, m->blob.data(), m->blob.size());
+  RedisModule_ReplyWithArray(ctx, a.payload ? 18 : 16);
+  reply_pair(ctx, "backend", std::string("TORCH"));
+  reply_pair(ctx, "device", m->device);
+  reply_pair(ctx, "tag", m->tag);
+  reply_pair(ctx, "batchsize", m->batchsize);
+  reply_pair(ctx, "minbatchsize", m->minbatchsize);
+  RedisModule_ReplyWithSimpleString(ctx, "inputs");
+  reply_names(ctx, m->inputs);
+  RedisModule_ReplyWithSimpleString(ctx, "outputs");
+  reply_names(ctx, m->outputs);
+  reply_pair(ctx, "minbatchtimeout", m->minbatchtimeout);
+  if (a.payload) reply_pair(ctx, "blob", m->blob);
+  return REDISMODULE_OK;
+}
+
+int ScriptGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  ValueGetArgs a;
+  const char* err = parse_scriptget(views(argv, argc), a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  ScriptValue s;
+  const int state = open_value(ctx, argv[1], g_script_type, s);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR script key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (!a.meta) return RedisModule_ReplyWithStringBuffer(ctx, s->source.data(), s->source.size());
+  RedisModule_ReplyWithArray(ctx, a.payload ? 8 : 6);
+  reply_pair(ctx, "device", s->device);
+  reply_pair(ctx, "tag", s->tag);
+  RedisModule_ReplyWithSimpleString(ctx, "Entry Points");
+  reply_names(ctx, s->entry_points);
+  if (a.payload) reply_pair(ctx, "source", s->source);
+  return REDISMODULE_OK;
+}
+
+template <typename V>
+int delete_value(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, RedisModuleType* type, const char* empty) {
+  if (argc != 2) return RedisModule_WrongArity(ctx);
+  V v;
+  RedisModuleKey* key;
+  const int state = open_value(ctx, argv[1], type, v, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+  if (state == 1) RedisModule_DeleteKey(key);
+  RedisModule_CloseKey(key);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? empty : REDISMODULE_ERRORMSG_WRONGTYPE);
+  RedisModule_ReplicateVerbatim(ctx);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+int ModelDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ModelValue>(ctx, argv, argc, g_model_type, "ERR model key is empty"); }
+int ScriptDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ScriptValue>(ctx, argv, argc, g_script_type, "ERR script key is empty"); }
+
+// AI.INFO: RedisAI's fields, then `batches` (backend runs; fewer than calls when requests were batched).
+int Info(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  InfoArgs a;
+  const char* err = parse_info(views(argv, argc), a);
+  if (err == kWrongArity) return RedisModule_WrongArity(ctx);
+  if (err) return RedisModule_ReplyWithError(ctx, err);
+  ModelValue m;
+  ScriptValue s;
+  const bool is_model = open_value(ctx, argv[1], g_model_type, m) == 1;
+  if (!is_model && open_value(ctx, argv[1], g_script_type, s) != 1) return RedisModule_ReplyWithError(ctx, "ERR cannot find run info for key");
+  RunStats& stats = is_model ? m->stats : s->stats;
+  if (a.reset) {
+    stats.reset();
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  }
+  RedisModule_ReplyWithArray(ctx, 20);
+  reply_pair(ctx, "key", std::string(a.key));
+  reply_pair(ctx, "type", std::string(is_model ? "MODEL" : "SCRIPT"));
+  reply_pair(ctx, "backend", std::string("TORCH"));
+  reply_pair(ctx, "device", is_model ? m->device : s->device);
+  reply_pair(ctx, "tag", is_model ? m->tag : s->tag);
+  reply_pair(ctx, "duration", stats.duration_us.load());
+  reply_pair(ctx, "samples", stats.samples.load());
+  reply_pair(ctx, "calls", stats.calls.load());
+  reply_pair(ctx, "errors", stats.errors.load());
+  reply_pair(ctx, "batches", stats.batches.load());
+  return REDISMODULE_OK;
+}
+
+// --- data types: RDB keeps the blob or source and the settings; a load compiles them again. ---
+void save_strings(RedisModuleIO* rdb, const std::vector<std::string>& v) {
+  RedisModule_SaveUnsigned(rdb, v.size());
+  for (const auto& s : v) RedisModule_SaveStringBuffer(rdb, s.data(), s.size());
+}
+
+std::string load_string(RedisModuleIO* rdb) {
+  size_t len = 0;
+  char* buf = RedisModule_LoadStringBuffer(rdb, &len);
+  std::string s(buf, len);
+  RedisModule_Free(buf);
+  return s;
+}
+
+std::vector<std::string> load_strings(RedisModuleIO* rdb) {
+  std::vector<std::string> v(RedisModule_LoadUnsigned(rdb));
+  for (auto& s : v) s = load_string(rdb);
+  return v;
+}
+
+void ModelRdbSave(RedisModuleIO* rdb, void* value) {
+  const StoredModel& m = **static_cast<ModelValue*>(value);
+  for (const std::string* s : {&m.device, &m.tag, &m.blob}) RedisModule_SaveStringBuffer(rdb, s->data(), s->size());
+  for (long long v : {m.batchsize, m.minbatchsize, m.minbatchtimeout}) RedisModule_SaveSigned(rdb, v);
+  save_strings(rdb, m.inputs);
+  save_strings(rdb, m.outputs);
+}
+
+void* ModelRdbLoad(RedisModuleIO* rdb, int encver) {
+  if (encver != 0) return nullptr;
+  auto m = std::make_shared<StoredModel>();
+  m->device = load_string(rdb);
+  m->tag = load_string(rdb);
+  m->blob = load_string(rdb);
+  m->batchsize = RedisModule_LoadSigned(rdb);
+  m->minbatchsize = RedisModule_LoadSigned(rdb);
+  m->minbatchtimeout = RedisModule_LoadSigned(rdb);
+  m->inputs = load_strings(rdb);
+  m->outputs = load_strings(rdb);
+  try {
+    m->model = TorchModel::load(m->blob, m->device);
+  } catch (const std::exception& e) {
+    RedisModule_LogIOError(rdb, "warning", "cannot load a stored model: %s", e.what());
+    return nullptr;
+  }
+  return new ModelValue(std::move(m));
+}
+
+void ScriptRdbSave(RedisModuleIO* rdb, void* value) {
+  const StoredScript& s = **static_cast<ScriptValue*>(value);
+  for (const std::string* x : {&s.device, &s.tag, &s.source}) RedisModule_SaveStringBuffer(rdb, x->data(), x->size());
+  save_strings(rdb, s.entry_points);
+}
+
+void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
+  if (encver != 0) return nullptr;
+  auto s = std::make_shared<StoredScript>();
+  s->device = load_string(rdb);
+  s->tag = load_string(rdb);
+  s->source = load_string(rdb);
+  s->entry_points = load_strings(rdb);
+  try {
+    s->script = TorchScript::compile(s->source, s->device, s->entry_points);
+  } catch (const std::exception& e) {
+    RedisModule_LogIOError(rdb, "warning", "cannot compile a stored script: %s", e.what());
+    return nullptr;
+  }
+  return new ScriptValue(std::move(s));
+}
+
+void ModelFree(void* value) { delete static_cast<ModelValue*>(value); }
+void ScriptFree(void* value) { delete static_cast<ScriptValue*>(value); }
+size_t ModelMemUsage(const void* value) { return (*static_cast<const ModelValue*>(value))->blob.size() * 2; }
+size_t ScriptMemUsage(const void* value) { return (*static_cast<const ScriptValue*>(value))->source.size(); }
+
+RedisModuleType* create_type(RedisModuleCtx* ctx, const char* name, RedisModuleTypeLoadFunc load, RedisModuleTypeSaveFunc save,
+                             RedisModuleTypeFreeFunc free, RedisModuleTypeMemUsageFunc mem) {
+  RedisModuleTypeMethods tm = {};
+  tm.version = REDISMODULE_TYPE_METHOD_VERSION;
+  tm.rdb_load = load;
+  tm.rdb_save = save;
+  tm.free = free;
+  tm.mem_usage = mem;
+  return RedisModule_CreateDataType(ctx, name, 0, &tm);
+}
+
+}  // namespace
+
+int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options) {
+  g_options = options;
+  set_torch_threads(options.intra_op, options.inter_op);
+  g_queues = new std::map<std::string, std::unique_ptr<RunQueue>>();  // lives as long as the process: workers never stop
+  g_model_type = create_type(ctx, "AI__MODEL", ModelRdbLoad, ModelRdbSave, ModelFree, ModelMemUsage);
+  g_script_type = create_type(ctx, "AI_SCRIPT", ScriptRdbLoad, ScriptRdbSave, ScriptFree, ScriptMemUsage);
+  if (!g_model_type || !g_script_type) return REDISMODULE_ERR;
+  struct Command {
+    const char* name;
+    RedisModuleCmdFunc fn;
+    const char* flags;
+  };
+  const Command commands[] = {
+      {"AI.MODELSTORE", ModelStore, "write deny-oom"}, {"AI.MODELGET", ModelGet, "readonly"},
+      {"AI.MODELDEL", ModelDel, "write"},               {"AI.MODELEXECUTE", ModelExecute, "write deny-oom"},
+      {"AI.SCRIPTSTORE", ScriptStore, "write deny-oom"}, {"AI.SCRIPTSET", ScriptSet, "write deny-oom"},
+      {"AI.SCRIPTGET", ScriptGet, "readonly"},         {"AI.SCRIPTDEL", ScriptDel, "write"},
+      {"AI.SCRIPTEXECUTE", ScriptExecute, "write deny-oom"}, {"AI.SCRIPTRUN", ScriptRun, "write deny-oom"},
+      {"AI.INFO", Info, "readonly"},
+  };
+  for (const auto& c : commands)
+    if (RedisModule_CreateCommand(ctx, c.name, c.fn, c.flags, 1, 1, 1) == REDISMODULE_ERR) return REDISMODULE_ERR;
+  return REDISMODULE_OK;
+}
+
+}  // namespace redisai

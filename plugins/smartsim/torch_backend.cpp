@@ -1,0 +1,236 @@
+#include "torch_backend.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "redisai_args.h"
+
+namespace redisai {
+namespace {
+
+// kTypes order: FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 (libtorch 1.13 has no uint16).
+torch::Dtype torch_type(int dtype) {
+  static const torch::Dtype map[] = {torch::kFloat, torch::kDouble, torch::kChar, torch::kShort,
+                                     torch::kInt,   torch::kLong,   torch::kByte, torch::kFloat};
+  if (dtype == 7) throw BackendError("ERR unsupported tensor type UINT16 for the TORCH backend");
+  return map[dtype];
+}
+
+int dtype_of(torch::Dtype t) {
+  switch (t) {
+    case torch::kFloat: return 0;
+    case torch::kDouble: return 1;
+    case torch::kChar: return 2;
+    case torch::kShort: return 3;
+    case torch::kInt: return 4;
+    case torch::kLong: return 5;
+    case torch::kByte: case torch::kBool: return 6;
+    default: throw BackendError(std::string("ERR unsupported output tensor type ") + c10::toString(t));
+  }
+}
+
+torch::Device torch_device(const std::string& device) {
+  if (device.rfind("GPU", 0) != 0) return torch::kCPU;
+  const int index = device.size() > 4 ? std::stoi(device.substr(4)) : 0;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+void require_device(const std::string& device) {
+  if (!device_available(device)) throw BackendError("ERR GPU requested but Torch couldn't find CUDA (device " + device + ")");
+}
+
+// A view of the value's bytes: no copy (the value's owner outlives the run, see TensorValue::keep).
+torch::Tensor to_torch(const TensorValue& v, torch::Device device) {
+  std::vector<int64_t> dims(v.dims.begin(), v.dims.end());
+  torch::Tensor t = torch::from_blob(const_cast<char*>(v.data), dims, torch::TensorOptions().dtype(torch_type(v.dtype)));
+  return device.is_cpu() ? t : t.to(device);
+}
+
+// The result as a value that owns its bytes. An output that shares memory with an input (a model that returns
+// its argument) is copied: the input's bytes belong to a key that may change.
+TensorValue from_torch(torch::Tensor t, const std::vector<torch::Tensor>& inputs) {
+  t = t.to(torch::kCPU);
+  if (t.scalar_type() == torch::kBool) t = t.to(torch::kByte);
+  t = t.contiguous();
+  for (const auto& in : inputs)
+    if (in.defined() && t.storage().is_alias_of(in.storage())) t = t.clone();
+  TensorValue v;
+  v.dtype = dtype_of(t.scalar_type());
+  for (int64_t d : t.sizes()) v.dims.push_back(d);
+  if (v.dims.empty()) v.dims.push_back(1);  // RedisAI tensors have at least one dimension
+  v.bytes = size_t(t.numel()) * t.element_size();
+  auto owner = std::make_shared<torch::Tensor>(t);
+  v.data = static_cast<const char*>(owner->data_ptr());
+  v.keep = owner;
+  return v;
+}
+
+// A forward/function result: a tensor, or a tuple/list of them.
+std::vector<torch::Tensor> tensors_of(const c10::IValue& out) {
+  std::vector<torch::Tensor> r;
+  if (out.isTensor()) r.push_back(out.toTensor());
+  else if (out.isTuple())
+    for (const auto& e : out.toTupleRef().elements()) r.push_back(e.toTensor());
+  else if (out.isTensorList())
+    for (const auto& t : out.toTensorVector()) r.push_back(t);
+  else if (out.isList())
+    for (const auto& e : out.toListRef()) r.push_back(e.toTensor());
+  else throw BackendError("ERR the model returned something that is not a tensor, a tuple or a list of tensors");
+  return r;
+}
+
+// torch's messages carry a backtrace or a TorchScript traceback over many lines: a Redis error is one line, the
+// cause (the interpreter's "RuntimeError: ..." when there is one, else the first line).
+std::string first_line(const std::string& what) {
+  size_t at = what.rfind("RuntimeError: ");
+  std::string line = at == std::string::npos ? what : what.substr(at + 14);
+  line = line.substr(0, line.find('\n'));
+  return line.empty() ? "torch failed without a message" : line;
+}
+
+template <typename F>
+auto guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const BackendError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw BackendError("ERR " + first_line(e.what()));
+  }
+}
+
+}  // namespace
+
+void set_torch_threads(int intra_op, int inter_op) {
+  if (intra_op > 0) torch::set_num_threads(intra_op);
+  if (inter_op > 0) {
+    try {
+      torch::set_num_interop_threads(inter_op);
+    } catch (const std::exception&) {
+      // Only settable before the first inter-op work; a second module load keeps the first setting.
+    }
+  }
+}
+
+bool device_available(const std::string& device) {
+  if (device.rfind("GPU", 0) != 0) return true;
+  if (!torch::cuda::is_available()) return false;
+  const int index = device.size() > 4 ? std::stoi(device.substr(4)) : 0;
+  return index < int(torch::cuda::device_count());
+}
+
+struct TorchModel::Impl {
+  torch::jit::Module module;
+  torch::Device device = torch::kCPU;
+};
+
+TorchModel::TorchModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TorchModel::~TorchModel() = default;
+
+std::shared_ptr<TorchModel> TorchModel::load(std::string_view blob, const std::string& device) {
+  require_device(device);
+  return guarded([&] {
+    auto impl = std::make_unique<Impl>();
+    impl->device = torch_device(device);
+    std::istringstream in{std::string(blob)};
+    try {
+      impl->module = torch::jit::load(in, impl->device);
+    } catch (const std::exception& e) {
+      throw BackendError("ERR could not load the TORCH model: " + first_line(e.what()));
+    }
+    impl->module.eval();
+    return std::shared_ptr<TorchModel>(new TorchModel(std::move(impl)));
+  });
+}
+
+std::vector<std::vector<TensorValue>> TorchModel::run(const std::vector<const std::vector<TensorValue>*>& requests) {
+  return guarded([&] {
+    torch::InferenceMode inference;
+    const size_t n_inputs = requests.front()->size();
+    std::vector<torch::Tensor> inputs;
+    std::vector<int64_t> firsts;  // each request's share of dimension 0
+    for (const auto* r : requests) {
+      if (r->size() != n_inputs) throw BackendError("ERR batched requests have different numbers of inputs");
+      firsts.push_back(r->front().dims.empty() ? 1 : r->front().dims[0]);
+    }
+    for (size_t i = 0; i < n_inputs; ++i) {
+      if (requests.size() == 1) {
+        inputs.push_back(to_torch((*requests[0])[i], impl_->device));
+        continue;
+      }
+      std::vector<torch::Tensor> parts;
+      for (const auto* r : requests) parts.push_back(to_torch((*r)[i], impl_->device));
+      inputs.push_back(torch::cat(parts, 0));
+    }
+    std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+    std::vector<torch::Tensor> outputs = tensors_of(impl_->module.forward(args));
+    std::vector<std::vector<TensorValue>> result(requests.size());
+    int64_t total = 0;
+    for (int64_t f : firsts) total += f;
+    for (const auto& out : outputs) {
+      if (requests.size() > 1 && (out.dim() == 0 || out.size(0) != total))
+        throw BackendError("ERR model did not generate the expected batch size");
+      int64_t at = 0;
+      for (size_t r = 0; r < requests.size(); ++r) {
+        torch::Tensor part = requests.size() == 1 ? out : out.narrow(0, at, firsts[r]);
+        at += firsts[r];
+        result[r].push_back(from_torch(part, inputs));
+      }
+    }
+    return result;
+  });
+}
+
+struct TorchScript::Impl {
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::Device device = torch::kCPU;
+};
+
+TorchScript::TorchScript(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TorchScript::~TorchScript() = default;
+
+std::shared_ptr<TorchScript> TorchScript::compile(std::string_view source, const std::string& device,
+                                                  const std::vector<std::string>& entry_points) {
+  require_device(device);
+  auto impl = std::make_unique<Impl>();
+  impl->device = torch_device(device);
+  try {
+    impl->unit = torch::jit::compile(std::string(source));
+  } catch (const std::exception& e) {
+    throw BackendError("ERR could not compile the TorchScript source: " + first_line(e.what()));
+  }
+  std::shared_ptr<TorchScript> script(new TorchScript(std::move(impl)));
+  for (const auto& fn : entry_points)
+    if (!script->has_function(fn)) throw BackendError("ERR entry point " + fn + " is not a function of the script");
+  return script;
+}
+
+bool TorchScript::has_function(const std::string& name) const { return impl_->unit->find_function(name) != nullptr; }
+
+std::vector<TensorValue> TorchScript::run(const std::string& function, const std::vector<TensorValue>& inputs,
+                                          const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+  return guarded([&] {
+    torch::jit::Function* fn = impl_->unit->find_function(function);
+    if (!fn) throw BackendError("ERR function " + function + " does not exist in the script");
+    torch::InferenceMode inference;
+    std::vector<torch::Tensor> tensors;
+    for (const auto& v : inputs) tensors.push_back(to_torch(v, impl_->device));
+    const auto& schema = fn->getSchema();
+    std::vector<c10::IValue> call;
+    const bool lists = !schema.arguments().empty() && schema.arguments()[0].type()->kind() == c10::TypeKind::ListType;
+    if (lists) {
+      call.emplace_back(c10::List<torch::Tensor>(tensors));
+      if (schema.arguments().size() > 1) call.emplace_back(c10::List<std::string>(keys));
+      if (schema.arguments().size() > 2) call.emplace_back(c10::List<std::string>(args));
+    } else {
+      call.assign(tensors.begin(), tensors.end());
+    }
+    std::vector<TensorValue> result;
+    for (const auto& t : tensors_of((*fn)(call))) result.push_back(from_torch(t, tensors));
+    return result;
+  });
+}
+
+}  // namespace redisai
