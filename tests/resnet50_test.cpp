@@ -109,6 +109,9 @@ TEST_F(ResNet50, LoadsFromAnInMemoryBlobAsTheRedisModuleDoes) {
 TEST_F(ResNet50, EvalWorksOnTheLoadedModule) {
   // Callers may call eval() and check is_training(); both need the module's "training" attribute.
   torch::jit::Module m = torch::jit::load((*dir_ / "seed0.pt").string());
+  EXPECT_FALSE(m.is_training());  // saved in eval mode
+  m.train();
+  EXPECT_TRUE(m.is_training());
   m.eval();
   EXPECT_FALSE(m.is_training());
 }

@@ -23,7 +23,8 @@ constexpr int kExpansion = 4;
 constexpr int kClasses = 1000;
 
 // Conv followed by inference-mode batch norm, defined once as a method so forward() stays short.
-// torch.batch_norm(..., training=False, momentum, eps, cudnn_enabled) uses the running statistics, as eval() would.
+// torch.batch_norm(..., training=False, momentum, eps, cudnn_enabled) always uses the running statistics, as eval()
+// would: the benchmark only infers, so the "training" attribute does not change the arithmetic.
 constexpr const char* kConvBnSource = R"(
 def conv_bn(self, x: Tensor, w: Tensor, g: Tensor, b: Tensor, rm: Tensor, rv: Tensor, stride: int, padding: int) -> Tensor:
     x = torch.conv2d(x, w, None, [stride, stride], [padding, padding])

@@ -24,18 +24,17 @@ void RunQueue::push(QueuedJob* job) {
   cv_.notify_all();
 }
 
-std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wake, const void*& forming) {
+std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wake) {
   using clock = std::chrono::steady_clock;
   wake = clock::time_point::max();
-  forming = nullptr;
+  std::set<const void*> seen;  // groups already examined (their first job decides)
   for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
     QueuedJob* first = *it;
-    const bool batched = first->group && first->batch_max > 0;
-    if (!batched) {
+    if (!first->group || first->batch_max <= 0) {
       jobs_.erase(it);
       return {first};
     }
-    if (forming_.count(first->group)) continue;  // another worker is gathering this group
+    if (!seen.insert(first->group).second) continue;
     // Gather the group in arrival order while it fits.
     long long samples = 0;
     std::vector<std::deque<QueuedJob*>::iterator> picked;
@@ -44,19 +43,16 @@ std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wa
         picked.push_back(j);
         samples += (*j)->samples;
       }
-    const bool timed_out = first->batch_timeout_ms > 0 &&
-                           clock::now() >= first->enqueued + std::chrono::milliseconds(first->batch_timeout_ms);
-    if (samples >= first->batch_min || timed_out || stop_) {
+    const auto deadline = first->batch_timeout_ms > 0 ? first->enqueued + std::chrono::milliseconds(first->batch_timeout_ms)
+                                                      : clock::time_point::max();
+    if (samples >= first->batch_min || clock::now() >= deadline || stop_) {
       std::vector<QueuedJob*> group;
       for (auto j : picked) group.push_back(*j);
       for (auto j = picked.rbegin(); j != picked.rend(); ++j) jobs_.erase(*j);
       return group;
     }
-    // Too few samples yet: this worker waits for the group (others skip it), until more arrive or the timeout.
-    forming_.insert(first->group);
-    forming = first->group;
-    if (first->batch_timeout_ms > 0) wake = first->enqueued + std::chrono::milliseconds(first->batch_timeout_ms);
-    return {};
+    // Too few samples yet: look further (other groups are not held back), and wake up by this group's timeout.
+    wake = std::min(wake, deadline);
   }
   return {};
 }
@@ -65,14 +61,12 @@ void RunQueue::work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     std::chrono::steady_clock::time_point wake;
-    const void* forming = nullptr;
-    std::vector<QueuedJob*> group = take(wake, forming);
+    std::vector<QueuedJob*> group = take(wake);
     if (group.empty()) {
       if (stop_ && jobs_.empty()) return;
+      // A push, the stop, or the earliest batch timeout wakes the worker to look again.
       if (wake != std::chrono::steady_clock::time_point::max()) cv_.wait_until(lock, wake);
       else cv_.wait(lock);
-      // The group this worker was forming is examined afresh on the next take().
-      if (forming) forming_.erase(forming);
       continue;
     }
     lock.unlock();

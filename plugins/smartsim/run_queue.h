@@ -39,15 +39,13 @@ class RunQueue {
 
  private:
   void work();
-  // With the lock held: the next group to run, or empty when the worker must wait (until `wake`; `forming`
-  // is then the batch group it waits to fill, which other workers skip meanwhile).
-  std::vector<QueuedJob*> take(std::chrono::steady_clock::time_point& wake, const void*& forming);
+  // With the lock held: the next group to run, or empty when the worker must wait (at most until `wake`).
+  std::vector<QueuedJob*> take(std::chrono::steady_clock::time_point& wake);
 
   Runner runner_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<QueuedJob*> jobs_;
-  std::set<const void*> forming_;  // groups a worker is waiting on to reach batch_min
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };

@@ -491,7 +491,8 @@ void ensure_model_files(fanout_sdk::Host& host, const std::string& dir, const st
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(args[0] + " failed (status " + std::to_string(status) + "); its output is in this rank's log");
+    throw std::runtime_error(args[0] + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status)) : " was killed") +
+                             " (its message is above, in this rank's log)");
   host.record("build_model", 0, t0, seconds(t0, host.now_ns()), "s", false);
 }
 

@@ -1,0 +1,402 @@
+// In-database inference: the RedisAI module's model and script commands on a real redis-server (raw
+// redis-cli commands in RedisAI's documented forms, error paths, concurrent clients, batching that really
+// forms batches, timeouts, SAVE), the run queue and the TorchScript backend directly, and inference sweeps
+// through fanout on the local launcher.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "plugins/smartsim/redis_server.h"
+#include "plugins/smartsim/resnet50.h"
+#include "plugins/smartsim/run_queue.h"
+#include "plugins/smartsim/tensor_client.h"
+#include "plugins/smartsim/torch_backend.h"
+#include "tests/test_util.h"
+
+using namespace smartsim;
+namespace fs = std::filesystem;
+namespace test = fanout::test;
+
+namespace {
+
+int base_port() { return 25000 + (getpid() % 400) * 10; }
+
+// A small TorchScript model: forward(a, b) = a * 2 + b (any shape; batches along dimension 0).
+std::string small_model_blob() {
+  torch::jit::Module m("Small");
+  m.register_buffer("two", torch::full({1}, 2.0f));
+  m.define(R"(
+def forward(self, a, b):
+    return a * self.two + b
+)");
+  std::ostringstream out;
+  m.save(out);
+  return out.str();
+}
+
+// Slow on purpose (a few ms of matrix products) so that concurrent requests queue up behind a run.
+std::string slow_model_blob() {
+  torch::jit::Module m("Slow");
+  m.register_buffer("w", torch::eye(256));
+  m.define(R"(
+def forward(self, x):
+    y = torch.matmul(torch.ones(256, 256), self.w)
+    for i in range(20):
+        y = torch.matmul(y, self.w)
+    return x + y.sum() * 0.0
+)");
+  std::ostringstream out;
+  m.save(out);
+  return out.str();
+}
+
+constexpr char kScript[] = R"(
+def add(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0] + tensors[1]
+
+def halves(a, b):
+    return a / 2, b / 2
+)";
+
+struct Server {
+  test::TempDir dir;
+  std::unique_ptr<RedisServer> server;
+  explicit Server(int port_offset, const std::string& module_args = "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1") {
+    RedisServerConfig c;
+    c.dir = (dir.path / "db").string();
+    c.bind = "127.0.0.1";
+    c.port = base_port() + port_offset;
+    c.password = "test-password";
+    c.module = (test::build_dir() / "plugins" / "redisai.so").string();
+    c.module_args = module_args;
+    server = std::make_unique<RedisServer>(c);
+  }
+  int port() const { return server->port(); }
+  ClientOptions options() const {
+    ClientOptions o;
+    o.addresses = {server->address()};
+    o.password = "test-password";
+    o.command_timeout_ms = 60000;
+    return o;
+  }
+};
+
+// redis-cli with the arguments as given; `stdin_file` (with -x) becomes the last argument.
+std::string cli(int port, std::vector<std::string> args, const fs::path& stdin_file = {}) {
+  std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port), "--no-auth-warning", "-a", "test-password"};
+  if (!stdin_file.empty()) {
+    // redis-cli -x reads the last argument from stdin: go through sh only to redirect a path we made.
+    std::string cmd = "/usr/bin/redis-cli -p " + std::to_string(port) + " --no-auth-warning -a test-password -x";
+    for (auto& a : args) cmd += " '" + a + "'";
+    cmd += " < '" + stdin_file.string() + "'";
+    auto r = test::run_command({"/bin/sh", "-c", cmd}, "/", {}, 60);
+    return r.out + r.err;
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = test::run_command(argv, "/", {}, 60);
+  return r.out + r.err;
+}
+
+fs::path write_blob(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::path p = dir / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+
+std::map<std::string, std::string> info(int port, const std::string& key) {
+  std::istringstream lines(cli(port, {"AI.INFO", key}));
+  std::map<std::string, std::string> m;
+  std::string k, v;
+  while (std::getline(lines, k) && std::getline(lines, v)) m[k] = v;
+  return m;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(RedisAiModels, RawCommandsFromTheRedisAiDocs) {
+  Server s(0);
+  const int port = s.port();
+  const fs::path model = write_blob(s.dir.path, "model.pt", small_model_blob());
+  // AI.MODELSTORE with the blob from a file, as RedisAI's docs do it (redis-cli -x).
+  EXPECT_EQ(cli(port, {"AI.MODELSTORE", "mymodel", "TORCH", "CPU", "TAG", "v1", "BATCHSIZE", "4", "BLOB"}, model), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "a", "FLOAT", "2", "2", "VALUES", "1", "2", "3", "4"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "b", "FLOAT", "2", "2", "VALUES", "10", "20", "30", "40"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.MODELEXECUTE", "mymodel", "INPUTS", "2", "a", "b", "OUTPUTS", "1", "c", "TIMEOUT", "10000"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "c", "VALUES"}), "12\n24\n36\n48\n");
+  const std::string meta = cli(port, {"AI.MODELGET", "mymodel", "META"});
+  EXPECT_TRUE(contains(meta, "backend\nTORCH\ndevice\nCPU\ntag\nv1\nbatchsize\n4\nminbatchsize\n0\n")) << meta;
+  const std::string blob = cli(port, {"AI.MODELGET", "mymodel", "BLOB"});
+  EXPECT_GE(blob.size(), fs::file_size(model)) << "the stored blob comes back";
+  // Scripts: AI.SCRIPTSTORE with entry points, AI.SCRIPTEXECUTE (lists) and the old AI.SCRIPTRUN (positional).
+  EXPECT_EQ(cli(port, {"AI.SCRIPTSTORE", "myscript", "CPU", "TAG", "s1", "ENTRY_POINTS", "2", "add", "halves", "SOURCE", kScript}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.SCRIPTEXECUTE", "myscript", "add", "INPUTS", "2", "a", "b", "OUTPUTS", "1", "sum"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "sum", "VALUES"}), "11\n22\n33\n44\n");
+  EXPECT_EQ(cli(port, {"AI.SCRIPTRUN", "myscript", "halves", "INPUTS", "a", "b", "OUTPUTS", "ha", "hb"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "hb", "VALUES"}), "5\n10\n15\n20\n");
+  EXPECT_EQ(cli(port, {"AI.SCRIPTSET", "oldscript", "CPU", "SOURCE", kScript}), "OK\n");
+  EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTGET", "myscript", "META"}), "device\nCPU\ntag\ns1\nEntry Points\nadd\nhalves")) << cli(port, {"AI.SCRIPTGET", "myscript", "META"});
+  EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTGET", "myscript", "SOURCE"}), "def halves(a, b):"));
+  // AI.INFO counts runs; RESETSTAT clears them.
+  auto stats = info(port, "mymodel");
+  EXPECT_EQ(stats["type"], "MODEL");
+  EXPECT_EQ(stats["calls"], "1");
+  EXPECT_EQ(stats["samples"], "2");
+  EXPECT_EQ(stats["errors"], "0");
+  EXPECT_GT(std::stoll(stats["duration"]), 0);
+  EXPECT_EQ(info(port, "myscript")["calls"], "2");
+  EXPECT_EQ(cli(port, {"AI.INFO", "mymodel", "RESETSTAT"}), "OK\n");
+  EXPECT_EQ(info(port, "mymodel")["calls"], "0");
+  // Persistence: SAVE writes models and scripts through the types' RDB callbacks.
+  EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.MODELDEL", "mymodel"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.SCRIPTDEL", "myscript"}), "OK\n");
+  EXPECT_TRUE(contains(cli(port, {"AI.MODELEXECUTE", "mymodel", "INPUTS", "2", "a", "b", "OUTPUTS", "1", "c"}), "model key is empty"));
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+}
+
+TEST(RedisAiModels, BadInputIsARedisErrorNeverACrash) {
+  Server s(1);
+  const int port = s.port();
+  const fs::path model = write_blob(s.dir.path, "model.pt", small_model_blob());
+  const fs::path junk = write_blob(s.dir.path, "junk.pt", "this is not TorchScript, not even a zip file");
+  ASSERT_EQ(cli(port, {"AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB"}, model), "OK\n");
+  cli(port, {"AI.TENSORSET", "a", "FLOAT", "2", "VALUES", "1", "2"});
+  cli(port, {"AI.TENSORSET", "i", "INT8", "2", "VALUES", "1", "2"});
+  cli(port, {"SET", "plain", "x"});
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"AI.MODELSTORE", "x", "TORCH", "CPU", "BLOB"}, "could not load the TORCH model"},  // the junk file
+      {{"AI.MODELSTORE", "x", "TF", "CPU", "BLOB", "b"}, "unsupported backend"},
+      {{"AI.MODELSTORE", "x", "TORCH", "TPU", "BLOB", "b"}, "Invalid DEVICE"},
+      {{"AI.MODELSTORE", "x", "TORCH", "CPU", "BATCHSIZE", "-1", "BLOB", "b"}, "Invalid argument for BATCHSIZE"},
+      {{"AI.MODELSTORE", "x", "TORCH", "CPU", "MINBATCHSIZE", "2", "BLOB", "b"}, "MINBATCHSIZE specified without BATCHSIZE"},
+      {{"AI.MODELSTORE", "x", "TORCH", "CPU", "BATCHSIZE", "2"}, "missing model BLOB"},
+      {{"AI.MODELSTORE", "x", "TORCH", "GPU:0", "BLOB", "b"}, "GPU"},
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "2", "a", "OUTPUTS", "1", "c"}, "OUTPUTS not specified"},
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "x", "a", "OUTPUTS", "1", "c"}, "Invalid argument for input_count"},
+      {{"AI.MODELEXECUTE", "m", "OUTPUTS", "1", "c", "x"}, "INPUTS not specified"},
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "2", "a", "a", "OUTPUTS", "1", "c", "TIMEOUT", "0"}, "Invalid value for TIMEOUT"},
+      {{"AI.MODELEXECUTE", "nomodel", "INPUTS", "1", "a", "OUTPUTS", "1", "c"}, "model key is empty"},
+      {{"AI.MODELEXECUTE", "plain", "INPUTS", "1", "a", "OUTPUTS", "1", "c"}, "WRONGTYPE"},
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "2", "a", "missing", "OUTPUTS", "1", "c"}, "tensor key is empty"},
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "1", "a", "OUTPUTS", "1", "c"}, "ERR"},               // forward needs 2 inputs
+      {{"AI.MODELEXECUTE", "m", "INPUTS", "2", "a", "i", "OUTPUTS", "1", "plain"}, "WRONGTYPE"},  // output over a string
+      {{"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "1", "f", "SOURCE", "def f(x) return"}, "could not compile"},
+      {{"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "1", "nothere", "SOURCE", kScript}, "nothere is not a function"},
+      {{"AI.SCRIPTSTORE", "s", "CPU", "SOURCE", kScript}, "missing script entry points"},
+      {{"AI.SCRIPTEXECUTE", "nos", "add", "INPUTS", "1", "a"}, "script key is empty"},
+      {{"AI.SCRIPTRUN", "s", "add", "INPUTS", "a"}, "OUTPUTS not specified"},
+      {{"AI.MODELGET", "m", "SOURCE"}, "unrecognized parameter"},
+      {{"AI.INFO", "nothing"}, "cannot find run info for key"},
+      {{"AI.MODELDEL", "plain"}, "WRONGTYPE"},
+  };
+  for (const auto& [args, expect] : cases) {
+    const std::string reply = args.size() == 5 && args[4] == "BLOB" ? cli(port, args, junk) : cli(port, args);
+    EXPECT_TRUE(contains(reply, expect)) << args[0] << " " << args[1] << " ...: " << reply;
+    EXPECT_EQ(cli(port, {"PING"}), "PONG\n") << "after " << args[0];
+  }
+  EXPECT_TRUE(contains(cli(port, {"AI.TENSORGET", "plain"}), "WRONGTYPE")) << "the string survived";
+  EXPECT_GE(std::stoll(info(port, "m")["errors"]), 1) << "the failed forward counts as an error";
+}
+
+// Four clients, each with its own input, against a model with BATCHSIZE 8 MINBATCHSIZE 4 on one worker: the
+// worker waits for 4 samples and runs them as ONE forward (AI.INFO batches 1, calls 4); every client gets the
+// slice of the batch that belongs to its own input.
+TEST(RedisAiModels, ConcurrentClientsAreBatchedAndEachGetsItsOwnSlice) {
+  Server s(2);
+  Client setup(s.options());
+  const std::string blob = small_model_blob();
+  ModelOptions batched;
+  batched.batch_size = 8;
+  batched.min_batch_size = 4;
+  batched.min_batch_timeout_ms = 30000;
+  setup.set_model("m", blob, "CPU", batched);
+  std::vector<std::thread> clients;
+  std::vector<std::vector<float>> results(4, std::vector<float>(3));
+  std::atomic<int> failures{0};
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      try {
+        Client client(s.options());
+        std::vector<float> a = {float(c), float(c) + 0.5f, 1.0f}, b = {100.0f * float(c), 0.0f, 0.0f};
+        const std::string k = std::to_string(c);
+        client.put_tensor("a" + k, DType::Float, {1, 3}, a.data(), 12);
+        client.put_tensor("b" + k, DType::Float, {1, 3}, b.data(), 12);
+        client.run_model("m", {"a" + k, "b" + k}, {"out" + k});
+        client.unpack_tensor("out" + k, DType::Float, {1, 3}, results[size_t(c)].data(), 12);
+      } catch (const std::exception& e) {
+        ++failures;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  for (auto& t : clients) t.join();
+  ASSERT_EQ(failures, 0);
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_FLOAT_EQ(results[size_t(c)][0], 2.0f * float(c) + 100.0f * float(c)) << "client " << c;
+    EXPECT_FLOAT_EQ(results[size_t(c)][1], 2.0f * float(c) + 1.0f) << "client " << c;
+  }
+  auto stats = info(s.port(), "m");
+  EXPECT_EQ(stats["calls"], "4");
+  EXPECT_EQ(stats["samples"], "4");
+  EXPECT_EQ(stats["batches"], "1") << "the four requests ran as one batch";
+
+  // MINBATCHTIMEOUT: a lone request waits for company at most that long, then runs alone.
+  setup.command_status({"AI.INFO", "m", "RESETSTAT"}, "m");
+  batched.min_batch_timeout_ms = 300;
+  setup.set_model("m2", blob, "CPU", batched);
+  std::vector<float> a = {1, 2, 3}, out(3);
+  setup.put_tensor("x", DType::Float, {1, 3}, a.data(), 12);
+  const auto t0 = std::chrono::steady_clock::now();
+  setup.run_model("m2", {"x", "x"}, {"y"});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 0.3) << "it waited for the batch timeout";
+  setup.unpack_tensor("y", DType::Float, {1, 3}, out.data(), 12);
+  EXPECT_FLOAT_EQ(out[2], 9.0f);
+  // A TIMEOUT shorter than the batch wait: the request is answered TIMEDOUT, not run.
+  EXPECT_EQ(cli(s.port(), {"AI.MODELEXECUTE", "m2", "INPUTS", "2", "x", "x", "OUTPUTS", "1", "z", "TIMEOUT", "50"}), "TIMEDOUT\n");
+}
+
+// Many clients at once on two workers, with deletes of the model racing the queue: every answer is right or a
+// clean error, and the server stays up.
+TEST(RedisAiModels, ManyConcurrentClientsAndAModelDeletedWhileQueued) {
+  Server s(3, "THREADS_PER_QUEUE 2 INTRA_OP_PARALLELISM 1");
+  Client setup(s.options());
+  setup.set_model("slow", slow_model_blob(), "CPU");
+  std::atomic<int> right{0}, wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c)
+    clients.emplace_back([&, c] {
+      Client client(s.options());
+      for (int i = 0; i < 5; ++i) {
+        std::vector<float> x = {float(c * 10 + i)}, y(1);
+        const std::string k = "x" + std::to_string(c);
+        client.put_tensor(k, DType::Float, {1}, x.data(), 4);
+        client.run_model("slow", {k}, {"y" + std::to_string(c)});
+        client.unpack_tensor("y" + std::to_string(c), DType::Float, {1}, y.data(), 4);
+        (y[0] == x[0] ? right : wrong)++;
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(right, 40);
+  EXPECT_EQ(wrong, 0);
+  // Queue requests and delete the model under them: the queued runs keep their copy of the model.
+  std::vector<std::string> replies(4);
+  std::vector<std::thread> racers;
+  std::vector<float> x = {1};
+  setup.put_tensor("rx", DType::Float, {1}, x.data(), 4);
+  for (int c = 0; c < 4; ++c) racers.emplace_back([&, c] { replies[size_t(c)] = cli(s.port(), {"AI.MODELEXECUTE", "slow", "INPUTS", "1", "rx", "OUTPUTS", "1", "ry"}); });
+  cli(s.port(), {"AI.MODELDEL", "slow"});
+  for (auto& t : racers) t.join();
+  for (auto& r : replies) EXPECT_TRUE(r == "OK\n" || contains(r, "model key is empty")) << r;
+  EXPECT_EQ(cli(s.port(), {"PING"}), "PONG\n");
+}
+
+// The backend alone: the batched run equals the runs one by one, and outputs never alias the inputs' bytes.
+TEST(TorchBackend, BatchedRunEqualsSeparateRunsAndOutputsOwnTheirBytes) {
+  auto model = redisai::TorchModel::load(small_model_blob(), "CPU");
+  std::vector<float> a1 = {1, 2}, b1 = {3, 4}, a2 = {5, 6, 7, 8}, b2 = {0, 0, 1, 1};
+  auto value = [](std::vector<float>& v, std::vector<long long> dims) {
+    redisai::TensorValue t;
+    t.dtype = 0, t.dims = dims, t.data = reinterpret_cast<const char*>(v.data()), t.bytes = v.size() * 4;
+    return t;
+  };
+  std::vector<redisai::TensorValue> r1 = {value(a1, {1, 2}), value(b1, {1, 2})}, r2 = {value(a2, {2, 2}), value(b2, {2, 2})};
+  auto both = model->run({&r1, &r2});
+  ASSERT_EQ(both.size(), 2u);
+  ASSERT_EQ(both[1][0].dims, (std::vector<long long>{2, 2}));
+  const float* o2 = reinterpret_cast<const float*>(both[1][0].data);
+  EXPECT_FLOAT_EQ(o2[3], 17.0f);
+  auto alone = model->run({&r1});
+  EXPECT_EQ(std::memcmp(alone[0][0].data, both[0][0].data, 8), 0);
+  // An identity-like script output is copied, not a view of the caller's buffer.
+  auto script = redisai::TorchScript::compile("def same(x):\n    return x\n", "CPU", {"same"});
+  auto out = script->run("same", {value(a1, {2})}, {}, {});
+  EXPECT_NE(out[0].data, reinterpret_cast<const char*>(a1.data()));
+  a1[0] = 99;
+  EXPECT_FLOAT_EQ(reinterpret_cast<const float*>(out[0].data)[0], 1.0f);
+  EXPECT_THROW(redisai::TorchModel::load("junk", "CPU"), redisai::BackendError);
+  EXPECT_FALSE(redisai::device_available("GPU:0") && !torch::cuda::is_available());
+}
+
+// The queue alone: a batch never exceeds batch_max, jobs of other groups are not held back by a forming batch.
+TEST(RunQueue, BatchesRespectTheMaximumAndOtherGroupsPass) {
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  std::atomic<int> done{0};
+  int group_a = 0;
+  std::vector<std::unique_ptr<redisai::QueuedJob>> jobs;
+  for (int i = 0; i < 7; ++i) {
+    auto j = std::make_unique<redisai::QueuedJob>();
+    j->group = &group_a, j->batch_max = 3, j->batch_min = 3, j->batch_timeout_ms = 0;
+    jobs.push_back(std::move(j));
+  }
+  auto lone = std::make_unique<redisai::QueuedJob>();  // no group: runs at once, even while a batch forms
+  // Declared after the jobs: the queue (whose destructor runs the last job) goes first.
+  redisai::RunQueue q(1, [&](std::vector<redisai::QueuedJob*>& g) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      sizes.push_back(g.size());
+    }
+    done += int(g.size());
+  });
+  for (int i = 0; i < 2; ++i) q.push(jobs[size_t(i)].get());
+  q.push(lone.get());
+  ASSERT_TRUE(test::wait_for([&] { return done >= 1; }, 10));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(sizes, std::vector<size_t>{1}) << "the ungrouped job ran while the batch waited for its third job";
+  }
+  for (int i = 2; i < 7; ++i) q.push(jobs[size_t(i)].get());
+  ASSERT_TRUE(test::wait_for([&] { return done >= 7; }, 10));
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 3, 3})) << "batches of exactly batch_max; the 7th waits for company";
+}
+
+// ResNet-50 through fanout: a small inference_standard sweep (batch sizes 1 and 2) and inference_colocated on
+// a Unix socket, on the local launcher, with SmartSim-Scaling's timing names and exact sample counts.
+TEST(InferenceSweep, StandardAndColocatedOnTheLocalLauncher) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"inference_standard", "--exp_name=inf", "--db_nodes=1", "--db_cpus=2", "--client_nodes=1",
+                                     "--clients_per_node=2", "--batch_size=[1,2]", "--device=CPU", "--iterations=3",
+                                     "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 5)},
+                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "inf" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (const char* metric : {"put_tensor", "run_script", "run_model", "unpack_tensor", "loop_time"})
+    EXPECT_EQ(test::sql_one(db, std::string("SELECT count(*) FROM samples WHERE warmup=0 AND metric='") + metric + "'"), "12") << metric;
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='main()'"), "4");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='set_model'"), "2") << "rank 0 stores the model, per run";
+  EXPECT_TRUE(fs::exists(d.path / "results" / "inf" / "models" / "resnet50.cpu.pt")) << "built once, in the experiment's models/";
+  auto c = test::run_fanout(d.path, {"inference_colocated", "--exp_name=colo", "--nodes=1", "--clients_per_node=2", "--db_cpus=2",
+                                     "--device=CPU", "--iterations=2", "--net_type=uds", "--net_ifname=lo",
+                                     "--db_port=" + std::to_string(base_port() + 7)},
+                            900);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  fs::path cdb = d.path / "results" / "colo" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(cdb, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "1");
+  EXPECT_EQ(test::sql_one(cdb, "SELECT count(*) FROM samples WHERE warmup=0 AND metric='run_model'"), "4");
+  // The default device is SmartSim-Scaling's GPU: on a machine without CUDA the run fails and says why.
+  auto g = test::run_fanout(d.path, {"inference_standard", "--exp_name=gpu", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=1", "--batch_size=1", "--iterations=1", "--net_ifname=lo",
+                                     "--db_port=" + std::to_string(base_port() + 9)},
+                            600);
+  if (!torch::cuda::is_available()) {
+    EXPECT_NE(g.exit_code, 0);
+    std::string logs;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "gpu"))
+      if (e.is_regular_file() && e.path().extension() == ".err") {
+        std::ifstream f(e.path());
+        logs += std::string(std::istreambuf_iterator<char>(f), {});
+      }
+    EXPECT_TRUE(contains(logs, "device GPU requested but this libtorch has no usable CUDA")) << logs.substr(0, 2000);
+  }
+}
