@@ -258,6 +258,27 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
 }
 
+// inference_standard on Slurm: ResNet-50 in the database on its own node(s), clients on others; with 2 database
+// nodes the model is stored on both shards of a Redis Cluster and each client runs it on its own keys' shard.
+TEST_F(Slurm, InferenceStandardOnOneDatabaseAndOnATwoShardCluster) {
+  auto r = test::run_fanout(d.path, {"inference_standard", "--launcher=slurm", "--exp_name=inf", "--db_nodes=[1,2]", "--db_cpus=1",
+                                     "--client_nodes=2", "--clients_per_node=1", "--batch_size=2", "--device=CPU", "--iterations=2",
+                                     "--net_ifname=lo", "--db_port=23500"},
+                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "inf" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
+    std::set<std::string> dbn, cl;
+    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
+      (row[0] == "db" ? dbn : cl).insert(row[1]);
+    EXPECT_EQ(cl.size(), 2u);
+    for (auto& n : dbn) EXPECT_EQ(cl.count(n), 0u) << "database node " << n << " also ran clients";
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='run_model' AND warmup=0"), std::to_string(2 * 2 * 2));
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1");
+}
+
 TEST_F(Slurm, ParameterServingWorkersSpreadOverVirtualNodes) {
   auto r = fanout({"parameter_serving", "--launcher=slurm", "--exp_name=ps", "--workers=3", "--push_frequency=0.05",
                    "--pull_frequency=0.05", "--post_frequency=0.25", "--data_size=1", "--max_version=20", "--max_time=30"});
