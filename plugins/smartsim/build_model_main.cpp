@@ -4,6 +4,8 @@
 //                              SmartSim-Scaling's rebuild_model does, unless --force)
 // DIR/data_processing_script.txt  the preprocessing script's TorchScript source (always rewritten: it is tiny)
 // Both are written to a temporary name and renamed, so a concurrent reader never sees half a file.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
@@ -26,7 +28,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 double mib(const fs::path& p) { return double(fs::file_size(p)) / (1024.0 * 1024.0); }
 
 void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());  // per process: builders may race
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;

@@ -1,9 +1,39 @@
 // A Redis module speaking RedisAI's commands on libtorch, so SmartRedis-style clients (ours, or SmartRedis)
 // work against a plain redis-server:  redis-server --loadmodule redisai.so [THREADS_PER_QUEUE n]
 // [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n]
+#include <dlfcn.h>
+#include <sys/types.h>
+
 #include <string>
 
 #include "redisai_module.h"
+
+namespace {
+
+// Debian's redis-server allocates with jemalloc, so torch's tensors do too; jemalloc hands freed pages back to
+// the kernel after a decay time, and every ResNet-50 forward then faults its ~100 MB of activations in again
+// (measured: 160-180 ms instead of 100-120 ms per batch-1 forward). Keeping freed pages makes the database's
+// forward as fast as a direct call. Returns the number of arenas changed (0 without jemalloc).
+int keep_freed_pages() {
+  using mallctl_fn = int (*)(const char*, void*, size_t*, void*, size_t);
+  auto mallctl = reinterpret_cast<mallctl_fn>(dlsym(RTLD_DEFAULT, "mallctl"));
+  if (!mallctl) return 0;
+  ssize_t never = -1;
+  mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &never, sizeof never);  // arenas made later
+  mallctl("arenas.muzzy_decay_ms", nullptr, nullptr, &never, sizeof never);
+  unsigned arenas = 0;
+  size_t len = sizeof arenas;
+  mallctl("arenas.narenas", &arenas, &len, nullptr, 0);
+  int changed = 0;
+  for (unsigned i = 0; i < arenas; ++i) {  // arenas already in use (uninitialised ones refuse: they get the default)
+    const std::string arena = "arena." + std::to_string(i);
+    changed += mallctl((arena + ".dirty_decay_ms").c_str(), nullptr, nullptr, &never, sizeof never) == 0;
+    mallctl((arena + ".muzzy_decay_ms").c_str(), nullptr, nullptr, &never, sizeof never);
+  }
+  return changed;
+}
+
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if (RedisModule_Init(ctx, "ai", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR) return REDISMODULE_ERR;
@@ -23,6 +53,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
       return REDISMODULE_ERR;
     }
   }
+  if (keep_freed_pages() > 0) RedisModule_Log(ctx, "notice", "RedisAI module: jemalloc keeps freed pages (no decay) for torch's tensors");
   if (redisai::register_tensor_commands(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
   return redisai::register_model_commands(ctx, options);
 }

@@ -4,6 +4,8 @@
 // state_dict with dots replaced by underscores (attribute names cannot contain dots).
 #include "resnet50.h"
 
+#include <unistd.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
@@ -132,7 +134,8 @@ int64_t write_resnet50(const std::string& path, const std::string& device, uint6
   if (device == "GPU") m.to(torch::kCUDA);
   m.eval();
   // Write-then-rename: a reader (or a crashed run) never sees a half-written model under the real name.
-  const std::string tmp = path + ".tmp";
+  // The temporary name is per process: colocated runs on several nodes may build into one shared folder at once.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     m.save(tmp);
     std::filesystem::rename(tmp, path);

@@ -1,0 +1,171 @@
+// ResNet-50 batch 1 through the database (AI.MODELEXECUTE on our RedisAI module, timed by the client) against
+// the same forward called directly in libtorch in this process, same model file, same intra-op threads, in one
+// invocation, interleaved round by round so that drift of the machine hits both alike. Then run_model latency
+// percentiles and throughput against the number of concurrent clients, without and with batching.
+//   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4]
+// Goal: median(run_model) / median(direct forward) <= 1.05. Warmup rounds (3) are run and not counted.
+#include <torch/script.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "plugins/smartsim/redis_server.h"
+#include "plugins/smartsim/resnet50.h"
+#include "plugins/smartsim/tensor_client.h"
+#include "results/statistics.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kWarmup = 3;
+constexpr size_t kInput = 3 * 224 * 224;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+std::vector<int> parse_list(const char* text) {
+  std::vector<int> v;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::atoi(item.c_str()));
+  return v;
+}
+
+void print_row(const char* what, std::vector<double> ms, double per_second = 0) {
+  fanout::Summary s = fanout::summarize(ms);
+  std::printf("%-34s %6zu %9.2f %9.2f %9.2f %9.2f", what, s.count, s.median, s.p90, s.p99, s.mean);
+  if (per_second > 0) std::printf(" %10.2f", per_second);
+  std::printf("\n");
+}
+
+smartsim::ClientOptions options(const smartsim::RedisServer& server) {
+  smartsim::ClientOptions o;
+  o.addresses = {server.address()};
+  o.password = "bench";
+  o.command_timeout_ms = 600000;
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // libgomp reads OMP_WAIT_POLICY when it loads: set it (as fanout does for redis-server) and start again.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+  }
+  const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 30;
+  const std::vector<int> clients = parse_list(argc > 3 ? argv[3] : "1,2,4");
+  const fs::path dir = fs::temp_directory_path() / ("fanout-inference-bench-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string model_file = (dir / "resnet50.pt").string();
+  smartsim_model::write_resnet50(model_file, "CPU", 0);
+  std::ifstream f(model_file, std::ios::binary);
+  const std::string blob((std::istreambuf_iterator<char>(f)), {});
+
+  torch::set_num_threads(threads);
+  torch::jit::Module direct = torch::jit::load(model_file);
+  direct.eval();
+  std::vector<float> input(kInput);
+  for (size_t i = 0; i < kInput; ++i) input[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  const torch::Tensor x = torch::from_blob(input.data(), {1, 3, 224, 224});
+
+  smartsim::RedisServerConfig cfg;
+  cfg.dir = (dir / "db").string();
+  cfg.bind = "127.0.0.1";
+  cfg.port = 26479;
+  cfg.password = "bench";
+  cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
+  cfg.module_args = "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM " + std::to_string(threads) + " INTER_OP_PARALLELISM 1";
+  cfg.cpus = int(std::thread::hardware_concurrency());
+  smartsim::RedisServer server(cfg);
+  smartsim::Client client(options(server));
+  client.set_model("resnet", blob, "CPU");
+  client.put_tensor("x", smartsim::DType::Float, {1, 3, 224, 224}, input.data(), kInput * 4);
+
+  std::printf("ResNet-50 (25,557,032 parameters, seeded weights), batch 1, %d intra-op thread(s) in both paths, "
+              "%d rounds after %d warmup rounds, interleaved\n", threads, rounds, kWarmup);
+  std::vector<double> direct_ms, db_ms;
+  std::vector<float> out(1000);
+  double max_difference = 0;
+  for (int r = -kWarmup; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    torch::Tensor y;
+    {
+      torch::InferenceMode guard;
+      y = direct.forward({x}).toTensor();
+    }
+    const double d = ms_since(t0);
+    t0 = Clock::now();
+    client.run_model("resnet", {"x"}, {"y"});
+    const double m = ms_since(t0);
+    if (r >= 0) direct_ms.push_back(d), db_ms.push_back(m);
+    if (r == -kWarmup) {  // the two paths compute the same logits
+      client.unpack_tensor("y", smartsim::DType::Float, {1, 1000}, out.data(), out.size() * 4);
+      for (size_t i = 0; i < 1000; ++i) max_difference = std::max(max_difference, double(std::abs(out[i] - y[0][long(i)].item<float>())));
+    }
+  }
+  std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "path (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
+  print_row("direct libtorch forward", direct_ms);
+  print_row("run_model through the database", db_ms);
+  std::vector<double> a = direct_ms, b = db_ms;
+  const double ratio = fanout::summarize(b).median / fanout::summarize(a).median;
+  std::printf("ratio of medians (database / direct): %.3fx  goal <= 1.05x: %s; largest logit difference %.2e\n", ratio,
+              ratio <= 1.05 ? "MET" : "NOT MET", max_difference);
+
+  std::printf("\nthroughput vs concurrent clients (run_model on its own key each; BATCHSIZE = clients when batched)\n");
+  std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "clients / model (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
+  for (int c : clients) {
+    for (int batched = 0; batched < 2; ++batched) {
+      if (batched && c == 1) continue;
+      smartsim::ModelOptions mo;
+      mo.batch_size = batched ? c : 0;
+      const std::string name = "resnet_c" + std::to_string(c) + "_b" + std::to_string(batched);
+      client.set_model(name, blob, "CPU", mo);
+      std::mutex mu;
+      std::vector<double> lat;
+      std::atomic<int> ready{0};
+      std::atomic<bool> go{false};
+      std::vector<std::thread> workers;
+      const int per_client = std::max(2, rounds / c);
+      for (int k = 0; k < c; ++k)
+        workers.emplace_back([&, k] {
+          smartsim::Client mine(options(server));
+          const std::string in = "x" + std::to_string(k), out_key = "y" + std::to_string(k);
+          mine.put_tensor(in, smartsim::DType::Float, {1, 3, 224, 224}, input.data(), kInput * 4);
+          mine.run_model(name, {in}, {out_key});  // warmup
+          ++ready;
+          while (!go) std::this_thread::yield();
+          std::vector<double> own;
+          for (int i = 0; i < per_client; ++i) {
+            auto t0 = Clock::now();
+            mine.run_model(name, {in}, {out_key});
+            own.push_back(ms_since(t0));
+          }
+          std::lock_guard<std::mutex> lock(mu);
+          lat.insert(lat.end(), own.begin(), own.end());
+        });
+      while (ready < c) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      go = true;
+      for (auto& w : workers) w.join();
+      const double seconds = ms_since(t0) / 1000;
+      const std::string label = std::to_string(c) + (batched ? " clients, BATCHSIZE " + std::to_string(c) : c == 1 ? " client" : " clients, unbatched");
+      print_row(label.c_str(), lat, double(lat.size()) / seconds);
+    }
+  }
+  fs::remove_all(dir);
+  return ratio <= 1.05 ? 0 : 1;
+}
