@@ -375,15 +375,20 @@ TEST(InferenceSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(test::sql_one(db, std::string("SELECT count(*) FROM samples WHERE warmup=0 AND metric='") + metric + "'"), "12") << metric;
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='main()'"), "4");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='set_model'"), "2") << "rank 0 stores the model, per run";
-  EXPECT_TRUE(fs::exists(d.path / "results" / "inf" / "models" / "resnet50.cpu.pt")) << "built once, in the experiment's models/";
+  const fs::path model = d.path / "results" / "inf" / "models" / "resnet50.cpu.pt";
+  ASSERT_TRUE(fs::exists(model)) << "built once, in the experiment's models/";
+  const auto built = fs::last_write_time(model);
+  // Colocated, on the same model folder: --rebuild_model makes it build the file again.
   auto c = test::run_fanout(d.path, {"inference_colocated", "--exp_name=colo", "--nodes=1", "--clients_per_node=2", "--db_cpus=2",
-                                     "--device=CPU", "--iterations=2", "--net_type=uds", "--net_ifname=lo",
-                                     "--db_port=" + std::to_string(base_port() + 7)},
+                                     "--device=CPU", "--iterations=2", "--net_type=uds", "--net_ifname=lo", "--rebuild_model=true",
+                                     "--model_dir=" + model.parent_path().string(), "--db_port=" + std::to_string(base_port() + 7)},
                             900);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   fs::path cdb = d.path / "results" / "colo" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(cdb, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "1");
   EXPECT_EQ(test::sql_one(cdb, "SELECT count(*) FROM samples WHERE warmup=0 AND metric='run_model'"), "4");
+  EXPECT_GT(fs::last_write_time(model), built) << "rebuild_model wrote the model again";
+  EXPECT_FALSE(fs::exists(d.path / "results" / "colo" / "models")) << "--model_dir was used instead";
   // The default device is SmartSim-Scaling's GPU: on a machine without CUDA the run fails and says why.
   auto g = test::run_fanout(d.path, {"inference_standard", "--exp_name=gpu", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
                                      "--clients_per_node=1", "--batch_size=1", "--iterations=1", "--net_ifname=lo",
