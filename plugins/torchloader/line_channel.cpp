@@ -1,0 +1,162 @@
+#include "line_channel.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace torchloader {
+namespace {
+
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
+}
+
+// Reads what is available on fd into buf and moves complete lines to out; false on EOF or error.
+bool read_lines(int fd, std::string& buf, std::vector<std::string>& out) {
+  char chunk[4096];
+  ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) return false;
+  buf.append(chunk, size_t(n));
+  for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
+    out.push_back(buf.substr(0, nl));
+    buf.erase(0, nl + 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+LineServer::LineServer(const std::string& bind_ip) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, bind_ip.c_str(), &a.sin_addr) != 1) throw std::runtime_error("bad master address " + bind_ip);
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 64) != 0)
+    throw std::runtime_error("master cannot listen on " + bind_ip + ": " + std::strerror(errno));
+  socklen_t len = sizeof a;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+}
+
+LineServer::~LineServer() {
+  for (auto& c : conns_)
+    if (c.fd >= 0) ::close(c.fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::vector<Line> LineServer::poll(int timeout_ms) {
+  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
+  for (auto& c : conns_) fds.push_back({c.fd, short(c.fd >= 0 ? POLLIN : 0), 0});
+  std::vector<Line> out;
+  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return out;
+  if (fds[0].revents & POLLIN) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      conns_.push_back({fd, ""});
+    }
+  }
+  for (size_t i = 1; i < fds.size(); ++i) {
+    Conn& c = conns_[i - 1];
+    if (c.fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    std::vector<std::string> lines;
+    const bool open = read_lines(c.fd, c.in, lines);
+    for (auto& l : lines) out.push_back({int(i - 1), l});
+    if (!open) {
+      ::close(c.fd);
+      c.fd = -1;
+      out.push_back({int(i - 1), "CLOSED"});
+    }
+  }
+  return out;
+}
+
+bool LineServer::send(int conn, const std::string& text) {
+  if (conn < 0 || size_t(conn) >= conns_.size() || conns_[size_t(conn)].fd < 0) return false;
+  return write_all(conns_[size_t(conn)].fd, text + "\n");
+}
+
+struct LineClient::SendLock {
+  std::mutex mu;
+};
+
+LineClient::LineClient(const std::string& host_port, int timeout_ms) : lock_(new SendLock) {
+  const auto colon = host_port.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("master address '" + host_port + "' is not host:port");
+  const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string why;
+  while (std::chrono::steady_clock::now() < deadline) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0) {
+      fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (::connect(fd_, res->ai_addr, res->ai_addrlen) == 0) {
+        ::freeaddrinfo(res);
+        int one = 1;
+        ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        return;
+      }
+      why = std::strerror(errno);
+      ::close(fd_);
+      fd_ = -1;
+      ::freeaddrinfo(res);
+    } else {
+      why = "cannot resolve " + host;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry pacing while the master starts, not synchronisation
+  }
+  delete lock_;
+  throw std::runtime_error("cannot connect to the torchloader master at " + host_port + ": " + why);
+}
+
+LineClient::~LineClient() {
+  if (fd_ >= 0) ::close(fd_);
+  delete lock_;
+}
+
+bool LineClient::send(const std::string& text) {
+  std::lock_guard<std::mutex> g(lock_->mu);
+  return write_all(fd_, text + "\n");
+}
+
+std::vector<std::string> LineClient::poll(int timeout_ms) {
+  std::vector<std::string> out;
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) <= 0) return out;
+  if (!read_lines(fd_, in_, out)) out.push_back("CLOSED");
+  return out;
+}
+
+}  // namespace torchloader

@@ -1,0 +1,57 @@
+// The torchloader cluster's transport: text lines over TCP (one message per line, words separated by spaces).
+// The Master listens (LineServer); each node's Worker/Application Master connects (LineClient). Lines are short
+// control messages (LAUNCH, PAUSE, HB, ...), so a readable protocol costs nothing and is easy to trace.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace torchloader {
+
+struct Line {
+  int conn;          // which connection (LineServer), or 0
+  std::string text;  // without the newline
+};
+
+class LineServer {
+ public:
+  explicit LineServer(const std::string& bind_ip);  // an ephemeral port
+  ~LineServer();
+  LineServer(const LineServer&) = delete;
+  LineServer& operator=(const LineServer&) = delete;
+  int port() const { return port_; }
+  // Accepts new connections and reads what arrived, for up to timeout_ms. A closed connection yields a line
+  // "CLOSED" for it.
+  std::vector<Line> poll(int timeout_ms);
+  bool send(int conn, const std::string& text);  // false when that connection is gone
+
+ private:
+  struct Conn {
+    int fd;
+    std::string in;
+  };
+  int listen_fd_ = -1, port_ = 0;
+  std::vector<Conn> conns_;  // index = connection id; fd -1 once closed
+};
+
+class LineClient {
+ public:
+  // Connects, retrying until timeout_ms (the master may still be starting).
+  LineClient(const std::string& host_port, int timeout_ms);
+  ~LineClient();
+  LineClient(const LineClient&) = delete;
+  LineClient& operator=(const LineClient&) = delete;
+  bool send(const std::string& text);  // thread-safe
+  // Complete lines that arrived within timeout_ms; "CLOSED" when the master went away.
+  std::vector<std::string> poll(int timeout_ms);
+
+ private:
+  int fd_ = -1;
+  std::string in_;
+  struct SendLock;
+  SendLock* lock_;
+};
+
+// "WORD a b c" -> {"WORD", "a", "b", "c"}
+std::vector<std::string> words(const std::string& line);
+
+}  // namespace torchloader

@@ -1,0 +1,133 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace torchloader {
+
+Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node)
+    : mode_(mode), nodes_(std::max(1, nodes)), cores_(std::max(1, cores_per_node)), load_(size_t(std::max(1, nodes)), 0) {
+  for (size_t i = 0; i < apps.size(); ++i) {
+    App a;
+    a.spec = apps[i];
+    a.demand = i < demands.size() ? demands[i] : Demand{};
+    a.procs.resize(size_t(std::max(1, a.spec.node_size)));
+    apps_.push_back(std::move(a));
+  }
+}
+
+// An application spans node_size nodes: the least loaded ones (lowest index first). With fewer nodes than
+// node_size, several of its processes share a node.
+void Scheduler::place(App& app) {
+  for (auto& p : app.procs) {
+    p.node = int(std::min_element(load_.begin(), load_.end()) - load_.begin());
+    ++load_[size_t(p.node)];
+  }
+}
+
+// WAA over the applications with a process on `node` (running, or launching now). An application's devices
+// on the node are its processes there (one CPU "device" each).
+std::map<int, int> Scheduler::allocation_on(int node, const std::vector<int>& launching) const {
+  std::vector<AppDemand> here;
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    const App& a = apps_[i];
+    const bool active = a.state == State::Running || std::count(launching.begin(), launching.end(), int(i));
+    if (!active) continue;
+    int devices = 0;
+    for (const auto& p : a.procs) devices += p.node == node && !p.done;
+    if (devices == 0) continue;
+    here.push_back({int(i), devices, std::max(1, a.demand.demand), a.demand.overload, a.demand.compute_samples_per_second});
+  }
+  if (here.empty()) return {};
+  return allocate(here, cores_);
+}
+
+std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
+  // New per-process counts: the node's share of an application split evenly over its processes there.
+  std::map<std::pair<int, int>, int> target;  // (app, process) -> workers
+  for (int n = 0; n < nodes_; ++n) {
+    for (auto [app, total] : allocation_on(n, launching)) {
+      std::vector<int> mine;
+      for (size_t p = 0; p < apps_[size_t(app)].procs.size(); ++p)
+        if (apps_[size_t(app)].procs[p].node == n && !apps_[size_t(app)].procs[p].done) mine.push_back(int(p));
+      for (size_t k = 0; k < mine.size(); ++k)
+        target[{app, mine[k]}] = std::max(1, total / int(mine.size()) + (int(k) < total % int(mine.size()) ? 1 : 0));
+    }
+  }
+  std::vector<Command> out;
+  for (auto [key, workers] : target) {
+    auto [app, p] = key;
+    Proc& proc = apps_[size_t(app)].procs[size_t(p)];
+    if (std::count(launching.begin(), launching.end(), app)) {
+      proc.workers = workers;
+      out.push_back({Command::Kind::Launch, app, p, proc.node, workers});
+    } else if (proc.pausing) {
+      proc.pending = workers;  // already pausing: resumes with the newest count
+    } else if (workers != proc.workers) {
+      proc.pausing = true;
+      proc.pending = workers;
+      out.push_back({Command::Kind::Pause, app, p, proc.node, workers});
+    }
+  }
+  return out;
+}
+
+std::vector<Command> Scheduler::arrive(double now) {
+  std::vector<int> launching;
+  for (size_t i = 0; i < apps_.size(); ++i)
+    if (apps_[i].state == State::Waiting && apps_[i].spec.arrival_time <= now) {
+      place(apps_[i]);
+      launching.push_back(int(i));
+    }
+  if (launching.empty()) return {};
+  std::vector<Command> out;
+  if (!reallocates(mode_, true)) {
+    // Mode 1, the baseline: each application keeps the workers of its workload row, split over its processes.
+    for (int app : launching) {
+      App& a = apps_[size_t(app)];
+      for (size_t p = 0; p < a.procs.size(); ++p) {
+        a.procs[p].workers = std::max(1, a.spec.workers / int(a.procs.size()));
+        out.push_back({Command::Kind::Launch, app, int(p), a.procs[p].node, a.procs[p].workers});
+      }
+    }
+  } else {
+    out = reallocate(launching);
+  }
+  for (int app : launching) apps_[size_t(app)].state = State::Running;
+  return out;
+}
+
+std::vector<Command> Scheduler::paused(int app, int process) {
+  App& a = apps_[size_t(app)];
+  Proc& p = a.procs[size_t(process)];
+  if (!p.pausing) return {};
+  p.pausing = false;
+  p.workers = p.pending;
+  return {{Command::Kind::Resume, app, process, p.node, p.workers}};
+}
+
+std::vector<Command> Scheduler::finished(int app, int process, double now) {
+  App& a = apps_[size_t(app)];
+  Proc& p = a.procs[size_t(process)];
+  if (p.done) return {};
+  p.done = true;
+  p.pausing = false;
+  --load_[size_t(p.node)];
+  if (!std::all_of(a.procs.begin(), a.procs.end(), [](const Proc& q) { return q.done; })) return {};
+  a.state = State::Finished;
+  a.completed_at = now;
+  return reallocates(mode_, false) ? reallocate({}) : std::vector<Command>{};
+}
+
+bool Scheduler::all_finished() const {
+  return std::all_of(apps_.begin(), apps_.end(), [](const App& a) { return a.state == State::Finished; });
+}
+
+double Scheduler::next_arrival() const {
+  double next = std::numeric_limits<double>::infinity();
+  for (const auto& a : apps_)
+    if (a.state == State::Waiting) next = std::min(next, a.spec.arrival_time);
+  return next;
+}
+
+}  // namespace torchloader

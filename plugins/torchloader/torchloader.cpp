@@ -1,0 +1,528 @@
+// torchloader (A-Dloader) on fanout: concurrent training applications whose data-loading workers are
+// allocated by the Master (TPM + WAA), on a real cluster.
+//   master  (1 rank, own node): the Submitter and Scheduler. Listens on TCP, waits for every node to register,
+//           launches applications at their arrival times, reallocates workers by mode, records per application
+//           throughput over time, workers over time, completion times, and the makespan.
+//   node    (1 rank per node): the Worker and Application Master of the node. Registers with the Master, spawns
+//           fanout-torchloader-train processes, pauses them (SIGUSR1: checkpoint at the current iteration) and
+//           resumes them with a new worker count, relays their heartbeats.
+//   profile (1 rank): the TPM's profiling runs; fits and writes the model file the master reads.
+// Messages (text lines, line_channel.h):  node -> master: REGISTER node cores | HB app proc iter samples/s
+//   iter_s loader_wait_s | PAUSED app proc iter | FINISHED app proc iter seconds | FAILED app proc why...
+//   master -> node: LAUNCH|RESUME app proc workers arch depth batch iterations | PAUSE app proc | EXIT
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "fanout_sdk.hpp"
+#include "line_channel.h"
+#include "scheduler.h"
+
+extern char** environ;
+
+namespace torchloader {
+namespace {
+
+constexpr int kSetupTimeoutMs = 120000;
+
+// The seed's workload (README of torchloader): three 2-node applications arriving together.
+constexpr char kSeedWorkload[] =
+    "arch,depth,batch,workers,output_folder,master,port,arrival_time,cuda_device,start_iter,start_epoch,end_iter,end_epoch,node_size\n"
+    "resnet, 10, 512, 16, \"test-48worker-2node-mod3\",d3093, 12448, 1, [\"0 1\" \"0 1\"], 0, 1, 500, 1, 2\n"
+    "vgg, 11, 512, 16, \"test-48worker-2node-mod3\",d3093, 23448, 1, [\"1 2\" \"1 2\"], 0, 1, 500, 1, 2\n"
+    "googlenet, 1, 512, 16, \"test-48worker-2node-mod3\",d3093, 58448,  1, [\"0 2\" \"0 2\"], 0, 1, 500, 1, 2\n";
+
+const fanout_param_spec kParams[] = {
+    {"workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"},
+    {"mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split (the workload's workers), 2 reallocate on arrivals, 3 on arrivals and completions"},
+    {"nodes", FANOUT_PARAM_INT, "2", "nodes running a Worker + Application Master"},
+    {"cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)"},
+    {"max_iterations", FANOUT_PARAM_INT, "0", "cap on each application's iterations (0: the workload's)"},
+    {"max_batch", FANOUT_PARAM_INT, "0", "cap on each application's batch (0: the workload's)"},
+    {"cost", FANOUT_PARAM_INT, "4", "CPU work per loaded sample (augmentation passes): how loader-bound training is"},
+    {"threads", FANOUT_PARAM_INT, "1", "compute threads per training process"},
+    {"tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"},
+    {"profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run"},
+};
+
+std::string dir_of_plugin() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&dir_of_plugin), &info);
+  std::string self = info.dli_fname ? info.dli_fname : "";
+  return self.substr(0, self.rfind('/'));
+}
+
+// fanout-torchloader-train sits in the build folder above plugins/, or in bin/ of an installed tree.
+std::string trainer_path() {
+  const std::string parent = dir_of_plugin().substr(0, dir_of_plugin().rfind('/'));
+  for (const std::string& p : {parent + "/fanout-torchloader-train", parent + "/../../bin/fanout-torchloader-train"})
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  return "fanout-torchloader-train";
+}
+
+std::string experiment_dir(fanout_sdk::Host& host) {
+  std::string run = host.run_dir();  // <experiment>/run-<stamp>/<run>
+  for (int up = 0; up < 2; ++up) run = run.substr(0, run.rfind('/'));
+  return run;
+}
+
+std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
+  const std::string file = host.param("workload", "seed");
+  std::string text = kSeedWorkload;
+  if (file != "seed") {
+    std::ifstream f(file);
+    if (!f) throw std::runtime_error("workload: cannot read " + file);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  std::vector<AppSpec> apps = parse_workload(text, file == "seed" ? "seed workload" : file);
+  const int64_t max_it = host.param_int("max_iterations", 0), max_batch = host.param_int("max_batch", 0);
+  for (auto& a : apps) {
+    if (max_it > 0 && total_iterations(a) > max_it) a.end_iter = int(max_it + a.start_iter), a.end_epoch = a.start_epoch;
+    if (max_batch > 0 && a.batch > max_batch) a.batch = int(max_batch);
+  }
+  return apps;
+}
+
+// A child process with its stdout on a pipe; argv only, never a shell.
+struct Child {
+  pid_t pid = -1;
+  int out = -1;
+};
+
+Child spawn(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  std::vector<char*> argv;
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Child c;
+  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
+  }
+  c.out = fds[0];
+  return c;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// "KEY a=1 b=2" -> value of `name`, or fallback.
+double field(const std::string& line, const std::string& name, double fallback = 0) {
+  const auto at = line.find(" " + name + "=");
+  return at == std::string::npos ? fallback : std::atof(line.c_str() + at + name.size() + 2);
+}
+
+std::vector<std::string> train_args(fanout_sdk::Host& host, const std::string& arch, int depth, int batch, int workers,
+                                    int64_t iterations) {
+  return {trainer_path(), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
+          "--workers", std::to_string(workers), "--end_iter", std::to_string(iterations), "--cost",
+          std::to_string(host.param_int("cost", 4)), "--threads", std::to_string(host.param_int("threads", 1))};
+}
+
+// --- TPM: profiling runs, fit, file ---------------------------------------------------------------------
+
+struct AppProfile {
+  double compute_s = 0, flops = 0, params = 0;
+  LoaderModel loader;
+};
+
+std::string app_key(const AppSpec& a) { return a.arch + "-" + std::to_string(a.depth) + "-" + std::to_string(a.batch / std::max(1, a.node_size)); }
+
+// PROFILE line of one profiling run.
+std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int workers) {
+  auto args = train_args(host, a.arch, a.depth, batch, workers, 1);
+  args.push_back("--profile");
+  args.push_back(std::to_string(host.param_int("profile_iterations", 3)));
+  Child c = spawn(args);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  ::close(c.out);
+  const int rc = wait_exit(c.pid);
+  const auto at = out.find("PROFILE ");
+  if (rc != 0 || at == std::string::npos) throw std::runtime_error("profiling " + app_key(a) + " failed (exit " + std::to_string(rc) + "): " + out);
+  return out.substr(at, out.find('\n', at) - at);
+}
+
+// Profiles every distinct application (compute time at its batch and half of it, loader throughput with 1 and
+// 2 workers), fits the TPM's models, and writes them to `path` (write, then rename).
+nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpec>& apps, const std::string& path) {
+  nlohmann::json j;
+  std::vector<ComputeObs> obs;
+  for (const auto& a : apps) {
+    const std::string key = app_key(a);
+    if (j["apps"].contains(key)) continue;
+    const int batch = std::max(1, a.batch / std::max(1, a.node_size));
+    std::vector<std::pair<int, double>> loader_obs;
+    AppProfile p;
+    for (int workers : {1, 2}) {
+      const std::string line = profile_run(host, a, batch, workers);
+      loader_obs.push_back({workers, field(line, "loader_samples_per_s")});
+      if (workers == 1) p.compute_s = field(line, "compute_s"), p.flops = field(line, "flops"), p.params = field(line, "params");
+      host.record(("profile_loader_samples_per_s." + key + ".w" + std::to_string(workers)).c_str(), 0, host.now_ns(),
+                  field(line, "loader_samples_per_s"), "samples/s", false);
+    }
+    const std::string half = profile_run(host, a, std::max(1, batch / 2), 1);
+    obs.push_back({double(batch), p.flops, p.params, 1, p.compute_s});
+    obs.push_back({double(std::max(1, batch / 2)), p.flops, p.params, 1, field(half, "compute_s")});
+    p.loader = fit_loader(loader_obs);
+    host.record(("profile_compute_s." + key).c_str(), 0, host.now_ns(), p.compute_s, "s", false);
+    j["apps"][key] = {{"compute_s", p.compute_s}, {"flops", p.flops}, {"params", p.params},
+                      {"loader_a", p.loader.a}, {"loader_b", p.loader.b}};
+  }
+  try {
+    ComputeModel m = fit_compute(obs);
+    j["compute_model"] = nlohmann::json::parse(to_json(m, LoaderModel{}));
+  } catch (const std::exception& e) {
+    j["compute_model_error"] = e.what();  // too few distinct observations: the measured times are used
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream(tmp) << j.dump(2) << "\n";
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
+  host.log(FANOUT_LOG_INFO, "TPM written to " + path);
+  return j;
+}
+
+std::string tpm_path(fanout_sdk::Host& host) {
+  const std::string p = host.param("tpm", "auto");
+  return p == "auto" || p.empty() ? experiment_dir(host) + "/tpm.json" : p;
+}
+
+// Each application's demand per device from the TPM: compute throughput of one process over one worker's
+// loader throughput (the reference's rule: floor + 2, the fraction is the overload).
+std::vector<Demand> demands(const nlohmann::json& tpm, const std::vector<AppSpec>& apps) {
+  std::vector<Demand> out;
+  for (const auto& a : apps) {
+    const auto& p = tpm.at("apps").at(app_key(a));
+    LoaderModel loader{p.at("loader_a").get<double>(), p.at("loader_b").get<double>()};
+    const double batch = double(a.batch) / std::max(1, a.node_size);
+    const double compute = batch / std::max(1e-9, p.at("compute_s").get<double>());
+    const double need = compute / std::max(1e-9, loader.samples_per_second(1));
+    out.push_back({need, int(std::floor(need)) + 2, need - std::floor(need), compute});
+  }
+  return out;
+}
+
+int run_profile(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  try {
+    profile_workload(host, load_workload(host), tpm_path(host));
+    return 0;
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    return 1;
+  }
+}
+
+// --- the Master ------------------------------------------------------------------------------------------
+
+class Master {
+ public:
+  Master(fanout_sdk::Host& host) : host_(host) {}
+
+  int run() {
+    apps_ = load_workload(host_);
+    const std::string path = tpm_path(host_);
+    nlohmann::json tpm;
+    if (std::ifstream f(path); f) tpm = nlohmann::json::parse(f);
+    else tpm = profile_workload(host_, apps_, path);
+    LineServer server(fanout_sdk::interface_ipv4("auto"));
+    server_ = &server;
+    if (!host_.put("torchloader.master", fanout_sdk::interface_ipv4("auto") + ":" + std::to_string(server.port())))
+      throw std::runtime_error("rendezvous put failed");
+    const int nodes = int(host_.param_int("nodes", 1));
+    int cores = int(host_.param_int("cores", 0));
+    register_nodes(nodes, cores);
+    const Mode mode = Mode(std::clamp<int64_t>(host_.param_int("mode", 1), 1, 3));
+    Scheduler scheduler(apps_, demands(tpm, apps_), mode, nodes, cores);
+    sched_ = &scheduler;
+    t0_ = host_.now_ns();
+    while (!scheduler.all_finished()) {
+      if (host_.should_stop()) throw std::runtime_error("stopped before every application finished");
+      send(scheduler.arrive(now()));
+      const double wait = std::min(0.2, std::max(0.0, scheduler.next_arrival() - now()));
+      for (const auto& l : server.poll(int(wait * 1000) + 1)) handle(l);
+    }
+    for (int c : node_conn_) server.send(c, "EXIT");
+    report(scheduler);
+    return failures_ ? 1 : 0;
+  }
+
+ private:
+  double now() const { return double(host_.now_ns() - t0_) / 1e9; }
+
+  void register_nodes(int nodes, int& cores) {
+    const auto deadline = host_.now_ns() + int64_t(kSetupTimeoutMs) * 1000000;
+    while (int(node_conn_.size()) < nodes) {
+      if (host_.now_ns() > deadline) throw std::runtime_error("only " + std::to_string(node_conn_.size()) + " of " + std::to_string(nodes) + " nodes registered");
+      for (const auto& l : server_->poll(200)) {
+        auto w = words(l.text);
+        if (w.size() == 3 && w[0] == "REGISTER") {
+          node_conn_.resize(std::max<size_t>(node_conn_.size(), size_t(std::stoi(w[1]) + 1)), -1);
+          node_conn_[size_t(std::stoi(w[1]))] = l.conn;
+          if (cores <= 0) cores = std::stoi(w[2]);  // the first node's CPUs when not given
+        }
+      }
+      node_conn_.erase(std::remove(node_conn_.begin(), node_conn_.end(), -1), node_conn_.end());
+    }
+    host_.log(FANOUT_LOG_INFO, std::to_string(nodes) + " node(s) registered, " + std::to_string(cores) + " data-loading cores each");
+  }
+
+  void send(const std::vector<Command>& commands) {
+    for (const auto& c : commands) {
+      const AppSpec& a = apps_[size_t(c.app)];
+      std::string msg;
+      const std::string id = std::to_string(c.app) + " " + std::to_string(c.process);
+      if (c.kind == Command::Kind::Pause) {
+        msg = "PAUSE " + id;
+        ++pauses_;
+      } else {
+        msg = std::string(c.kind == Command::Kind::Launch ? "LAUNCH " : "RESUME ") + id + " " + std::to_string(c.workers) + " " +
+              a.arch + " " + std::to_string(a.depth) + " " + std::to_string(std::max(1, a.batch / std::max(1, a.node_size))) + " " +
+              std::to_string(total_iterations(a));
+        record_workers(c.app);
+      }
+      host_.log(FANOUT_LOG_INFO, "t=" + std::to_string(now()) + " " + msg);
+      server_->send(node_conn_[size_t(c.node)], msg);
+    }
+  }
+
+  // Workers of an application over time: the sum over its processes, at the moment it changes.
+  void record_workers(int app) {
+    int total = 0;
+    for (int p = 0; p < sched_->processes(app); ++p) total += sched_->workers(app, p);
+    host_.record(("workers.app" + std::to_string(app)).c_str(), changes_[app]++, host_.now_ns(), total, "workers", false);
+  }
+
+  void handle(const Line& l) {
+    auto w = words(l.text);
+    if (w.empty()) return;
+    if (w[0] == "CLOSED") throw std::runtime_error("a node agent went away before the workload finished");
+    if (w.size() < 3) return;
+    const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
+    if (app < 0 || size_t(app) >= apps_.size()) return;
+    if (w[0] == "HB" && w.size() >= 5) {
+      host_.record(("samples_per_s.app" + std::to_string(app)).c_str(), hb_[app]++, host_.now_ns(), std::stod(w[4]), "samples/s", false);
+    } else if (w[0] == "PAUSED") {
+      send(sched_->paused(app, proc));
+    } else if (w[0] == "FINISHED") {
+      // The iteration it stopped at: with pauses and resumes on the way, still the application's last.
+      if (w.size() >= 4) host_.record("finished_iteration", app * 1000 + proc, host_.now_ns(), std::stod(w[3]), "iteration", false);
+      samples_ += double(total_iterations(apps_[size_t(app)])) * std::max(1, apps_[size_t(app)].batch / std::max(1, apps_[size_t(app)].node_size));
+      send(sched_->finished(app, proc, now()));
+    } else if (w[0] == "FAILED") {
+      host_.log(FANOUT_LOG_ERROR, "application " + std::to_string(app) + " process " + std::to_string(proc) + " failed: " + l.text);
+      ++failures_;
+      send(sched_->finished(app, proc, now()));
+    }
+  }
+
+  void report(const Scheduler& s) {
+    double makespan = 0;
+    for (size_t a = 0; a < apps_.size(); ++a) {
+      const double done = s.completed_at(int(a)) - std::min(apps_[a].arrival_time, s.completed_at(int(a)));
+      makespan = std::max(makespan, s.completed_at(int(a)));
+      host_.record(("completion_s.app" + std::to_string(a)).c_str(), 0, host_.now_ns(), done, "s", false);
+    }
+    host_.record("makespan", 0, t0_, makespan, "s", false);
+    host_.record("aggregate_throughput", 0, t0_, samples_ / std::max(1e-9, makespan), "samples/s", false);
+    host_.record("pauses", 0, t0_, pauses_, "count", false);
+  }
+
+  fanout_sdk::Host& host_;
+  std::vector<AppSpec> apps_;
+  LineServer* server_ = nullptr;
+  Scheduler* sched_ = nullptr;
+  std::vector<int> node_conn_;
+  std::map<int, int64_t> hb_, changes_;  // sample numbers of each application's heartbeats and worker changes
+  int64_t t0_ = 0;
+  double samples_ = 0;
+  int pauses_ = 0, failures_ = 0;
+};
+
+int run_master(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  try {
+    return Master(host).run();
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    return 1;
+  }
+}
+
+// --- a node: Worker + Application Master -----------------------------------------------------------------
+
+class NodeAgent {
+ public:
+  NodeAgent(fanout_sdk::Host& host) : host_(host) {}
+
+  int run() {
+    std::string master;
+    if (!host_.get("torchloader.master", master, kSetupTimeoutMs)) throw std::runtime_error("the master never announced itself");
+    LineClient link(master, kSetupTimeoutMs);
+    link_ = &link;
+    ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
+    const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores));
+    for (bool running = true; running;) {
+      for (const auto& line : link.poll(500)) {
+        auto w = words(line);
+        if (w.empty()) continue;
+        if (w[0] == "EXIT" || w[0] == "CLOSED") running = false;
+        else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 8) start(w, w[0] == "RESUME");
+        else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
+      }
+    }
+    stop_all();
+    return 0;
+  }
+
+ private:
+  // What the reader thread and the agent share about a training process. A pause is only signalled once the
+  // trainer has printed a line (its SIGUSR1 handler is installed by then; before, the signal would kill it).
+  struct Shared {
+    std::mutex mu;
+    pid_t pid = -1;  // -1 once it has exited
+    bool ready = false, pause_pending = false;
+  };
+  struct Process {
+    std::shared_ptr<Shared> state = std::make_shared<Shared>();
+    std::thread reader;
+  };
+
+  std::string checkpoint(int app, int proc) const {
+    return host_.run_dir() + "/checkpoints/app" + std::to_string(app) + "." + std::to_string(proc) + ".pt";
+  }
+
+  void start(const std::vector<std::string>& w, bool resume) {
+    const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
+    auto args = train_args(host_, w[4], std::stoi(w[5]), std::stoi(w[6]), std::stoi(w[3]), std::stoll(w[7]));
+    args.insert(args.end(), {"--checkpoint", checkpoint(app, proc), "--seed", std::to_string(app)});
+    if (resume) args.push_back("--resume");
+    std::lock_guard<std::mutex> g(mu_);
+    auto& p = procs_[{app, proc}];
+    if (p.reader.joinable()) p.reader.join();  // the paused run's reader has ended
+    Child c = spawn(args);
+    p.state = std::make_shared<Shared>();
+    p.state->pid = c.pid;
+    const std::string id = std::to_string(app) + " " + std::to_string(proc);
+    // Relays the trainer's lines; its exit status decides PAUSED (75), FINISHED (0) or FAILED.
+    p.reader = std::thread([this, c, id, st = p.state] {
+      FILE* in = ::fdopen(c.out, "r");
+      char line[1024];
+      std::string last;
+      while (in && std::fgets(line, sizeof line, in)) {
+        std::string s(line);
+        if (!s.empty() && s.back() == '\n') s.pop_back();
+        {
+          std::lock_guard<std::mutex> g(st->mu);
+          if (!st->ready && (st->ready = true) && st->pause_pending) ::kill(st->pid, SIGUSR1);
+        }
+        if (s.rfind("HEARTBEAT ", 0) == 0)
+          link_->send("HB " + id + " " + std::to_string(int64_t(field(s, "iter"))) + " " + std::to_string(field(s, "samples_per_s")) +
+                      " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")));
+        last = s;
+      }
+      if (in) std::fclose(in);
+      {
+        std::lock_guard<std::mutex> g(st->mu);
+        st->pid = -1;  // before the reap: a pid must not be signalled once it can be reused
+      }
+      const int rc = wait_exit(c.pid);
+      if (rc == 75) link_->send("PAUSED " + id + " " + std::to_string(int64_t(field(last, "iter"))));
+      else if (rc == 0) link_->send("FINISHED " + id + " " + std::to_string(int64_t(field(last, "iter"))) + " " + std::to_string(field(last, "seconds")));
+      else link_->send("FAILED " + id + " exit " + std::to_string(rc) + " (see the node's log)");
+    });
+  }
+
+  void pause(int app, int proc) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = procs_.find({app, proc});
+    if (it == procs_.end()) return;
+    Shared& st = *it->second.state;
+    std::lock_guard<std::mutex> l(st.mu);
+    if (st.pid > 0 && st.ready) ::kill(st.pid, SIGUSR1);
+    else if (st.pid > 0) st.pause_pending = true;
+  }
+
+  void stop_all() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [key, p] : procs_) {
+      {
+        std::lock_guard<std::mutex> l(p.state->mu);
+        if (p.state->pid > 0) ::kill(p.state->pid, SIGTERM);
+      }
+      if (p.reader.joinable()) p.reader.join();
+    }
+  }
+
+  fanout_sdk::Host& host_;
+  LineClient* link_ = nullptr;
+  std::mutex mu_;
+  std::map<std::pair<int, int>, Process> procs_;
+};
+
+int run_node(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  try {
+    return NodeAgent(host).run();
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, e.what());
+    return 1;
+  }
+}
+
+const fanout_role kRoles[] = {
+    {"master", "the Submitter and Scheduler: arrivals, TPM demands, WAA allocations, pauses and resumes", run_master},
+    {"node", "a node's Worker and Application Master: runs, pauses and resumes training processes", run_node},
+    {"profile", "TPM profiling runs: compute time per iteration and loader throughput per application", run_profile},
+};
+
+const fanout_step_spec kSteps[] = {{"master", "1", "1", "disjoint"}, {"node", "{nodes}", "1", "disjoint"}};
+const fanout_step_spec kProfileSteps[] = {{"profile", "1", "1", "disjoint"}};
+const fanout_param_default kProfileDefaults[] = {{"mode", "1"}};
+
+const fanout_experiment_spec kExperiments[] = {
+    {"torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", kSteps, 2, nullptr, 0},
+    {"torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", kProfileSteps, 1,
+     kProfileDefaults, 1},
+};
+
+const fanout_plugin kPlugin = {
+    FANOUT_PLUGIN_ABI_VERSION, "torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0",
+    kParams, sizeof kParams / sizeof kParams[0], kRoles, 3, kExperiments, 2, nullptr, nullptr, nullptr,
+};
+
+}  // namespace
+}  // namespace torchloader
+
+extern "C" FANOUT_PLUGIN_EXPORT const fanout_plugin* fanout_plugin_entry(void) { return &torchloader::kPlugin; }

@@ -1,0 +1,110 @@
+// fanout-torchloader-train: one torchloader (A-Dloader) training application. SIGUSR1 pauses it: it finishes the
+// current iteration, checkpoints, prints "PAUSED iter=<next>" and exits 75 (EX_TEMPFAIL); --resume continues from
+// the checkpoint, possibly with another --workers.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "trainer.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_pause = 0;
+
+extern "C" void on_sigusr1(int) { g_pause = 1; }
+
+constexpr int kExitPaused = 75;
+constexpr int kExitUsage = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigusr1;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  torchloader::TrainOptions o;
+  o.arch = "resnet";
+  o.depth = 2;
+  o.end_iter = -1;
+  o.checkpoint = "torchloader.ckpt";
+  int profile_iters = 0;
+
+  CLI::App app{"torchloader training application (synthetic 32x32 images, SGD; SIGUSR1 pauses)"};
+  app.add_option("--arch", o.arch, "model: resnet, vgg, googlenet")
+      ->check(CLI::IsMember({"resnet", "vgg", "googlenet"}))
+      ->capture_default_str();
+  app.add_option("--depth", o.depth, "blocks (resnet, googlenet) or conv layers (vgg)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "samples per iteration")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--workers", o.workers, "data-loading worker threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--start_iter", o.start_iter, "first iteration (ignored with --resume)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  auto* end_opt = app.add_option("--end_iter", o.end_iter, "iteration to stop at (exclusive)")->check(CLI::NonNegativeNumber);
+  app.add_option("--cost", o.cost, "3x3 blur passes per sample: the loader's CPU cost")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "torch intra-op threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", o.seed, "model and data seed")->capture_default_str();
+  app.add_option("--checkpoint", o.checkpoint, "checkpoint file (written on pause and finish)")->capture_default_str();
+  app.add_flag("--resume", o.resume, "continue from --checkpoint");
+  app.add_option("--heartbeat", o.heartbeat_s, "seconds between HEARTBEAT lines (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
+      ->check(CLI::PositiveNumber);
+
+  try {
+    app.parse(argc, argv);
+    if (profile_iters == 0 && end_opt->count() == 0) throw CLI::RequiredError("--end_iter");
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "fanout-torchloader-train: %s\n", e.what());
+    return kExitUsage;
+  }
+
+  try {
+    if (profile_iters > 0) {
+      torchloader::ProfileResult p = torchloader::profile(o, profile_iters);
+      auto model = torchloader::make_model(o.arch, o.depth, o.classes);
+      std::printf("PROFILE compute_s=%.6f loader_samples_per_s=%.1f flops=%.0f params=%lld\n",
+                  p.compute_seconds_per_iteration, p.loader_samples_per_second, torchloader::flops_per_sample(model),
+                  static_cast<long long>(torchloader::parameter_count(model)));
+      std::fflush(stdout);
+      return 0;
+    }
+    torchloader::TrainResult r = torchloader::train(
+        o, [] { return g_pause != 0; },
+        [](const torchloader::Heartbeat& hb) {
+          std::printf("HEARTBEAT iter=%lld samples_per_s=%.1f iter_s=%.6f loader_wait_s=%.6f\n",
+                      static_cast<long long>(hb.iteration), hb.samples_per_second, hb.iteration_seconds,
+                      hb.loader_wait_seconds);
+          std::fflush(stdout);
+        });
+    if (r.paused) {
+      std::printf("PAUSED iter=%lld\n", static_cast<long long>(r.next_iter));
+      std::fflush(stdout);
+      return kExitPaused;
+    }
+    std::printf("FINISHED iter=%lld seconds=%.3f\n", static_cast<long long>(r.next_iter), r.seconds);
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "fanout-torchloader-train: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fanout-torchloader-train: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,182 @@
+// torchloader (A-Dloader) training application: small CPU-friendly image models on libtorch, a synthetic image
+// dataset whose per-sample loading cost is real CPU work, a multi-threaded in-order data loader, and a training loop
+// that can pause (checkpoint at the current iteration) and resume with a different number of loader workers.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace torchloader {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Models (input: N x 3 x 32 x 32 float; output: N x classes logits).
+// ---------------------------------------------------------------------------------------------------------------
+
+// Every model make_model builds derives from ImageModel, so that forward() is callable through the base pointer.
+struct ImageModel : torch::nn::Module {
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+
+// arch: "resnet" (depth basic residual blocks), "vgg" (depth conv3x3+BN+ReLU layers, 2x2 max-pool after every 2),
+// "googlenet" (depth inception blocks: 1x1 / 1x1-3x3 / 1x1-3x3-3x3 / pool-1x1 branches). depth >= 1, classes >= 2.
+// Throws std::invalid_argument on a bad arch/depth/classes. Weights come from torch's default generator
+// (call torch::manual_seed first for a reproducible model).
+std::shared_ptr<torch::nn::Module> make_model(const std::string& arch, int depth, int classes);
+
+// Runs a model built by make_model (throws std::invalid_argument for any other module).
+torch::Tensor forward(const std::shared_ptr<torch::nn::Module>& model, const torch::Tensor& x);
+
+// Approximate multiply-adds of one forward pass of one 3x32x32 sample, counted over the convolutions and linear
+// layers actually executed (one traced forward in eval mode; the model's train/eval mode is restored).
+double flops_per_sample(const std::shared_ptr<torch::nn::Module>& model);
+
+// Number of trainable parameter elements.
+int64_t parameter_count(const std::shared_ptr<torch::nn::Module>& model);
+
+bool is_known_arch(const std::string& arch);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Synthetic dataset.
+// ---------------------------------------------------------------------------------------------------------------
+
+// Sample number g (a "global" index that keeps counting across epochs) shows image i = g % size: raw 40x40x3 uint8
+// "decoded" bytes generated from an RNG seeded by (seed, i), with label i % classes (the class sets a colour and a
+// stripe pattern, so a model can learn it). Augmentation draws from an RNG seeded by (seed, g): a random 32x32
+// crop, a horizontal flip, then `cost` passes of a 3x3 Gaussian blur (kBlurPassesPerCost passes per cost unit),
+// then normalisation to float CHW. Loading is a pure function of (seed, g): no shared state, thread-safe.
+// With kBlurPassesPerCost = 1, `cost` is the number of blur passes (raise the constant to make a cost unit heavier).
+class SyntheticImageDataset {
+ public:
+  static constexpr int kRaw = 40;
+  static constexpr int kCrop = 32;
+  static constexpr int kChannels = 3;
+  static constexpr int kBlurPassesPerCost = 1;
+
+  SyntheticImageDataset(int64_t size, int classes, int cost, uint64_t seed);
+
+  int64_t size() const { return size_; }
+  int classes() const { return classes_; }
+  int64_t label(int64_t global_index) const { return (global_index % size_) % classes_; }
+
+  // Fills raw (kRaw*kRaw*kChannels bytes, HWC) with image `global_index % size`.
+  void decode(int64_t global_index, uint8_t* raw) const;
+  // Decodes and augments sample `global_index` into out (kChannels*kCrop*kCrop floats, CHW); returns its label.
+  int64_t load(int64_t global_index, float* out) const;
+  // The samples of iteration k: global indices k*batch .. (k+1)*batch-1. data: batch x 3 x 32 x 32, labels: int64.
+  std::pair<torch::Tensor, torch::Tensor> make_batch(int64_t iteration, int64_t batch) const;
+
+ private:
+  int64_t size_;
+  int classes_;
+  int cost_;
+  uint64_t seed_;
+};
+
+struct Batch {
+  int64_t iteration = 0;
+  torch::Tensor data;
+  torch::Tensor labels;
+};
+
+// `workers` threads build the batches of iterations [start_iter, end_iter) and hand them out strictly in iteration
+// order. At most 2 * workers batches are claimed but not yet taken (PyTorch's prefetch_factor = 2). The batch of
+// iteration k does not depend on the worker count.
+class DataLoader {
+ public:
+  DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter, int64_t end_iter);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // The next batch in order, waiting for it if needed; std::nullopt after end_iter. Rethrows a worker's exception.
+  std::optional<Batch> next();
+  int workers() const { return static_cast<int>(threads_.size()); }
+
+ private:
+  void run();
+
+  const SyntheticImageDataset& dataset_;
+  const int64_t batch_;
+  const int64_t end_iter_;
+  const int64_t capacity_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable ready_cv_;
+  int64_t next_claim_;
+  int64_t next_take_;
+  std::map<int64_t, Batch> ready_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::vector<std::thread> threads_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Training.
+// ---------------------------------------------------------------------------------------------------------------
+
+struct TrainOptions {
+  std::string arch;
+  int depth = 1, batch = 32, workers = 1, classes = 10;
+  int64_t start_iter = 0, end_iter = 0;
+  int cost = 4;
+  int threads = 1;  // torch intra-op threads (torch::set_num_threads)
+  uint64_t seed = 0;
+  std::string checkpoint;  // written on pause and on finish (when non-empty); read on resume
+  bool resume = false;
+  double heartbeat_s = 0.5;  // <= 0: no heartbeats
+  int64_t dataset_size = 50000;
+};
+
+struct TrainResult {
+  int64_t iterations_done = 0;  // iterations run by this call
+  bool paused = false;
+  double seconds = 0;  // wall time of the training loop (monotonic clock)
+  double last_loss = 0;
+  int64_t next_iter = 0;  // absolute iteration the next run starts at (the checkpoint's)
+};
+
+struct Heartbeat {
+  int64_t iteration;            // absolute number of iterations completed (= the next iteration to run)
+  double samples_per_second;    // over the interval since the previous heartbeat (monotonic clock)
+  double iteration_seconds;     // mean wall time per iteration in that interval (loader wait included)
+  double loader_wait_seconds;   // total time the training loop waited for the loader in that interval
+  double wall_ns;               // system_clock time of the heartbeat, ns since the epoch
+};
+
+// Trains opts.arch with SGD (lr 0.01, momentum 0.9, weight decay 5e-4) and cross-entropy over iterations
+// [start_iter, end_iter) (resume: [checkpoint's next iteration, end_iter)). should_pause is polled after every
+// iteration; once it returns true (and iterations remain) the checkpoint is saved and paused=true returned.
+// Resume requires the checkpoint's arch/depth/classes/batch to match opts and adopts its seed.
+// Throws std::invalid_argument for bad options, std::runtime_error for checkpoint problems.
+TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_pause,
+                  const std::function<void(const Heartbeat&)>& on_heartbeat);
+
+struct CheckpointInfo {
+  std::string arch;
+  int depth = 0, classes = 0, batch = 0;
+  int64_t next_iter = 0;
+  uint64_t seed = 0;
+};
+CheckpointInfo read_checkpoint_info(const std::string& path);
+// The model stored in a checkpoint (parameters and buffers), on the CPU.
+std::shared_ptr<torch::nn::Module> load_checkpoint_model(const std::string& path);
+
+struct ProfileResult {
+  double compute_seconds_per_iteration;  // forward+backward+step on a pre-loaded batch (no loader)
+  double loader_samples_per_second;      // opts.workers loader threads alone (no training)
+};
+// Both measured over `iterations` iterations after one warmup iteration (iterations >= 1).
+ProfileResult profile(const TrainOptions& opts, int iterations);
+
+}  // namespace torchloader

@@ -1,0 +1,144 @@
+// torchloader: the Master's scheduling decisions on hand-made cases, and whole workloads through fanout (Master,
+// node agents, real fanout-torchloader-train processes paused and resumed) on the local launcher.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "plugins/torchloader/scheduler.h"
+#include "tests/test_util.h"
+
+using namespace torchloader;
+namespace fs = std::filesystem;
+namespace test = fanout::test;
+
+namespace {
+
+AppSpec app(const std::string& arch, double arrival, int node_size, int workers = 8) {
+  AppSpec a;
+  a.arch = arch, a.depth = 1, a.batch = 32, a.workers = workers, a.arrival_time = arrival, a.node_size = node_size;
+  a.start_iter = 0, a.start_epoch = 1, a.end_iter = 10, a.end_epoch = 1;
+  return a;
+}
+
+Demand demand(int d, double overload, double throughput) { return {double(d - 2) + overload, d, overload, throughput}; }
+
+int count(const std::vector<Command>& cs, Command::Kind k) {
+  int n = 0;
+  for (const auto& c : cs) n += c.kind == k;
+  return n;
+}
+
+}  // namespace
+
+TEST(Scheduler, ModeOneKeepsTheWorkloadsWorkersAndNeverPauses) {
+  Scheduler s({app("resnet", 1, 2, 16), app("vgg", 1, 2, 16), app("googlenet", 1, 2, 16)},
+              {demand(6, .5, 100), demand(5, .2, 80), demand(4, .9, 60)}, Mode::EvenSplit, 2, 24);
+  EXPECT_TRUE(s.arrive(0.5).empty()) << "nothing has arrived yet";
+  auto launches = s.arrive(1.0);
+  ASSERT_EQ(launches.size(), 6u) << "3 applications x 2 processes";
+  std::map<int, int> per_node;
+  for (const auto& c : launches) {
+    EXPECT_EQ(c.kind, Command::Kind::Launch);
+    EXPECT_EQ(c.workers, 8) << "16 workers over 2 processes";
+    ++per_node[c.node];
+  }
+  EXPECT_EQ(per_node[0], 3) << "each application spans both nodes";
+  EXPECT_EQ(per_node[1], 3);
+  for (int a = 0; a < 3; ++a)
+    for (int p = 0; p < 2; ++p) EXPECT_TRUE(s.finished(a, p, 10.0 + a).empty());
+  EXPECT_TRUE(s.all_finished());
+  EXPECT_DOUBLE_EQ(s.completed_at(2), 12.0);
+}
+
+TEST(Scheduler, ModeTwoReallocatesOnArrivalModeThreeAlsoOnCompletion) {
+  for (Mode mode : {Mode::OnArrival, Mode::OnArrivalAndCompletion}) {
+    Scheduler s({app("resnet", 0, 1), app("vgg", 5, 1)}, {demand(6, .5, 100), demand(6, .5, 100)}, mode, 1, 8);
+    auto first = s.arrive(0);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].workers, 8) << "alone on the node: its demand (6) and the leftover cores";
+    auto second = s.arrive(5);
+    ASSERT_EQ(count(second, Command::Kind::Launch), 1);
+    ASSERT_EQ(count(second, Command::Kind::Pause), 1) << "the running application gives workers to the new one";
+    int launched = 0, target = 0;
+    for (const auto& c : second) (c.kind == Command::Kind::Launch ? launched : target) = c.workers;
+    EXPECT_LE(launched + target, 8) << "never more workers than cores";
+    auto resumed = s.paused(0, 0);
+    ASSERT_EQ(resumed.size(), 1u);
+    EXPECT_EQ(resumed[0].kind, Command::Kind::Resume);
+    EXPECT_EQ(resumed[0].workers, target);
+    auto after = s.finished(1, 0, 9);
+    if (mode == Mode::OnArrival) {
+      EXPECT_TRUE(after.empty()) << "mode 2 ignores completions";
+    } else {
+      ASSERT_EQ(after.size(), 1u) << "mode 3 gives the freed cores back";
+      EXPECT_EQ(after[0].kind, Command::Kind::Pause);
+      EXPECT_EQ(s.paused(0, 0)[0].workers, 8);
+    }
+    EXPECT_FALSE(s.all_finished());
+    s.finished(0, 0, 12);
+    EXPECT_TRUE(s.all_finished());
+  }
+}
+
+TEST(Scheduler, ShortOfCoresEveryApplicationStillGetsAWorkerPerProcess) {
+  Scheduler s({app("resnet", 0, 1), app("vgg", 0, 1), app("googlenet", 0, 1)}, {demand(9, .1, 1), demand(9, .9, 1), demand(9, .5, 1)},
+              Mode::OnArrival, 1, 4);
+  auto launches = s.arrive(0);
+  ASSERT_EQ(launches.size(), 3u);
+  int total = 0;
+  for (const auto& c : launches) {
+    EXPECT_GE(c.workers, 1);
+    total += c.workers;
+  }
+  EXPECT_LE(total, 4);
+}
+
+namespace {
+
+// Two applications on one node: a long one, and a short one arriving while it runs.
+fs::path staggered_workload(const fs::path& dir) {
+  fs::path p = dir / "workload.csv";
+  std::ofstream(p) << "arch,depth,batch,workers,output_folder,master,port,arrival_time,cuda_device,start_iter,start_epoch,end_iter,end_epoch,node_size\n"
+                      "resnet, 1, 16, 2, \"t\", n1, 1, 0, [], 0, 1, 60, 1, 1\n"
+                      "vgg, 1, 16, 2, \"t\", n1, 1, 1, [], 0, 1, 10, 1, 1\n";
+  return p;
+}
+
+}  // namespace
+
+// The whole cluster on the local launcher: a TPM profiling step, then modes 1 and 2 on a staggered workload.
+// Mode 2 pauses the running application when the second arrives (a real checkpoint and a real restart with a
+// new worker count), and both still complete every iteration.
+TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
+  test::TempDir d;
+  const fs::path workload = staggered_workload(d.path);
+  const fs::path tpm = d.path / "tpm.json";
+  auto p = test::run_fanout(d.path, {"torchloader_profile", "--exp_name=prof", "--workload=" + workload.string(), "--cost=2",
+                                     "--tpm=" + tpm.string(), "--profile_iterations=2"},
+                            600);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  ASSERT_TRUE(fs::exists(tpm));
+  auto r = test::run_fanout(d.path, {"torchloader", "--exp_name=tl", "--workload=" + workload.string(), "--mode=[1,2]", "--nodes=1",
+                                     "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
+                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const fs::path db = d.path / "results" / "tl" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  auto per_mode = [&](const std::string& metric) {
+    std::map<std::string, std::string> m;
+    for (auto& row : test::sql_rows(db, "SELECT p.value, s.value FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='mode' "
+                                        "WHERE s.metric='" + metric + "'"))
+      m[row[0]] = row[1];
+    return m;
+  };
+  auto pauses = per_mode("pauses");
+  EXPECT_EQ(std::stod(pauses["1"]), 0) << "mode 1 never reallocates";
+  EXPECT_GE(std::stod(pauses["2"]), 1) << "mode 2 reallocated when the second application arrived";
+  for (auto& [mode, makespan] : per_mode("makespan")) EXPECT_GT(std::stod(makespan), 0) << "mode " << mode;
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'completion_s.app%'"), "4");
+  EXPECT_NE(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'samples_per_s.app%'"), "0") << "heartbeats recorded";
+  // Every process reported FINISHED at its last iteration: the resumed one too.
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value NOT IN (60, 10)"), "0");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration'"), "4");
+}
