@@ -31,7 +31,7 @@ int count(const std::vector<Command>& cs, Command::Kind k) {
 
 }  // namespace
 
-TEST(Scheduler, ModeOneKeepsTheWorkloadsWorkersAndNeverPauses) {
+TEST(Scheduler, ModeOneSplitsTheCoresEvenlyAndNeverPauses) {
   Scheduler s({app("resnet", 1, 2, 16), app("vgg", 1, 2, 16), app("googlenet", 1, 2, 16)},
               {demand(6, .5, 100), demand(5, .2, 80), demand(4, .9, 60)}, Mode::EvenSplit, 2, 24);
   EXPECT_TRUE(s.arrive(0.5).empty()) << "nothing has arrived yet";
@@ -40,7 +40,7 @@ TEST(Scheduler, ModeOneKeepsTheWorkloadsWorkersAndNeverPauses) {
   std::map<int, int> per_node;
   for (const auto& c : launches) {
     EXPECT_EQ(c.kind, Command::Kind::Launch);
-    EXPECT_EQ(c.workers, 8) << "16 workers over 2 processes";
+    EXPECT_EQ(c.workers, 8) << "2 nodes x 24 cores over 6 processes";
     ++per_node[c.node];
   }
   EXPECT_EQ(per_node[0], 3) << "each application spans both nodes";

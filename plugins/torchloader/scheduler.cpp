@@ -82,11 +82,15 @@ std::vector<Command> Scheduler::arrive(double now) {
   if (launching.empty()) return {};
   std::vector<Command> out;
   if (!reallocates(mode_, true)) {
-    // Mode 1, the baseline: each application keeps the workers of its workload row, split over its processes.
+    // Mode 1, the baseline (the paper's even split): every process of the workload gets the same fixed share of
+    // the cluster's cores, never changed (the seed: 48 cores, 3 applications -> 16 workers each).
+    int processes = 0;
+    for (const auto& a : apps_) processes += int(a.procs.size());
+    const int share = std::max(1, cores_ * nodes_ / std::max(1, processes));
     for (int app : launching) {
       App& a = apps_[size_t(app)];
       for (size_t p = 0; p < a.procs.size(); ++p) {
-        a.procs[p].workers = std::max(1, a.spec.workers / int(a.procs.size()));
+        a.procs[p].workers = share;
         out.push_back({Command::Kind::Launch, app, int(p), a.procs[p].node, a.procs[p].workers});
       }
     }

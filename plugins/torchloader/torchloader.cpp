@@ -51,7 +51,7 @@ constexpr char kSeedWorkload[] =
 
 const fanout_param_spec kParams[] = {
     {"workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"},
-    {"mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split (the workload's workers), 2 reallocate on arrivals, 3 on arrivals and completions"},
+    {"mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions"},
     {"nodes", FANOUT_PARAM_INT, "2", "nodes running a Worker + Application Master"},
     {"cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)"},
     {"max_iterations", FANOUT_PARAM_INT, "0", "cap on each application's iterations (0: the workload's)"},
@@ -282,18 +282,20 @@ class Master {
 
   void register_nodes(int nodes, int& cores) {
     const auto deadline = host_.now_ns() + int64_t(kSetupTimeoutMs) * 1000000;
-    while (int(node_conn_.size()) < nodes) {
-      if (host_.now_ns() > deadline) throw std::runtime_error("only " + std::to_string(node_conn_.size()) + " of " + std::to_string(nodes) + " nodes registered");
+    std::map<int, int> conn_of;  // node rank -> connection, in whatever order they register
+    while (int(conn_of.size()) < nodes) {
+      if (host_.now_ns() > deadline)
+        throw std::runtime_error("only " + std::to_string(conn_of.size()) + " of " + std::to_string(nodes) + " nodes registered");
       for (const auto& l : server_->poll(200)) {
         auto w = words(l.text);
-        if (w.size() == 3 && w[0] == "REGISTER") {
-          node_conn_.resize(std::max<size_t>(node_conn_.size(), size_t(std::stoi(w[1]) + 1)), -1);
-          node_conn_[size_t(std::stoi(w[1]))] = l.conn;
-          if (cores <= 0) cores = std::stoi(w[2]);  // the first node's CPUs when not given
-        }
+        if (w.size() != 3 || w[0] != "REGISTER") continue;
+        const int node = std::stoi(w[1]);
+        if (node < 0 || node >= nodes) throw std::runtime_error("a node registered as " + w[1] + " of " + std::to_string(nodes));
+        conn_of[node] = l.conn;
+        if (cores <= 0) cores = std::stoi(w[2]);  // the first node's CPUs when not given
       }
-      node_conn_.erase(std::remove(node_conn_.begin(), node_conn_.end(), -1), node_conn_.end());
     }
+    for (auto [node, conn] : conn_of) node_conn_.push_back(conn);
     host_.log(FANOUT_LOG_INFO, std::to_string(nodes) + " node(s) registered, " + std::to_string(cores) + " data-loading cores each");
   }
 

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include "trainer.h"
@@ -18,6 +19,8 @@ extern "C" void on_sigusr1(int) { g_pause = 1; }
 
 constexpr int kExitPaused = 75;
 constexpr int kExitUsage = 2;
+constexpr int kIntMax = std::numeric_limits<int>::max();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
 }  // namespace
 
@@ -41,26 +44,26 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"resnet", "vgg", "googlenet"}))
       ->capture_default_str();
   app.add_option("--depth", o.depth, "blocks (resnet, googlenet) or conv layers (vgg)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, kIntMax))
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "samples per iteration")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--workers", o.workers, "data-loading worker threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch", o.batch, "samples per iteration")->check(CLI::Range(1, kIntMax))->capture_default_str();
+  app.add_option("--workers", o.workers, "data-loading worker threads")->check(CLI::Range(1, kIntMax))->capture_default_str();
   app.add_option("--start_iter", o.start_iter, "first iteration (ignored with --resume)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, kI64Max))
       ->capture_default_str();
-  auto* end_opt = app.add_option("--end_iter", o.end_iter, "iteration to stop at (exclusive)")->check(CLI::NonNegativeNumber);
+  auto* end_opt = app.add_option("--end_iter", o.end_iter, "iteration to stop at (exclusive)")->check(CLI::Range(int64_t{0}, kI64Max));
   app.add_option("--cost", o.cost, "3x3 blur passes per sample: the loader's CPU cost")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kIntMax))
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "torch intra-op threads")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--threads", o.threads, "torch intra-op threads")->check(CLI::Range(1, kIntMax))->capture_default_str();
   app.add_option("--seed", o.seed, "model and data seed")->capture_default_str();
   app.add_option("--checkpoint", o.checkpoint, "checkpoint file (written on pause and finish)")->capture_default_str();
   app.add_flag("--resume", o.resume, "continue from --checkpoint");
   app.add_option("--heartbeat", o.heartbeat_s, "seconds between HEARTBEAT lines (0: none)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kIntMax));
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 namespace torchloader {
@@ -249,9 +250,11 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, uint64_t se
   optimizer.save(optim_ar);
   ar.write("model", model_ar);
   ar.write("optimizer", optim_ar);
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // a failure shows up in save_to
   std::string tmp = path + ".tmp";
   ar.save_to(tmp);
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw std::runtime_error("torchloader: cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
@@ -610,15 +613,23 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
   }
 
   // Loader alone. All workers start together, so batches 1..workers-1 arrive right after batch 0: time from batch 0
-  // to batch k*workers (k >= 1), which covers exactly k*workers batches of steady-state production.
+  // to batch k*workers (k >= 1), which covers exactly k*workers batches of steady-state production. At least
+  // `iterations` batches and at least kMinLoaderSeconds (cheap batches would otherwise be timed over a few ms).
   {
+    constexpr double kMinLoaderSeconds = 0.25;
     const int64_t w = opts.workers;
-    const int64_t measured = std::max<int64_t>(1, (iterations + w - 1) / w) * w;
-    DataLoader loader(dataset, opts.batch, opts.workers, 0, measured + 1);
+    const int64_t at_least = std::max<int64_t>(1, (iterations + w - 1) / w) * w;
+    DataLoader loader(dataset, opts.batch, opts.workers, 0, std::numeric_limits<int64_t>::max());
     loader.next();  // warmup
     const auto t = Clock::now();
-    for (int64_t i = 0; i < measured; ++i) loader.next();
-    r.loader_samples_per_second = static_cast<double>(measured * opts.batch) / seconds_since(t);
+    int64_t taken = 0;
+    double elapsed = 0;
+    while (taken < at_least || elapsed < kMinLoaderSeconds) {
+      for (int64_t i = 0; i < w; ++i) loader.next();
+      taken += w;
+      elapsed = seconds_since(t);
+    }
+    r.loader_samples_per_second = static_cast<double>(taken * opts.batch) / elapsed;
   }
   return r;
 }

@@ -176,7 +176,8 @@ struct ProfileResult {
   double compute_seconds_per_iteration;  // forward+backward+step on a pre-loaded batch (no loader)
   double loader_samples_per_second;      // opts.workers loader threads alone (no training)
 };
-// Both measured over `iterations` iterations after one warmup iteration (iterations >= 1).
+// Both measured after one warmup iteration: compute over `iterations` iterations (>= 1), the loader over at least
+// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s.
 ProfileResult profile(const TrainOptions& opts, int iterations);
 
 }  // namespace torchloader
