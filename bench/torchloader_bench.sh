@@ -4,14 +4,20 @@
 # nodes, and prints aggregate throughput and makespan per mode with the ratio to mode 1 (the paper: +23.5 %
 # throughput, +10 % makespan for WAA over the even split, on 2 GPU nodes with 48 cores each).
 #   bench/torchloader_bench.sh [build dir] [extra fanout flags...]
-# Defaults: the seed's 3 applications (2 nodes each), capped to 60 iterations of batch 64, loader cost 4, on the
+# Defaults: the seed's 3 applications (2 nodes each), capped to 60 iterations of batch 64, loader cost 64, on the
 # local launcher with 1 node agent (this machine is one node: 2 agents would share its cores); pass e.g. --launcher=slurm or --workload=FILE to change them.
 set -euo pipefail
 build=${1:-build}
 shift || true
 [ -x "$build/fanout" ] || { echo "torchloader_bench: $build/fanout not found (build first)" >&2; exit 2; }
 out=$(mktemp -d /tmp/torchloader-bench-XXXXXX)
-common=(--results_dir="$out" --nodes=1 --max_iterations=60 --max_batch=64 --cost=4 --tpm="$out/tpm.json" "$@")
+# Defaults, each replaced by the same flag given on the command line. Loader cost 64: one worker then feeds about
+# what one process computes, so the worker allocation matters (at cost 4 the loader is 20x faster than compute).
+common=(--results_dir="$out" --tpm="$out/tpm.json")
+for default in --nodes=1 --max_iterations=60 --max_batch=64 --cost=64; do
+  case " $* " in *" ${default%%=*}="*) ;; *) common+=("$default") ;; esac
+done
+common+=("$@")
 "$build/fanout" torchloader_profile --exp_name=profile "${common[@]}" >/dev/null
 "$build/fanout" torchloader --exp_name=modes --mode=[1,2,3] "${common[@]}" | grep -E 'COMPLETED|FAILED' || true
 echo

@@ -279,6 +279,26 @@ TEST_F(Slurm, InferenceStandardOnOneDatabaseAndOnATwoShardCluster) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1");
 }
 
+// torchloader on Slurm: the seed's 3 applications (2 nodes each) with the Master on its own node and a
+// Worker/Application Master on each of 2 others, modes 1 and 3.
+TEST_F(Slurm, TorchloaderSeedWorkloadWithMasterAndTwoNodeAgents) {
+  auto r = test::run_fanout(d.path, {"torchloader", "--launcher=slurm", "--exp_name=tl", "--workload=seed", "--mode=[1,3]", "--nodes=2",
+                                     "--max_iterations=10", "--max_batch=16", "--cost=2", "--profile_iterations=1"},
+                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "tl" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
+    std::set<std::string> master, agents;
+    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
+      (row[0] == "master" ? master : agents).insert(row[1]);
+    EXPECT_EQ(agents.size(), 2u) << "one agent per node";
+    for (auto& n : master) EXPECT_EQ(agents.count(n), 0u) << "the master has its node to itself";
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=10"), "12")
+      << "2 runs x 3 applications x 2 processes, each to its last iteration";
+}
+
 TEST_F(Slurm, ParameterServingWorkersSpreadOverVirtualNodes) {
   auto r = fanout({"parameter_serving", "--launcher=slurm", "--exp_name=ps", "--workers=3", "--push_frequency=0.05",
                    "--pull_frequency=0.05", "--post_frequency=0.25", "--data_size=1", "--max_version=20", "--max_time=30"});

@@ -142,3 +142,24 @@ TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value NOT IN (60, 10)"), "0");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration'"), "4");
 }
+
+// The seed's workload as written in torchloader's README (3 applications of 2 nodes each, arriving together),
+// capped to a few iterations, mode 3, two node agents on the local launcher.
+TEST(TorchloaderRun, SeedWorkloadEndToEnd) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"torchloader", "--exp_name=seed", "--workload=seed", "--mode=3", "--nodes=2", "--max_iterations=8",
+                                     "--max_batch=16", "--cost=2", "--profile_iterations=1"},
+                            900);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const fs::path db = d.path / "results" / "seed" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT status FROM runs"), "COMPLETED");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=8"), "6");
+  EXPECT_TRUE(fs::exists(d.path / "results" / "seed" / "tpm.json")) << "profiled first, since no TPM file existed";
+  // Each launch records the application's workers, and so does each resume (a paused process that finished
+  // its last iteration before the signal arrived is not resumed).
+  const int changes = std::stoi(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'workers.app%'"));
+  const int pauses = int(std::stod(test::sql_one(db, "SELECT value FROM samples WHERE metric='pauses'")));
+  EXPECT_GE(changes, 6);
+  EXPECT_LE(changes, 6 + pauses);
+}
+
