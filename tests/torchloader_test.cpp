@@ -94,6 +94,21 @@ TEST(Scheduler, ShortOfCoresEveryApplicationStillGetsAWorkerPerProcess) {
   EXPECT_LE(total, 4);
 }
 
+// A 2-node application trains as one (its processes average gradients): when only its process on node 0 must
+// give workers to a newcomer there, both of its processes pause, and they resume together once both stopped.
+TEST(Scheduler, AMultiNodeApplicationPausesAndResumesAllItsProcesses) {
+  Scheduler s({app("resnet", 0, 2), app("vgg", 5, 1)}, {demand(6, .5, 100), demand(6, .5, 100)}, Mode::OnArrival, 2, 8);
+  ASSERT_EQ(s.arrive(0).size(), 2u);
+  auto second = s.arrive(5);
+  EXPECT_EQ(count(second, Command::Kind::Launch), 1);
+  ASSERT_EQ(count(second, Command::Kind::Pause), 2) << "both processes of the 2-node application";
+  EXPECT_TRUE(s.paused(0, 0).empty()) << "its other process has not stopped yet";
+  auto resumed = s.paused(0, 1);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(count(resumed, Command::Kind::Resume), 2);
+  EXPECT_LT(s.workers(0, 0), s.workers(0, 1)) << "node 0 is shared now, node 1 is not";
+}
+
 namespace {
 
 // Two applications on one node: a long one, and a short one arriving while it runs.

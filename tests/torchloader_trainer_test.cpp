@@ -2,6 +2,8 @@
 // worker count, profiling, and the fanout-torchloader-train executable under SIGUSR1.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -212,6 +214,61 @@ TEST(TorchloaderTrain, PauseThenResumeWithOtherWorkersMatchesUninterruptedRun) {
   bad.checkpoint = (dir / "missing.ckpt").string();
   bad.arch = "resnet";
   EXPECT_THROW(train(bad, nullptr, nullptr), std::runtime_error);
+  fs::remove_all(dir);
+}
+
+// Data parallelism: two replicas (threads here, processes in fanout) average gradients every iteration, so their
+// parameters stay identical though each trains on its own shard; a pause asked of one replica stops both after
+// the same iteration, and both resume from it with other worker counts.
+TEST(TorchloaderTrain, DataParallelReplicasStayEqualAndPauseTogether) {
+  fs::path dir = scratch_dir();
+  auto run_pair = [&](bool resume, int pause_after_polls_of_rank1, std::vector<TrainResult>& results) {
+    std::promise<int> port;
+    auto port_ready = port.get_future();
+    results.assign(2, TrainResult{});
+    std::vector<std::thread> ranks;
+    std::vector<std::string> errors(2);
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          TrainOptions o = small_options("resnet");
+          o.end_iter = 6;
+          o.workers = 1 + r + (resume ? 1 : 0);
+          o.resume = resume;
+          o.checkpoint = (dir / ("dp" + std::to_string(r) + ".ckpt")).string();
+          o.dp_rank = r, o.dp_world = 2;
+          if (r == 0) {
+            o.dp_address = "127.0.0.1";
+            o.on_listening = [&](int p) { port.set_value(p); };
+          } else {
+            o.dp_address = "127.0.0.1:" + std::to_string(port_ready.get());
+          }
+          int polls = 0;
+          results[size_t(r)] = train(o, [&] { return r == 1 && pause_after_polls_of_rank1 > 0 && ++polls >= pause_after_polls_of_rank1; }, nullptr);
+        } catch (const std::exception& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    EXPECT_EQ(errors[0] + errors[1], "");
+  };
+  std::vector<TrainResult> first, second;
+  run_pair(false, 2, first);
+  EXPECT_TRUE(first[0].paused) << "rank 0 was not asked, yet pauses with rank 1";
+  EXPECT_TRUE(first[1].paused);
+  EXPECT_EQ(first[0].next_iter, 2);
+  EXPECT_EQ(first[1].next_iter, 2);
+  run_pair(true, 0, second);
+  EXPECT_FALSE(second[0].paused);
+  EXPECT_EQ(second[0].next_iter, 6);
+  EXPECT_EQ(second[1].next_iter, 6);
+  auto a = load_checkpoint_model((dir / "dp0.ckpt").string()), b = load_checkpoint_model((dir / "dp1.ckpt").string());
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << pa[i].key();
+  torch::manual_seed(7);
+  auto init = make_model("resnet", 2, 10);
+  EXPECT_FALSE(torch::equal(init->parameters()[0], a->parameters()[0])) << "training happened";
   fs::remove_all(dir);
 }
 

@@ -55,20 +55,27 @@ std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
     }
   }
   std::vector<Command> out;
+  std::map<int, bool> changes;  // running applications whose worker counts change
   for (auto [key, workers] : target) {
     auto [app, p] = key;
     Proc& proc = apps_[size_t(app)].procs[size_t(p)];
     if (std::count(launching.begin(), launching.end(), app)) {
       proc.workers = workers;
       out.push_back({Command::Kind::Launch, app, p, proc.node, workers});
-    } else if (proc.pausing) {
-      proc.pending = workers;  // already pausing: resumes with the newest count
-    } else if (workers != proc.workers) {
-      proc.pausing = true;
-      proc.pending = workers;
-      out.push_back({Command::Kind::Pause, app, p, proc.node, workers});
+      continue;
     }
+    proc.pending = workers;  // a pausing process resumes with the newest count
+    if (!proc.pausing && workers != proc.workers) changes[app] = true;
   }
+  // The processes of an application train together (their gradients are averaged every iteration): they pause
+  // and resume all together, even those whose own count stays the same.
+  for (auto [app, _] : changes)
+    for (size_t p = 0; p < apps_[size_t(app)].procs.size(); ++p) {
+      Proc& proc = apps_[size_t(app)].procs[p];
+      if (proc.done || proc.pausing) continue;
+      proc.pausing = true;
+      out.push_back({Command::Kind::Pause, app, int(p), proc.node, proc.pending});
+    }
   return out;
 }
 
@@ -104,10 +111,20 @@ std::vector<Command> Scheduler::arrive(double now) {
 std::vector<Command> Scheduler::paused(int app, int process) {
   App& a = apps_[size_t(app)];
   Proc& p = a.procs[size_t(process)];
-  if (!p.pausing) return {};
-  p.pausing = false;
-  p.workers = p.pending;
-  return {{Command::Kind::Resume, app, process, p.node, p.workers}};
+  if (!p.pausing || p.stopped) return {};
+  p.stopped = true;
+  // Resumes once every process of the application has stopped (they restart together).
+  for (const auto& q : a.procs)
+    if (!q.done && !q.stopped) return {};
+  std::vector<Command> out;
+  for (size_t i = 0; i < a.procs.size(); ++i) {
+    Proc& q = a.procs[i];
+    if (q.done) continue;
+    q.pausing = q.stopped = false;
+    q.workers = q.pending;
+    out.push_back({Command::Kind::Resume, app, int(i), q.node, q.workers});
+  }
+  return out;
 }
 
 std::vector<Command> Scheduler::finished(int app, int process, double now) {
@@ -115,7 +132,7 @@ std::vector<Command> Scheduler::finished(int app, int process, double now) {
   Proc& p = a.procs[size_t(process)];
   if (p.done) return {};
   p.done = true;
-  p.pausing = false;
+  p.pausing = p.stopped = false;
   --load_[size_t(p.node)];
   if (!std::all_of(a.procs.begin(), a.procs.end(), [](const Proc& q) { return q.done; })) return {};
   a.state = State::Finished;

@@ -28,7 +28,7 @@ class Scheduler {
 
   // Launches (and, by the mode, reallocations) for applications whose arrival time is <= now (seconds).
   std::vector<Command> arrive(double now);
-  // A process checkpointed and stopped: once every process of its application has, it resumes.
+  // A process checkpointed and stopped: once every process of its application has, they all resume.
   std::vector<Command> paused(int app, int process);
   // A process completed: once every process of its application has, the application is done (mode 3
   // reallocates the freed workers).
@@ -39,12 +39,13 @@ class Scheduler {
   int processes(int app) const { return int(apps_[size_t(app)].procs.size()); }
   double completed_at(int app) const { return apps_[size_t(app)].completed_at; }
   int workers(int app, int process) const { return apps_[size_t(app)].procs[size_t(process)].workers; }
+  int node(int app, int process) const { return apps_[size_t(app)].procs[size_t(process)].node; }
 
  private:
   enum class State { Waiting, Running, Finished };
   struct Proc {
     int node = 0, workers = 0, pending = 0;  // pending: the count to resume with
-    bool pausing = false, done = false;
+    bool pausing = false, stopped = false, done = false;  // stopped: paused and waiting for its siblings
   };
   struct App {
     AppSpec spec;

@@ -7,9 +7,12 @@
 //           fanout-torchloader-train processes, pauses them (SIGUSR1: checkpoint at the current iteration) and
 //           resumes them with a new worker count, relays their heartbeats.
 //   profile (1 rank): the TPM's profiling runs; fits and writes the model file the master reads.
-// Messages (text lines, line_channel.h):  node -> master: REGISTER node cores | HB app proc iter samples/s
-//   iter_s loader_wait_s | PAUSED app proc iter | FINISHED app proc iter seconds | FAILED app proc why...
-//   master -> node: LAUNCH|RESUME app proc workers arch depth batch iterations | PAUSE app proc | EXIT
+// Messages (text lines, line_channel.h):  node -> master: REGISTER node cores ip | HB app proc iter samples/s
+//   iter_s loader_wait_s | LISTENING app 0 port | PAUSED app proc iter | FINISHED app proc iter seconds |
+//   FAILED app proc why...     master -> node: LAUNCH|RESUME app proc workers arch depth batch iterations world
+//   address | PAUSE app proc | EXIT
+// A multi-node application's processes average gradients through its process 0 (gradient_exchange.h): process 0
+// starts first and says where it listens (LISTENING), then the others start with that address.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -283,34 +286,42 @@ class Master {
   void register_nodes(int nodes, int& cores) {
     const auto deadline = host_.now_ns() + int64_t(kSetupTimeoutMs) * 1000000;
     std::map<int, int> conn_of;  // node rank -> connection, in whatever order they register
+    std::map<int, std::string> ip_of;
     while (int(conn_of.size()) < nodes) {
       if (host_.now_ns() > deadline)
         throw std::runtime_error("only " + std::to_string(conn_of.size()) + " of " + std::to_string(nodes) + " nodes registered");
       for (const auto& l : server_->poll(200)) {
         auto w = words(l.text);
-        if (w.size() != 3 || w[0] != "REGISTER") continue;
+        if (w.size() != 4 || w[0] != "REGISTER") continue;
         const int node = std::stoi(w[1]);
         if (node < 0 || node >= nodes) throw std::runtime_error("a node registered as " + w[1] + " of " + std::to_string(nodes));
         conn_of[node] = l.conn;
+        ip_of[node] = w[3];
         if (cores <= 0) cores = std::stoi(w[2]);  // the first node's CPUs when not given
       }
     }
-    for (auto [node, conn] : conn_of) node_conn_.push_back(conn);
+    for (auto [node, conn] : conn_of) node_conn_.push_back(conn), node_ip_.push_back(ip_of[node]);
     host_.log(FANOUT_LOG_INFO, std::to_string(nodes) + " node(s) registered, " + std::to_string(cores) + " data-loading cores each");
   }
 
-  void send(const std::vector<Command>& commands) {
+  void send(const std::vector<Command>& commands, const std::string& dp_address = "") {
     for (const auto& c : commands) {
       const AppSpec& a = apps_[size_t(c.app)];
+      const int world = sched_->processes(c.app);
       std::string msg;
       const std::string id = std::to_string(c.app) + " " + std::to_string(c.process);
       if (c.kind == Command::Kind::Pause) {
         msg = "PAUSE " + id;
         ++pauses_;
       } else {
+        if (world > 1 && c.process > 0 && dp_address.empty()) {
+          deferred_[c.app].push_back(c);  // started once process 0 says where it listens
+          continue;
+        }
+        const std::string address = world == 1 ? "-" : c.process == 0 ? node_ip_[size_t(c.node)] : dp_address;
         msg = std::string(c.kind == Command::Kind::Launch ? "LAUNCH " : "RESUME ") + id + " " + std::to_string(c.workers) + " " +
-              a.arch + " " + std::to_string(a.depth) + " " + std::to_string(std::max(1, a.batch / std::max(1, a.node_size))) + " " +
-              std::to_string(total_iterations(a));
+              a.arch + " " + std::to_string(a.depth) + " " + std::to_string(std::max(1, a.batch / world)) + " " +
+              std::to_string(total_iterations(a)) + " " + std::to_string(world) + " " + address;
         record_workers(c.app);
       }
       host_.log(FANOUT_LOG_INFO, "t=" + std::to_string(now()) + " " + msg);
@@ -332,7 +343,11 @@ class Master {
     if (w.size() < 3) return;
     const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
     if (app < 0 || size_t(app) >= apps_.size()) return;
-    if (w[0] == "HB" && w.size() >= 5) {
+    if (w[0] == "LISTENING" && w.size() == 4 && proc == 0) {
+      auto deferred = std::move(deferred_[app]);
+      deferred_.erase(app);
+      send(deferred, node_ip_[size_t(sched_->node(app, 0))] + ":" + w[3]);
+    } else if (w[0] == "HB" && w.size() >= 5) {
       host_.record(("samples_per_s.app" + std::to_string(app)).c_str(), hb_[app]++, host_.now_ns(), std::stod(w[4]), "samples/s", false);
     } else if (w[0] == "PAUSED") {
       send(sched_->paused(app, proc));
@@ -365,6 +380,8 @@ class Master {
   LineServer* server_ = nullptr;
   Scheduler* sched_ = nullptr;
   std::vector<int> node_conn_;
+  std::vector<std::string> node_ip_;
+  std::map<int, std::vector<Command>> deferred_;  // processes > 0 of multi-node applications, until process 0 listens
   std::map<int, int64_t> hb_, changes_;  // sample numbers of each application's heartbeats and worker changes
   int64_t t0_ = 0;
   double samples_ = 0;
@@ -394,13 +411,13 @@ class NodeAgent {
     link_ = &link;
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
-    link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores));
+    link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
     for (bool running = true; running;) {
       for (const auto& line : link.poll(500)) {
         auto w = words(line);
         if (w.empty()) continue;
         if (w[0] == "EXIT" || w[0] == "CLOSED") running = false;
-        else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 8) start(w, w[0] == "RESUME");
+        else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
         else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
       }
     }
@@ -429,6 +446,7 @@ class NodeAgent {
     const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
     auto args = train_args(host_, w[4], std::stoi(w[5]), std::stoi(w[6]), std::stoi(w[3]), std::stoll(w[7]));
     args.insert(args.end(), {"--checkpoint", checkpoint(app, proc), "--seed", std::to_string(app)});
+    if (std::stoi(w[8]) > 1) args.insert(args.end(), {"--dp_rank", w[2], "--dp_world", w[8], "--dp_address", w[9]});
     if (resume) args.push_back("--resume");
     std::lock_guard<std::mutex> g(mu_);
     auto& p = procs_[{app, proc}];
@@ -449,6 +467,7 @@ class NodeAgent {
           std::lock_guard<std::mutex> g(st->mu);
           if (!st->ready && (st->ready = true) && st->pause_pending) ::kill(st->pid, SIGUSR1);
         }
+        if (s.rfind("LISTENING ", 0) == 0) link_->send("LISTENING " + id + " " + std::to_string(int(field(s, "port"))));
         if (s.rfind("HEARTBEAT ", 0) == 0)
           link_->send("HB " + id + " " + std::to_string(int64_t(field(s, "iter"))) + " " + std::to_string(field(s, "samples_per_s")) +
                       " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")));

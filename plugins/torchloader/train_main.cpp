@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat", o.heartbeat_s, "seconds between HEARTBEAT lines (0: none)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  app.add_option("--dp_rank", o.dp_rank, "data parallel: this process's rank")->check(CLI::Range(0, kIntMax))->capture_default_str();
+  app.add_option("--dp_world", o.dp_world, "data parallel: processes of the application")->check(CLI::Range(1, kIntMax))->capture_default_str();
+  app.add_option("--dp_address", o.dp_address, "data parallel: rank 0 listens on this IP (prints LISTENING port=N); others connect to ip:port");
   app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
       ->check(CLI::Range(1, kIntMax));
 
@@ -87,6 +90,10 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return 0;
     }
+    o.on_listening = [](int port) {  // data parallel, process 0: where the others connect
+      std::printf("LISTENING port=%d\n", port);
+      std::fflush(stdout);
+    };
     torchloader::TrainResult r = torchloader::train(
         o, [] { return g_pause != 0; },
         [](const torchloader::Heartbeat& hb) {

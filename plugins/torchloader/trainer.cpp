@@ -1,5 +1,7 @@
 #include "trainer.h"
 
+#include "gradient_exchange.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -415,8 +417,9 @@ std::pair<torch::Tensor, torch::Tensor> SyntheticImageDataset::make_batch(int64_
 
 // ================================================================================================ loader
 DataLoader::DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter,
-                       int64_t end_iter)
-    : dataset_(dataset), batch_(batch), end_iter_(end_iter), capacity_(2 * static_cast<int64_t>(workers)),
+                       int64_t end_iter, int shard_rank, int shard_world)
+    : dataset_(dataset), batch_(batch), end_iter_(end_iter), shard_rank_(shard_rank), shard_world_(std::max(1, shard_world)),
+      capacity_(2 * static_cast<int64_t>(workers)),
       next_claim_(start_iter), next_take_(start_iter) {
   if (workers < 1 || batch < 1) throw std::invalid_argument("torchloader: loader needs workers >= 1 and batch >= 1");
   threads_.reserve(workers);
@@ -444,7 +447,7 @@ void DataLoader::run() {
     Batch b;
     b.iteration = k;
     try {
-      std::tie(b.data, b.labels) = dataset_.make_batch(k, batch_);
+      std::tie(b.data, b.labels) = dataset_.make_batch(k * shard_world_ + shard_rank_, batch_);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
@@ -490,6 +493,28 @@ std::shared_ptr<torch::nn::Module> load_checkpoint_model(const std::string& path
 }
 
 // ================================================================================================ training
+namespace {
+
+// Replaces every gradient with its mean over the replicas (one flat buffer per exchange); returns the common
+// pause decision.
+bool average_gradients(torch::nn::Module& model, GradientExchange& replicas, bool want_pause) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model.parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<torch::Tensor> flat_parts;
+  for (auto& g : grads) flat_parts.push_back(g.detach().to(torch::kCPU, torch::kFloat).flatten());
+  torch::Tensor flat = torch::cat(flat_parts).contiguous();
+  const bool pause = replicas.average(flat.data_ptr<float>(), size_t(flat.numel()), want_pause);
+  int64_t at = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.slice(0, at, at + g.numel()).view_as(g));
+    at += g.numel();
+  }
+  return pause;
+}
+
+}  // namespace
+
 TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_pause,
                   const std::function<void(const Heartbeat&)>& on_heartbeat) {
   validate(opts);
@@ -530,7 +555,9 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
   ImageModel& net = as_image_model(model);
 
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, seed);
-  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter);
+  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world);
+  std::unique_ptr<GradientExchange> replicas;
+  if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.on_listening);
 
   TrainResult result;
   const auto t0 = Clock::now();
@@ -546,6 +573,9 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     optimizer.zero_grad();
     torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(x), y);
     loss.backward();
+    // Asked before the step, so that data-parallel replicas agree on it through the exchange.
+    bool pause_now = it + 1 < opts.end_iter && should_pause && should_pause();
+    if (replicas) pause_now = average_gradients(*model, *replicas, pause_now);
     optimizer.step();
     result.last_loss = loss.item<double>();
     ++result.iterations_done;
@@ -566,7 +596,7 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
       hb_iters = 0;
       hb_wait = 0;
     }
-    if (it + 1 < opts.end_iter && should_pause && should_pause()) {
+    if (it + 1 < opts.end_iter && pause_now) {
       if (!opts.checkpoint.empty()) save_checkpoint(opts.checkpoint, opts, seed, it + 1, *model, optimizer);
       result.paused = true;
       result.next_iter = it + 1;

@@ -94,7 +94,10 @@ struct Batch {
 // iteration k does not depend on the worker count.
 class DataLoader {
  public:
-  DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter, int64_t end_iter);
+  // shard_rank of shard_world: iteration k loads the samples of virtual iteration k * shard_world + shard_rank, so
+  // data-parallel processes see disjoint parts of the data.
+  DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter, int64_t end_iter,
+             int shard_rank = 0, int shard_world = 1);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -109,6 +112,7 @@ class DataLoader {
   const SyntheticImageDataset& dataset_;
   const int64_t batch_;
   const int64_t end_iter_;
+  const int shard_rank_, shard_world_;
   const int64_t capacity_;
   std::mutex mu_;
   std::condition_variable work_cv_;
@@ -136,6 +140,12 @@ struct TrainOptions {
   bool resume = false;
   double heartbeat_s = 0.5;  // <= 0: no heartbeats
   int64_t dataset_size = 50000;
+  // Data parallelism (an application spanning node_size nodes): this process is dp_rank of dp_world; each trains
+  // on its shard of every iteration's samples and the gradients are averaged (gradient_exchange.h). Process 0
+  // listens on dp_address (an IP; on_listening gets the port), the others connect to dp_address (ip:port).
+  int dp_rank = 0, dp_world = 1;
+  std::string dp_address;
+  std::function<void(int port)> on_listening;
 };
 
 struct TrainResult {

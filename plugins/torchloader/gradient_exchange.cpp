@@ -1,0 +1,136 @@
+#include "gradient_exchange.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace torchloader {
+namespace {
+
+void send_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) throw std::runtime_error(std::string("gradient exchange: send failed: ") + std::strerror(errno));
+    c += k, n -= size_t(k);
+  }
+}
+
+void recv_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t k = ::recv(fd, c, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k == 0) throw std::runtime_error("gradient exchange: a peer closed its connection");
+    if (k < 0) throw std::runtime_error(std::string("gradient exchange: receive failed: ") + std::strerror(errno));
+    c += k, n -= size_t(k);
+  }
+}
+
+void tune(int fd, int timeout_ms) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+}  // namespace
+
+GradientExchange::GradientExchange(int rank, int world, const std::string& address,
+                                   const std::function<void(int port)>& on_listening, int timeout_ms)
+    : rank_(rank), world_(world) {
+  if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("gradient exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
+  if (world == 1) return;
+  if (rank == 0) {
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) throw std::invalid_argument("gradient exchange: bad address " + address);
+    if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, world) != 0)
+      throw std::runtime_error("gradient exchange: cannot listen on " + address + ": " + std::strerror(errno));
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    if (on_listening) on_listening(ntohs(a.sin_port));
+    tune(lfd, timeout_ms);  // accept() gives up after the timeout too
+    peers_.assign(size_t(world - 1), -1);
+    for (int got = 0; got < world - 1; ++got) {
+      int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        ::close(lfd);
+        throw std::runtime_error("gradient exchange: only " + std::to_string(got) + " of " + std::to_string(world - 1) + " peers connected");
+      }
+      tune(fd, timeout_ms);
+      int32_t r = 0;
+      recv_all(fd, &r, sizeof r);
+      if (r < 1 || r >= world || peers_[size_t(r - 1)] >= 0) throw std::runtime_error("gradient exchange: unexpected peer rank " + std::to_string(r));
+      peers_[size_t(r - 1)] = fd;
+    }
+    ::close(lfd);
+    return;
+  }
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument("gradient exchange: '" + address + "' is not ip:port");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::atoi(address.c_str() + colon + 1)));
+  if (::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr) != 1) throw std::invalid_argument("gradient exchange: bad address " + address);
+  for (;;) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      tune(fd, timeout_ms);
+      int32_t r = rank;
+      send_all(fd, &r, sizeof r);
+      peers_.push_back(fd);
+      return;
+    }
+    ::close(fd);
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("gradient exchange: cannot reach process 0 at " + address);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry pacing while process 0 starts listening
+  }
+}
+
+GradientExchange::~GradientExchange() {
+  for (int fd : peers_)
+    if (fd >= 0) ::close(fd);
+}
+
+bool GradientExchange::average(float* data, size_t n, bool want_pause) {
+  if (world_ == 1) return want_pause;
+  uint8_t flag = want_pause ? 1 : 0;
+  if (rank_ != 0) {
+    send_all(peers_[0], &flag, 1);
+    send_all(peers_[0], data, n * sizeof(float));
+    recv_all(peers_[0], &flag, 1);
+    recv_all(peers_[0], data, n * sizeof(float));
+    return flag != 0;
+  }
+  scratch_.resize(n);
+  for (int fd : peers_) {  // in rank order: the sum is the same on every run
+    uint8_t f = 0;
+    recv_all(fd, &f, 1);
+    recv_all(fd, scratch_.data(), n * sizeof(float));
+    flag |= f;
+    for (size_t i = 0; i < n; ++i) data[i] += scratch_[i];
+  }
+  const float inv = 1.0f / float(world_);
+  for (size_t i = 0; i < n; ++i) data[i] *= inv;
+  for (int fd : peers_) {
+    send_all(fd, &flag, 1);
+    send_all(fd, data, n * sizeof(float));
+  }
+  return flag != 0;
+}
+
+}  // namespace torchloader
