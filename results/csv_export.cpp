@@ -207,6 +207,7 @@ size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
 CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
   fs::create_directories(out_dir);
   CsvFiles out{out_dir / (gzip ? "samples.csv.gz" : "samples.csv"), out_dir / "statistics.csv", out_dir / "runs.csv"};
+  ResultsDb::ReadSnapshot snapshot(db);  // statistics and samples of the same runs, whatever other drivers store
   ExperimentStats stats = compute_statistics(db, out_dir.parent_path().filename().string());
   out.sample_rows = write_samples_csv(db, out.samples, gzip);
   out.statistic_rows = write_statistics_csv(stats, out.statistics);

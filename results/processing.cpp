@@ -34,6 +34,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   fs::path staging = dir / "processed.tmp";
   fs::remove_all(staging);
   fs::create_directories(staging / "plots");
+  ResultsDb::ReadSnapshot snapshot(db);  // statistics, samples and plots of the same runs
   ExperimentStats stats = compute_statistics(db, dir.filename().string());
   write_samples_csv(db, staging / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
   write_statistics_csv(stats, staging / "statistics.csv");

@@ -127,6 +127,19 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
 
 ResultsDb::~ResultsDb() { sqlite3_close(db_); }
 
+ResultsDb::ReadSnapshot::ReadSnapshot(const ResultsDb& db) : db_(db) {
+  db_.exec("BEGIN;");
+  db_.exec("SELECT count(*) FROM runs;");  // a deferred transaction takes its snapshot at the first read
+}
+
+ResultsDb::ReadSnapshot::~ReadSnapshot() {
+  try {
+    db_.exec("COMMIT;");
+  } catch (...) {
+    // Nothing was written: ending a read cannot lose data.
+  }
+}
+
 void ResultsDb::exec(const std::string& sql) const {
   // SQLite answers SQLITE_BUSY without calling the busy handler in some cases (switching to WAL, WAL recovery
   // while another connection opens the database); every statement we pass here is idempotent, so retry.

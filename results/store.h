@@ -70,6 +70,19 @@ class ResultsDb {
                       const std::function<void(int64_t run_id, double value)>& fn) const;
   sqlite3* handle() const { return db_; }
 
+  // One consistent view across several reads (a WAL read transaction) while other drivers keep storing runs:
+  // without it, samples stored between reading the runs and reading the samples belong to no known run.
+  class ReadSnapshot {
+   public:
+    explicit ReadSnapshot(const ResultsDb& db);
+    ~ReadSnapshot();
+    ReadSnapshot(const ReadSnapshot&) = delete;
+    ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+   private:
+    const ResultsDb& db_;
+  };
+
  private:
   void exec(const std::string& sql) const;
   int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
