@@ -10,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -358,6 +359,49 @@ TEST(RunQueue, BatchesRespectTheMaximumAndOtherGroupsPass) {
   ASSERT_TRUE(test::wait_for([&] { return done >= 7; }, 10));
   std::lock_guard<std::mutex> l(mu);
   EXPECT_EQ(sizes, (std::vector<size_t>{1, 3, 3})) << "batches of exactly batch_max; the 7th waits for company";
+}
+
+// Batches taken from the middle of the queue leave every other job in it exactly once (a deque erased through
+// saved iterators once removed the wrong job), and requests of different input shapes never batch together.
+TEST(RunQueue, BatchesFromTheMiddleAndOfOtherShapes) {
+  std::mutex mu;
+  std::vector<std::vector<int>> runs;  // job numbers per run
+  std::map<const redisai::QueuedJob*, int> number;
+  int waiting_model = 0, other_model = 0;
+  std::vector<std::unique_ptr<redisai::QueuedJob>> jobs;
+  auto job = [&](const void* group, long long min, const std::string& shape) {
+    auto j = std::make_unique<redisai::QueuedJob>();
+    j->group = group, j->batch_max = 4, j->batch_min = min, j->shape = shape;
+    number[j.get()] = int(jobs.size());
+    jobs.push_back(std::move(j));
+    return jobs.back().get();
+  };
+  // 0: waits for 2 samples of its model; 1-4: another model, two shapes.
+  auto* first = job(&waiting_model, 2, "a");
+  auto* b1 = job(&other_model, 2, "x");
+  auto* c1 = job(&other_model, 2, "y");
+  auto* b2 = job(&other_model, 2, "x");
+  auto* c2 = job(&other_model, 2, "y");
+  auto* second = job(&waiting_model, 2, "a");
+  std::atomic<int> done{0};
+  redisai::RunQueue q(1, [&](std::vector<redisai::QueuedJob*>& g) {
+    std::vector<int> ids;
+    for (auto* j : g) ids.push_back(number[j]);
+    std::lock_guard<std::mutex> l(mu);
+    runs.push_back(ids);
+    done += int(g.size());
+  });
+  for (auto* j : {first, b1, c1, b2, c2}) q.push(j);
+  ASSERT_TRUE(test::wait_for([&] { return done >= 4; }, 10));
+  q.push(second);
+  ASSERT_TRUE(test::wait_for([&] { return done >= 6; }, 10));
+  std::lock_guard<std::mutex> l(mu);
+  std::multiset<int> seen;
+  for (auto& r : runs) seen.insert(r.begin(), r.end());
+  EXPECT_EQ(seen, (std::multiset<int>{0, 1, 2, 3, 4, 5})) << "every job ran exactly once";
+  EXPECT_TRUE(std::count(runs.begin(), runs.end(), std::vector<int>{1, 3})) << "shape x batched";
+  EXPECT_TRUE(std::count(runs.begin(), runs.end(), std::vector<int>{2, 4})) << "shape y batched, apart from x";
+  EXPECT_EQ(runs.back(), (std::vector<int>{0, 5})) << "the waiting job ran once its company came";
 }
 
 // ResNet-50 through fanout: a small inference_standard sweep (batch sizes 1 and 2) and inference_colocated on

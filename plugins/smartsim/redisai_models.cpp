@@ -163,6 +163,14 @@ int submit(RedisModuleCtx* ctx, std::unique_ptr<ExecutionJob> job, const Execute
   for (auto name : a.outputs) job->output_names.push_back(arg_string(ctx, name));
   if (a.timeout_ms > 0) job->deadline = Clock::now() + std::chrono::milliseconds(a.timeout_ms);
   if (!job->inputs.empty()) job->samples = job->inputs[0].dims.empty() ? 1 : job->inputs[0].dims[0];
+  // Only requests whose inputs concatenate along dimension 0 batch together; inputs that disagree on their first
+  // dimension cannot be split back, so such a request runs alone.
+  for (const auto& v : job->inputs) {
+    job->shape += std::to_string(v.dtype) + ":";
+    for (size_t d = 1; d < v.dims.size(); ++d) job->shape += std::to_string(v.dims[d]) + ",";
+    job->shape += ";";
+    if (v.dims.empty() || v.dims[0] != job->samples) job->batch_max = 0;
+  }
   job->client = RedisModule_BlockClient(ctx, ExecutionReply, nullptr, ExecutionFree, 0);
   queue_for(device).push(job.release());
   return REDISMODULE_OK;
@@ -392,7 +400,10 @@ std::string load_string(RedisModuleIO* rdb) {
 }
 
 std::vector<std::string> load_strings(RedisModuleIO* rdb) {
-  std::vector<std::string> v(RedisModule_LoadUnsigned(rdb));
+  // A RESTORE payload is client bytes: a count beyond any model's inputs is refused, not allocated.
+  const uint64_t n = RedisModule_LoadUnsigned(rdb);
+  if (n > 4096) throw std::runtime_error("more than 4096 names");
+  std::vector<std::string> v(n);
   for (auto& s : v) s = load_string(rdb);
   return v;
 }
@@ -414,9 +425,9 @@ void* ModelRdbLoad(RedisModuleIO* rdb, int encver) {
   m->batchsize = RedisModule_LoadSigned(rdb);
   m->minbatchsize = RedisModule_LoadSigned(rdb);
   m->minbatchtimeout = RedisModule_LoadSigned(rdb);
-  m->inputs = load_strings(rdb);
-  m->outputs = load_strings(rdb);
   try {
+    m->inputs = load_strings(rdb);
+    m->outputs = load_strings(rdb);
     m->model = TorchModel::load(m->blob, m->device);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot load a stored model: %s", e.what());
@@ -437,8 +448,8 @@ void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
   s->device = load_string(rdb);
   s->tag = load_string(rdb);
   s->source = load_string(rdb);
-  s->entry_points = load_strings(rdb);
   try {
+    s->entry_points = load_strings(rdb);
     s->script = TorchScript::compile(s->source, s->device, s->entry_points);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot compile a stored script: %s", e.what());

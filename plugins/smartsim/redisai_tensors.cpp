@@ -139,19 +139,25 @@ int TensorGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
 // --- data type methods ---
 void* TensorRdbLoad(RedisModuleIO* rdb, int encver) {
   if (encver != 0) return nullptr;
-  const int dtype = int(RedisModule_LoadUnsigned(rdb));
-  std::vector<long long> dims(RedisModule_LoadUnsigned(rdb));
-  for (auto& d : dims) d = (long long)RedisModule_LoadSigned(rdb);
+  // RESTORE hands us client bytes: check everything before trusting the shape (a worker reads dims x size bytes).
+  const uint64_t dtype = RedisModule_LoadUnsigned(rdb), ndims = RedisModule_LoadUnsigned(rdb);
+  if (dtype >= uint64_t(kNumTypes) || ndims == 0 || ndims > 64) return nullptr;
+  std::vector<long long> dims(ndims);
+  long long count = 1;
+  for (auto& d : dims) {
+    d = (long long)RedisModule_LoadSigned(rdb);
+    if (d <= 0 || count > kMaxTensorBytes / d) return nullptr;
+    count *= d;
+  }
   size_t len = 0;
   char* buf = RedisModule_LoadStringBuffer(rdb, &len);
-  auto t = new Tensor(owned(std::string(buf, len)));
+  if (!buf) return nullptr;
+  const bool fits = (unsigned long long)count * kTypes[dtype].size == len;
+  auto t = fits ? new Tensor(owned(std::string(buf, len))) : nullptr;
   RedisModule_Free(buf);
-  t->dtype = dtype;
+  if (!t) return nullptr;
+  t->dtype = int(dtype);
   t->dims = std::move(dims);
-  if (t->dtype < 0 || t->dtype >= kNumTypes) {
-    delete t;
-    return nullptr;
-  }
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "run_queue.h"
 
+#include <algorithm>
+
 namespace redisai {
 
 RunQueue::RunQueue(int threads, Runner runner) : runner_(std::move(runner)) {
@@ -27,19 +29,20 @@ void RunQueue::push(QueuedJob* job) {
 std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wake) {
   using clock = std::chrono::steady_clock;
   wake = clock::time_point::max();
-  std::set<const void*> seen;  // groups already examined (their first job decides)
+  std::set<std::pair<const void*, std::string>> seen;  // batches already examined (their first job decides)
   for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
     QueuedJob* first = *it;
     if (!first->group || first->batch_max <= 0) {
       jobs_.erase(it);
       return {first};
     }
-    if (!seen.insert(first->group).second) continue;
+    if (!seen.insert({first->group, first->shape}).second) continue;
     // Gather the group in arrival order while it fits.
     long long samples = 0;
     std::vector<std::deque<QueuedJob*>::iterator> picked;
     for (auto j = it; j != jobs_.end(); ++j)
-      if ((*j)->group == first->group && (picked.empty() || samples + (*j)->samples <= first->batch_max)) {
+      if ((*j)->group == first->group && (*j)->shape == first->shape &&
+          (picked.empty() || samples + (*j)->samples <= first->batch_max)) {
         picked.push_back(j);
         samples += (*j)->samples;
       }
@@ -48,7 +51,10 @@ std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wa
     if (samples >= first->batch_min || clock::now() >= deadline || stop_) {
       std::vector<QueuedJob*> group;
       for (auto j : picked) group.push_back(*j);
-      for (auto j = picked.rbegin(); j != picked.rend(); ++j) jobs_.erase(*j);
+      // One pass: erasing from a deque invalidates the other saved iterators.
+      jobs_.erase(std::remove_if(jobs_.begin(), jobs_.end(),
+                                 [&](QueuedJob* q) { return std::find(group.begin(), group.end(), q) != group.end(); }),
+                  jobs_.end());
       return group;
     }
     // Too few samples yet: look further (other groups are not held back), and wake up by this group's timeout.

@@ -9,13 +9,15 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace redisai {
 
 struct QueuedJob {
-  const void* group = nullptr;  // jobs with the same non-null group may run as one batch
+  const void* group = nullptr;  // jobs with the same non-null group and shape may run as one batch
+  std::string shape;            // the inputs' count, types and dimensions after the first (what batching concatenates)
   long long samples = 1;        // this job's share of a batch (its inputs' first dimension)
   long long batch_max = 0;      // 0: never batched
   long long batch_min = 0;

@@ -41,11 +41,12 @@ void require_device(const std::string& device) {
   if (!device_available(device)) throw BackendError("ERR GPU requested but Torch couldn't find CUDA (device " + device + ")");
 }
 
-// A view of the value's bytes: no copy (the value's owner outlives the run, see TensorValue::keep).
+// The value as a torch tensor of its own: a model or script may change its inputs in place, and the bytes belong
+// to a key the main thread may be reading. One copy (0.6 MB for an image) is small beside a forward.
 torch::Tensor to_torch(const TensorValue& v, torch::Device device) {
   std::vector<int64_t> dims(v.dims.begin(), v.dims.end());
   torch::Tensor t = torch::from_blob(const_cast<char*>(v.data), dims, torch::TensorOptions().dtype(torch_type(v.dtype)));
-  return device.is_cpu() ? t : t.to(device);
+  return device.is_cpu() ? t.clone() : t.to(device);
 }
 
 // The result as a value that owns its bytes. An output that shares memory with an input (a model that returns

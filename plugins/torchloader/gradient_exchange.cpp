@@ -66,6 +66,10 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
     peers_.assign(size_t(world - 1), -1);
     for (int got = 0; got < world - 1; ++got) {
       int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0 && errno == EINTR) {  // a pause signal (SO_RCVTIMEO makes accept never restart by itself)
+        --got;
+        continue;
+      }
       if (fd < 0) {
         ::close(lfd);
         throw std::runtime_error("gradient exchange: only " + std::to_string(got) + " of " + std::to_string(world - 1) + " peers connected");

@@ -113,9 +113,17 @@ std::vector<Command> Scheduler::paused(int app, int process) {
   Proc& p = a.procs[size_t(process)];
   if (!p.pausing || p.stopped) return {};
   p.stopped = true;
-  // Resumes once every process of the application has stopped (they restart together).
-  for (const auto& q : a.procs)
+  return resume_when_all_stopped(a, app);
+}
+
+// The processes of an application restart together, once every one not done has stopped.
+std::vector<Command> Scheduler::resume_when_all_stopped(App& a, int app) {
+  bool any = false;
+  for (const auto& q : a.procs) {
     if (!q.done && !q.stopped) return {};
+    any = any || q.stopped;
+  }
+  if (!any) return {};
   std::vector<Command> out;
   for (size_t i = 0; i < a.procs.size(); ++i) {
     Proc& q = a.procs[i];
@@ -134,7 +142,8 @@ std::vector<Command> Scheduler::finished(int app, int process, double now) {
   p.done = true;
   p.pausing = p.stopped = false;
   --load_[size_t(p.node)];
-  if (!std::all_of(a.procs.begin(), a.procs.end(), [](const Proc& q) { return q.done; })) return {};
+  // A sibling that stopped for a pause must not wait for this one, which will not stop any more.
+  if (!std::all_of(a.procs.begin(), a.procs.end(), [](const Proc& q) { return q.done; })) return resume_when_all_stopped(a, app);
   a.state = State::Finished;
   a.completed_at = now;
   return reallocates(mode_, false) ? reallocate({}) : std::vector<Command>{};

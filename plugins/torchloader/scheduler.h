@@ -58,6 +58,7 @@ class Scheduler {
   std::vector<Command> reallocate(const std::vector<int>& launching);
   std::map<int, int> allocation_on(int node, const std::vector<int>& launching) const;
   void place(App& app);
+  std::vector<Command> resume_when_all_stopped(App& app, int index);
 
   std::vector<App> apps_;
   Mode mode_;

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "fanout_sdk.hpp"
 #include "line_channel.h"
@@ -176,14 +177,14 @@ std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int
   return out.substr(at, out.find('\n', at) - at);
 }
 
-// Profiles every distinct application (compute time at its batch and half of it, loader throughput with 1 and
-// 2 workers), fits the TPM's models, and writes them to `path` (write, then rename).
-nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpec>& apps, const std::string& path) {
-  nlohmann::json j;
+// Profiles every distinct application not in `j` yet (compute time at its batch and half of it, loader
+// throughput with 1 and 2 workers), fits the TPM's models, and writes them to `path` (write, then rename).
+nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpec>& apps, const std::string& path,
+                                nlohmann::json j = nlohmann::json::object()) {
   std::vector<ComputeObs> obs;
   for (const auto& a : apps) {
     const std::string key = app_key(a);
-    if (j["apps"].contains(key)) continue;
+    if (j.contains("apps") && j["apps"].contains(key)) continue;
     const int batch = std::max(1, a.batch / std::max(1, a.node_size));
     std::vector<std::pair<int, double>> loader_obs;
     AppProfile p;
@@ -254,14 +255,24 @@ class Master {
 
   int run() {
     apps_ = load_workload(host_);
-    const std::string path = tpm_path(host_);
-    nlohmann::json tpm;
-    if (std::ifstream f(path); f) tpm = nlohmann::json::parse(f);
-    else tpm = profile_workload(host_, apps_, path);
+    // Published before profiling: the nodes connect (and wait) while it runs.
     LineServer server(fanout_sdk::interface_ipv4("auto"));
     server_ = &server;
     if (!host_.put("torchloader.master", fanout_sdk::interface_ipv4("auto") + ":" + std::to_string(server.port())))
       throw std::runtime_error("rendezvous put failed");
+    // The TPM file, completed by profiling the applications it does not cover yet (another workload or batch).
+    const std::string path = tpm_path(host_);
+    nlohmann::json tpm = nlohmann::json::object();
+    if (std::ifstream f(path); f) {
+      try {
+        tpm = nlohmann::json::parse(f);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("tpm: " + path + " is not a TPM file: " + e.what());
+      }
+    }
+    bool covered = tpm.contains("apps");
+    for (const auto& a : apps_) covered = covered && tpm["apps"].contains(app_key(a));
+    if (!covered) tpm = profile_workload(host_, apps_, path, tpm);
     const int nodes = int(host_.param_int("nodes", 1));
     int cores = int(host_.param_int("cores", 0));
     register_nodes(nodes, cores);
@@ -342,7 +353,7 @@ class Master {
     if (w[0] == "CLOSED") throw std::runtime_error("a node agent went away before the workload finished");
     if (w.size() < 3) return;
     const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
-    if (app < 0 || size_t(app) >= apps_.size()) return;
+    if (app < 0 || size_t(app) >= apps_.size() || proc < 0 || proc >= sched_->processes(app)) return;
     if (w[0] == "LISTENING" && w.size() == 4 && proc == 0) {
       auto deferred = std::move(deferred_[app]);
       deferred_.erase(app);
@@ -360,6 +371,8 @@ class Master {
       host_.log(FANOUT_LOG_ERROR, "application " + std::to_string(app) + " process " + std::to_string(proc) + " failed: " + l.text);
       ++failures_;
       send(sched_->finished(app, proc, now()));
+      // Processes waiting for this process 0 to listen will never start: they count as failed too.
+      for (const auto& c : std::exchange(deferred_[app], {})) send(sched_->finished(c.app, c.process, now()));
     }
   }
 
@@ -412,14 +425,19 @@ class NodeAgent {
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
     link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
-    for (bool running = true; running;) {
-      for (const auto& line : link.poll(500)) {
-        auto w = words(line);
-        if (w.empty()) continue;
-        if (w[0] == "EXIT" || w[0] == "CLOSED") running = false;
-        else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
-        else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
+    try {
+      for (bool running = true; running;) {
+        for (const auto& line : link.poll(500)) {
+          auto w = words(line);
+          if (w.empty()) continue;
+          if (w[0] == "EXIT" || w[0] == "CLOSED") running = false;
+          else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
+          else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
+        }
       }
+    } catch (...) {
+      stop_all();  // the reader threads use the link: they end before it does
+      throw;
     }
     stop_all();
     return 0;
@@ -442,7 +460,17 @@ class NodeAgent {
     return host_.run_dir() + "/checkpoints/app" + std::to_string(app) + "." + std::to_string(proc) + ".pt";
   }
 
+  // A training process that cannot start is reported FAILED to the master (which decides), not thrown here.
   void start(const std::vector<std::string>& w, bool resume) {
+    try {
+      start_process(w, resume);
+    } catch (const std::exception& e) {
+      host_.log(FANOUT_LOG_ERROR, std::string("cannot start a training process: ") + e.what());
+      link_->send("FAILED " + w[1] + " " + w[2] + " cannot start: " + e.what());
+    }
+  }
+
+  void start_process(const std::vector<std::string>& w, bool resume) {
     const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
     auto args = train_args(host_, w[4], std::stoi(w[5]), std::stoi(w[6]), std::stoi(w[3]), std::stoll(w[7]));
     args.insert(args.end(), {"--checkpoint", checkpoint(app, proc), "--seed", std::to_string(app)});
