@@ -1,6 +1,7 @@
 // Optional C++ conveniences over the C ABI in fanout_plugin.h (header-only; depends on nothing else of ours).
 #pragma once
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <unistd.h>
@@ -74,6 +75,26 @@ inline uint64_t checksum64(const void* data, size_t len) {
 }
 
 // Thin wrapper over the context and host ops that a role function receives.
+// The folder holding the plugin that calls this. Hidden, so that every plugin has its own copy and dladdr
+// names that plugin's shared object.
+__attribute__((visibility("hidden"))) inline std::string plugin_dir() {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&plugin_dir), &info);
+  const std::string self = info.dli_fname ? info.dli_fname : "";
+  const auto slash = self.rfind('/');
+  return slash == std::string::npos ? "." : self.substr(0, slash);
+}
+
+// A program shipped with the plugins: <build>/<name> (plugins in <build>/plugins), or <prefix>/bin/<name> (plugins
+// in <prefix>/lib/fanout/plugins); else the bare name, found on PATH.
+inline std::string companion_program(const std::string& name) {
+  const std::string plugins = plugin_dir();
+  const std::string parent = plugins.substr(0, plugins.rfind('/'));
+  for (const std::string& p : {parent + "/" + name, parent + "/../../bin/" + name})
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  return name;
+}
+
 class Host {
  public:
   Host(fanout_context* ctx, const fanout_host_ops* ops) : ctx_(ctx), ops_(ops) {}
@@ -84,6 +105,12 @@ class Host {
   std::string node() const { return ops_->node_name(ctx_); }
   std::string role() const { return ops_->role(ctx_); }
   std::string run_dir() const { return ops_->run_dir(ctx_); }
+  // The experiment's folder, shared by all its runs (run folders are <experiment>/run-<stamp>/<run>).
+  std::string experiment_dir() const {
+    std::string dir = run_dir();
+    for (int up = 0; up < 2 && dir.rfind('/') != std::string::npos; ++up) dir = dir.substr(0, dir.rfind('/'));
+    return dir;
+  }
   std::string param(const char* name, const std::string& fallback = "") const {
     const char* v = ops_->param(ctx_, name);
     return v ? v : fallback;
@@ -114,6 +141,16 @@ class Host {
   bool fence(int timeout_ms) { return ops_->fence(ctx_, timeout_ms) == 0; }
   void log(fanout_log_level level, const std::string& msg) { ops_->log(ctx_, level, msg.c_str()); }
   bool should_stop() const { return ops_->should_stop(ctx_) != 0; }
+  // A role's body: its exceptions are logged (the message names what failed) and make the role return 1.
+  template <typename Body>
+  int run(Body&& body) {
+    try {
+      return body();
+    } catch (const std::exception& e) {
+      log(FANOUT_LOG_ERROR, e.what());
+      return 1;
+    }
+  }
 
  private:
   fanout_context* ctx_;

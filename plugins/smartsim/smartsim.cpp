@@ -6,7 +6,6 @@
 //   1 db rank 0 has published the password    2 every server is up and published its address
 //   3 the database (cluster) is ready          4 every client is done: servers shut down
 #include <dirent.h>
-#include <dlfcn.h>
 #include <netdb.h>
 #include <arpa/inet.h>
 #include <spawn.h>
@@ -88,13 +87,8 @@ std::string listen_address(const std::string& ifname) {
   }
 }
 
-// The tensor module sits next to this plugin.
-std::string module_path() {
-  Dl_info info{};
-  dladdr(reinterpret_cast<void*>(&module_path), &info);
-  std::string self = info.dli_fname ? info.dli_fname : "";
-  return self.substr(0, self.rfind('/') + 1) + "redisai.so";
-}
+// The RedisAI module sits next to this plugin.
+std::string module_path() { return fanout_sdk::plugin_dir() + "/redisai.so"; }
 
 bool fence(fanout_sdk::Host& host, int n, int timeout_ms) {
   if (host.fence(timeout_ms)) return true;
@@ -453,19 +447,7 @@ std::string upper(std::string s) {
 
 std::string model_dir(fanout_sdk::Host& host) {
   std::string dir = host.param("model_dir", "auto");
-  if (dir != "auto" && !dir.empty()) return dir;
-  std::string run = host.run_dir();  // <experiment>/run-<stamp>/<run>
-  for (int up = 0; up < 2; ++up) run = run.substr(0, run.rfind('/'));
-  return run + "/models";
-}
-
-// fanout-build-model sits in the build folder above plugins/, or in bin/ of an installed tree.
-std::string builder_path() {
-  const std::string plugins = module_path().substr(0, module_path().rfind('/'));
-  const std::string parent = plugins.substr(0, plugins.rfind('/'));
-  for (const std::string& p : {parent + "/fanout-build-model", parent + "/../../bin/fanout-build-model"})
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  return "fanout-build-model";  // from PATH
+  return dir != "auto" && !dir.empty() ? dir : host.experiment_dir() + "/models";
 }
 
 std::string read_file(const std::string& path) {
@@ -478,7 +460,7 @@ std::string read_file(const std::string& path) {
 
 // Runs fanout-build-model (argv, no shell) unless the model file exists; rebuild_model forces it.
 void ensure_model_files(fanout_sdk::Host& host, const std::string& dir, const std::string& device) {
-  std::vector<std::string> args = {builder_path(), "--out", dir, "--device", device.substr(0, 3)};
+  std::vector<std::string> args = {fanout_sdk::companion_program("fanout-build-model"), "--out", dir, "--device", device.substr(0, 3)};
   if (host.param_bool("rebuild_model")) args.push_back("--force");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -13,7 +13,6 @@
 //   address | PAUSE app proc | EXIT
 // A multi-node application's processes average gradients through its process 0 (gradient_exchange.h): process 0
 // starts first and says where it listens (LISTENING), then the others start with that address.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -65,27 +64,6 @@ const fanout_param_spec kParams[] = {
     {"tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"},
     {"profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run"},
 };
-
-std::string dir_of_plugin() {
-  Dl_info info{};
-  dladdr(reinterpret_cast<void*>(&dir_of_plugin), &info);
-  std::string self = info.dli_fname ? info.dli_fname : "";
-  return self.substr(0, self.rfind('/'));
-}
-
-// fanout-torchloader-train sits in the build folder above plugins/, or in bin/ of an installed tree.
-std::string trainer_path() {
-  const std::string parent = dir_of_plugin().substr(0, dir_of_plugin().rfind('/'));
-  for (const std::string& p : {parent + "/fanout-torchloader-train", parent + "/../../bin/fanout-torchloader-train"})
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  return "fanout-torchloader-train";
-}
-
-std::string experiment_dir(fanout_sdk::Host& host) {
-  std::string run = host.run_dir();  // <experiment>/run-<stamp>/<run>
-  for (int up = 0; up < 2; ++up) run = run.substr(0, run.rfind('/'));
-  return run;
-}
 
 std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
   const std::string file = host.param("workload", "seed");
@@ -147,7 +125,7 @@ double field(const std::string& line, const std::string& name, double fallback =
 
 std::vector<std::string> train_args(fanout_sdk::Host& host, const std::string& arch, int depth, int batch, int workers,
                                     int64_t iterations) {
-  return {trainer_path(), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
+  return {fanout_sdk::companion_program("fanout-torchloader-train"), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
           "--workers", std::to_string(workers), "--end_iter", std::to_string(iterations), "--cost",
           std::to_string(host.param_int("cost", 4)), "--threads", std::to_string(host.param_int("threads", 1))};
 }
@@ -218,7 +196,7 @@ nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpe
 
 std::string tpm_path(fanout_sdk::Host& host) {
   const std::string p = host.param("tpm", "auto");
-  return p == "auto" || p.empty() ? experiment_dir(host) + "/tpm.json" : p;
+  return p == "auto" || p.empty() ? host.experiment_dir() + "/tpm.json" : p;
 }
 
 // Each application's demand per device from the TPM: compute throughput of one process over one worker's
@@ -238,13 +216,10 @@ std::vector<Demand> demands(const nlohmann::json& tpm, const std::vector<AppSpec
 
 int run_profile(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
-  try {
+  return host.run([&] {
     profile_workload(host, load_workload(host), tpm_path(host));
     return 0;
-  } catch (const std::exception& e) {
-    host.log(FANOUT_LOG_ERROR, e.what());
-    return 1;
-  }
+  });
 }
 
 // --- the Master ------------------------------------------------------------------------------------------
@@ -403,12 +378,7 @@ class Master {
 
 int run_master(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
-  try {
-    return Master(host).run();
-  } catch (const std::exception& e) {
-    host.log(FANOUT_LOG_ERROR, e.what());
-    return 1;
-  }
+  return host.run([&] { return Master(host).run(); });
 }
 
 // --- a node: Worker + Application Master -----------------------------------------------------------------
@@ -542,12 +512,7 @@ class NodeAgent {
 
 int run_node(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
-  try {
-    return NodeAgent(host).run();
-  } catch (const std::exception& e) {
-    host.log(FANOUT_LOG_ERROR, e.what());
-    return 1;
-  }
+  return host.run([&] { return NodeAgent(host).run(); });
 }
 
 const fanout_role kRoles[] = {
