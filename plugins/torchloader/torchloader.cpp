@@ -59,7 +59,7 @@ const fanout_param_spec kParams[] = {
     {"cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)"},
     {"max_iterations", FANOUT_PARAM_INT, "0", "cap on each application's iterations (0: the workload's)"},
     {"max_batch", FANOUT_PARAM_INT, "0", "cap on each application's batch (0: the workload's)"},
-    {"cost", FANOUT_PARAM_INT, "4", "CPU work per loaded sample (augmentation passes): how loader-bound training is"},
+    {"cost", FANOUT_PARAM_INT, "64", "CPU work per loaded sample (blur passes): at 64 one loader thread about feeds one training process"},
     {"threads", FANOUT_PARAM_INT, "1", "compute threads per training process"},
     {"tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"},
     {"profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run"},
@@ -127,7 +127,7 @@ std::vector<std::string> train_args(fanout_sdk::Host& host, const std::string& a
                                     int64_t iterations) {
   return {fanout_sdk::companion_program("fanout-torchloader-train"), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
           "--workers", std::to_string(workers), "--end_iter", std::to_string(iterations), "--cost",
-          std::to_string(host.param_int("cost", 4)), "--threads", std::to_string(host.param_int("threads", 1))};
+          std::to_string(host.param_int("cost", 64)), "--threads", std::to_string(host.param_int("threads", 1))};
 }
 
 // --- TPM: profiling runs, fit, file ---------------------------------------------------------------------
