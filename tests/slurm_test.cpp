@@ -39,6 +39,15 @@ class Slurm : public ::testing::Test {
     for (auto& r : query(exp, "SELECT node FROM rank_nodes WHERE role='" + role + "'")) out.insert(r[0]);
     return out;
   }
+  // In every run of exp, the ranks of `role` have nodes of their own, and the other roles span `others` nodes.
+  void expect_role_apart_in_each_run(const std::string& exp, const std::string& role, size_t others) {
+    for (auto& run : query(exp, "SELECT id FROM runs")) {
+      std::set<std::string> alone, rest;
+      for (auto& row : query(exp, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0])) (row[0] == role ? alone : rest).insert(row[1]);
+      EXPECT_EQ(rest.size(), others) << "run " << run[0];
+      for (auto& n : alone) EXPECT_EQ(rest.count(n), 0u) << "run " << run[0] << ": node " << n << " of role " << role << " also ran other roles";
+    }
+  }
 };
 
 std::string two_step_file(const std::string& name, const std::string& placement) {
@@ -248,13 +257,7 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tps" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
-  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
-    std::set<std::string> dbn, cl;
-    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
-      (row[0] == "db" ? dbn : cl).insert(row[1]);
-    EXPECT_EQ(cl.size(), 2u);
-    for (auto& n : dbn) EXPECT_EQ(cl.count(n), 0u) << "standard deployment: database node " << n << " also ran clients";
-  }
+  expect_role_apart_in_each_run("tps", "db", 2);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
 }
 
@@ -268,13 +271,7 @@ TEST_F(Slurm, InferenceStandardOnOneDatabaseAndOnATwoShardCluster) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "inf" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
-  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
-    std::set<std::string> dbn, cl;
-    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
-      (row[0] == "db" ? dbn : cl).insert(row[1]);
-    EXPECT_EQ(cl.size(), 2u);
-    for (auto& n : dbn) EXPECT_EQ(cl.count(n), 0u) << "database node " << n << " also ran clients";
-  }
+  expect_role_apart_in_each_run("inf", "db", 2);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='run_model' AND warmup=0"), std::to_string(2 * 2 * 2));
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1");
 }
@@ -288,13 +285,7 @@ TEST_F(Slurm, TorchloaderSeedWorkloadWithMasterAndTwoNodeAgents) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tl" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
-  for (auto& run : test::sql_rows(db, "SELECT id FROM runs")) {
-    std::set<std::string> master, agents;
-    for (auto& row : test::sql_rows(db, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0]))
-      (row[0] == "master" ? master : agents).insert(row[1]);
-    EXPECT_EQ(agents.size(), 2u) << "one agent per node";
-    for (auto& n : master) EXPECT_EQ(agents.count(n), 0u) << "the master has its node to itself";
-  }
+  expect_role_apart_in_each_run("tl", "master", 2);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=10"), "12")
       << "2 runs x 3 applications x 2 processes, each to its last iteration";
 }

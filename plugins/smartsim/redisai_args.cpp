@@ -145,6 +145,12 @@ const char* counted(const Argv& argv, size_t& i, std::vector<std::string_view>& 
   return nullptr;
 }
 
+// An optional counted list `WORD n name ...` at argv[i]: nullptr when absent or read, else its error.
+const char* optional_counted(const Argv& argv, size_t& i, std::string_view word, std::vector<std::string_view>& names,
+                             const char* bad_count) {
+  return i < argv.size() && keyword(argv[i], word) ? counted(argv, i, names, bad_count) : nullptr;
+}
+
 // [TAG tag] at argv[i]
 void optional_tag(const Argv& argv, size_t& i, std::string_view& tag) {
   if (i + 1 < argv.size() && keyword(argv[i], "TAG")) {
@@ -191,10 +197,8 @@ const char* parse_modelstore(const Argv& argv, ModelStoreArgs& out) {
   }
   if (i < argv.size() && keyword(argv[i], "MINBATCHSIZE")) return "ERR MINBATCHSIZE specified without BATCHSIZE";
   if (i < argv.size() && keyword(argv[i], "MINBATCHTIMEOUT")) return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
-  if (i < argv.size() && keyword(argv[i], "INPUTS"))
-    if (const char* e = counted(argv, i, out.inputs, "ERR Invalid argument for input_count")) return e;
-  if (i < argv.size() && keyword(argv[i], "OUTPUTS"))
-    if (const char* e = counted(argv, i, out.outputs, "ERR Invalid argument for output_count")) return e;
+  if (const char* e = optional_counted(argv, i, "INPUTS", out.inputs, "ERR Invalid argument for input_count")) return e;
+  if (const char* e = optional_counted(argv, i, "OUTPUTS", out.outputs, "ERR Invalid argument for output_count")) return e;
   if (i >= argv.size() || !keyword(argv[i], "BLOB")) return "ERR Insufficient arguments, missing model BLOB";
   if (i + 1 >= argv.size()) return "ERR Insufficient arguments, missing model BLOB";
   out.blob_first = i + 1;
@@ -221,14 +225,10 @@ const char* parse_scriptexecute(const Argv& argv, ExecuteArgs& out) {
   out.key = argv[1];
   out.function = argv[2];
   size_t i = 3;
-  if (i < argv.size() && keyword(argv[i], "KEYS"))
-    if (const char* e = counted(argv, i, out.keys, "ERR Invalid argument for key_count")) return e;
-  if (i < argv.size() && keyword(argv[i], "INPUTS"))
-    if (const char* e = counted(argv, i, out.inputs, "ERR Invalid argument for input_count")) return e;
-  if (i < argv.size() && keyword(argv[i], "ARGS"))
-    if (const char* e = counted(argv, i, out.args, "ERR Invalid argument for arg_count")) return e;
-  if (i < argv.size() && keyword(argv[i], "OUTPUTS"))
-    if (const char* e = counted(argv, i, out.outputs, "ERR Invalid argument for output_count")) return e;
+  if (const char* e = optional_counted(argv, i, "KEYS", out.keys, "ERR Invalid argument for key_count")) return e;
+  if (const char* e = optional_counted(argv, i, "INPUTS", out.inputs, "ERR Invalid argument for input_count")) return e;
+  if (const char* e = optional_counted(argv, i, "ARGS", out.args, "ERR Invalid argument for arg_count")) return e;
+  if (const char* e = optional_counted(argv, i, "OUTPUTS", out.outputs, "ERR Invalid argument for output_count")) return e;
   return optional_timeout(argv, i, out.timeout_ms);
 }
 

@@ -146,6 +146,27 @@ int open_value(RedisModuleCtx* ctx, RedisModuleString* name, RedisModuleType* ty
   return state;
 }
 
+// RedisAI's reply when open_value did not find a value of `type`.
+const char* missing(int state, RedisModuleType* type) {
+  if (state < 0) return REDISMODULE_ERRORMSG_WRONGTYPE;
+  return type == g_model_type ? "ERR model key is empty" : "ERR script key is empty";
+}
+
+// Stores a model or script at `name` (replacing one of its type, never another type), readies its device's
+// queue, and answers OK.
+template <typename V>
+int store_value(RedisModuleCtx* ctx, RedisModuleString* name, RedisModuleType* type, V value, const std::string& device) {
+  V old;
+  RedisModuleKey* key;
+  const int state = open_value(ctx, name, type, old, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+  if (state >= 0) RedisModule_ModuleTypeSetValue(key, type, new V(std::move(value)));
+  RedisModule_CloseKey(key);
+  if (state < 0) return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+  queue_for(device);
+  RedisModule_ReplicateVerbatim(ctx);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
 RedisModuleString* arg_string(RedisModuleCtx* ctx, std::string_view s) { return RedisModule_CreateString(nullptr, s.data(), s.size()); }
 
 std::vector<std::string> strings(const std::vector<std::string_view>& v) { return {v.begin(), v.end()}; }
@@ -197,17 +218,7 @@ int ModelStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   stored->minbatchtimeout = a.minbatchtimeout;
   stored->inputs = strings(a.inputs);
   stored->outputs = strings(a.outputs);
-  ModelValue old;
-  RedisModuleKey* key;
-  if (open_value(ctx, argv[1], g_model_type, old, REDISMODULE_READ | REDISMODULE_WRITE, &key) < 0) {
-    RedisModule_CloseKey(key);
-    return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-  }
-  RedisModule_ModuleTypeSetValue(key, g_model_type, new ModelValue(std::move(stored)));
-  RedisModule_CloseKey(key);
-  queue_for(a.device);
-  RedisModule_ReplicateVerbatim(ctx);
-  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  return store_value<ModelValue>(ctx, argv[1], g_model_type, std::move(stored), a.device);
 }
 
 int ModelExecute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
@@ -217,7 +228,7 @@ int ModelExecute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if (err) return RedisModule_ReplyWithError(ctx, err);
   auto job = std::make_unique<ExecutionJob>();
   const int state = open_value(ctx, argv[1], g_model_type, job->model);
-  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR model key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_model_type));
   const StoredModel& m = *job->model;
   if (!m.inputs.empty() && m.inputs.size() != a.inputs.size())
     return RedisModule_ReplyWithError(ctx, "ERR Number of keys given as INPUTS here does not match model definition");
@@ -238,7 +249,7 @@ int script_execute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool
   if (err) return RedisModule_ReplyWithError(ctx, err);
   auto job = std::make_unique<ExecutionJob>();
   const int state = open_value(ctx, argv[1], g_script_type, job->script);
-  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR script key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_script_type));
   job->function = std::string(a.function);
   if (!job->script->script->has_function(job->function))
     return RedisModule_ReplyWithError(ctx, ("ERR function " + job->function + " does not exist in the script").c_str());
@@ -267,17 +278,7 @@ int script_store(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool o
   stored->device = a.device;
   stored->tag = std::string(a.tag);
   stored->source = std::string(a.source);
-  ScriptValue old;
-  RedisModuleKey* key;
-  if (open_value(ctx, argv[1], g_script_type, old, REDISMODULE_READ | REDISMODULE_WRITE, &key) < 0) {
-    RedisModule_CloseKey(key);
-    return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
-  }
-  RedisModule_ModuleTypeSetValue(key, g_script_type, new ScriptValue(std::move(stored)));
-  RedisModule_CloseKey(key);
-  queue_for(a.device);
-  RedisModule_ReplicateVerbatim(ctx);
-  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  return store_value<ScriptValue>(ctx, argv[1], g_script_type, std::move(stored), a.device);
 }
 
 int ScriptStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, false); }
@@ -305,7 +306,7 @@ int ModelGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if (err) return RedisModule_ReplyWithError(ctx, err);
   ModelValue m;
   const int state = open_value(ctx, argv[1], g_model_type, m);
-  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR model key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_model_type));
   if (!a.meta) return RedisModule_ReplyWithStringBuffer(ctx, m->blob.data(), m->blob.size());
   RedisModule_ReplyWithArray(ctx, a.payload ? 18 : 16);
   reply_pair(ctx, "backend", std::string("TORCH"));
@@ -329,7 +330,7 @@ int ScriptGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if (err) return RedisModule_ReplyWithError(ctx, err);
   ScriptValue s;
   const int state = open_value(ctx, argv[1], g_script_type, s);
-  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? "ERR script key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_script_type));
   if (!a.meta) return RedisModule_ReplyWithStringBuffer(ctx, s->source.data(), s->source.size());
   RedisModule_ReplyWithArray(ctx, a.payload ? 8 : 6);
   reply_pair(ctx, "device", s->device);
@@ -341,20 +342,20 @@ int ScriptGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
 }
 
 template <typename V>
-int delete_value(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, RedisModuleType* type, const char* empty) {
+int delete_value(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, RedisModuleType* type) {
   if (argc != 2) return RedisModule_WrongArity(ctx);
   V v;
   RedisModuleKey* key;
   const int state = open_value(ctx, argv[1], type, v, REDISMODULE_READ | REDISMODULE_WRITE, &key);
   if (state == 1) RedisModule_DeleteKey(key);
   RedisModule_CloseKey(key);
-  if (state <= 0) return RedisModule_ReplyWithError(ctx, state == 0 ? empty : REDISMODULE_ERRORMSG_WRONGTYPE);
+  if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, type));
   RedisModule_ReplicateVerbatim(ctx);
   return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
-int ModelDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ModelValue>(ctx, argv, argc, g_model_type, "ERR model key is empty"); }
-int ScriptDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ScriptValue>(ctx, argv, argc, g_script_type, "ERR script key is empty"); }
+int ModelDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ModelValue>(ctx, argv, argc, g_model_type); }
+int ScriptDel(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return delete_value<ScriptValue>(ctx, argv, argc, g_script_type); }
 
 // AI.INFO: RedisAI's fields, then `batches` (backend runs; fewer than calls when requests were batched).
 int Info(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {

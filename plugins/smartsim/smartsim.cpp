@@ -8,10 +8,8 @@
 #include <dirent.h>
 #include <netdb.h>
 #include <arpa/inet.h>
-#include <spawn.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -462,18 +460,10 @@ std::string read_file(const std::string& path) {
 void ensure_model_files(fanout_sdk::Host& host, const std::string& dir, const std::string& device) {
   std::vector<std::string> args = {fanout_sdk::companion_program("fanout-build-model"), "--out", dir, "--device", device.substr(0, 3)};
   if (host.param_bool("rebuild_model")) args.push_back("--force");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   const int64_t t0 = host.now_ns();
-  pid_t pid;
-  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
-    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(errno));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(args[0] + (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status)) : " was killed") +
+  const int rc = fanout_sdk::wait_exit(fanout_sdk::spawn_program(args, false).pid);
+  if (rc != 0)
+    throw std::runtime_error(args[0] + " exited with status " + std::to_string(rc) + (rc > 128 ? " (128 + the signal that killed it)" : "") +
                              " (its message is above, in this rank's log)");
   host.record("build_model", 0, t0, seconds(t0, host.now_ns()), "s", false);
 }
@@ -488,12 +478,12 @@ void store_model(fanout_sdk::Host& host, smartsim::Client& client, const std::st
   ensure_model_files(host, dir, device);
   const int64_t t0 = host.now_ns();
   const std::string blob = read_file(dir + "/resnet50." + (device == "CPU" ? "cpu" : "gpu") + ".pt");
+  const std::string script = read_file(dir + "/data_processing_script.txt");
   smartsim::ModelOptions options;
   options.batch_size = int(host.param_int("batch_size", 1));
   for (int64_t d = 0; d < devices; ++d) {
     const std::string on = device == "CPU" ? "CPU" : "GPU:" + std::to_string(d);
-    client.set_script(kScriptName + (device == "CPU" ? std::string() : "." + on), on, read_file(dir + "/data_processing_script.txt"),
-                      {"pre_process_3ch"});
+    client.set_script(kScriptName + (device == "CPU" ? std::string() : "." + on), on, script, {"pre_process_3ch"});
     client.set_model(model_name(device, d), blob, on, options);
   }
   host.record("set_model", 0, t0, seconds(t0, host.now_ns()), "s", false);

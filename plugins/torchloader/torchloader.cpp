@@ -13,11 +13,8 @@
 //   address | PAUSE app proc | EXIT
 // A multi-node application's processes average gradients through its process 0 (gradient_exchange.h): process 0
 // starts first and says where it listens (LISTENING), then the others start with that address.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -37,8 +34,6 @@
 #include "fanout_sdk.hpp"
 #include "line_channel.h"
 #include "scheduler.h"
-
-extern char** environ;
 
 namespace torchloader {
 namespace {
@@ -82,41 +77,6 @@ std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
   return apps;
 }
 
-// A child process with its stdout on a pipe; argv only, never a shell.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-};
-
-Child spawn(const std::vector<std::string>& args) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  std::vector<char*> argv;
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  Child c;
-  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
-  }
-  c.out = fds[0];
-  return c;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // "KEY a=1 b=2" -> value of `name`, or fallback.
 double field(const std::string& line, const std::string& name, double fallback = 0) {
   const auto at = line.find(" " + name + "=");
@@ -144,12 +104,12 @@ std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int
   auto args = train_args(host, a.arch, a.depth, batch, workers, 1);
   args.push_back("--profile");
   args.push_back(std::to_string(host.param_int("profile_iterations", 3)));
-  Child c = spawn(args);
+  fanout_sdk::Child c = fanout_sdk::spawn_program(args, true);
   std::string out;
   char buf[4096];
   for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
   ::close(c.out);
-  const int rc = wait_exit(c.pid);
+  const int rc = fanout_sdk::wait_exit(c.pid);
   const auto at = out.find("PROFILE ");
   if (rc != 0 || at == std::string::npos) throw std::runtime_error("profiling " + app_key(a) + " failed (exit " + std::to_string(rc) + "): " + out);
   return out.substr(at, out.find('\n', at) - at);
@@ -449,7 +409,7 @@ class NodeAgent {
     std::lock_guard<std::mutex> g(mu_);
     auto& p = procs_[{app, proc}];
     if (p.reader.joinable()) p.reader.join();  // the paused run's reader has ended
-    Child c = spawn(args);
+    fanout_sdk::Child c = fanout_sdk::spawn_program(args, true);
     p.state = std::make_shared<Shared>();
     p.state->pid = c.pid;
     const std::string id = std::to_string(app) + " " + std::to_string(proc);
@@ -476,7 +436,7 @@ class NodeAgent {
         std::lock_guard<std::mutex> g(st->mu);
         st->pid = -1;  // before the reap: a pid must not be signalled once it can be reused
       }
-      const int rc = wait_exit(c.pid);
+      const int rc = fanout_sdk::wait_exit(c.pid);
       if (rc == 75) link_->send("PAUSED " + id + " " + std::to_string(int64_t(field(last, "iter"))));
       else if (rc == 0) link_->send("FINISHED " + id + " " + std::to_string(int64_t(field(last, "iter"))) + " " + std::to_string(field(last, "seconds")));
       else link_->send("FAILED " + id + " exit " + std::to_string(rc) + " (see the node's log)");
