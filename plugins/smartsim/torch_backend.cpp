@@ -49,14 +49,12 @@ torch::Tensor to_torch(const TensorValue& v, torch::Device device) {
   return device.is_cpu() ? t.clone() : t.to(device);
 }
 
-// The result as a value that owns its bytes. An output that shares memory with an input (a model that returns
-// its argument) is copied: the input's bytes belong to a key that may change.
-TensorValue from_torch(torch::Tensor t, const std::vector<torch::Tensor>& inputs) {
+// The result as a value that owns its bytes (through the torch tensor it keeps). An output that is an input (a
+// model that returns its argument) is safe too: inputs are torch's own copies (to_torch).
+TensorValue from_torch(torch::Tensor t) {
   t = t.to(torch::kCPU);
   if (t.scalar_type() == torch::kBool) t = t.to(torch::kByte);
   t = t.contiguous();
-  for (const auto& in : inputs)
-    if (in.defined() && t.storage().is_alias_of(in.storage())) t = t.clone();
   TensorValue v;
   v.dtype = dtype_of(t.scalar_type());
   for (int64_t d : t.sizes()) v.dims.push_back(d);
@@ -177,7 +175,7 @@ std::vector<std::vector<TensorValue>> TorchModel::run(const std::vector<const st
       for (size_t r = 0; r < requests.size(); ++r) {
         torch::Tensor part = requests.size() == 1 ? out : out.narrow(0, at, firsts[r]);
         at += firsts[r];
-        result[r].push_back(from_torch(part, inputs));
+        result[r].push_back(from_torch(part));
       }
     }
     return result;
@@ -229,7 +227,7 @@ std::vector<TensorValue> TorchScript::run(const std::string& function, const std
       call.assign(tensors.begin(), tensors.end());
     }
     std::vector<TensorValue> result;
-    for (const auto& t : tensors_of((*fn)(call))) result.push_back(from_torch(t, tensors));
+    for (const auto& t : tensors_of((*fn)(call))) result.push_back(from_torch(t));
     return result;
   });
 }
