@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "results/metric_stats.h"
+#include "results/sample_block.h"
 #include "results/statistics.h"
 #include "results/store.h"
 
@@ -132,7 +133,7 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   std::string row;
   int64_t last_run = -1;
   const std::string* run_cols = nullptr;
-  db.for_each_sample([&](int64_t run, int rank, int64_t metric, int64_t it, double t, double v, bool warmup) {
+  db.for_each_sample([&](int64_t run, int rank, int64_t metric, const SampleRowText& s) {
     if (run != last_run) run_cols = &prefix.at(run), last_run = run;
     const auto& m = metric_cols.at(metric);
     row = *run_cols;
@@ -141,14 +142,14 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
     row += ',';
     row += m.first;
     row += ',';
-    append(row, it);
+    row += s.iteration;  // stored text: shortest exact, nothing to format again
     row += ',';
-    append(row, t);
+    row += s.t_start;
     row += ',';
-    append(row, v);
+    if (s.value != "null") row += s.value;  // null: no number recorded
     row += ',';
     row += m.second;
-    row += warmup ? ",1" : ",0";
+    row += s.warmup ? ",1" : ",0";
     out.line(row);
     ++rows;
   });

@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "results/run_folder.h"
+#include "results/sample_block.h"
 #include "results/sample_file.h"
 
 namespace fanout {
@@ -34,13 +37,10 @@ CREATE TABLE IF NOT EXISTS parameters(
   ordinal INTEGER NOT NULL, PRIMARY KEY(run_id, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS metrics(
   id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
-CREATE TABLE IF NOT EXISTS sample_values(
+CREATE TABLE IF NOT EXISTS sample_blocks(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL REFERENCES metrics(id),
-  seq INTEGER NOT NULL, rank INTEGER NOT NULL, iteration INTEGER NOT NULL, t_start REAL NOT NULL, value REAL NOT NULL,
-  warmup INTEGER NOT NULL, PRIMARY KEY(run_id, metric_id, seq)) WITHOUT ROWID;
-CREATE VIEW IF NOT EXISTS samples AS
-  SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, s.warmup
-  FROM sample_values s JOIN metrics m ON m.id = s.metric_id;
+  rank INTEGER NOT NULL, block INTEGER NOT NULL, count INTEGER NOT NULL, rows TEXT NOT NULL,
+  PRIMARY KEY(run_id, metric_id, rank, block)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS provenance(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(run_id, key)) WITHOUT ROWID;
@@ -50,6 +50,14 @@ CREATE TABLE IF NOT EXISTS rank_nodes(
 CREATE TABLE IF NOT EXISTS rank_exits(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
+)SQL";
+
+// The rows of sample_blocks, one per sample, in plain SQL (json_each is built into SQLite).
+const char* kSamplesView = R"SQL(
+CREATE VIEW IF NOT EXISTS samples AS
+  SELECT b.run_id, b.rank, m.role, m.name AS metric, j.value ->> 0 AS iteration, j.value ->> 1 AS t_start,
+         j.value ->> 2 AS value, m.unit, j.value ->> 3 AS warmup
+  FROM sample_blocks b JOIN metrics m ON m.id = b.metric_id, json_each(b.rows) j;
 )SQL";
 
 // A prepared statement that finalizes itself.
@@ -63,6 +71,8 @@ class Stmt {
   Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(s_, i, v)); }
   Stmt& bind(int i, double v) { return check(sqlite3_bind_double(s_, i, v)); }
   Stmt& bind(int i, std::string_view v) { return check(sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_TRANSIENT)); }
+  // Binds text that stays alive and unchanged until the statement has run (no copy).
+  Stmt& bind_static(int i, std::string_view v) { return check(sqlite3_bind_text(s_, i, v.data(), int(v.size()), SQLITE_STATIC)); }
   // Steps once; true while a row is available.
   bool step() {
     int rc = sqlite3_step(s_);
@@ -76,10 +86,16 @@ class Stmt {
   }
   void reset() { sqlite3_reset(s_); }
   int64_t i64(int c) const { return sqlite3_column_int64(s_, c); }
+  sqlite3_stmt* handle() const { return s_; }
   double dbl(int c) const { return sqlite3_column_double(s_, c); }
   std::string text(int c) const {
     auto p = sqlite3_column_text(s_, c);
     return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  // Valid until the next step.
+  std::string_view view(int c) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, c));
+    return p ? std::string_view(p, size_t(sqlite3_column_bytes(s_, c))) : std::string_view();
   }
 
  private:
@@ -92,6 +108,65 @@ class Stmt {
 };
 
 double ns_to_s(int64_t ns) { return double(ns) / 1e9; }
+
+// Packs samples into sample_blocks rows: one open block per (run, metric, rank), written when full, and all of
+// them when the open ones together pass kMaxBufferedBytes (a run with thousands of ranks stays bounded).
+class BlockPacker {
+ public:
+  explicit BlockPacker(sqlite3* db)
+      : insert_(db, "INSERT INTO sample_blocks(run_id, metric_id, rank, block, count, rows) VALUES(?,?,?,?,?,?)") {}
+  void add(int64_t run_id, int64_t metric_id, int64_t rank, int64_t iteration, double t_start, double value, bool warmup) {
+    Open& b = open_[{run_id, metric_id, rank}];
+    size_t before = b.rows.bytes();
+    b.rows.add(iteration, t_start, value, warmup);
+    buffered_ += b.rows.bytes() - before;
+    if (b.rows.count() >= kSamplesPerBlock) write({run_id, metric_id, rank}, b);
+    if (buffered_ > kMaxBufferedBytes) flush();
+  }
+  // A block packed elsewhere, stored after anything already added for its (run, metric, rank).
+  void add_block(int64_t run_id, int64_t metric_id, int64_t rank, size_t count, std::string_view rows) {
+    Key key{run_id, metric_id, rank};
+    Open& b = open_[key];
+    write(key, b);
+    insert(key, b.next_block++, count, rows);
+  }
+  void flush() {
+    for (auto& [key, b] : open_) write(key, b);
+  }
+
+ private:
+  static constexpr size_t kMaxBufferedBytes = 64 << 20;
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  struct Open {
+    SampleBlockWriter rows;
+    int64_t next_block = 0;
+  };
+  void write(const Key& key, Open& b) {
+    if (b.rows.count() == 0) return;
+    insert(key, b.next_block++, b.rows.count(), b.rows.text());
+    buffered_ -= b.rows.bytes();
+    b.rows.clear();
+  }
+  void insert(const Key& key, int64_t block, size_t count, std::string_view rows) {
+    auto [run, metric, rank] = key;
+    insert_.bind(1, run).bind(2, metric).bind(3, rank).bind(4, block).bind(5, int64_t(count)).bind_static(6, rows).run();
+  }
+  Stmt insert_;
+  std::map<Key, Open> open_;
+  size_t buffered_ = 0;
+};
+
+// Schema 1 kept one row per sample in sample_values; schema 2 packs them (sample_block.h). Same samples, same
+// order within (run, metric, rank).
+void migrate_1_to_2(sqlite3* db) {
+  BlockPacker packer(db);
+  Stmt rows(db, "SELECT run_id, metric_id, rank, iteration, t_start, value, warmup FROM sample_values "
+                "ORDER BY run_id, metric_id, rank, seq");
+  while (rows.step())
+    packer.add(rows.i64(0), rows.i64(1), rows.i64(2), rows.i64(3), rows.dbl(4),
+               sqlite3_column_type(rows.handle(), 5) == SQLITE_NULL ? NAN : rows.dbl(5), rows.i64(6) != 0);
+  packer.flush();
+}
 
 }  // namespace
 
@@ -109,13 +184,21 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   exec("BEGIN IMMEDIATE;");
   try {
     exec(kSchema);
-    Stmt v(db_, "SELECT version FROM schema_info");
-    if (!v.step()) {
+    int64_t version = 0;
+    {
+      Stmt v(db_, "SELECT version FROM schema_info");
+      if (v.step()) version = v.i64(0);
+    }
+    if (version == 0) {
       exec("INSERT INTO schema_info(version) VALUES(" + std::to_string(kResultsSchemaVersion) + ")");
-    } else if (v.i64(0) != kResultsSchemaVersion) {
-      throw UserError(file.string() + " has results schema version " + std::to_string(v.i64(0)) + ", this fanout uses " +
+    } else if (version == 1) {
+      migrate_1_to_2(db_);
+      exec("DROP VIEW samples; DROP TABLE sample_values; UPDATE schema_info SET version = 2;");
+    } else if (version != kResultsSchemaVersion) {
+      throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout uses " +
                       std::to_string(kResultsSchemaVersion));
     }
+    exec(kSamplesView);
     exec("COMMIT;");
   } catch (...) {
     exec("ROLLBACK;");
@@ -174,6 +257,49 @@ int64_t ResultsDb::metric_id(const std::string& role, const std::string& name, c
   return q.i64(0);
 }
 
+namespace {
+
+// One rank's sample file decoded and packed into blocks (the CPU-heavy half of ingestion, done per file so that
+// files are packed in parallel while nothing touches the database).
+struct PackedFile {
+  SampleFileInfo info;
+  std::vector<std::pair<std::string, std::string>> metrics;  // index -> (name, unit)
+  struct Block {
+    uint32_t metric;
+    size_t count;
+    std::string rows;
+  };
+  std::vector<Block> blocks;  // per metric, in recording order
+  std::string error;          // not a sample file / corrupt: the file is left out whole
+};
+
+PackedFile pack_sample_file(const fs::path& file) {
+  PackedFile p;
+  std::vector<SampleBlockWriter> open;
+  try {
+    std::map<const char*, uint32_t> index;  // the decoder's names are stable while the file is read
+    p.info = read_sample_file(file, [&](const Sample& s) {
+      auto it = index.find(s.metric.data());
+      if (it == index.end()) {
+        it = index.emplace(s.metric.data(), uint32_t(p.metrics.size())).first;
+        p.metrics.emplace_back(std::string(s.metric), std::string(s.unit));
+        open.emplace_back();
+      }
+      SampleBlockWriter& w = open[it->second];
+      w.add(s.iteration, s.t_start_s, s.value, s.warmup);
+      if (w.count() >= kSamplesPerBlock) p.blocks.push_back({it->second, w.count(), w.take()});
+    });
+  } catch (const std::exception& e) {
+    p.error = std::string(e.what()) + " (file skipped)";
+    return p;
+  }
+  for (uint32_t m = 0; m < open.size(); ++m)
+    if (open[m].count()) p.blocks.push_back({m, open[m].count(), open[m].take()});
+  return p;
+}
+
+}  // namespace
+
 IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   RunMetadata meta = read_run_metadata(run_dir);
   std::vector<fs::path> files;
@@ -181,47 +307,37 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
     if (e.path().extension() == ".samples") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  // Decode each file once into memory (a corrupt one is reported and left out whole), then store them all in
-  // one transaction. Memory is bounded by one run's samples.
-  struct Decoded {
-    SampleFileInfo info;
-    std::vector<std::pair<std::string, std::string>> metrics;  // index -> (name, unit)
-    struct Row {
-      uint32_t metric;
-      int64_t iteration;
-      double t_start, value;
-      bool warmup;
-    };
-    std::vector<Row> rows;
+  // Pack every file first (two threads: the machine's cores), then store them all in one transaction.
+  // Memory is bounded by one run's samples.
+  std::vector<PackedFile> packed(files.size());
+  std::atomic<size_t> next{0};
+  auto pack = [&] {
+    for (size_t i; (i = next++) < files.size();) packed[i] = pack_sample_file(files[i]);
   };
+  if (files.size() > 1) {
+    std::thread helper(pack);
+    pack();
+    helper.join();
+  } else {
+    pack();
+  }
   std::vector<std::tuple<std::string, int, std::string>> nodes;
   std::vector<std::string> warnings;
-  std::vector<Decoded> decoded;
-  for (auto& f : files) {
-    Decoded d;
-    try {
-      std::map<const char*, uint32_t> index;  // the decoder's names are stable while the file is read
-      d.info = read_sample_file(f, [&](const Sample& s) {
-        auto it = index.find(s.metric.data());
-        if (it == index.end()) {
-          it = index.emplace(s.metric.data(), uint32_t(d.metrics.size())).first;
-          d.metrics.emplace_back(std::string(s.metric), std::string(s.unit));
-        }
-        d.rows.push_back({it->second, s.iteration, s.t_start_s, s.value, s.warmup});
-      });
-    } catch (const UserError& e) {
-      warnings.push_back(std::string(e.what()) + " (file skipped)");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const PackedFile& p = packed[i];
+    if (!p.error.empty()) {
+      warnings.push_back(p.error);
       continue;
     }
-    nodes.emplace_back(d.info.role, d.info.rank, d.info.node);
-    if (d.info.truncated) warnings.push_back(f.string() + ": ends inside a record (the rank died while writing)");
-    decoded.push_back(std::move(d));
+    nodes.emplace_back(p.info.role, p.info.rank, p.info.node);
+    if (p.info.truncated) warnings.push_back(files[i].string() + ": ends inside a record (the rank died while writing)");
   }
   auto report = store_run(meta, run_dir, [&](const SampleSink& sink, IngestReport&) {
-    for (auto& d : decoded) {
+    for (auto& p : packed) {
+      if (!p.error.empty()) continue;
       std::vector<int64_t> ids;
-      for (auto& [name, unit] : d.metrics) ids.push_back(sink.metric(d.info.role, name, unit));
-      for (auto& r : d.rows) sink.sample(d.info.rank, ids[r.metric], r.iteration, r.t_start, r.value, r.warmup);
+      for (auto& [name, unit] : p.metrics) ids.push_back(sink.metric(p.info.role, name, unit));
+      for (auto& b : p.blocks) sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
     }
   }, nodes);
   report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
@@ -260,23 +376,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
     for (auto& [role, rank, n] : rank_nodes) node.bind(1, report.run_id).bind(2, role).bind(3, int64_t(rank)).bind(4, n).run();
 
-    // Samples go in 32 rows per INSERT (far less per-row statement overhead), the tail one by one.
-    constexpr int kBatch = 32;
-    const std::string insert = "INSERT INTO sample_values(run_id, metric_id, seq, rank, iteration, t_start, value, warmup) VALUES";
-    std::string many = insert;
-    for (int i = 0; i < kBatch; ++i) many += i ? ",(?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?)";
-    Stmt batch(db_, many.c_str()), single(db_, (insert + "(?,?,?,?,?,?,?,?)").c_str());
-    struct Row {
-      int64_t metric, seq, rank, iteration;
-      double t_start, value;
-      int64_t warmup;
-    };
-    std::vector<Row> pending;
-    pending.reserve(kBatch);
-    auto bind_row = [&](Stmt& st, int base, const Row& r) {
-      st.bind(base + 1, report.run_id).bind(base + 2, r.metric).bind(base + 3, r.seq).bind(base + 4, r.rank)
-          .bind(base + 5, r.iteration).bind(base + 6, r.t_start).bind(base + 7, r.value).bind(base + 8, r.warmup);
-    };
+    BlockPacker packer(db_);
     std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id
     SampleSink sink;
     sink.metric = [&](const std::string& role, const std::string& metric, const std::string& unit) {
@@ -286,17 +386,15 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
       return it->second;
     };
     sink.sample = [&](int rank, int64_t mid, int64_t iteration, double t_start, double value, bool warmup) {
-      pending.push_back({mid, int64_t(report.samples++), rank, iteration, t_start, value, warmup ? 1 : 0});
-      if (pending.size() < size_t(kBatch)) return;
-      for (int i = 0; i < kBatch; ++i) bind_row(batch, i * 8, pending[size_t(i)]);
-      batch.run();
-      pending.clear();
+      packer.add(report.run_id, mid, rank, iteration, t_start, value, warmup);
+      ++report.samples;
+    };
+    sink.block = [&](int rank, int64_t mid, size_t count, std::string_view rows) {
+      packer.add_block(report.run_id, mid, rank, count, rows);
+      report.samples += count;
     };
     emit(sink, report);
-    for (auto& r : pending) {
-      bind_row(single, 0, r);
-      single.run();
-    }
+    packer.flush();
     exec("COMMIT;");
   } catch (...) {
     exec("ROLLBACK;");
@@ -319,41 +417,59 @@ std::vector<StoredRun> ResultsDb::runs() const {
   return out;
 }
 
-void ResultsDb::for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const {
-  Stmt q(db_,
-         "SELECT s.run_id, s.metric_id, s.value, s.rank FROM sample_values s WHERE s.warmup = 0 ORDER BY s.run_id, s.metric_id");
+void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const {
   auto names = metrics();
   MetricSummaryRow cur;
-  int64_t cur_metric = -1;
-  std::set<int64_t> ranks;
+  int64_t cur_metric = -1, last_rank = -1;
   auto flush = [&] {
     const MetricInfo& info = names.at(cur_metric);
     cur.role = info.role;
     cur.metric = info.name;
     cur.unit = info.unit;
-    cur.ranks = int(ranks.size());
-    fn(cur);
+    if (!cur.values.empty()) fn(cur);
     cur.values.clear();
-    ranks.clear();
+    cur.ranks = 0;
   };
-  while (q.step()) {
-    int64_t run = q.i64(0), metric = q.i64(1);
-    if (cur_metric >= 0 && (run != cur.run_id || metric != cur_metric)) flush();
+  for_each_block("", [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
+    if (cur_metric >= 0 && (run != cur.run_id || metric != cur_metric)) flush(), last_rank = -1;
     cur.run_id = run;
     cur_metric = metric;
-    cur.values.push_back(q.dbl(2));
-    ranks.insert(q.i64(3));
-  }
+    bool counted = rank == last_rank;
+    SampleBlockReader reader(rows, file_.string());
+    SampleRowText row;
+    while (reader.next(row)) {
+      if (row.warmup) continue;
+      double v = stored_real(row.value);
+      if (std::isnan(v)) continue;  // null: the rank recorded no number
+      cur.values.push_back(v);
+      if (!counted) ++cur.ranks, counted = true, last_rank = rank;
+    }
+  });
   if (cur_metric >= 0) flush();
+}
+
+void ResultsDb::for_each_block(const std::string& where,
+                               const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const {
+  // Primary-key order: run, metric, rank, block (recording order within a rank).
+  Stmt q(db_, ("SELECT b.run_id, b.metric_id, b.rank, b.rows FROM sample_blocks b " + where +
+               " ORDER BY b.run_id, b.metric_id, b.rank, b.block").c_str());
+  while (q.step()) fn(q.i64(0), q.i64(1), int(q.i64(2)), q.view(3));
 }
 
 void ResultsDb::for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
                                const std::function<void(int64_t, double)>& fn) const {
-  Stmt q(db_,
-         "SELECT s.run_id, s.value FROM sample_values s JOIN metrics m ON m.id = s.metric_id "
-         "WHERE m.role=? AND m.name=? AND m.unit=? AND s.warmup = 0");
-  q.bind(1, role).bind(2, metric).bind(3, unit);
-  while (q.step()) fn(q.i64(0), q.dbl(1));
+  int64_t id = -1;
+  for (auto& [mid, m] : metrics())
+    if (m.role == role && m.name == metric && m.unit == unit) id = mid;
+  if (id < 0) return;
+  for_each_block("WHERE b.metric_id = " + std::to_string(id), [&](int64_t run, int64_t, int, std::string_view rows) {
+    SampleBlockReader reader(rows, file_.string());
+    SampleRowText row;
+    while (reader.next(row)) {
+      double v = row.warmup ? NAN : stored_real(row.value);
+      if (!std::isnan(v)) fn(run, v);
+    }
+  });
 }
 
 std::map<int64_t, ResultsDb::MetricInfo> ResultsDb::metrics() const {
@@ -363,9 +479,12 @@ std::map<int64_t, ResultsDb::MetricInfo> ResultsDb::metrics() const {
   return out;
 }
 
-void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, int64_t, double, double, bool)>& fn) const {
-  Stmt q(db_, "SELECT run_id, rank, metric_id, iteration, t_start, value, warmup FROM sample_values ORDER BY run_id, metric_id, seq");
-  while (q.step()) fn(q.i64(0), int(q.i64(1)), q.i64(2), q.i64(3), q.dbl(4), q.dbl(5), q.i64(6) != 0);
+void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, const SampleRowText&)>& fn) const {
+  for_each_block("", [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
+    SampleBlockReader reader(rows, file_.string());
+    SampleRowText row;
+    while (reader.next(row)) fn(run, rank, metric, row);
+  });
 }
 
 }  // namespace fanout

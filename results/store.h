@@ -13,7 +13,7 @@ struct sqlite3;
 
 namespace fanout {
 
-constexpr int kResultsSchemaVersion = 1;
+constexpr int kResultsSchemaVersion = 2;  // 1 (a row per sample) is migrated on open
 
 struct IngestReport {
   int64_t run_id = 0;
@@ -44,10 +44,12 @@ class ResultsDb {
   // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
   IngestReport ingest_run(const std::filesystem::path& run_dir);
 
-  // Where samples go while a run is stored: metric() resolves a metric's id once, sample() stores one sample.
+  // Where samples go while a run is stored: metric() resolves a metric's id once, sample() stores one sample,
+  // block() a block of them already packed (sample_block.h) for one (metric, rank), after that pair's earlier ones.
   struct SampleSink {
     std::function<int64_t(const std::string& role, const std::string& metric, const std::string& unit)> metric;
     std::function<void(int rank, int64_t metric_id, int64_t iteration, double t_start, double value, bool warmup)> sample;
+    std::function<void(int rank, int64_t metric_id, size_t count, std::string_view rows)> block;
   };
   // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and the
   // nodes its ranks ran on, in one transaction that replaces any earlier copy. emit may add warnings.
@@ -57,14 +59,14 @@ class ResultsDb {
 
   std::vector<StoredRun> runs() const;
   // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
-  void for_each_metric(const std::function<void(const MetricSummaryRow&)>& fn) const;
+  void for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const;  // fn may take the values
   struct MetricInfo {
     std::string role, name, unit;
   };
   std::map<int64_t, MetricInfo> metrics() const;  // id -> names
-  // Calls fn for every sample, ordered by run, metric, then as recorded (metric by id: see metrics()).
-  void for_each_sample(const std::function<void(int64_t run_id, int rank, int64_t metric_id, int64_t iteration, double t_start,
-                                                double value, bool warmup)>& fn) const;
+  // Calls fn for every sample, ordered by run, metric, rank, then as recorded (metric by id: see metrics()), with
+  // the fields as stored (sample_block.h).
+  void for_each_sample(const std::function<void(int64_t run_id, int rank, int64_t metric_id, const struct SampleRowText&)>& fn) const;
   // Calls fn(run_id, value) for every non-warmup sample of one metric.
   void for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
                       const std::function<void(int64_t run_id, double value)>& fn) const;
@@ -85,6 +87,8 @@ class ResultsDb {
 
  private:
   void exec(const std::string& sql) const;
+  // fn(run, metric, rank, rows JSON) for each stored block matching `where` (SQL over alias b), in key order.
+  void for_each_block(const std::string& where, const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const;
   int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
   int64_t metric_id(const std::string& role, const std::string& name, const std::string& unit);
   sqlite3* db_ = nullptr;

@@ -2,11 +2,16 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <thread>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "results/csv_export.h"
 #include "results/run_folder.h"
+#include "results/sample_block.h"
 #include "results/sample_file.h"
 #include "results/store.h"
 #include "tests/test_util.h"
@@ -64,7 +69,7 @@ TEST(Store, IngestStoresEverythingOnceAndReingestReplaces) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 22) << "re-ingest must not duplicate";
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM parameters"), 2);
-  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_values WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
 }
 
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
@@ -133,4 +138,134 @@ TEST(Store, CsvQuotesFields) {
   EXPECT_EQ(csv_field("plain"), "plain");
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+}
+
+TEST(SampleBlock, NumbersComeBackExactAndSqliteReadsThemWithTheirTypes) {
+  const double values[] = {30.0, -0.0, 0.1, 1e-300, 5e-324, 1.7976931348623157e308, 1763859371.123456789,
+                           std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), NAN};
+  SampleBlockWriter w;
+  int64_t it = -1;
+  for (double v : values) {
+    w.add(it, 1763859371.5, v, it % 2 == 0);
+    ++it;
+  }
+  SampleBlockReader r(w.text(), "test");
+  SampleRowText row;
+  it = -1;
+  for (double v : values) {
+    ASSERT_TRUE(r.next(row));
+    EXPECT_EQ(stored_integer(row.iteration), it);
+    EXPECT_EQ(stored_real(row.t_start), 1763859371.5);
+    double back = stored_real(row.value);
+    if (std::isnan(v)) EXPECT_TRUE(std::isnan(back)) << row.value;
+    else EXPECT_EQ(std::memcmp(&back, &v, sizeof v), 0) << row.value;
+    EXPECT_EQ(row.warmup, it % 2 == 0);
+    ++it;
+  }
+  EXPECT_FALSE(r.next(row));
+  EXPECT_NE(std::string(w.text()).find("[-1,1763859371.5,30.0,"), std::string::npos) << "reals keep a '.': " << w.text();
+
+  // SQLite's own JSON reads the same text: REAL stays REAL (30.0, not 30), null is NULL, 9e999 is inf.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT typeof(j.value ->> 2), j.value ->> 2 FROM json_each(?) j", -1, &s, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  std::string text(w.text());
+  sqlite3_bind_text(s, 1, text.data(), int(text.size()), SQLITE_STATIC);
+  std::vector<std::string> types;
+  std::vector<double> read;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    types.push_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+    read.push_back(sqlite3_column_double(s, 1));
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  ASSERT_EQ(types.size(), std::size(values));
+  EXPECT_EQ(types[0], "real");
+  EXPECT_EQ(read[0], 30.0);
+  EXPECT_EQ(read[2], 0.1);
+  EXPECT_EQ(read[6], 1763859371.123456789);
+  EXPECT_TRUE(std::isinf(read[7]) && read[7] > 0);
+  EXPECT_EQ(types[9], "null");
+}
+
+TEST(SampleBlock, MalformedTextIsAClearError) {
+  for (const char* bad : {"", "[[1,2,3]]", "[[1,2,3,2]]", "[[1,2,3,0]", "[[1,2,3,0]x]", "{}", "[[,2,3,0]]"}) {
+    try {
+      SampleBlockReader r(bad, "fanout.sqlite");
+      SampleRowText row;
+      while (r.next(row)) {
+      }
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("fanout.sqlite: stored sample block"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(stored_real("abc"), UserError);
+  EXPECT_THROW(stored_integer("1.5"), UserError);
+}
+
+TEST(Store, LargeRunsSpanSeveralBlocksInRecordingOrder) {
+  test::TempDir d;
+  const int per_rank = int(2 * kSamplesPerBlock + 17);
+  auto run = make_run(d.path, "big", 3, per_rank);
+  ResultsDb db(d.path / "fanout.sqlite");
+  EXPECT_EQ(db.ingest_run(run).samples, uint64_t(3 * (per_rank + 1)));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks"), 3 * 3) << "3 blocks per rank";
+  EXPECT_EQ(count(db, "SELECT sum(count) FROM sample_blocks"), 3 * (per_rank + 1));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 3 * (per_rank + 1));
+  // The view gives back every value at its iteration (value = 100 + iteration), as REAL.
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE warmup=0 AND value = 100.0 + iteration AND typeof(value)='real'"),
+            3 * per_rank);
+  // The reader's order: per rank, as recorded.
+  std::vector<int64_t> iterations;
+  db.for_each_sample([&](int64_t, int rank, int64_t, const SampleRowText& s) {
+    if (rank == 2) iterations.push_back(stored_integer(s.iteration));
+  });
+  ASSERT_EQ(iterations.size(), size_t(per_rank + 1));
+  EXPECT_EQ(iterations[0], -1) << "the warmup sample first, as recorded";
+  for (int i = 0; i < per_rank; ++i) ASSERT_EQ(iterations[size_t(i) + 1], i);
+}
+
+TEST(Store, SchemaOneDatabaseIsMigratedWithEverySample) {
+  test::TempDir d;
+  auto file = d.path / "fanout.sqlite";
+  {
+    // A database as fanout wrote it before schema 2: one row per sample in sample_values.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    const char* v1 = R"SQL(
+CREATE TABLE schema_info(version INTEGER NOT NULL); INSERT INTO schema_info VALUES(1);
+CREATE TABLE experiments(id INTEGER PRIMARY KEY, name TEXT NOT NULL, plugin TEXT NOT NULL, subcommand TEXT NOT NULL,
+  created_at TEXT NOT NULL, UNIQUE(name, plugin, subcommand));
+CREATE TABLE runs(id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  session TEXT NOT NULL, path TEXT NOT NULL UNIQUE, status TEXT NOT NULL, param_hash TEXT NOT NULL,
+  launcher TEXT, job_id TEXT, node_list TEXT, exit_code INTEGER, signal INTEGER, reason TEXT,
+  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL);
+CREATE TABLE metrics(id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
+CREATE TABLE sample_values(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL
+  REFERENCES metrics(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL, iteration INTEGER NOT NULL, t_start REAL NOT NULL,
+  value REAL NOT NULL, warmup INTEGER NOT NULL, PRIMARY KEY(run_id, metric_id, seq)) WITHOUT ROWID;
+CREATE VIEW samples AS SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, s.warmup
+  FROM sample_values s JOIN metrics m ON m.id = s.metric_id;
+INSERT INTO experiments VALUES(1, 'e', 'calibration', 'calibration_sleep', '2026-01-01T00:00:00Z');
+INSERT INTO runs(id, experiment_id, session, path, status, param_hash, ingested_at) VALUES(1, 1, 's', '/x/s', 'COMPLETED', 'h', 0);
+INSERT INTO metrics VALUES(1, 'client', 'put', 's'), (2, 'client', 'get', 's');
+INSERT INTO sample_values VALUES(1, 1, 0, 0, 0, 10.5, 0.25, 1), (1, 2, 1, 0, 0, 10.6, 0.5, 0), (1, 1, 2, 1, 0, 10.7, 1.0, 0),
+  (1, 1, 3, 0, 1, 10.8, 2.0, 0), (1, 1, 4, 1, 1, 10.9, 4.0, 0);
+)SQL";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  ResultsDb db(file);
+  EXPECT_EQ(count(db, "SELECT version FROM schema_info"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sqlite_schema WHERE name='sample_values'"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 5);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric='put' AND rank=0 AND warmup=0 AND value=2.0 AND iteration=1 "
+                      "AND t_start=10.8"), 1);
+  EXPECT_EQ(count(db, "SELECT sum(value * 100) FROM samples WHERE metric='put' AND warmup=0"), 700);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks"), 3) << "(put, rank 0), (put, rank 1), (get, rank 0)";
+  ResultsDb again(file);  // opening a migrated database changes nothing
+  EXPECT_EQ(count(again, "SELECT count(*) FROM samples"), 5);
 }
