@@ -224,7 +224,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
                                                  "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher",
-                                                 "max_retries", "stall_timeout"};
+                                                 "max_retries", "stall_timeout", "no_reuse"};
   for (auto& entry : *exp) {
     const toml::node& v = entry.second;  // not a structured binding: the lambda below captures it (clang 14)
     std::string key(entry.first.str());
@@ -256,10 +256,10 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       if (!i || *i < 0 || *i > 365 * 86400) throw UserError(where + ": experiment." + key + " must be an integer from 0 to 31536000");
       if (key == "max_retries") req.settings.max_retries = int(*i);
       else req.settings.stall_timeout_s = *i;
-    } else if (key == "array") {
+    } else if (key == "array" || key == "no_reuse") {
       auto b = v.value_exact<bool>();
-      if (!b) throw UserError(where + ": experiment.array must be true or false");
-      req.settings.array = *b;
+      if (!b) throw UserError(where + ": experiment." + key + " must be true or false");
+      (key == "array" ? req.settings.array : req.settings.no_reuse) = *b;
     } else if (key == "exclusive") {
       auto b = v.value_exact<bool>();
       if (!b) throw UserError(where + ": experiment.exclusive must be true or false");
@@ -346,6 +346,29 @@ int resolve_count(const std::string& expr, const ParameterPoint& p, const std::s
   return int(v);
 }
 
+// A run's session (its folder's name, before the hash): the template with {param} replaced, or
+// "<experiment>-sess" and the varied parameters.
+std::string session_name(const std::string& templ, const std::string& experiment, const ParameterPoint& point,
+                         const std::vector<std::string>& varied) {
+  if (templ.empty()) {
+    std::string name = experiment + "-sess";
+    for (auto& v : varied) name += "-" + filename_safe(v, 24) + filename_safe(*point.find(v), 24);
+    return name;
+  }
+  std::string name;
+  for (size_t i = 0; i < templ.size(); ++i) {
+    size_t end = templ[i] == '{' ? templ.find('}', i) : std::string::npos;
+    if (end == std::string::npos) {
+      name += templ[i];
+      continue;
+    }
+    const std::string* v = point.find(templ.substr(i + 1, end - i - 1));
+    name += v ? filename_safe(*v, 24) : "";
+    i = end;
+  }
+  return name;
+}
+
 }  // namespace
 
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
@@ -417,6 +440,27 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   for (auto& axis : plan.space.axes())
     if (axis.values.size() > 1) varied.insert(varied.end(), axis.names.begin(), axis.names.end());
 
+  // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
+  auto identify = [&](RunPlan& run, const std::string& kind) {
+    std::string canon = plugin.name() + "\n" + request.subcommand + "\n" + kind;
+    auto sorted = run.point.values;
+    std::sort(sorted.begin(), sorted.end());
+    for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+    for (auto& step : run.steps)
+      canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) + " " +
+               step.placement + "\n";
+    run.param_hash = fnv1a_hex(canon);
+  };
+  auto validate = [&](const RunPlan& run) {
+    JobSpec probe;
+    probe.name = run.session;
+    probe.steps = run.steps;
+    probe.walltime_s = request.settings.walltime_s;
+    probe.validate();
+  };
+  const bool sharing = tmpl && request.steps.empty() && !tmpl->shared_step.empty() && !request.settings.no_reuse;
+  auto is_varied = [&](const std::string& name) { return std::find(varied.begin(), varied.end(), name) != varied.end(); };
+  std::string group_key;
   for (auto& point : plan.space.expand()) {
     if (auto why = plugin.check(point.values); !why.empty()) {
       std::string where;
@@ -425,29 +469,39 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     }
     RunPlan run;
     run.point = point;
-    std::string canon = plugin.name() + "\n" + request.subcommand + "\n";
-    auto sorted = point.values;
-    std::sort(sorted.begin(), sorted.end());
-    for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+    StepSpec shared;
     for (auto& s : plan.steps) {
       StepSpec step;
       step.role = s.role;
       step.placement = s.placement;
       step.nodes = resolve_count(s.nodes, point, "step '" + s.role + "' nodes");
       step.tasks_per_node = resolve_count(s.tasks_per_node, point, "step '" + s.role + "' tasks_per_node");
-      canon += "step " + s.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) + " " + s.placement + "\n";
-      run.steps.push_back(step);
+      if (sharing && s.role == tmpl->shared_step) shared = step;
+      else run.steps.push_back(step);
     }
-    run.param_hash = fnv1a_hex(canon);
-    std::string name = request.subcommand == "run" ? plugin.name() : request.subcommand;
-    name += "-sess";
-    for (auto& v : varied) name += "-" + filename_safe(v, 24) + filename_safe(*point.find(v), 24);
-    run.session = filename_safe(name, 160) + "-" + run.param_hash.substr(0, 8);
-    JobSpec probe;
-    probe.name = run.session;
-    probe.steps = run.steps;
-    probe.walltime_s = request.settings.walltime_s;
-    probe.validate();
+    identify(run, "");
+    run.session = filename_safe(session_name(tmpl ? tmpl->session_name : "", request.subcommand == "run" ? plugin.name() : request.subcommand,
+                                             point, varied), 160) + "-" + run.param_hash.substr(0, 8);
+    validate(run);
+    if (sharing) {
+      // Consecutive runs that agree on shared_by use one service: a new group starts where a value changes.
+      std::string key;
+      for (auto& n : tmpl->shared_by) key += n + "=" + *point.find(n) + "\n";
+      if (plan.services.empty() || key != group_key) {
+        RunPlan service;
+        for (auto& [k, v] : point.values)
+          if (!is_varied(k) || std::count(tmpl->shared_by.begin(), tmpl->shared_by.end(), k)) service.point.values.emplace_back(k, v);
+        service.steps = {shared};
+        identify(service, "service\n");
+        std::string name = tmpl->shared_step + "-service";
+        for (auto& n : tmpl->shared_by) name += "-" + filename_safe(n, 24) + filename_safe(*point.find(n), 24);
+        service.session = filename_safe(name, 160) + "-" + service.param_hash.substr(0, 8);
+        validate(service);
+        plan.services.push_back(std::move(service));
+        group_key = key;
+      }
+      run.service = int(plan.services.size()) - 1;
+    }
     plan.runs.push_back(std::move(run));
   }
   if (plan.runs.empty()) throw UserError("every permutation is excluded: nothing to run");

@@ -29,6 +29,7 @@ struct ExperimentSettings {
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
+  bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
   SchedulerOptions options;
 };
 
@@ -48,6 +49,7 @@ struct RunPlan {
   ParameterPoint point;  // every parameter of the plugin (and the file's placement parameters)
   std::string param_hash, session;
   std::vector<StepSpec> steps;
+  int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
 };
 
 struct ExperimentPlan {
@@ -55,6 +57,9 @@ struct ExperimentPlan {
   std::vector<StepTemplate> steps;
   ParameterSpace space;
   std::vector<RunPlan> runs;
+  // The shared step's services (fanout_plugin.h, shared_step): one per group of consecutive runs that agree
+  // on the template's shared_by parameters; each carries that step only, with the group's parameters.
+  std::vector<RunPlan> services;
 };
 
 // Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.

@@ -221,11 +221,18 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     const auto& r = plan.runs[i];
+    if (r.service >= 0 && (i == 0 || plan.runs[i - 1].service != r.service))
+      out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
+          << ", shared by the runs below until the next service)\n";
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << r.session;
     for (auto& [k, v] : r.point.values) out << " " << k << "=" << v;
     out << "\n";
   }
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
+  for (const auto& r : plan.services) {
+    out << "\n# ---- job script for service " << r.session << "\n";
+    out << render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session));
+  }
   for (const auto& r : plan.runs) {
     out << "\n# ---- job script for " << r.session << "\n";
     out << render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session));
@@ -290,20 +297,57 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     int64_t started_ns = 0;
     int64_t running_since_wall_ns = 0;
     bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
+    int group = -1;        // the shared-step group this slot belongs to (its service or one of its runs)
+    bool service = false;  // the slot is the group's service
+    bool ended = false;
   };
   std::deque<Slot> slots;  // a retry is appended while others are referenced: a deque keeps them in place
-  auto add_slot = [&](const RunPlan& r, int attempt) {
+  // A shared step's group: its service slot, started first; its runs start once the service has written
+  // <dir>/ready, and the driver writes <dir>/stop when the last of them has ended (retries included).
+  struct Group {
+    size_t service;
+    size_t runs_left = 0;
+    bool ready = false;
+  };
+  std::vector<Group> groups;
+  auto add_slot = [&](const RunPlan& r, int attempt, int group) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
     Slot s{&r, attempt, outcome.run_root / folder, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
     s.meta.session = folder;
     s.meta.provenance["attempt"] = std::to_string(attempt + 1);
     s.job = job_for(plan, r, plugin, opts, s.dir);
+    s.group = group;
+    if (group >= 0) {
+      ++groups[size_t(group)].runs_left;
+      s.meta.service_dir = slots[groups[size_t(group)].service].dir.string();
+      s.meta.provenance["service"] = fs::absolute(s.meta.service_dir).lexically_normal().string();  // its runs.path
+    }
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);
     write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
     slots.push_back(std::move(s));
   };
-  size_t next = 0, done = 0, running = 0;
+  // The service of the group that `runs` (consecutive, same service) use: its wall time covers all of them.
+  auto add_service = [&](const RunPlan& service, size_t runs) {
+    Slot s{&service, 0, outcome.run_root / service.session, {}, metadata_for(plan, service, plugin, opts, scheduler->name()), "",
+           JobState::Pending, 0};
+    s.meta.provenance["attempt"] = "1";
+    s.meta.provenance["shared_step"] = service.steps[0].role;
+    s.meta.service_dir = s.dir.string();
+    s.meta.service_provider = true;
+    s.job = job_for(plan, service, plugin, opts, s.dir);
+    s.job.walltime_s *= int64_t(runs + 1);
+    s.job.options.exclusive = true;  // the service's nodes are its own, as a step on disjoint nodes would be
+    s.meta.walltime_s = s.job.walltime_s;
+    s.service = true;
+    s.group = int(groups.size());
+    groups.push_back({slots.size()});
+    make_private_dirs(s.dir);
+    write_run_metadata(s.dir, s.meta);
+    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+    slots.push_back(std::move(s));
+  };
+  size_t next = 0, done = 0, running = 0, active_services = 0;
   std::map<std::string, size_t> active;  // job id -> slot
   // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
   auto track_submitted = [&](size_t i, const std::string& id) {
@@ -319,10 +363,24 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     slots.push_back(std::move(s));
     active[sg.job_id] = next++;
   }
-  for (const RunPlan* r : todo) add_slot(*r, 0);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const RunPlan& r = *todo[i];
+    if (r.service < 0) {
+      add_slot(r, 0, -1);
+      continue;
+    }
+    if (i == 0 || todo[i - 1]->service != r.service) {
+      size_t runs = 1;
+      while (i + runs < todo.size() && todo[i + runs]->service == r.service) ++runs;
+      add_service(plan.services[size_t(r.service)], runs);
+    }
+    add_slot(r, 0, int(groups.size()) - 1);
+  }
   outcome.runs = slots.size();
   log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
-      << st.launcher << " -> " << outcome.run_root.string() << "\n";
+      << st.launcher;
+  if (!groups.empty()) log << " (" << groups.size() << " of them shared " << plan.services[0].steps[0].role << " service(s))";
+  log << " -> " << outcome.run_root.string() << "\n";
 
   // The driver's own cost, reported at the end (bench/driver_scale_bench.sh reads it).
   struct Cost {
@@ -354,12 +412,15 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
                   s.dir.string();
     }
     set_state(s, js.state);
+    s.ended = true;
+    if (s.service) --active_services;
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
     IngestReport report;
     timed(cost.ingest_s, [&] { report = db.ingest_run(s.dir); });
     ++done;
-    const bool retry = worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
+    // A service is not retried: the runs of its group are (each against a service of their own group).
+    const bool retry = !s.service && worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
     if (js.state == JobState::Completed) ++outcome.completed;
     else if (!retry) ++outcome.failed;
     double dur = double(monotonic_ns() - s.started_ns) / 1e9;
@@ -374,9 +435,41 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     for (auto& w : report.warnings) log << "  warning: " << w << "\n";
     if (retry) {
       log << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st.max_retries + 1 << ")\n";
-      add_slot(*s.run, s.attempt + 1);
+      add_slot(*s.run, s.attempt + 1, s.service ? -1 : s.group);
       ++outcome.retries;
     }
+    if (s.group >= 0 && !s.service && --groups[size_t(s.group)].runs_left == 0) {
+      // The group's last run has ended: its service may stop (rank runners watch for this file).
+      const Slot& service = slots[groups[size_t(s.group)].service];
+      write_file_atomic(service.dir / "stop", "", 0644);
+    }
+  };
+  // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is
+  // recorded FAILED without running when the service ended first.
+  enum class Gate { Go, Wait, Gone };
+  auto gate = [&](size_t i) {
+    const Slot& s = slots[i];
+    if (s.group < 0 || s.service) return Gate::Go;
+    Group& g = groups[size_t(s.group)];
+    const Slot& service = slots[g.service];
+    if (!g.ready && fs::exists(service.dir / "ready")) g.ready = true;
+    if (service.ended) return Gate::Gone;
+    return g.ready ? Gate::Go : Gate::Wait;
+  };
+  // The gate of the next slot in order, after recording the runs whose service is gone.
+  auto next_gate = [&]() {
+    for (; next < slots.size(); ++next) {
+      Gate g = gate(next);
+      if (g != Gate::Gone) return g;
+      const Slot& service = slots[groups[size_t(slots[next].group)].service];
+      JobStatus js;
+      js.state = JobState::Failed;
+      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.meta.session + " ended (" +
+                  service.meta.status->state + "); logs: " + service.dir.string();
+      slots[next].started_ns = monotonic_ns();
+      finish(slots[next], js);
+    }
+    return Gate::Wait;
   };
 
   while (done < slots.size()) {
@@ -397,19 +490,28 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       }
     }
     bool changed = false;
-    if (!cancelling && st.array && next < slots.size()) {
-      // Every remaining run in as few submissions as the scheduler can make (arrays per resource shape).
-      std::vector<JobSpec> jobs;
-      for (size_t i = next; i < slots.size(); ++i) jobs.push_back(slots[i].job);
-      std::vector<std::string> ids;
-      timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
-      for (size_t k = 0; k < ids.size(); ++k, ++next) track_submitted(next, ids[k]);
-      changed = true;
-    }
-    while (!cancelling && next < slots.size() && int(active.size()) < max_parallel) {
-      std::string id;
-      timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
-      track_submitted(next++, id);
+    // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs
+    // one by one up to --max_parallel, or with --array every run that may go, in as few submissions as the
+    // scheduler can make (arrays per resource shape).
+    while (!cancelling && next < slots.size() && next_gate() == Gate::Go) {
+      if (slots[next].service) {
+        std::string id;
+        timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
+        ++active_services;
+        track_submitted(next++, id);
+      } else if (st.array) {
+        std::vector<JobSpec> jobs;
+        for (size_t i = next; i < slots.size() && !slots[i].service && gate(i) == Gate::Go; ++i) jobs.push_back(slots[i].job);
+        std::vector<std::string> ids;
+        timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
+        for (size_t k = 0; k < ids.size(); ++k, ++next) track_submitted(next, ids[k]);
+      } else if (active.size() - active_services < size_t(max_parallel)) {
+        std::string id;
+        timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
+        track_submitted(next++, id);
+      } else {
+        break;
+      }
       changed = true;
     }
     if (active.empty()) continue;
@@ -437,7 +539,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       std::vector<std::string> stalled;
       for (auto& [id, i] : active) {
         Slot& s = slots[i];
-        if (s.state != JobState::Running || s.stalled) continue;
+        if (s.state != JobState::Running || s.stalled || s.service) continue;  // a service records nothing while it serves
         const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir));
         if (wall_ns() - last < st.stall_timeout_s * 1000000000) continue;
         s.stalled = true;

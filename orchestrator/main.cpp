@@ -40,7 +40,7 @@ struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
   int max_parallel = 0, max_retries = 0;
   int64_t stall_timeout = 0;
-  bool dry_run = false, exclusive = false, array = false, resume = false;
+  bool dry_run = false, exclusive = false, array = false, resume = false, no_reuse = false;
   std::string partition, account, constraint, step_launcher;
   std::vector<std::string> zips, excludes, batch_args;
   std::map<std::string, CLI::Option*> opts;
@@ -59,6 +59,7 @@ struct SettingsFlags {
                               ->capture_default_str()->check(CLI::NonNegativeNumber);
     opts["stall_timeout"] = app->add_option("--stall_timeout", stall_timeout, "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)")
                                 ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(365) * 86400));
+    opts["no_reuse"] = app->add_flag("--no_reuse", no_reuse, "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs");
     opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
     opts["account"] = app->add_option("--account", account, "scheduler account");
@@ -86,6 +87,7 @@ struct SettingsFlags {
     if (!only_given || given("array")) s.array = array;
     if (!only_given || given("max_retries")) s.max_retries = max_retries;
     if (!only_given || given("resume")) s.resume = resume;
+    if (!only_given || given("no_reuse")) s.no_reuse = no_reuse;
     if (!only_given || given("stall_timeout")) s.stall_timeout_s = stall_timeout;
     if (!only_given || given("step_launcher")) s.options.step_launcher = step_launcher;
     for (auto& kv : batch_args) {

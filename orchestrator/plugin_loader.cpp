@@ -51,7 +51,7 @@ std::optional<CountExpr> parse_count_expr(const std::string& text) {
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
                                                  "dry_run", "zip", "exclude", "partition", "account",
-                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "help", "version"};
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "no_reuse", "help", "version"};
   return names;
 }
 
@@ -118,7 +118,9 @@ std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
     if (!d->roles[i].name || !d->roles[i].run) throw bad("role " + std::to_string(i) + " has no name or entry function");
   for (uint32_t i = 0; i < d->n_experiments; ++i) {
     const auto& e = d->experiments[i];
-    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}};
+    ExperimentTemplate t;
+    t.name = str(e.name);
+    t.summary = str(e.summary);
     if (!valid_identifier(t.name)) throw bad("experiment name '" + t.name + "' is not an identifier");
     if (e.n_steps == 0) throw bad("experiment '" + t.name + "' has no steps");
     for (uint32_t s = 0; s < e.n_steps; ++s) {
@@ -136,9 +138,42 @@ std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
       if (!plugin->param(n)) throw bad("experiment '" + t.name + "' overrides unknown parameter '" + n + "'");
       t.defaults.emplace_back(n, str(e.defaults[k].value));
     }
+    t.session_name = str(e.session_name);
+    auto refs = template_references(t.session_name);
+    if (!refs) throw bad("experiment '" + t.name + "' has a malformed session_name '" + t.session_name + "'");
+    for (auto& r : *refs)
+      if (!plugin->param(r)) throw bad("experiment '" + t.name + "' session_name refers to unknown parameter '" + r + "'");
+    t.shared_step = str(e.shared_step);
+    if (!t.shared_step.empty()) {
+      auto is_shared = [&](const StepTemplate& st) { return st.role == t.shared_step; };
+      if (std::count_if(t.steps.begin(), t.steps.end(), is_shared) != 1 || t.steps.size() < 2)
+        throw bad("experiment '" + t.name + "' shares step '" + t.shared_step + "', which is not exactly one of its several steps");
+      for (size_t k = 1; k < t.steps.size(); ++k)
+        if (t.steps[k].placement == "colocated" && is_shared(t.steps[0]))
+          throw bad("experiment '" + t.name + "' step '" + t.steps[k].role + "' is colocated with the shared step");
+      for (auto& n : split(str(e.shared_by), ',')) {
+        std::string name = trim(n);
+        if (name.empty()) continue;  // no names: one group of every permutation
+        if (!plugin->param(name)) throw bad("experiment '" + t.name + "' shared_by names unknown parameter '" + name + "'");
+        t.shared_by.push_back(name);
+      }
+    }
     plugin->experiments_.push_back(std::move(t));
   }
   return plugin;
+}
+
+std::optional<std::vector<std::string>> template_references(const std::string& text) {
+  std::vector<std::string> refs;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '}') return std::nullopt;
+    if (text[i] != '{') continue;
+    size_t end = text.find('}', i);
+    if (end == std::string::npos || end == i + 1) return std::nullopt;
+    refs.push_back(text.substr(i + 1, end - i - 1));
+    i = end;
+  }
+  return refs;
 }
 
 void Plugin::init() {

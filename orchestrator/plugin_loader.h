@@ -43,7 +43,13 @@ struct ExperimentTemplate {
   std::string summary;
   std::vector<StepTemplate> steps;
   std::vector<std::pair<std::string, std::string>> defaults;
+  std::string session_name;            // "" or a template with {param}
+  std::string shared_step;             // "" or the role of a step shared by a group of runs
+  std::vector<std::string> shared_by;  // the parameters that define a group
 };
+
+// The {name} references of a session-name template (empty names and unbalanced braces are errors: nullopt).
+std::optional<std::vector<std::string>> template_references(const std::string& text);
 
 // A loaded plugin: the shared object stays open for the lifetime of this object.
 class Plugin {

@@ -39,6 +39,10 @@ struct fanout_context {
   fanout::SampleWriter* samples = nullptr;
   fanout::Rendezvous* rendezvous = nullptr;
   bool record_failed = false;
+  std::string service_dir;  // fanout_host_ops.service_dir
+  bool service_provider = false;
+  mutable int64_t stop_checked_ns = 0;  // a service looks for <service_dir>/stop at most every 100 ms
+  mutable bool service_stop = false;
 };
 
 namespace {
@@ -114,7 +118,19 @@ const fanout_host_ops kHostOps = {
       return err.empty() ? 0 : -1;
     },
     [](fanout_context* c, fanout_log_level level, const char* message) { log_line(c, level, message ? message : ""); },
-    [](const fanout_context*) -> int { return g_stop ? 1 : 0; },
+    [](const fanout_context* c) -> int {
+      if (g_stop) return 1;
+      if (!c->service_provider || c->service_stop) return c->service_stop ? 1 : 0;
+      const int64_t now = fanout::monotonic_ns();
+      if (now - c->stop_checked_ns < 100000000) return 0;
+      c->stop_checked_ns = now;
+      c->service_stop = ::access((c->service_dir + "/stop").c_str(), F_OK) == 0;
+      return c->service_stop ? 1 : 0;
+    },
+    [](const fanout_context* c, int* provider) -> const char* {
+      if (provider) *provider = c->service_provider ? 1 : 0;
+      return c->service_dir.empty() ? nullptr : c->service_dir.c_str();
+    },
 };
 
 // --kv-server: the rendezvous service for the ranks of every step of a batch job, started by the job script
@@ -183,6 +199,8 @@ int run_rank(int argc, char** argv) {
   ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
   ctx.role = role;
   ctx.run_dir = run_dir;
+  ctx.service_dir = meta.service_dir;
+  ctx.service_provider = meta.service_provider;
   for (auto& [k, v] : meta.parameters) ctx.params[k] = v;
   auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks, ctx.place.size);
   ctx.rendezvous = rendezvous.get();

@@ -18,6 +18,10 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
                   {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
                   {"param_hash", m.param_hash}, {"launcher", m.launcher},   {"walltime_s", m.walltime_s},
                   {"created_wall_ns", m.created_wall_ns}};
+  if (!m.service_dir.empty()) {
+    run.insert("service_dir", m.service_dir);
+    run.insert("service_provider", m.service_provider);
+  }
   toml::table params;
   toml::array order;  // TOML tables are unordered; the sweep order of parameters is kept here
   for (auto& [k, v] : m.parameters) {
@@ -70,6 +74,8 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   m.launcher = run["launcher"].value_or(std::string());
   m.walltime_s = run["walltime_s"].value_or(int64_t(0));
   m.created_wall_ns = run["created_wall_ns"].value_or(int64_t(0));
+  m.service_dir = run["service_dir"].value_or(std::string());
+  m.service_provider = run["service_provider"].value_or(false);
   if (auto* params = root["parameters"].as_table()) {
     std::vector<std::string> order;
     if (auto* o = run["parameter_order"].as_array())

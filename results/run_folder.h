@@ -42,6 +42,10 @@ struct RunMetadata {
   int64_t created_wall_ns = 0;
   std::vector<std::pair<std::string, std::string>> parameters;  // every parameter, defaults included
   std::vector<RunStep> steps;
+  // A shared step's service folder (fanout_plugin.h, service_dir): this run's own folder when it is the
+  // service, the service's when the run uses one; empty otherwise.
+  std::string service_dir;
+  bool service_provider = false;
   std::map<std::string, std::string> provenance;  // host, user, fanout version, git revision, command line ...
   std::optional<RunStatusRecord> status;           // absent until the run has ended
 };

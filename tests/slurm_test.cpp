@@ -39,11 +39,17 @@ class Slurm : public ::testing::Test {
     for (auto& r : query(exp, "SELECT node FROM rank_nodes WHERE role='" + role + "'")) out.insert(r[0]);
     return out;
   }
-  // In every run of exp, the ranks of `role` have nodes of their own, and the other roles span `others` nodes.
+  // The run ids of a run and of the shared-step service it used (if any), as an SQL list.
+  static std::string with_service(const std::string& run) {
+    return "(" + run + ", (SELECT s.id FROM runs s JOIN provenance p ON p.key='service' AND p.value=s.path WHERE p.run_id=" + run + "))";
+  }
+  // In every run of exp (with its service's ranks, if it used one), the ranks of `role` have nodes of their
+  // own, and the other roles span `others` nodes.
   void expect_role_apart_in_each_run(const std::string& exp, const std::string& role, size_t others) {
-    for (auto& run : query(exp, "SELECT id FROM runs")) {
+    for (auto& run : query(exp, "SELECT id FROM runs WHERE id NOT IN (SELECT run_id FROM provenance WHERE key='shared_step')")) {
       std::set<std::string> alone, rest;
-      for (auto& row : query(exp, "SELECT role, node FROM rank_nodes WHERE run_id=" + run[0])) (row[0] == role ? alone : rest).insert(row[1]);
+      for (auto& row : query(exp, "SELECT role, node FROM rank_nodes WHERE run_id IN " + with_service(run[0])))
+        (row[0] == role ? alone : rest).insert(row[1]);
       EXPECT_EQ(rest.size(), others) << "run " << run[0];
       for (auto& n : alone) EXPECT_EQ(rest.count(n), 0u) << "run " << run[0] << ": node " << n << " of role " << role << " also ran other roles";
     }
@@ -256,7 +262,7 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
                                      "--net_ifname=lo", "--db_port=23400"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tps" / "fanout.sqlite";
-  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4") << "2 runs + their 2 database services";
   expect_role_apart_in_each_run("tps", "db", 2);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
 }
@@ -465,18 +471,18 @@ TEST_F(Slurm, ThroughputSweepOn128ClientAnd16DatabaseNodes) {
                    "--net_ifname=lo", "--db_port=26000", "--max_parallel=1"},
                   900);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(one("scale", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
+  EXPECT_EQ(one("scale", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "8") << "6 runs + 2 databases, one per db_nodes";
   for (auto& row : query("scale", "SELECT r.id, c.value, d.value FROM runs r JOIN parameters c ON c.run_id=r.id AND c.name='client_nodes' "
                                   "JOIN parameters d ON d.run_id=r.id AND d.name='db_nodes'")) {
     const std::string run = row[0];
     const int clients = std::stoi(row[1]), dbs = std::stoi(row[2]);
-    // One rank per node: as many distinct nodes as ranks, databases apart from clients.
-    EXPECT_EQ(one("scale", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id=" + run), std::to_string(clients + dbs));
+    // One rank per node: as many distinct nodes as ranks, databases (its service's) apart from clients.
+    EXPECT_EQ(one("scale", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id IN " + with_service(run)), std::to_string(clients + dbs));
     // Every client's samples: 3 iterations (1 warmup) x put/unpack/loop/bandwidth + client() + main().
     EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND role='throughput'"), std::to_string(clients * 14));
     EXPECT_EQ(one("scale", "SELECT count(DISTINCT rank) FROM samples WHERE run_id=" + run + " AND metric='put_tensor'"),
               std::to_string(clients));
-    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND metric='cluster_create'"), "1");
-    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND metric='db_stop'"), std::to_string(dbs));
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id IN " + with_service(run) + " AND metric='cluster_create'"), "1");
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id IN " + with_service(run) + " AND metric='db_stop'"), std::to_string(dbs));
   }
 }

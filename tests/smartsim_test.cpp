@@ -316,7 +316,25 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
                                      "--db_port=" + std::to_string(base_port() + 10)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tp" / "fanout.sqlite";
-  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  // One database per db_nodes value, reused by both tensor sizes (SmartSim-Scaling's rule): 4 runs + 2 services.
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM provenance WHERE key='shared_step' AND value='db'"), "2");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='db_start'"), "4") << "1 + 3 servers, not one set per run";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='db_stop'"), "4") << "each stopped once, after its group";
+  // Each run names the service it used; the two runs of a group used the same one, and it ran before and after them.
+  auto uses = test::sql_rows(db, "SELECT p.value, count(*), min(r.started_at) >= s.started_at, max(r.ended_at) <= s.ended_at, "
+                                 "group_concat(DISTINCT d.value) FROM runs r JOIN provenance p ON p.run_id=r.id AND p.key='service' "
+                                 "JOIN runs s ON s.path=p.value JOIN parameters d ON d.run_id=r.id AND d.name='db_nodes' GROUP BY p.value");
+  ASSERT_EQ(uses.size(), 2u);
+  for (auto& u : uses) {
+    EXPECT_EQ(u[1], "2") << u[0];
+    EXPECT_EQ(u[2], "1") << "the database was up before its runs started";
+    EXPECT_EQ(u[3], "1") << "and stopped after they ended";
+  }
+  EXPECT_EQ(uses[0][4] + "," + uses[1][4], "1,3");
+  // SmartSim-Scaling's session names, with fanout's parameter hash where it puts an id.
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'throughput-sess-cpp-N1-T2-DBN3-DBCPU1-ITER5-TB65536-%'"), "1");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'db-service-db_nodes3-db_cpus1-%'"), "1");
   // Every client: client() and main() once, 5 measured + 1 warmup put/unpack/loop.
   for (auto& row : test::sql_rows(db, "SELECT run_id, rank, sum(metric='put_tensor' AND warmup=0), sum(metric='put_tensor' AND warmup=1), "
                                       "sum(metric='client()'), sum(metric='loop_bandwidth') FROM samples WHERE role='throughput' "
@@ -326,12 +344,33 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(row[4], "1");
     EXPECT_EQ(row[5], "6");
   }
-  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "2") << "one cluster per 3-shard run";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1") << "one cluster, reused by both runs";
   auto c = test::run_fanout(d.path, {"throughput_colocated", "--exp_name=colo", "--nodes=2", "--db_cpus=1", "--clients_per_node=1",
                                      "--tensor_bytes=4096", "--iterations=3", "--net_ifname=lo", "--net_type=[tcp,uds]",
                                      "--db_port=" + std::to_string(base_port() + 20)});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(test::sql_one(d.path / "results" / "colo" / "fanout.sqlite", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+}
+
+// A shared database that cannot start: its runs are recorded FAILED without running, naming the service and
+// where its logs are, and the driver exits non-zero instead of waiting for a database that never comes.
+TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=down", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=2", "--net_ifname=nosuchif0",
+                                     "--db_port=" + std::to_string(base_port() + 40)},
+                            120);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  fs::path db = d.path / "results" / "down" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT status FROM runs WHERE session LIKE 'db-service-%'"), "FAILED");
+  auto runs = test::sql_rows(db, "SELECT status, reason FROM runs WHERE session LIKE 'throughput-sess-%'");
+  ASSERT_EQ(runs.size(), 2u);
+  for (auto& run : runs) {
+    EXPECT_EQ(run[0], "FAILED");
+    EXPECT_NE(run[1].find("not started: its shared db service db-service-db_nodes1-"), std::string::npos) << run[1];
+    EXPECT_NE(run[1].find("logs: " + (d.path / "results" / "down").string()), std::string::npos) << run[1];
+  }
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='throughput'"), "0");
 }
 
 TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
@@ -342,7 +381,9 @@ TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
                                      "--db_port=" + std::to_string(base_port() + 60)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "agg" / "fanout.sqlite";
-  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6") << "4 runs + one database per db_nodes";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='db_start'"), "4") << "1 + 3 servers for 4 runs";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'aggregate-sess-cpp-N1-T3-DBN3-ITER4-TB4096-TPD4-CT2-%'"), "1");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='producer' AND metric='put_dataset' AND warmup=0"), std::to_string(4 * 3 * 4));
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='consumer' AND metric='poll_list' AND warmup=0"), std::to_string(4 * 4));
   // Every iteration the consumer fetched all 3 producers' datasets.
@@ -370,11 +411,26 @@ TEST(ThroughputSweep, DryRunOfSmartSimScalingsRealDefaultsListsEveryRunAndScript
   auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--dry-run", "--db_nodes=[16,32,64]"}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("# dry run: 99 run(s) of smartsim 'throughput_standard'"), std::string::npos) << r.out.substr(0, 300);
-  size_t scripts = 0, big = 0;
-  for (size_t at = 0; (at = r.out.find("# ---- job script for ", at)) != std::string::npos; ++at) ++scripts;
-  for (size_t at = 0; (at = r.out.find("#SBATCH --nodes=576", at)) != std::string::npos; ++at) ++big;  // 512 clients + 64 db
-  EXPECT_EQ(scripts, 99u);
+  // One database per db_nodes value (db_cpus is one value): 3 service jobs of 16, 32 and 64 nodes, each
+  // listed before the 33 runs that use it, and the runs' jobs hold their clients only.
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = r.out.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("# ---- job script for "), 99u + 3u);
+  EXPECT_EQ(count("# ---- job script for service db-service-db_nodes64-db_cpus2-"), 1u);
+  EXPECT_EQ(count("\nservice db-service-db_nodes"), 3u);
+  EXPECT_EQ(count("#SBATCH --nodes=512"), 33u) << "a job of 512 client nodes per tensor size and database";
+  EXPECT_EQ(count("#SBATCH --nodes=576"), 0u) << "no run holds its database";
+  EXPECT_NE(r.out.find("throughput-sess-cpp-N512-T32-DBN64-DBCPU2-ITER100-TB4096000-"), std::string::npos);
+  // --no_reuse: the database in every run's job, as before.
+  auto fresh = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--dry-run", "--db_nodes=[16,32,64]", "--no_reuse"}, 120);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  size_t big = 0;
+  for (size_t at = 0; (at = fresh.out.find("#SBATCH --nodes=576", at)) != std::string::npos; ++at) ++big;  // 512 clients + 64 db
   EXPECT_EQ(big, 11u) << "one job of 576 nodes per tensor size";
+  EXPECT_EQ(fresh.out.find("\nservice "), std::string::npos);
   EXPECT_NE(r.out.find("clients_per_node=32"), std::string::npos);
   EXPECT_FALSE(fs::exists(d.path / "results")) << "a dry run writes nothing";
 }

@@ -118,9 +118,9 @@ const fanout_step_spec kCopySteps[] = {{"copy", "{nodes}", "{ranks_per_node}", "
 const fanout_param_default kQuickstartDefaults[] = {{"sleep_us", "[500,1000,2000]"}, {"ranks_per_node", "[1,2]"}, {"iterations", "100"}};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", kSleepSteps, 1, nullptr, 0},
-    {"calibration_copy", "memcpy bandwidth per rank", kCopySteps, 1, nullptr, 0},
-    {"quickstart", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us)", kSleepSteps, 1, kQuickstartDefaults, 3},
+    {"calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", kSleepSteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
+    {"calibration_copy", "memcpy bandwidth per rank", kCopySteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
+    {"quickstart", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us)", kSleepSteps, 1, kQuickstartDefaults, 3, nullptr, nullptr, nullptr},
 };
 
 const fanout_plugin kPlugin = {

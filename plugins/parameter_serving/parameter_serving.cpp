@@ -472,7 +472,7 @@ const fanout_step_spec kSteps[] = {{"trainer", "1", "{benchmarks}", "disjoint"},
 
 const fanout_experiment_spec kExperiments[] = {
     {"parameter_serving", "trainer publishes versioned checkpoints, workers pull or receive them: staleness (openpsi srl)", kSteps, 2, nullptr,
-     0},
+     0, nullptr, nullptr, nullptr},
 };
 
 const fanout_plugin kPlugin = {

@@ -182,8 +182,8 @@ const fanout_step_spec kColocatedSteps[] = {{"server", "{servers}", "1", "disjoi
 const fanout_param_default kColocatedDefaults[] = {{"workers", "1"}};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"pslite", "ps-lite push/pull benchmark: servers and workers on nodes of their own", kSteps, 3, nullptr, 0},
-    {"pslite_colocated", "the same with workers_per_node workers on every server's node", kColocatedSteps, 3, kColocatedDefaults, 1},
+    {"pslite", "ps-lite push/pull benchmark: servers and workers on nodes of their own", kSteps, 3, nullptr, 0, nullptr, nullptr, nullptr},
+    {"pslite_colocated", "the same with workers_per_node workers on every server's node", kColocatedSteps, 3, kColocatedDefaults, 1, nullptr, nullptr, nullptr},
 };
 
 const fanout_plugin kPlugin = {

@@ -1,4 +1,5 @@
-/* Fanout plugin ABI, version 2 (2 added fanout_plugin.check and step-count expressions).
+/* Fanout plugin ABI, version 3 (2 added fanout_plugin.check and step-count expressions; 3 added session-name
+ * templates, shared steps and fanout_host_ops.service_dir).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -23,7 +24,7 @@
 extern "C" {
 #endif
 
-#define FANOUT_PLUGIN_ABI_VERSION 2u
+#define FANOUT_PLUGIN_ABI_VERSION 3u
 #define FANOUT_PLUGIN_ENTRY_SYMBOL "fanout_plugin_entry"
 
 typedef enum fanout_param_type {
@@ -77,6 +78,16 @@ typedef struct fanout_experiment_spec {
   uint32_t n_steps;
   const fanout_param_default *defaults;
   uint32_t n_defaults;
+  /* Optional (NULL: "<experiment>-sess-<varied parameters>"): the run's session (folder) name, {param} replaced
+   * by the run's value, e.g. "throughput-sess-{languages}-N{client_nodes}"; fanout appends "-<8 hex digits of
+   * the parameter hash>", as SmartSim-Scaling appends an id, so that names stay unique. */
+  const char *session_name;
+  /* Optional (NULL: none): the role of a step that consecutive permutations agreeing on every parameter of
+   * shared_by (comma-separated names) share, as SmartSim-Scaling reuses one database across its inner loop.
+   * That step then runs once per group as a service job of its own, before the group's runs and until the
+   * last of them has ended; the runs carry the other steps. See service_dir in fanout_host_ops. */
+  const char *shared_step;
+  const char *shared_by;
 } fanout_experiment_spec;
 
 typedef struct fanout_plugin {
@@ -139,8 +150,16 @@ struct fanout_host_ops {
 
   void (*log)(fanout_context *ctx, fanout_log_level level, const char *message);
 
-  /* Non-zero once the run is asked to stop (wall time, cancel): long loops should check it and return. */
+  /* Non-zero once the run is asked to stop (wall time, cancel; for a service: its group is done): long loops
+   * should check it and return. */
   int (*should_stop)(const fanout_context *ctx);
+
+  /* The service folder when this run takes part in a shared step (experiment_spec.shared_step), else NULL.
+   * *provider is set to 1 in the service's own ranks, 0 in the ranks of the runs that use it. A service
+   * publishes what its users need as files in that folder (written then renamed; 0600 for secrets), rank 0
+   * creates <dir>/ready once the service is usable, and the ranks return after should_stop() turns non-zero.
+   * The users' ranks start only after <dir>/ready exists. */
+  const char *(*service_dir)(const fanout_context *ctx, int *provider);
 };
 
 /* The one symbol a plugin exports. */

@@ -9,7 +9,9 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -180,6 +182,40 @@ class Host {
   bool fence(int timeout_ms) { return ops_->fence(ctx_, timeout_ms) == 0; }
   void log(fanout_log_level level, const std::string& msg) { ops_->log(ctx_, level, msg.c_str()); }
   bool should_stop() const { return ops_->should_stop(ctx_) != 0; }
+
+  // Shared steps (fanout_plugin.h: experiment_spec.shared_step, host_ops.service_dir).
+  enum class Service { None, Provider, User };
+  Service service() const {
+    int provider = 0;
+    const char* dir = ops_->service_dir(ctx_, &provider);
+    return !dir ? Service::None : provider ? Service::Provider : Service::User;
+  }
+  std::string service_dir() const {
+    int provider = 0;
+    const char* dir = ops_->service_dir(ctx_, &provider);
+    return dir ? dir : "";
+  }
+  // Publishes key=value to the ranks of this job and, from a service, to the runs that use it too (the file
+  // <service_dir>/<key>, 0600, written then renamed). Keys: letters, digits, '.', '_', '-'.
+  bool share(const std::string& key, const std::string& value) {
+    if (!put(key, value)) return false;
+    return service() != Service::Provider || write_private(service_dir() + "/" + checked_key(key), value);
+  }
+  // What share() published: in a run that uses a service, from the service's folder (it exists before the
+  // run starts); otherwise from this job, waiting up to timeout_ms.
+  bool shared(const std::string& key, std::string& value, int timeout_ms) {
+    if (service() != Service::User) return get(key, value, timeout_ms);
+    FILE* f = std::fopen((service_dir() + "/" + checked_key(key)).c_str(), "rb");
+    if (!f) return false;
+    value.clear();
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) value.append(buf, n);
+    std::fclose(f);
+    return true;
+  }
+  // Rank 0 of a service, once it is usable: the runs of its group may start (creates <service_dir>/ready).
+  bool service_ready() { return write_private(service_dir() + "/ready", ""); }
+
   // A role's body: its exceptions are logged (the message names what failed) and make the role return 1.
   template <typename Body>
   int run(Body&& body) {
@@ -192,6 +228,22 @@ class Host {
   }
 
  private:
+  static const std::string& checked_key(const std::string& key) {
+    for (char c : key)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+        throw std::invalid_argument("shared key '" + key + "' may hold only letters, digits, '.', '_' and '-'");
+    if (key.empty() || key[0] == '.') throw std::invalid_argument("shared key '" + key + "' is empty or starts with '.'");
+    return key;
+  }
+  // Written to <path>.tmp then renamed: a reader sees the whole value or nothing.
+  static bool write_private(const std::string& path, const std::string& value) {
+    const std::string tmp = path + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    bool ok = ::write(fd, value.data(), value.size()) == ssize_t(value.size());
+    ok = ::close(fd) == 0 && ok;
+    return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  }
   fanout_context* ctx_;
   const fanout_host_ops* ops_;
 };

@@ -5,6 +5,10 @@
 // Every job follows one sequence of fences, whatever the role:
 //   1 db rank 0 has published the password    2 every server is up and published its address
 //   3 the database (cluster) is ready          4 every client is done: servers shut down
+// Where the database is a shared step (throughput_standard, aggregation_scaling: one database per group of
+// runs, as SmartSim-Scaling reuses it across its inner loop), the database is a service job of its own: it
+// shares password and addresses through its service folder, says ready after fence 3, and shuts down when the
+// driver stops it; the clients' jobs then hold the clients alone and their fences are among themselves.
 #include <dirent.h>
 #include <netdb.h>
 #include <arpa/inet.h>
@@ -15,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <chrono>
 #include <ctime>
 #include <functional>
 #include <thread>
@@ -54,7 +59,7 @@ const fanout_param_spec kParams[] = {
     {"db_port", FANOUT_PARAM_INT, "6780", "first database port (database rank r listens on db_port + r)"},
     {"net_ifname", FANOUT_PARAM_STRING, "auto", "interface the database listens on: lo, ib0, ..., or auto (the host name's address)"},
     {"net_type", FANOUT_PARAM_STRING, "tcp", "colocated: tcp or uds (a Unix socket on the node)"},
-    {"run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility; fanout always runs the database as a step of the run's job"},
+    {"run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility: a reused database (throughput_standard, aggregation_scaling) always runs as a job of its own, otherwise as a step of the run's job"},
     {"db_tpq", FANOUT_PARAM_INT, "[1]", "inference: threads per device queue in the database (RedisAI THREADS_PER_QUEUE)"},
     {"batch_size", FANOUT_PARAM_INT, "[1]", "inference: the model's BATCHSIZE (concurrent requests run as one batch up to it)"},
     {"device", FANOUT_PARAM_STRING, "GPU", "inference: CPU or GPU, where the database runs the model"},
@@ -100,13 +105,20 @@ bool get(fanout_sdk::Host& host, const std::string& key, std::string& value) {
   return false;
 }
 
+// What the database shares with its clients (the job's rendezvous, or a shared database's service folder).
+bool get_shared(fanout_sdk::Host& host, const std::string& key, std::string& value) {
+  if (host.shared(key, value, kSetupTimeoutMs)) return true;
+  host.log(FANOUT_LOG_ERROR, "the database never shared " + key + (host.service_dir().empty() ? "" : " in " + host.service_dir()));
+  return false;
+}
+
 // The database role: one redis-server per rank (one rank per node); colocated: one per application node.
 int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   fanout_sdk::Host host(ctx, ops);
   try {
     const int servers = host.size();
     const bool cluster = !colocated && servers > 1;
-    if (host.rank() == 0 && !host.put("smartsim.password", random_password())) return 2;
+    if (host.rank() == 0 && !host.share("smartsim.password", random_password())) return 2;
     if (!fence(host, 1, kSetupTimeoutMs)) return 3;
     std::string password;
     if (!get(host, "smartsim.password", password)) return 3;
@@ -161,9 +173,14 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
       }
       std::string ssdb;
       for (auto& a : all) ssdb += (ssdb.empty() ? "" : ",") + a;
-      if (!host.put("smartsim.ssdb", ssdb) || !host.put("smartsim.db_type", cluster ? "Clustered" : "Standalone")) return 2;
+      if (!host.share("smartsim.ssdb", ssdb) || !host.share("smartsim.db_type", cluster ? "Clustered" : "Standalone")) return 2;
     }
     if (!fence(host, 3, kSetupTimeoutMs)) return 3;
+    if (host.service() == fanout_sdk::Host::Service::Provider) {
+      // Serves every run of its group: the driver stops it after the last one.
+      if (host.rank() == 0 && !host.service_ready()) throw std::runtime_error("cannot write " + host.service_dir() + "/ready");
+      while (!host.should_stop()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     if (!fence(host, 4, kRunTimeoutMs)) return 3;  // the clients are done
     const int64_t stop0 = host.now_ns();
     server.reset();  // SHUTDOWN NOSAVE: teardown is part of what a sweep at scale pays for
@@ -179,7 +196,8 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
 // on this rank's node (nodes fill in order, clients_per_node ranks each).
 smartsim::ClientOptions database_options(fanout_sdk::Host& host, bool colocated) {
   std::string ssdb, type, password;
-  if (!get(host, "smartsim.ssdb", ssdb) || !get(host, "smartsim.db_type", type) || !get(host, "smartsim.password", password))
+  if (!get_shared(host, "smartsim.ssdb", ssdb) || !get_shared(host, "smartsim.db_type", type) ||
+      !get_shared(host, "smartsim.password", password))
     throw std::runtime_error("the database never announced itself");
   smartsim::ClientOptions opts;
   opts.password = password;
@@ -583,15 +601,29 @@ const fanout_param_default kInferenceColocatedDefaults[] = {{"nodes", "[12]"}, {
                                                             {"client_nodes", "1"}};
 const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
 
+// Session names as SmartSim-Scaling's (fanout appends the parameter hash where it appends an id). The database
+// is reused where SmartSim-Scaling reuses it: per (db_nodes, db_cpus) for throughput_standard, per db_nodes for
+// aggregation_scaling (every other parameter the db role reads is in the key too, so runs that differ in one
+// never share a database configured for another); inference_standard starts one per run, as it does.
+const char* kDbSharedBy = "db_nodes,db_cpus,db_tpq,db_port,net_ifname";
 const fanout_experiment_spec kExperiments[] = {
-    {"throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", kStandardSteps, 2, kStandardDefaults, 2},
-    {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4},
+    {"throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", kStandardSteps, 2, kStandardDefaults, 2,
+     "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db",
+     kDbSharedBy},
+    {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4,
+     "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr},
     {"aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", kAggregationSteps, 3,
-     kAggregationDefaults, 6},
-    {"aggregation_scaling_fs", "the same through a shared folder instead of a database", kAggregationFsSteps, 2, kAggregationFsDefaults, 7},
-    {"inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", kInferenceSteps, 2, kInferenceDefaults, 8},
+     kAggregationDefaults, 6,
+     "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}",
+     "db", kDbSharedBy},
+    {"aggregation_scaling_fs", "the same through a shared folder instead of a database", kAggregationFsSteps, 2, kAggregationFsDefaults, 7,
+     "aggregate-sess-fs-{languages}-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}",
+     nullptr, nullptr},
+    {"inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", kInferenceSteps, 2, kInferenceDefaults, 8,
+     "infer-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr},
     {"inference_colocated", "ResNet-50 inference in a database on every application node", kInferenceColocatedSteps, 2,
-     kInferenceColocatedDefaults, 7},
+     kInferenceColocatedDefaults, 7, "infer-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}",
+     nullptr, nullptr},
 };
 
 const fanout_plugin kPlugin = {

@@ -55,7 +55,7 @@ const fanout_role kRoles[] = {{"hello", "rendezvous, then time a loop of synthet
 // Experiments become subcommands: their steps say which role runs where ("{ranks}" takes the value of the
 // parameter per run), and they may override parameter defaults.
 const fanout_step_spec kSteps[] = {{"hello", "1", "{ranks}", "disjoint"}};
-const fanout_experiment_spec kExperiments[] = {{"template_hello", "the template plugin's example experiment", kSteps, 1, nullptr, 0}};
+const fanout_experiment_spec kExperiments[] = {{"template_hello", "the template plugin's example experiment", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr}};
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION,  // checked by the loader before anything else: rebuild when fanout's ABI changes

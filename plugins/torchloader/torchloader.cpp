@@ -486,9 +486,9 @@ const fanout_step_spec kProfileSteps[] = {{"profile", "1", "1", "disjoint"}};
 const fanout_param_default kProfileDefaults[] = {{"mode", "1"}};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", kSteps, 2, nullptr, 0},
+    {"torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", kSteps, 2, nullptr, 0, nullptr, nullptr, nullptr},
     {"torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", kProfileSteps, 1,
-     kProfileDefaults, 1},
+     kProfileDefaults, 1, nullptr, nullptr, nullptr},
 };
 
 const fanout_plugin kPlugin = {
