@@ -120,6 +120,38 @@ TEST(TensorClient, RoundTripsEveryDtypeAndShapeStandalone) {
   }
   EXPECT_THROW(client.unpack_tensor("t_FLOAT_1", DType::Float, {8}, buf.data(), 32), ClientError);
   EXPECT_THROW(client.put_tensor("bad", DType::Float, {3}, buf.data(), 8), ClientError);
+  try {
+    client.unpack_tensor("no_such_tensor", DType::Float, {7}, buf.data(), 28);
+    FAIL();
+  } catch (const ClientError& e) {
+    EXPECT_NE(std::string(e.what()).find("unpack_tensor no_such_tensor: "), std::string::npos) << e.what();
+  }
+  // The refused tensors were read off the connection whole: the same connection still answers correctly.
+  std::vector<float> again(7, -1.0f);
+  client.unpack_tensor("t_FLOAT_1", DType::Float, {7}, again.data(), 28);
+  std::vector<float> expect(7);
+  std::vector<unsigned char> raw(28);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<unsigned char>(i * 131 + 7);
+  std::memcpy(expect.data(), raw.data(), 28);
+  EXPECT_EQ(std::memcmp(again.data(), expect.data(), 28), 0);
+}
+
+// Tensors far larger than the socket buffers: the payload goes out in several writev calls and the blob comes
+// in over many reads, straight into the caller's memory.
+TEST(TensorClient, LargeTensorsCrossTheSocketInPieces) {
+  test::TempDir d;
+  RedisServer server(config(d, base_port() + 8));
+  Client client(options({server.address()}, false));
+  const size_t n = size_t(12) << 20;  // 48 MiB of floats
+  std::vector<float> in(n), out(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) in[i] = float(i % 100003) * 0.5f;
+  client.put_tensor("big", DType::Float, {n}, in.data(), n * 4);
+  client.unpack_tensor("big", DType::Float, {n}, out.data(), n * 4);
+  EXPECT_TRUE(in == out);
+  std::vector<float> small(4, 1.0f), back(4);
+  client.put_tensor("after", DType::Float, {4}, small.data(), 16);
+  client.unpack_tensor("after", DType::Float, {4}, back.data(), 16);
+  EXPECT_EQ(small, back);
 }
 
 TEST(TensorClient, DatasetsAndLists) {
@@ -274,16 +306,20 @@ TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {
   ClientOptions o = options({address}, false);
   o.password.clear();
   o.command_timeout_ms = 300;
-  auto t0 = std::chrono::steady_clock::now();
-  try {
-    Client c(o);
-    std::vector<float> v(4);
-    c.put_tensor("k", DType::Float, {4}, v.data(), 16);
-    FAIL() << "no error";
-  } catch (const ClientError& e) {
-    EXPECT_NE(std::string(e.what()).find(address), std::string::npos) << e.what();
+  for (bool put : {true, false}) {  // each direction has its own I/O path: both must time out, naming the address
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      Client c(o);
+      std::vector<float> v(4);
+      if (put) c.put_tensor("k", DType::Float, {4}, v.data(), 16);
+      else c.unpack_tensor("k", DType::Float, {4}, v.data(), 16);
+      FAIL() << "no error";
+    } catch (const ClientError& e) {
+      EXPECT_NE(std::string(e.what()).find(address), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("command timeout 300 ms"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   close(fd);
   // A closed port: refused at once, with the address.
   o.addresses = {"127.0.0.1:1"};

@@ -1,5 +1,7 @@
 #include "tensor_client.h"
 
+#include "tensor_wire.h"
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -185,23 +187,23 @@ Client::Node& Client::node_for(std::string_view key) {
   return connect(slot_owner_[key_slot(key)]);
 }
 
-Client::Reply Client::command(std::string_view key, const std::vector<const char*>& argv, const std::vector<size_t>& lens) {
+void Client::connection_failed(Node& node, const char* what, const std::string& why) {
+  const std::string address = node.address;  // a copy: erase destroys the node
+  nodes_.erase(address);
+  throw ClientError(std::string(what) + " to " + address + " failed: " + why + " (command timeout " +
+                    std::to_string(opts_.command_timeout_ms) + " ms)");
+}
+
+std::string Client::routed(std::string_view key, const char* what, const std::function<std::string(Node&)>& exchange) {
   Node* node = &node_for(key);
   bool asking = false;
   for (int hop = 0; hop < 5; ++hop) {
     if (asking) Reply(static_cast<redisReply*>(redisCommand(node->ctx, "ASKING")));
-    Reply r(static_cast<redisReply*>(redisCommandArgv(node->ctx, int(argv.size()), const_cast<const char**>(argv.data()), lens.data())));
-    if (!r) {
-      const std::string why = node->ctx->errstr, address = node->address;  // copies: erase destroys the node
-      nodes_.erase(address);  // a broken connection is not reused
-      throw ClientError(std::string(argv[0]) + " to " + address + " failed: " + why + " (command timeout " +
-                        std::to_string(opts_.command_timeout_ms) + " ms)");
-    }
-    if (r->type == REDIS_REPLY_ERROR && opts_.cluster && (std::strncmp(r->str, "MOVED ", 6) == 0 || std::strncmp(r->str, "ASK ", 4) == 0)) {
+    const std::string error = exchange(*node);
+    if (opts_.cluster && (error.rfind("MOVED ", 0) == 0 || error.rfind("ASK ", 0) == 0)) {
       // "MOVED <slot> <host:port>": the slot lives elsewhere now; "ASK": only this request goes there.
-      std::string msg = r->str;
-      bool moved = msg[0] == 'M';
-      std::string target = msg.substr(msg.rfind(' ') + 1);
+      const bool moved = error[0] == 'M';
+      const std::string target = error.substr(error.rfind(' ') + 1);
       if (moved) {
         slot_owner_[key_slot(key)] = target;
         refresh_slots();
@@ -210,9 +212,19 @@ Client::Reply Client::command(std::string_view key, const std::vector<const char
       asking = !moved;
       continue;
     }
-    return r;
+    return error;
   }
-  throw ClientError(std::string(argv[0]) + ": too many cluster redirections for key '" + std::string(key) + "'");
+  throw ClientError(std::string(what) + ": too many cluster redirections for key '" + std::string(key) + "'");
+}
+
+Client::Reply Client::command(std::string_view key, const std::vector<const char*>& argv, const std::vector<size_t>& lens) {
+  Reply r;
+  routed(key, argv[0], [&](Node& node) {
+    r.reset(static_cast<redisReply*>(redisCommandArgv(node.ctx, int(argv.size()), const_cast<const char**>(argv.data()), lens.data())));
+    if (!r) connection_failed(node, argv[0], node.ctx->errstr);
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string();
+  });
+  return r;
 }
 
 std::vector<Client::Reply> Client::pipeline(std::string_view key, const std::vector<std::vector<std::string_view>>& commands) {
@@ -226,11 +238,7 @@ std::vector<Client::Reply> Client::pipeline(std::string_view key, const std::vec
   std::vector<Reply> replies;
   for (size_t i = 0; i < commands.size(); ++i) {
     void* r = nullptr;
-    if (redisGetReply(node.ctx, &r) != REDIS_OK) {
-      const std::string why = node.ctx->errstr, address = node.address;  // copies: erase destroys the node
-      nodes_.erase(address);
-      throw ClientError("pipeline to " + address + " failed: " + why);
-    }
+    if (redisGetReply(node.ctx, &r) != REDIS_OK) connection_failed(node, "pipeline", node.ctx->errstr);
     replies.emplace_back(static_cast<redisReply*>(r));
     if (replies.back()->type == REDIS_REPLY_ERROR)
       throw ClientError(std::string(commands[i][0]) + " failed on " + node.address + ": " + replies.back()->str);
@@ -245,34 +253,52 @@ void Client::put_tensor(const std::string& key, DType dtype, const std::vector<s
     throw ClientError("put_tensor " + key + ": " + std::to_string(bytes) + " bytes do not make a " + dtype_name(dtype) + " tensor of shape " + shape_text(dims));
   std::vector<std::string> dim_text;
   for (size_t d : dims) dim_text.push_back(std::to_string(d));
-  // The tensor's bytes go from the caller's buffer straight to the socket (no copy into a command string).
   std::vector<const char*> argv = {"AI.TENSORSET", key.c_str(), dtype_name(dtype)};
   std::vector<size_t> lens = {12, key.size(), std::strlen(dtype_name(dtype))};
   for (auto& d : dim_text) argv.push_back(d.c_str()), lens.push_back(d.size());
   argv.push_back("BLOB"), lens.push_back(4);
   argv.push_back(static_cast<const char*>(data)), lens.push_back(bytes);
-  Reply r = command(key, argv, lens);
-  if (r->type == REDIS_REPLY_ERROR) throw ClientError("put_tensor " + key + ": " + r->str);
+  // The tensor's bytes go from the caller's buffer to the socket (writev), not through a command string.
+  const std::string error = routed(key, "put_tensor", [&](Node& node) {
+    void* raw = nullptr;
+    try {
+      send_with_payload(node.ctx, argv, lens);
+    } catch (const WireError& e) {
+      connection_failed(node, "AI.TENSORSET", e.what());
+    }
+    if (redisGetReply(node.ctx, &raw) != REDIS_OK) connection_failed(node, "AI.TENSORSET", node.ctx->errstr);
+    Reply r(static_cast<redisReply*>(raw));
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string();
+  });
+  if (!error.empty()) throw ClientError("put_tensor " + key + ": " + error);
 }
 
 void Client::unpack_tensor(const std::string& key, DType dtype, const std::vector<size_t>& dims, void* out, size_t bytes) {
   std::vector<const char*> argv = {"AI.TENSORGET", key.c_str(), "META", "BLOB"};
   std::vector<size_t> lens = {12, key.size(), 4, 4};
-  Reply r = command(key, argv, lens);
-  if (r->type == REDIS_REPLY_ERROR) throw ClientError("unpack_tensor " + key + ": " + r->str);
-  // [dtype, <type>, shape, [dims], blob, <bytes>]
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 || r->element[3]->type != REDIS_REPLY_ARRAY)
-    throw ClientError("unpack_tensor " + key + ": unexpected reply from the database");
-  std::string stored = r->element[1]->str;
-  std::vector<size_t> shape;
-  for (size_t i = 0; i < r->element[3]->elements; ++i) shape.push_back(size_t(r->element[3]->element[i]->integer));
-  if (stored != dtype_name(dtype) || shape != dims)
-    throw ClientError("unpack_tensor " + key + ": the stored tensor is " + stored + " " + shape_text(shape) + ", asked for " +
+  // The blob is read off the socket straight into `out`; a tensor of another type, shape or size is read and
+  // dropped (the connection stays usable) and reported.
+  TensorMeta meta;
+  bool fits = false;
+  const std::string error = routed(key, "unpack_tensor", [&](Node& node) {
+    try {
+      redisAppendCommandArgv(node.ctx, int(argv.size()), argv.data(), lens.data());
+      for (int done = 0; !done;)
+        if (redisBufferWrite(node.ctx, &done) != REDIS_OK) throw WireError(node.ctx->errstr);
+      return read_tensor_reply(node.ctx, meta, [&](const TensorMeta& m) {
+        fits = m.dtype == dtype_name(dtype) && m.dims == dims && m.bytes == bytes;
+        return fits ? static_cast<char*>(out) : nullptr;
+      });
+    } catch (const WireError& e) {
+      connection_failed(node, "AI.TENSORGET", e.what());
+    }
+  });
+  if (!error.empty()) throw ClientError("unpack_tensor " + key + ": " + error);
+  if (fits) return;
+  if (meta.dtype != dtype_name(dtype) || meta.dims != dims)
+    throw ClientError("unpack_tensor " + key + ": the stored tensor is " + meta.dtype + " " + shape_text(meta.dims) + ", asked for " +
                       dtype_name(dtype) + " " + shape_text(dims));
-  redisReply* blob = r->element[5];
-  if (blob->len != bytes)
-    throw ClientError("unpack_tensor " + key + ": " + std::to_string(blob->len) + " bytes stored, buffer holds " + std::to_string(bytes));
-  std::memcpy(out, blob->str, bytes);
+  throw ClientError("unpack_tensor " + key + ": " + std::to_string(meta.bytes) + " bytes stored, buffer holds " + std::to_string(bytes));
 }
 
 void Client::put_dataset(const std::string& name, const std::vector<TensorView>& tensors) {

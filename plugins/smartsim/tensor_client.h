@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -104,6 +105,12 @@ class Client {
   Node& connect(const std::string& address);
   Node& node_for(std::string_view key);
   void refresh_slots();
+  // Runs one exchange with the node that owns key's slot, following MOVED and ASK redirections: `exchange`
+  // returns the server's error text ("" when the answer was not an error) and throws when the connection fails.
+  // The last exchange's error text is returned ("" on success).
+  std::string routed(std::string_view key, const char* what, const std::function<std::string(Node&)>& exchange);
+  // Drops a broken connection (it is never reused) and throws naming the command, the node and the timeout.
+  [[noreturn]] void connection_failed(Node& node, const char* what, const std::string& why);
   // Sends one command for `key` to the node owning its slot, following MOVED and ASK redirections.
   Reply command(std::string_view key, const std::vector<const char*>& argv, const std::vector<size_t>& lens);
   // Sends several commands for keys of one slot in one round trip; returns the replies in order.
