@@ -303,11 +303,13 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   };
   std::deque<Slot> slots;  // a retry is appended while others are referenced: a deque keeps them in place
   // A shared step's group: its service slot, started first; its runs start once the service has written
-  // <dir>/ready, and the driver writes <dir>/stop when the last of them has ended (retries included).
+  // <dir>/ready, one at a time (as SmartSim-Scaling's inner loop: runs measured against one database must not
+  // share it with each other), and the driver writes <dir>/stop when the last of them has ended (retries included).
   struct Group {
     size_t service;
     size_t runs_left = 0;
     bool ready = false;
+    bool run_active = false;
   };
   std::vector<Group> groups;
   auto add_slot = [&](const RunPlan& r, int attempt, int group) {
@@ -351,6 +353,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   std::map<std::string, size_t> active;  // job id -> slot
   // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
   auto track_submitted = [&](size_t i, const std::string& id) {
+    if (slots[i].group >= 0 && !slots[i].service) groups[size_t(slots[i].group)].run_active = true;
     slots[i].started_ns = monotonic_ns();
     slots[i].job_id = id;
     write_file_atomic(slots[i].dir / kJobIdFile, id + "\n", 0644);
@@ -414,6 +417,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     set_state(s, js.state);
     s.ended = true;
     if (s.service) --active_services;
+    else if (s.group >= 0) groups[size_t(s.group)].run_active = false;
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
     IngestReport report;
@@ -454,7 +458,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     const Slot& service = slots[g.service];
     if (!g.ready && fs::exists(service.dir / "ready")) g.ready = true;
     if (service.ended) return Gate::Gone;
-    return g.ready ? Gate::Go : Gate::Wait;
+    return g.ready && !g.run_active ? Gate::Go : Gate::Wait;
   };
   // The gate of the next slot in order, after recording the runs whose service is gone.
   auto next_gate = [&]() {
@@ -501,7 +505,11 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
         track_submitted(next++, id);
       } else if (st.array) {
         std::vector<JobSpec> jobs;
-        for (size_t i = next; i < slots.size() && !slots[i].service && gate(i) == Gate::Go; ++i) jobs.push_back(slots[i].job);
+        std::set<int> groups_taken;  // a group's runs go one at a time: one of each per submission
+        for (size_t i = next; i < slots.size() && !slots[i].service && gate(i) == Gate::Go &&
+                              (slots[i].group < 0 || groups_taken.insert(slots[i].group).second);
+             ++i)
+          jobs.push_back(slots[i].job);
         std::vector<std::string> ids;
         timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
         for (size_t k = 0; k < ids.size(); ++k, ++next) track_submitted(next, ids[k]);

@@ -265,6 +265,19 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4") << "2 runs + their 2 database services";
   expect_role_apart_in_each_run("tps", "db", 2);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(2 * 4 * 5));
+  // With --array (and so no --max_parallel bound) the runs of one database still go one at a time, as in
+  // SmartSim-Scaling's inner loop: runs measured against a database must not share it with each other.
+  auto a = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--array", "--exp_name=tpa", "--db_nodes=1", "--db_cpus=1",
+                                     "--client_nodes=1", "--clients_per_node=2", "--tensor_bytes=[1024,4096,16384]", "--iterations=3",
+                                     "--net_ifname=lo", "--db_port=23450"});
+  ASSERT_EQ(a.exit_code, 0) << a.err << a.out;
+  fs::path adb = d.path / "results" / "tpa" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(adb, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4") << "3 runs + 1 database";
+  auto spans = test::sql_rows(adb, "SELECT started_at, ended_at FROM runs WHERE session LIKE 'throughput-sess-%' ORDER BY started_at");
+  ASSERT_EQ(spans.size(), 3u);
+  for (size_t k = 1; k < spans.size(); ++k) EXPECT_LE(std::stod(spans[k - 1][1]), std::stod(spans[k][0])) << "runs " << k - 1 << " and " << k << " overlap";
+  EXPECT_EQ(test::sql_one(adb, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), std::to_string(3 * 2 * 3));
+  expect_role_apart_in_each_run("tpa", "db", 1);
 }
 
 // inference_standard on Slurm: ResNet-50 in the database on its own node(s), clients on others; with 2 database

@@ -349,7 +349,7 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
   test::TempDir d;
   auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=tp", "--db_nodes=[1,3]", "--db_cpus=1", "--client_nodes=1",
                                      "--clients_per_node=2", "--tensor_bytes=[1024,65536]", "--iterations=5", "--net_ifname=lo",
-                                     "--db_port=" + std::to_string(base_port() + 10)});
+                                     "--max_parallel=4", "--db_port=" + std::to_string(base_port() + 10)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tp" / "fanout.sqlite";
   // One database per db_nodes value, reused by both tensor sizes (SmartSim-Scaling's rule): 4 runs + 2 services.
@@ -368,6 +368,13 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(u[3], "1") << "and stopped after they ended";
   }
   EXPECT_EQ(uses[0][4] + "," + uses[1][4], "1,3");
+  // Even with --max_parallel=4 the runs of one database go one at a time (SmartSim-Scaling's inner loop).
+  for (auto& u : uses) {
+    auto spans = test::sql_rows(db, "SELECT r.started_at, r.ended_at FROM runs r JOIN provenance p ON p.run_id=r.id AND p.key='service' "
+                                    "WHERE p.value='" + u[0] + "' ORDER BY r.started_at");
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_LE(std::stod(spans[0][1]), std::stod(spans[1][0])) << "two runs used database " << u[0] << " at once";
+  }
   // SmartSim-Scaling's session names, with fanout's parameter hash where it puts an id.
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'throughput-sess-cpp-N1-T2-DBN3-DBCPU1-ITER5-TB65536-%'"), "1");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'db-service-db_nodes3-db_cpus1-%'"), "1");
