@@ -492,7 +492,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
         for (auto& [k, v] : point.values)
           if (!is_varied(k) || std::count(tmpl->shared_by.begin(), tmpl->shared_by.end(), k)) service.point.values.emplace_back(k, v);
         service.steps = {shared};
-        identify(service, "service\n");
+        identify(service, "service " + std::to_string(plan.services.size()) + "\n");  // groups with equal values stay apart
         std::string name = tmpl->shared_step + "-service";
         for (auto& n : tmpl->shared_by) name += "-" + filename_safe(n, 24) + filename_safe(*point.find(n), 24);
         service.session = filename_safe(name, 160) + "-" + service.param_hash.substr(0, 8);

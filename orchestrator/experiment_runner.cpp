@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -43,6 +45,17 @@ JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& pl
   job.steps = run.steps;
   job.walltime_s = plan.request.settings.walltime_s;
   job.options = plan.request.settings.options;
+  return job;
+}
+
+// A shared step's service job: on nodes of its own (as a step on disjoint nodes would be), its wall time covering
+// the `runs` it serves one after another, each with its retries, plus 10 minutes for the gaps between them (queue
+// waits, start-up). It normally ends well before: the driver stops it after its last run.
+JobSpec service_job_for(const ExperimentPlan& plan, const RunPlan& service, size_t runs, const Plugin& plugin,
+                        const RunnerOptions& opts, const fs::path& dir) {
+  JobSpec job = job_for(plan, service, plugin, opts, dir);
+  job.walltime_s = job.walltime_s * int64_t(runs * size_t(1 + plan.request.settings.max_retries) + 1) + 600;
+  job.options.exclusive = true;
   return job;
 }
 
@@ -248,7 +261,13 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   {
     // Before anything is written or submitted: can every run go where it is asked to?
     std::vector<JobSpec> probe;
-    for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
+    std::vector<size_t> served(plan.services.size());
+    for (const auto& r : plan.runs) {
+      probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
+      if (r.service >= 0) ++served[size_t(r.service)];
+    }
+    for (size_t k = 0; k < plan.services.size(); ++k)
+      probe.push_back(service_job_for(plan, plan.services[k], served[k], plugin, opts, outcome.exp_dir / plan.services[k].session));
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
@@ -266,6 +285,11 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     for (const auto& r : plan.runs) by_hash[r.param_hash] = &r;
     std::set<std::string> followed;
     for (auto& sg : live) {
+      if (sg.meta.service_provider) {
+        // A shared step's service the dead driver left up: nothing will use it again (its runs get a new one).
+        write_file_atomic(sg.dir / "stop", "", 0644);
+        continue;
+      }
       auto it = by_hash.find(sg.meta.param_hash);
       if (it == by_hash.end() || completed.count(sg.meta.param_hash) || followed.count(sg.meta.param_hash)) continue;
       if (!scheduler->adopt(sg.job_id, job_for(plan, *it->second, plugin, opts, sg.dir))) continue;
@@ -312,7 +336,21 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     bool run_active = false;
   };
   std::vector<Group> groups;
-  auto add_slot = [&](const RunPlan& r, int attempt, int group) {
+  // However this function ends (an exception included), no service it started is left waiting for runs.
+  struct StopServices {
+    std::function<void()> stop;
+    ~StopServices() {
+      try {
+        stop();
+      } catch (...) {
+      }
+    }
+  } stop_services{[&] {
+    for (auto& g : groups)
+      if (!slots[g.service].ended && !slots[g.service].job_id.empty()) write_file_atomic(slots[g.service].dir / "stop", "", 0644);
+  }};
+  // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
+  auto add_slot = [&](const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
     Slot s{&r, attempt, outcome.run_root / folder, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
     s.meta.session = folder;
@@ -327,9 +365,15 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);
     write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
-    slots.push_back(std::move(s));
+    if (at >= slots.size()) {
+      slots.push_back(std::move(s));
+      return;
+    }
+    slots.insert(slots.begin() + long(at), std::move(s));  // only slots not yet submitted move
+    for (auto& g : groups)
+      if (g.service >= at) ++g.service;
   };
-  // The service of the group that `runs` (consecutive, same service) use: its wall time covers all of them.
+  // The service of the group that `runs` (consecutive, same service) use.
   auto add_service = [&](const RunPlan& service, size_t runs) {
     Slot s{&service, 0, outcome.run_root / service.session, {}, metadata_for(plan, service, plugin, opts, scheduler->name()), "",
            JobState::Pending, 0};
@@ -337,9 +381,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     s.meta.provenance["shared_step"] = service.steps[0].role;
     s.meta.service_dir = s.dir.string();
     s.meta.service_provider = true;
-    s.job = job_for(plan, service, plugin, opts, s.dir);
-    s.job.walltime_s *= int64_t(runs + 1);
-    s.job.options.exclusive = true;  // the service's nodes are its own, as a step on disjoint nodes would be
+    s.job = service_job_for(plan, service, runs, plugin, opts, s.dir);
     s.meta.walltime_s = s.job.walltime_s;
     s.service = true;
     s.group = int(groups.size());
@@ -416,15 +458,17 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     }
     set_state(s, js.state);
     s.ended = true;
-    if (s.service) --active_services;
+    if (s.service && !s.job_id.empty()) --active_services;
     else if (s.group >= 0) groups[size_t(s.group)].run_active = false;
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
     IngestReport report;
     timed(cost.ingest_s, [&] { report = db.ingest_run(s.dir); });
     ++done;
-    // A service is not retried: the runs of its group are (each against a service of their own group).
-    const bool retry = !s.service && worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
+    // A service is not retried; the runs of its group are, next in order and against the same service, while
+    // it is up (its wall time allows for their retries).
+    const bool service_gone = s.group >= 0 && !s.service && slots[groups[size_t(s.group)].service].ended;
+    const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
     if (js.state == JobState::Completed) ++outcome.completed;
     else if (!retry) ++outcome.failed;
     double dur = double(monotonic_ns() - s.started_ns) / 1e9;
@@ -437,15 +481,17 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (js.state != JobState::Completed) log << " -- " << js.reason;
     log << "\n";
     for (auto& w : report.warnings) log << "  warning: " << w << "\n";
+    const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
+    const bool run_of_group = group >= 0 && !s.service;
     if (retry) {
       log << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st.max_retries + 1 << ")\n";
-      add_slot(*s.run, s.attempt + 1, s.service ? -1 : s.group);
+      if (run_of_group) add_slot(*s.run, s.attempt + 1, group, next);
+      else add_slot(*s.run, s.attempt + 1, -1);
       ++outcome.retries;
     }
-    if (s.group >= 0 && !s.service && --groups[size_t(s.group)].runs_left == 0) {
+    if (run_of_group && --groups[size_t(group)].runs_left == 0) {
       // The group's last run has ended: its service may stop (rank runners watch for this file).
-      const Slot& service = slots[groups[size_t(s.group)].service];
-      write_file_atomic(service.dir / "stop", "", 0644);
+      write_file_atomic(slots[groups[size_t(group)].service].dir / "stop", "", 0644);
     }
   };
   // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is

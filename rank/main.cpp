@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -41,8 +42,9 @@ struct fanout_context {
   bool record_failed = false;
   std::string service_dir;  // fanout_host_ops.service_dir
   bool service_provider = false;
-  mutable int64_t stop_checked_ns = 0;  // a service looks for <service_dir>/stop at most every 100 ms
-  mutable bool service_stop = false;
+  // A service looks for <service_dir>/stop at most every 100 ms (atomics: plugins may ask from several threads).
+  mutable std::atomic<int64_t> stop_checked_ns{0};
+  mutable std::atomic<bool> service_stop{false};
 };
 
 namespace {
@@ -122,9 +124,9 @@ const fanout_host_ops kHostOps = {
       if (g_stop) return 1;
       if (!c->service_provider || c->service_stop) return c->service_stop ? 1 : 0;
       const int64_t now = fanout::monotonic_ns();
-      if (now - c->stop_checked_ns < 100000000) return 0;
+      if (now - c->stop_checked_ns.load() < 100000000) return 0;
       c->stop_checked_ns = now;
-      c->service_stop = ::access((c->service_dir + "/stop").c_str(), F_OK) == 0;
+      if (::access((c->service_dir + "/stop").c_str(), F_OK) == 0) c->service_stop = true;
       return c->service_stop ? 1 : 0;
     },
     [](const fanout_context* c, int* provider) -> const char* {
@@ -186,6 +188,9 @@ int run_rank(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  // A peer that goes away (a database, a server rank) is an EPIPE for the plugin to report with its address,
+  // not a silent death of the rank.
+  signal(SIGPIPE, SIG_IGN);
 
   auto plugin = fanout::Plugin::open(plugin_path);
   const fanout_role* entry = plugin->role(role);

@@ -156,6 +156,7 @@ SampleFileInfo decode_samples(std::string_view data, const std::string& what,
       s.rank = info.rank;
       s.role = info.role;
       s.metric = metrics[id].first;
+      s.metric_id = id;
       s.unit = metrics[id].second;
       s.warmup = w == 1;
       s.t_start_s = double(wall0) / 1e9 + double(since_anchor) / 1e9;

@@ -18,7 +18,8 @@ namespace fanout {
 
 struct Sample {
   int rank = 0;
-  std::string_view role, metric, unit;
+  std::string_view role, metric, unit;  // valid during the callback only
+  uint16_t metric_id = 0;                // the file's id of the metric: 0, 1, ... in order of definition
   int64_t iteration = 0;
   double t_start_s = 0;  // wall clock, seconds since the epoch
   double value = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -193,7 +194,7 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
       exec("INSERT INTO schema_info(version) VALUES(" + std::to_string(kResultsSchemaVersion) + ")");
     } else if (version == 1) {
       migrate_1_to_2(db_);
-      exec("DROP VIEW samples; DROP TABLE sample_values; UPDATE schema_info SET version = 2;");
+      exec("DROP VIEW IF EXISTS samples; DROP TABLE sample_values; UPDATE schema_info SET version = 2;");
     } else if (version != kResultsSchemaVersion) {
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout uses " +
                       std::to_string(kResultsSchemaVersion));
@@ -275,21 +276,19 @@ struct PackedFile {
 
 PackedFile pack_sample_file(const fs::path& file) {
   PackedFile p;
-  std::vector<SampleBlockWriter> open;
+  std::vector<SampleBlockWriter> open;  // by the file's metric id
   try {
-    std::map<const char*, uint32_t> index;  // the decoder's names are stable while the file is read
     p.info = read_sample_file(file, [&](const Sample& s) {
-      auto it = index.find(s.metric.data());
-      if (it == index.end()) {
-        it = index.emplace(s.metric.data(), uint32_t(p.metrics.size())).first;
-        p.metrics.emplace_back(std::string(s.metric), std::string(s.unit));
-        open.emplace_back();
+      if (s.metric_id >= open.size()) {
+        open.resize(s.metric_id + 1u);
+        p.metrics.resize(s.metric_id + 1u);
       }
-      SampleBlockWriter& w = open[it->second];
+      if (p.metrics[s.metric_id].first.empty()) p.metrics[s.metric_id] = {std::string(s.metric), std::string(s.unit)};
+      SampleBlockWriter& w = open[s.metric_id];
       w.add(s.iteration, s.t_start_s, s.value, s.warmup);
-      if (w.count() >= kSamplesPerBlock) p.blocks.push_back({it->second, w.count(), w.take()});
+      if (w.count() >= kSamplesPerBlock) p.blocks.push_back({s.metric_id, w.count(), w.take()});
     });
-  } catch (const std::exception& e) {
+  } catch (const UserError& e) {
     p.error = std::string(e.what()) + " (file skipped)";
     return p;
   }
@@ -311,8 +310,16 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   // Memory is bounded by one run's samples.
   std::vector<PackedFile> packed(files.size());
   std::atomic<size_t> next{0};
+  std::exception_ptr failure;  // out of memory, ...: rethrown here, not left to end the process in a thread
+  std::mutex failure_mutex;
   auto pack = [&] {
-    for (size_t i; (i = next++) < files.size();) packed[i] = pack_sample_file(files[i]);
+    try {
+      for (size_t i; (i = next++) < files.size();) packed[i] = pack_sample_file(files[i]);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = files.size();
+    }
   };
   if (files.size() > 1) {
     std::thread helper(pack);
@@ -321,6 +328,7 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   } else {
     pack();
   }
+  if (failure) std::rethrow_exception(failure);
   std::vector<std::tuple<std::string, int, std::string>> nodes;
   std::vector<std::string> warnings;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -335,9 +343,11 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   auto report = store_run(meta, run_dir, [&](const SampleSink& sink, IngestReport&) {
     for (auto& p : packed) {
       if (!p.error.empty()) continue;
-      std::vector<int64_t> ids;
-      for (auto& [name, unit] : p.metrics) ids.push_back(sink.metric(p.info.role, name, unit));
-      for (auto& b : p.blocks) sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
+      std::vector<int64_t> ids(p.metrics.size(), -1);  // resolved on first use: a metric may be defined and never recorded
+      for (auto& b : p.blocks) {
+        if (ids[b.metric] < 0) ids[b.metric] = sink.metric(p.info.role, p.metrics[b.metric].first, p.metrics[b.metric].second);
+        sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
+      }
     }
   }, nodes);
   report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());

@@ -416,6 +416,45 @@ TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='throughput'"), "0");
 }
 
+// Groups are consecutive runs: when the database's parameters are not the outermost axes (db_tpq is declared
+// after tensor_bytes), groups with equal values come back, and each gets a database of its own.
+TEST(ThroughputSweep, GroupsThatComeBackGetTheirOwnDatabase) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=alt", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--db_tpq=[1,2]", "--iterations=2",
+                                     "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 50)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "alt" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "8") << "4 runs, 4 databases";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT path) FROM runs WHERE session LIKE 'db-service-%'"), "4");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT value) FROM provenance WHERE key='service'"), "4");
+}
+
+// A run of a group that fails is retried next, against the same database, which stays up for it (its wall time
+// allows for retries) and stops after the last attempt; the driver does not wait for anything else.
+TEST(ThroughputSweep, RetriesOfAGroupsRunUseItsDatabaseThenItStops) {
+  test::TempDir d;
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=retry", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
+                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=1000000000", "--walltime=2",
+                                     "--max_retries=1", "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 55)},
+                            120);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  fs::path db = d.path / "results" / "retry" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'throughput-sess-%' AND status='TIMEOUT'"), "4")
+      << "2 runs x (1 + 1 retry), each stopped by its wall time";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE '%-retry1'"), "2");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT value) FROM provenance WHERE key='service'"), "1") << "every attempt used one database";
+  // A retry runs right after its failed attempt, before the group's next run.
+  auto order = test::sql_rows(db, "SELECT session FROM runs WHERE session LIKE 'throughput-sess-%' ORDER BY started_at");
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[1][0], order[0][0] + "-retry1");
+  EXPECT_EQ(order[3][0], order[2][0] + "-retry1");
+  EXPECT_EQ(test::sql_one(db, "SELECT status FROM runs WHERE session LIKE 'db-service-%'"), "COMPLETED") << "stopped by the driver, not its wall time";
+  EXPECT_EQ(test::sql_one(db, "SELECT s.ended_at >= max(r.ended_at) FROM runs s, runs r WHERE s.session LIKE 'db-service-%' "
+                              "AND r.session LIKE 'throughput-sess-%'"),
+            "1");
+}
+
 TEST(AggregationSweep, ProducersAndAConsumerEndToEnd) {
   test::TempDir d;
   auto r = test::run_fanout(d.path, {"aggregation_scaling", "--exp_name=agg", "--db_nodes=[1,3]", "--db_cpus=1", "--client_nodes=1",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "common/error.h"
@@ -226,6 +227,27 @@ TEST(Store, LargeRunsSpanSeveralBlocksInRecordingOrder) {
   ASSERT_EQ(iterations.size(), size_t(per_rank + 1));
   EXPECT_EQ(iterations[0], -1) << "the warmup sample first, as recorded";
   for (int i = 0; i < per_rank; ++i) ASSERT_EQ(iterations[size_t(i) + 1], i);
+}
+
+// A rank defines its metrics one at a time as it first records them (the decoder's table of names grows while
+// the file is read): every metric keeps its samples, once each, in recording order, in one block.
+TEST(Store, MetricsDefinedOneAtATimeKeepTheirSamplesInOrder) {
+  test::TempDir d;
+  auto run = make_run(d.path, "many", 1, 0);
+  {
+    SampleWriter w(samples_dir(run) / "sleep.0.samples", 0, "sleep", "node0", 0, 0);
+    for (int round = 0; round < 4; ++round)
+      for (int m = 0; m < 24; ++m) w.record("m" + std::to_string(m), "s", round, round, m * 10 + round, false);
+  }
+  ResultsDb db(d.path / "fanout.sqlite");
+  EXPECT_EQ(db.ingest_run(run).samples, 24u * 4u);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metrics WHERE name LIKE 'm%'"), 24);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks"), 24) << "one block per metric";
+  std::map<int64_t, std::vector<int64_t>> order;
+  db.for_each_sample([&](int64_t, int, int64_t metric, const SampleRowText& s) { order[metric].push_back(stored_integer(s.iteration)); });
+  ASSERT_EQ(order.size(), 24u);
+  for (auto& [metric, its] : order) EXPECT_EQ(its, (std::vector<int64_t>{0, 1, 2, 3})) << "metric id " << metric;
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE value = CAST(substr(metric, 2) AS INTEGER) * 10 + iteration"), 96);
 }
 
 TEST(Store, SchemaOneDatabaseIsMigratedWithEverySample) {

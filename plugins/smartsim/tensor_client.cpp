@@ -198,7 +198,11 @@ std::string Client::routed(std::string_view key, const char* what, const std::fu
   Node* node = &node_for(key);
   bool asking = false;
   for (int hop = 0; hop < 5; ++hop) {
-    if (asking) Reply(static_cast<redisReply*>(redisCommand(node->ctx, "ASKING")));
+    if (asking) {
+      Reply ok(static_cast<redisReply*>(redisCommand(node->ctx, "ASKING")));
+      if (!ok) connection_failed(*node, "ASKING", node->ctx->errstr);
+      if (ok->type == REDIS_REPLY_ERROR) return std::string(ok->str, ok->len);
+    }
     const std::string error = exchange(*node);
     if (opts_.cluster && (error.rfind("MOVED ", 0) == 0 || error.rfind("ASK ", 0) == 0)) {
       // "MOVED <slot> <host:port>": the slot lives elsewhere now; "ASK": only this request goes there.
@@ -258,7 +262,7 @@ void Client::put_tensor(const std::string& key, DType dtype, const std::vector<s
   for (auto& d : dim_text) argv.push_back(d.c_str()), lens.push_back(d.size());
   argv.push_back("BLOB"), lens.push_back(4);
   argv.push_back(static_cast<const char*>(data)), lens.push_back(bytes);
-  // The tensor's bytes go from the caller's buffer to the socket (writev), not through a command string.
+  // The tensor's bytes go from the caller's buffer to the socket (one gathering sendmsg), not through a command string.
   const std::string error = routed(key, "put_tensor", [&](Node& node) {
     void* raw = nullptr;
     try {

@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 #include <hiredis/sds.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ class SocketReader {
     if (pos_ == len_) fill();
     return buf_[pos_++];
   }
+  bool buffered() const { return pos_ != len_; }
   std::string line() {  // up to "\r\n", without it
     std::string s;
     for (char c; (c = get()) != '\r';) {
@@ -125,7 +127,10 @@ void send_with_payload(redisContext* c, const std::vector<const char*>& argv, co
   static const char crlf[] = "\r\n";
   iovec iov[3] = {{head.data(), head.size()}, {const_cast<char*>(argv.back()), lens.back()}, {const_cast<char*>(crlf), 2}};
   for (size_t first = 0; first < 3;) {
-    ssize_t n = ::writev(c->fd, iov + first, int(3 - first));
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = 3 - first;
+    ssize_t n = ::sendmsg(c->fd, &msg, MSG_NOSIGNAL);  // a closed connection is an error here, not SIGPIPE
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       io_failed(argv[0], n);
@@ -156,6 +161,7 @@ std::string read_tensor_reply(redisContext* c, TensorMeta& meta, const std::func
   meta.bytes = size_t(after(in, '$', "blob length"));
   in.read_into(destination(meta), meta.bytes);
   if (!in.line().empty()) throw WireError("AI.TENSORGET: malformed blob");
+  if (in.buffered()) throw WireError("AI.TENSORGET: the database sent more than its reply");
   return "";
 }
 

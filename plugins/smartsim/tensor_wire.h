@@ -1,5 +1,5 @@
 // Tensor bytes on a hiredis connection without hiredis' copies: a command whose last argument is a large
-// payload goes out with writev straight from the caller's memory (hiredis would first copy every argument into
+// payload goes out with one sendmsg (gathering) straight from the caller's memory (hiredis would first copy every argument into
 // one command string), and an AI.TENSORGET META BLOB reply is parsed off the socket with its blob read straight
 // into the caller's buffer (hiredis would copy it into a reply object first). Everything else about the
 // connection (connect, AUTH, timeouts, other commands) stays hiredis'. Both need a connection with nothing in
