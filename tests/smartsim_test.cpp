@@ -70,6 +70,20 @@ void expect_every_dataset_fetched(const fs::path& db, int producers, int tensor_
   }
 }
 
+// A throughput_standard sweep on the local launcher, with the flags every test here shares (one database CPU,
+// one client node, loopback unless given, a port of its own); returns the experiment's database.
+fs::path throughput_sweep(const test::TempDir& d, const std::string& exp, int port_offset, std::vector<std::string> flags,
+                          int expect_exit = 0) {
+  std::vector<std::string> args = {"throughput_standard", "--exp_name=" + exp, "--db_cpus=1", "--client_nodes=1",
+                                   "--db_port=" + std::to_string(base_port() + port_offset)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) { return f.rfind("--net_ifname=", 0) == 0; }))
+    args.push_back("--net_ifname=lo");
+  auto r = test::run_fanout(d.path, args, 120);
+  EXPECT_EQ(r.exit_code, expect_exit) << r.err;
+  return d.path / "results" / exp / "fanout.sqlite";
+}
+
 }  // namespace
 
 TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
@@ -347,11 +361,8 @@ TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {
 
 TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
   test::TempDir d;
-  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=tp", "--db_nodes=[1,3]", "--db_cpus=1", "--client_nodes=1",
-                                     "--clients_per_node=2", "--tensor_bytes=[1024,65536]", "--iterations=5", "--net_ifname=lo",
-                                     "--max_parallel=4", "--db_port=" + std::to_string(base_port() + 10)});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  fs::path db = d.path / "results" / "tp" / "fanout.sqlite";
+  fs::path db = throughput_sweep(d, "tp", 10, {"--db_nodes=[1,3]", "--clients_per_node=2", "--tensor_bytes=[1024,65536]", "--iterations=5",
+                                              "--max_parallel=4"});
   // One database per db_nodes value, reused by both tensor sizes (SmartSim-Scaling's rule): 4 runs + 2 services.
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM provenance WHERE key='shared_step' AND value='db'"), "2");
@@ -399,12 +410,9 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
 // where its logs are, and the driver exits non-zero instead of waiting for a database that never comes.
 TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
   test::TempDir d;
-  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=down", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
-                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=2", "--net_ifname=nosuchif0",
-                                     "--db_port=" + std::to_string(base_port() + 40)},
-                            120);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  fs::path db = d.path / "results" / "down" / "fanout.sqlite";
+  fs::path db = throughput_sweep(d, "down", 40, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=2",
+                                                "--net_ifname=nosuchif0"},
+                                 1);
   EXPECT_EQ(test::sql_one(db, "SELECT status FROM runs WHERE session LIKE 'db-service-%'"), "FAILED");
   auto runs = test::sql_rows(db, "SELECT status, reason FROM runs WHERE session LIKE 'throughput-sess-%'");
   ASSERT_EQ(runs.size(), 2u);
@@ -420,11 +428,8 @@ TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
 // after tensor_bytes), groups with equal values come back, and each gets a database of its own.
 TEST(ThroughputSweep, GroupsThatComeBackGetTheirOwnDatabase) {
   test::TempDir d;
-  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=alt", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
-                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--db_tpq=[1,2]", "--iterations=2",
-                                     "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 50)});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  fs::path db = d.path / "results" / "alt" / "fanout.sqlite";
+  fs::path db = throughput_sweep(d, "alt", 50, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--db_tpq=[1,2]",
+                                               "--iterations=2"});
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "8") << "4 runs, 4 databases";
   EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT path) FROM runs WHERE session LIKE 'db-service-%'"), "4");
   EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT value) FROM provenance WHERE key='service'"), "4");
@@ -434,12 +439,9 @@ TEST(ThroughputSweep, GroupsThatComeBackGetTheirOwnDatabase) {
 // allows for retries) and stops after the last attempt; the driver does not wait for anything else.
 TEST(ThroughputSweep, RetriesOfAGroupsRunUseItsDatabaseThenItStops) {
   test::TempDir d;
-  auto r = test::run_fanout(d.path, {"throughput_standard", "--exp_name=retry", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
-                                     "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=1000000000", "--walltime=2",
-                                     "--max_retries=1", "--net_ifname=lo", "--db_port=" + std::to_string(base_port() + 55)},
-                            120);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  fs::path db = d.path / "results" / "retry" / "fanout.sqlite";
+  fs::path db = throughput_sweep(d, "retry", 55, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]",
+                                                 "--iterations=1000000000", "--walltime=2", "--max_retries=1"},
+                                 1);
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'throughput-sess-%' AND status='TIMEOUT'"), "4")
       << "2 runs x (1 + 1 retry), each stopped by its wall time";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE '%-retry1'"), "2");
