@@ -346,15 +346,18 @@ int resolve_count(const std::string& expr, const ParameterPoint& p, const std::s
   return int(v);
 }
 
+// "-<name><value>" for each of `names` (their values in `point`), as session names carry parameters.
+std::string parameter_tags(const std::vector<std::string>& names, const ParameterPoint& point) {
+  std::string tags;
+  for (auto& n : names) tags += "-" + filename_safe(n, 24) + filename_safe(*point.find(n), 24);
+  return tags;
+}
+
 // A run's session (its folder's name, before the hash): the template with {param} replaced, or
 // "<experiment>-sess" and the varied parameters.
 std::string session_name(const std::string& templ, const std::string& experiment, const ParameterPoint& point,
                          const std::vector<std::string>& varied) {
-  if (templ.empty()) {
-    std::string name = experiment + "-sess";
-    for (auto& v : varied) name += "-" + filename_safe(v, 24) + filename_safe(*point.find(v), 24);
-    return name;
-  }
+  if (templ.empty()) return experiment + "-sess" + parameter_tags(varied, point);
   std::string name;
   for (size_t i = 0; i < templ.size(); ++i) {
     size_t end = templ[i] == '{' ? templ.find('}', i) : std::string::npos;
@@ -493,9 +496,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
           if (!is_varied(k) || std::count(tmpl->shared_by.begin(), tmpl->shared_by.end(), k)) service.point.values.emplace_back(k, v);
         service.steps = {shared};
         identify(service, "service " + std::to_string(plan.services.size()) + "\n");  // groups with equal values stay apart
-        std::string name = tmpl->shared_step + "-service";
-        for (auto& n : tmpl->shared_by) name += "-" + filename_safe(n, 24) + filename_safe(*point.find(n), 24);
-        service.session = filename_safe(name, 160) + "-" + service.param_hash.substr(0, 8);
+        service.session = filename_safe(tmpl->shared_step + "-service" + parameter_tags(tmpl->shared_by, point), 160) + "-" +
+                          service.param_hash.substr(0, 8);
         validate(service);
         plan.services.push_back(std::move(service));
         group_key = key;

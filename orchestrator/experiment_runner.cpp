@@ -59,6 +59,20 @@ JobSpec service_job_for(const ExperimentPlan& plan, const RunPlan& service, size
   return job;
 }
 
+// Every service's job as it will be submitted, each covering all the runs of the plan that use it.
+std::vector<JobSpec> service_jobs(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, const fs::path& root) {
+  std::vector<size_t> served(plan.services.size());
+  for (const auto& r : plan.runs)
+    if (r.service >= 0) ++served[size_t(r.service)];
+  std::vector<JobSpec> jobs;
+  for (size_t k = 0; k < plan.services.size(); ++k)
+    jobs.push_back(service_job_for(plan, plan.services[k], served[k], plugin, opts, root / plan.services[k].session));
+  return jobs;
+}
+
+// Tells a shared step's service that its group is done (its ranks watch for this file).
+void stop_service(const fs::path& dir) { write_file_atomic(dir / "stop", "", 0644); }
+
 std::string host_name() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
@@ -242,9 +256,9 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
     out << "\n";
   }
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
-  for (const auto& r : plan.services) {
-    out << "\n# ---- job script for service " << r.session << "\n";
-    out << render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session));
+  for (const JobSpec& job : service_jobs(plan, plugin, opts, root)) {
+    out << "\n# ---- job script for service " << job.name << "\n";
+    out << render_job_script(st.launcher, job);
   }
   for (const auto& r : plan.runs) {
     out << "\n# ---- job script for " << r.session << "\n";
@@ -260,14 +274,8 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   outcome.exp_dir = fs::absolute(st.results_dir) / st.exp_name;
   {
     // Before anything is written or submitted: can every run go where it is asked to?
-    std::vector<JobSpec> probe;
-    std::vector<size_t> served(plan.services.size());
-    for (const auto& r : plan.runs) {
-      probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
-      if (r.service >= 0) ++served[size_t(r.service)];
-    }
-    for (size_t k = 0; k < plan.services.size(); ++k)
-      probe.push_back(service_job_for(plan, plan.services[k], served[k], plugin, opts, outcome.exp_dir / plan.services[k].session));
+    std::vector<JobSpec> probe = service_jobs(plan, plugin, opts, outcome.exp_dir);
+    for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
@@ -287,7 +295,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     for (auto& sg : live) {
       if (sg.meta.service_provider) {
         // A shared step's service the dead driver left up: nothing will use it again (its runs get a new one).
-        write_file_atomic(sg.dir / "stop", "", 0644);
+        stop_service(sg.dir);
         continue;
       }
       auto it = by_hash.find(sg.meta.param_hash);
@@ -347,8 +355,14 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     }
   } stop_services{[&] {
     for (auto& g : groups)
-      if (!slots[g.service].ended && !slots[g.service].job_id.empty()) write_file_atomic(slots[g.service].dir / "stop", "", 0644);
+      if (!slots[g.service].ended && !slots[g.service].job_id.empty()) stop_service(slots[g.service].dir);
   }};
+  // A slot's folder: private, with its run.toml and job.sh.
+  auto lay_out = [&](const Slot& s) {
+    make_private_dirs(s.dir);
+    write_run_metadata(s.dir, s.meta);
+    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+  };
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
   auto add_slot = [&](const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
@@ -362,9 +376,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
       s.meta.service_dir = slots[groups[size_t(group)].service].dir.string();
       s.meta.provenance["service"] = fs::absolute(s.meta.service_dir).lexically_normal().string();  // its runs.path
     }
-    make_private_dirs(s.dir);
-    write_run_metadata(s.dir, s.meta);
-    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+    lay_out(s);
     if (at >= slots.size()) {
       slots.push_back(std::move(s));
       return;
@@ -386,9 +398,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     s.service = true;
     s.group = int(groups.size());
     groups.push_back({slots.size()});
-    make_private_dirs(s.dir);
-    write_run_metadata(s.dir, s.meta);
-    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+    lay_out(s);
     slots.push_back(std::move(s));
   };
   size_t next = 0, done = 0, running = 0, active_services = 0;
@@ -491,7 +501,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     }
     if (run_of_group && --groups[size_t(group)].runs_left == 0) {
       // The group's last run has ended: its service may stop (rank runners watch for this file).
-      write_file_atomic(slots[groups[size_t(group)].service].dir / "stop", "", 0644);
+      stop_service(slots[groups[size_t(group)].service].dir);
     }
   };
   // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is

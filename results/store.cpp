@@ -427,10 +427,21 @@ std::vector<StoredRun> ResultsDb::runs() const {
   return out;
 }
 
+namespace {
+
+// A sample that counts in statistics: not warmup, and a number (null: the rank recorded NaN).
+bool measured(const SampleRowText& row, double& value) {
+  if (row.warmup) return false;
+  value = stored_real(row.value);
+  return !std::isnan(value);
+}
+
+}  // namespace
+
 void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const {
   auto names = metrics();
   MetricSummaryRow cur;
-  int64_t cur_metric = -1, last_rank = -1;
+  int64_t cur_metric = -1, last_rank = -1;  // last_rank: the last rank counted in cur.ranks
   auto flush = [&] {
     const MetricInfo& info = names.at(cur_metric);
     cur.role = info.role;
@@ -439,31 +450,32 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
     if (!cur.values.empty()) fn(cur);
     cur.values.clear();
     cur.ranks = 0;
+    last_rank = -1;
   };
-  for_each_block("", [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
-    if (cur_metric >= 0 && (run != cur.run_id || metric != cur_metric)) flush(), last_rank = -1;
+  for_each_row("", [&](int64_t run, int64_t metric, int rank, const SampleRowText& row) {
+    if (cur_metric >= 0 && (run != cur.run_id || metric != cur_metric)) flush();
     cur.run_id = run;
     cur_metric = metric;
-    bool counted = rank == last_rank;
-    SampleBlockReader reader(rows, file_.string());
-    SampleRowText row;
-    while (reader.next(row)) {
-      if (row.warmup) continue;
-      double v = stored_real(row.value);
-      if (std::isnan(v)) continue;  // null: the rank recorded no number
-      cur.values.push_back(v);
-      if (!counted) ++cur.ranks, counted = true, last_rank = rank;
-    }
+    double v = 0;
+    if (!measured(row, v)) return;
+    cur.values.push_back(v);
+    if (rank != last_rank) ++cur.ranks, last_rank = rank;  // rows come rank by rank
   });
   if (cur_metric >= 0) flush();
 }
 
-void ResultsDb::for_each_block(const std::string& where,
-                               const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const {
+void ResultsDb::for_each_row(const std::string& where,
+                             const std::function<void(int64_t, int64_t, int, const SampleRowText&)>& fn) const {
   // Primary-key order: run, metric, rank, block (recording order within a rank).
   Stmt q(db_, ("SELECT b.run_id, b.metric_id, b.rank, b.rows FROM sample_blocks b " + where +
                " ORDER BY b.run_id, b.metric_id, b.rank, b.block").c_str());
-  while (q.step()) fn(q.i64(0), q.i64(1), int(q.i64(2)), q.view(3));
+  SampleRowText row;
+  while (q.step()) {
+    const int64_t run = q.i64(0), metric = q.i64(1);
+    const int rank = int(q.i64(2));
+    SampleBlockReader reader(q.view(3), file_.string());
+    while (reader.next(row)) fn(run, metric, rank, row);
+  }
 }
 
 void ResultsDb::for_each_value(const std::string& role, const std::string& metric, const std::string& unit,
@@ -472,13 +484,9 @@ void ResultsDb::for_each_value(const std::string& role, const std::string& metri
   for (auto& [mid, m] : metrics())
     if (m.role == role && m.name == metric && m.unit == unit) id = mid;
   if (id < 0) return;
-  for_each_block("WHERE b.metric_id = " + std::to_string(id), [&](int64_t run, int64_t, int, std::string_view rows) {
-    SampleBlockReader reader(rows, file_.string());
-    SampleRowText row;
-    while (reader.next(row)) {
-      double v = row.warmup ? NAN : stored_real(row.value);
-      if (!std::isnan(v)) fn(run, v);
-    }
+  for_each_row("WHERE b.metric_id = " + std::to_string(id), [&](int64_t run, int64_t, int, const SampleRowText& row) {
+    double v = 0;
+    if (measured(row, v)) fn(run, v);
   });
 }
 
@@ -490,11 +498,7 @@ std::map<int64_t, ResultsDb::MetricInfo> ResultsDb::metrics() const {
 }
 
 void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, const SampleRowText&)>& fn) const {
-  for_each_block("", [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
-    SampleBlockReader reader(rows, file_.string());
-    SampleRowText row;
-    while (reader.next(row)) fn(run, rank, metric, row);
-  });
+  for_each_row("", [&](int64_t run, int64_t metric, int rank, const SampleRowText& row) { fn(run, rank, metric, row); });
 }
 
 }  // namespace fanout
