@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   cfg.port = 26479;
   cfg.password = "bench";
   cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
-  cfg.module_args = "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM " + std::to_string(threads) + " INTER_OP_PARALLELISM 1";
+  cfg.module_args = {"THREADS_PER_QUEUE", "1", "INTRA_OP_PARALLELISM", std::to_string(threads), "INTER_OP_PARALLELISM", "1"};
   cfg.cpus = int(std::thread::hardware_concurrency());
   smartsim::RedisServer server(cfg);
   smartsim::Client client(options(server));

@@ -51,4 +51,9 @@ void make_private_dirs(const std::filesystem::path& dir) {
   ::chmod(dir.c_str(), 0755);
 }
 
+void never_group_or_world_writable() {
+  const mode_t old = ::umask(022);
+  ::umask(old | 022);
+}
+
 }  // namespace fanout

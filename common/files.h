@@ -10,5 +10,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 std::string read_file(const std::filesystem::path& path);
 // Creates a directory (and parents) that is not world-writable (0755 regardless of umask for the leaf).
 void make_private_dirs(const std::filesystem::path& dir);
+// Adds 022 to the process's umask: whatever the user's umask (even 000), nothing fanout or its ranks create
+// (folders, sample files, CSVs, plots) is group- or world-writable. Called first in every executable.
+void never_group_or_world_writable();
 
 }  // namespace fanout

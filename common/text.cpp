@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include "common/error.h"
+
 #include <string.h>
 
 #include <cctype>
@@ -47,6 +49,44 @@ std::string shell_quote(std::string_view word) {
   }
   out += "'";
   return out;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += char(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+void require_single_line(const std::string& origin, std::string_view value) {
+  for (unsigned char c : value)
+    if (c < 0x20 || c == 0x7f)
+      throw UserError(origin + ": control characters (newline, tab, ...) are not allowed in '" + printable(value.substr(0, 60)) + "'");
+}
+
+bool valid_utf8(std::string_view s) {
+  static const uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};  // shortest form of each length (no overlongs)
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+    if (n < 0 || i + size_t(n) >= s.size()) return false;
+    uint32_t cp = n == 0 ? c : c & (0x3fu >> n);
+    for (int k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + size_t(k)]);
+      if ((b & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3fu);
+    }
+    if (cp < min_of[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += size_t(n) + 1;
+  }
+  return true;
 }
 
 std::optional<int64_t> parse_int(std::string_view s) {

@@ -26,6 +26,15 @@ std::string fnv1a_hex(std::string_view data);
 // "SIGSEGV" for 11; "SIGRT<n>"-style signals have no short name in glibc: "signal <n>".
 std::string signal_name(int sig);
 
+// Throws UserError("<origin>: control characters ...") when value has a byte below 0x20 or DEL: a value that
+// becomes one line of a generated file (a job script's #SBATCH line, redis.conf) must stay one line.
+void require_single_line(const std::string& origin, std::string_view value);
+// The text with control characters shown as \n, \t, \xHH (for messages that must stay one line).
+std::string printable(std::string_view s);
+
+// True when s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
+bool valid_utf8(std::string_view s);
+
 // Keeps [A-Za-z0-9._-], replaces anything else with '_' (for directory names built from values).
 std::string filename_safe(std::string_view s, size_t max_len = 64);
 

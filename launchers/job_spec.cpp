@@ -1,6 +1,7 @@
 #include "launchers/job_spec.h"
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace fanout {
 
@@ -39,21 +40,11 @@ void JobSpec::validate() const {
   if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
 }
 
-namespace {
-// A value that becomes one line of a batch script (#SBATCH / #PBS) must stay one line: a newline would
-// start a shell command in job.sh.
-void refuse_control_characters(const std::string& flag, const std::string& value) {
-  for (unsigned char c : value)
-    if (c < 0x20 || c == 0x7f)
-      throw UserError(flag + ": control characters (newline, tab, ...) are not allowed in '" + value.substr(0, 40) + "'");
-}
-}  // namespace
-
 void SchedulerOptions::validate() const {
-  refuse_control_characters("--partition", partition);
-  refuse_control_characters("--account", account);
-  refuse_control_characters("--constraint", constraint);
-  for (auto& [k, v] : batch_args) refuse_control_characters("--batch_args " + k, k + "=" + v);
+  require_single_line("--partition", partition);
+  require_single_line("--account", account);
+  require_single_line("--constraint", constraint);
+  for (auto& [k, v] : batch_args) require_single_line("--batch_args " + k, k + "=" + v);
 }
 
 std::vector<std::string> rank_argv(const JobSpec& job, size_t step) {

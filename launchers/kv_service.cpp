@@ -52,8 +52,16 @@ struct Conn {
   enum class Wait { None, Get, Fence } wait = Wait::None;
   std::string wait_key;
   int64_t deadline_ns = 0;
+  int64_t accepted_ns = 0;
   bool closing = false;  // answered with an error: close once `out` is sent
 };
+
+// Bounds that keep one careless or hostile peer from taking the service (and with it the sweep) down: a
+// connection must authenticate within kAuthTimeoutNs; a job holds at most 2 connections per rank (+ 8);
+// beyond kMaxConnections the oldest unauthenticated connection makes room, else the newcomer is turned away.
+constexpr size_t kMaxConnections = 1024;
+constexpr int64_t kAuthTimeoutNs = 10'000'000'000;
+constexpr int64_t kMaxWaitMs = 86'400'000;  // a GET or FENCE waits a day at most (no ns overflow)
 
 struct Job {
   int fence_size = 1;
@@ -103,6 +111,8 @@ struct KvService::Impl {
         ls >> token;
         c.in.erase(0, nl + 1);
         if (!jobs.count(token)) return reply(c, "ERR unknown job token"), false;
+        const auto same_job = std::count_if(conns.begin(), conns.end(), [&](const Conn& o) { return o.token == token; });
+        if (same_job >= 2 * jobs[token].fence_size + 8) return reply(c, "ERR too many connections for this job"), false;
         c.token = token;
         reply(c, "OK");
         continue;
@@ -122,7 +132,7 @@ struct KvService::Impl {
       } else if (cmd == "GET") {
         std::string key;
         int64_t timeout_ms = 0;
-        if (!(ls >> key >> timeout_ms)) return reply(c, "ERR malformed GET"), false;
+        if (!(ls >> key >> timeout_ms) || timeout_ms < 0 || timeout_ms > kMaxWaitMs) return reply(c, "ERR malformed GET"), false;
         c.in.erase(0, nl + 1);
         auto it = job.kv.find(key);
         if (it != job.kv.end()) {
@@ -134,7 +144,7 @@ struct KvService::Impl {
         }
       } else if (cmd == "FENCE") {
         int64_t timeout_ms = 0;
-        if (!(ls >> timeout_ms)) return reply(c, "ERR malformed FENCE"), false;
+        if (!(ls >> timeout_ms) || timeout_ms < 0 || timeout_ms > kMaxWaitMs) return reply(c, "ERR malformed FENCE"), false;
         c.in.erase(0, nl + 1);
         c.wait = Conn::Wait::Fence;
         c.deadline_ns = monotonic_ns() + timeout_ms * 1000000;
@@ -149,6 +159,7 @@ struct KvService::Impl {
 
   void expire(int64_t now) {
     for (Conn& c : conns) {
+      if (c.token.empty() && !c.closing && now - c.accepted_ns > kAuthTimeoutNs) reply(c, "ERR no AUTH in time"), c.closing = true;
       if (c.wait == Conn::Wait::None || now < c.deadline_ns) continue;
       if (c.wait == Conn::Wait::Fence) {
         auto& w = jobs[c.token].fence_waiters;
@@ -156,6 +167,17 @@ struct KvService::Impl {
       }
       reply(c, "ERR timeout");
     }
+  }
+
+  // Marks the oldest connection that has not authenticated for closing (the loop closes it); false if none.
+  bool make_room() {
+    for (Conn& c : conns)
+      if (c.token.empty() && !c.closing) {
+        c.closing = true;
+        c.out.clear();
+        return true;
+      }
+    return false;
   }
 
   void drop(Conn& c) {
@@ -177,11 +199,14 @@ struct KvService::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (fds[0].revents & POLLIN) {
         int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
+        if (fd >= 0 && conns.size() >= kMaxConnections && !make_room()) {
+          ::close(fd);  // every slot holds an authenticated rank: the newcomer is turned away, the service lives
+        } else if (fd >= 0) {
           int one = 1;
           setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
           conns.push_back(Conn{});
           conns.back().fd = fd;
+          conns.back().accepted_ns = monotonic_ns();
         }
       }
       if (fds[1].revents & POLLIN) {

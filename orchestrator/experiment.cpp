@@ -8,11 +8,17 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "launchers/scheduler.h"
 #include "orchestrator/list_value.h"
 
 namespace fanout {
 
 namespace fs = std::filesystem;
+
+void require_range(const std::string& origin, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw UserError(origin + ": " + std::to_string(v) + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+}
 
 int64_t parse_walltime(const std::string& text, const std::string& origin) {
   auto bad = [&] { return UserError(origin + ": '" + text + "' is not a wall time (HH:MM:SS, MM:SS, D-HH:MM:SS or seconds)"); };
@@ -38,6 +44,7 @@ int64_t parse_walltime(const std::string& text, const std::string& origin) {
   int64_t day_secs = 0;
   overflow |= __builtin_mul_overflow(days, 86400, &day_secs) || __builtin_add_overflow(secs, day_secs, &secs);
   if (overflow || secs <= 0) throw bad();
+  if (secs > kMaxSeconds) throw UserError(origin + ": '" + text + "' is longer than the longest wall time fanout accepts (365 days)");
   return secs;
 }
 
@@ -224,7 +231,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
                                                  "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher",
-                                                 "max_retries", "stall_timeout", "no_reuse"};
+                                                 "max_retries", "stall_timeout", "no_reuse", "max_runs"};
   for (auto& entry : *exp) {
     const toml::node& v = entry.second;  // not a structured binding: the lambda below captures it (clang 14)
     std::string key(entry.first.str());
@@ -245,17 +252,16 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
     else if (key == "constraint") req.settings.options.constraint = str();
     else if (key == "step_launcher") req.settings.options.step_launcher = str();
     else if (key == "walltime") {
-      if (auto i = v.value_exact<int64_t>()) req.settings.walltime_s = *i > 0 ? *i : parse_walltime("0", where);
+      if (auto i = v.value_exact<int64_t>()) req.settings.walltime_s = parse_walltime(std::to_string(*i), where);
       else req.settings.walltime_s = parse_walltime(str(), where);
-    } else if (key == "max_parallel") {
+    } else if (key == "max_parallel" || key == "max_retries" || key == "stall_timeout" || key == "max_runs") {
       auto i = v.value_exact<int64_t>();
-      if (!i || *i < 1) throw UserError(where + ": experiment.max_parallel must be a positive integer");
-      req.settings.max_parallel = int(*i);
-    } else if (key == "max_retries" || key == "stall_timeout") {
-      auto i = v.value_exact<int64_t>();
-      if (!i || *i < 0 || *i > 365 * 86400) throw UserError(where + ": experiment." + key + " must be an integer from 0 to 31536000");
-      if (key == "max_retries") req.settings.max_retries = int(*i);
-      else req.settings.stall_timeout_s = *i;
+      if (!i) throw UserError(where + ": experiment." + key + " must be an integer");
+      const std::string origin = where + ": experiment." + key;
+      if (key == "max_parallel") require_range(origin, *i, 0, kMaxParallel), req.settings.max_parallel = int(*i);
+      else if (key == "max_retries") require_range(origin, *i, 0, kMaxRetries), req.settings.max_retries = int(*i);
+      else if (key == "max_runs") require_range(origin, *i, 1, kMaxRunsLimit), req.settings.max_runs = *i;
+      else require_range(origin, *i, 0, kMaxSeconds), req.settings.stall_timeout_s = *i;
     } else if (key == "array" || key == "no_reuse") {
       auto b = v.value_exact<bool>();
       if (!b) throw UserError(where + ": experiment." + key + " must be true or false");
@@ -372,10 +378,36 @@ std::string session_name(const std::string& templ, const std::string& experiment
   return name;
 }
 
+void validate_settings(const ExperimentSettings& s) {
+  s.options.validate();
+  // The name is one folder below results_dir: "." and ".." would write into results_dir or its parent.
+  if (s.exp_name.empty() || s.exp_name == "." || s.exp_name == ".." || filename_safe(s.exp_name, 128) != s.exp_name)
+    throw UserError("--exp_name: '" + s.exp_name + "' must be a name of [A-Za-z0-9._-], not '.' or '..'");
+  const auto names = scheduler_names();
+  if (std::find(names.begin(), names.end(), s.launcher) == names.end())
+    throw UserError("--launcher: unknown launcher '" + s.launcher + "' (known: " + join(names, ", ") + ")");
+  // Paths reach job scripts (#SBATCH --output=, cd), redis.conf and logs: one line each.
+  require_single_line("--results_dir", fs::absolute(s.results_dir).string());
+}
+
+// Counted before anything is expanded: a product of long lists is refused by its size, never allocated. With
+// exclusions the points are visited one at a time, up to 100 x --max_runs of them.
+void check_permutation_count(const ParameterSpace& space, int64_t max_runs) {
+  std::string product;
+  for (auto& axis : space.axes())
+    if (axis.values.size() > 1) product += (product.empty() ? "" : " x ") + std::to_string(axis.values.size());
+  const auto n = space.cardinality();
+  const uint64_t limit = uint64_t(max_runs) * (space.has_exclusions() ? 100 : 1);
+  if (!n || *n > limit)
+    throw UserError((n ? std::to_string(*n) : std::string("more than 2^64")) + " permutations (" + product + ") exceed --max_runs=" +
+                    std::to_string(max_runs) + (space.has_exclusions() ? " (x 100 before exclusions)" : "") +
+                    "; narrow the lists or raise --max_runs");
+}
+
 }  // namespace
 
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
-  request.settings.options.validate();  // once for every run, dry run included
+  validate_settings(request.settings);  // once for every run, dry run included
   ExperimentPlan plan;
   plan.request = request;
   const ExperimentTemplate* tmpl = nullptr;
@@ -431,8 +463,11 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     auto it = given.find(p.name);
     std::string where = it != given.end() ? it->second->origin : origin;
     auto values = values_of(p.name, def, origin);
-    for (auto& v : values)
+    for (auto& v : values) {
       if (auto why = check_param_value(p.type, v); !why.empty()) throw UserError(where + ": " + why);
+      // Stored, written to run.toml and compared byte for byte: a value that is not UTF-8 would come back changed.
+      if (!valid_utf8(v)) throw UserError(where + ": the value is not valid UTF-8 text");
+    }
     plan.space.add(p.name, values);
   }
   for (auto& name : placement) plan.space.add(name, values_of(name, "", given.at(name)->origin));
@@ -464,7 +499,12 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   const bool sharing = tmpl && request.steps.empty() && !tmpl->shared_step.empty() && !request.settings.no_reuse;
   auto is_varied = [&](const std::string& name) { return std::find(varied.begin(), varied.end(), name) != varied.end(); };
   std::string group_key;
-  for (auto& point : plan.space.expand()) {
+  check_permutation_count(plan.space, request.settings.max_runs);
+  uint64_t kept = 0;
+  plan.space.for_each([&](ParameterPoint&& point) {
+    if (++kept > uint64_t(request.settings.max_runs))
+      throw UserError("more than " + std::to_string(request.settings.max_runs) +
+                      " permutations remain after the exclusions; narrow the lists or raise --max_runs");
     if (auto why = plugin.check(point.values); !why.empty()) {
       std::string where;
       for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
@@ -505,7 +545,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       run.service = int(plan.services.size()) - 1;
     }
     plan.runs.push_back(std::move(run));
-  }
+  });
   if (plan.runs.empty()) throw UserError("every permutation is excluded: nothing to run");
   return plan;
 }

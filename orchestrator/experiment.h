@@ -19,6 +19,15 @@ struct ParamSource {
   std::vector<std::string> values;  // parsed values
 };
 
+// Bounds of the driver's settings, the same for flags and experiment files.
+constexpr int64_t kDefaultMaxRuns = 100000;
+constexpr int64_t kMaxRunsLimit = 10000000;
+constexpr int64_t kMaxParallel = 100000;
+constexpr int64_t kMaxRetries = 1000;
+constexpr int64_t kMaxSeconds = int64_t(365) * 86400;  // wall time and stall timeout: a year
+// Throws UserError("<origin>: <v> is out of range (<lo> to <hi>)").
+void require_range(const std::string& origin, int64_t v, int64_t lo, int64_t hi);
+
 struct ExperimentSettings {
   std::string exp_name;
   std::string launcher = "local";
@@ -30,6 +39,7 @@ struct ExperimentSettings {
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
   bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
+  int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded
   SchedulerOptions options;
 };
 

@@ -1,13 +1,17 @@
 #include "orchestrator/experiment_runner.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -154,13 +158,44 @@ fs::path unique_run_root(const fs::path& exp_dir) {
 
 constexpr const char* kCommandFile = "command.toml";
 
+// An advisory lock on <exp>/driver.lock (flock: released by the kernel when the driver dies, even by SIGKILL).
+class DriverLock {
+ public:
+  DriverLock(const fs::path& exp_dir, bool alone) {
+    const fs::path file = exp_dir / "driver.lock";
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw UserError(file.string() + ": " + std::strerror(errno));
+    if (::flock(fd_, (alone ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+      std::string holder = read_file(file);
+      while (!holder.empty() && std::isspace((unsigned char)holder.back())) holder.pop_back();
+      ::close(fd_);
+      throw UserError(exp_dir.string() + ": another fanout driver is running this experiment" +
+                      (holder.empty() ? std::string() : " (" + holder + ")") +
+                      (alone ? "; resume once it has ended" : "; a resume holds it alone, start once it has ended"));
+    }
+    const std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + "\n";
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) < 0) { /* the holder's name is only for messages */ }
+  }
+  ~DriverLock() { ::close(fd_); }
+  DriverLock(const DriverLock&) = delete;
+  DriverLock& operator=(const DriverLock&) = delete;
+
+ private:
+  static std::string host_name() {
+    char h[256] = {};
+    ::gethostname(h, sizeof h - 1);
+    return h;
+  }
+  int fd_ = -1;
+};
+
 void save_command(const fs::path& exp_dir, const RunnerOptions& opts) {
   toml::array argv;
   for (auto& a : opts.argv)
     if (a != "--resume") argv.push_back(a);  // resume adds it back
   toml::table t{{"cwd", fs::current_path().string()}, {"argv", argv}};
   std::ostringstream out;
-  out << "# The command that made this experiment; `fanout resume " << exp_dir.filename().string() << "` runs it again with --resume.\n"
+  out << "# The command that made this experiment; `fanout resume " << exp_dir.string() << "` runs it again with --resume.\n"
       << t << "\n";
   write_file_atomic(exp_dir / kCommandFile, out.str(), 0600);
 }
@@ -180,14 +215,17 @@ struct Straggler {
 // Run folders the database does not know: those whose run ended (status recorded, the driver died
 // between the two) are ingested now; those still unfinished are returned for adoption.
 std::vector<Straggler> recover_stragglers(const fs::path& exp_dir, ResultsDb& db, size_t& ingested) {
+  // Runs are known by their place inside the experiment (run-<stamp>/<session>): the database keeps absolute
+  // paths, which an experiment folder that was moved no longer matches.
+  auto place = [](const fs::path& run_dir) { return (run_dir.parent_path().filename() / run_dir.filename()).string(); };
   std::set<std::string> known;
-  for (auto& r : db.runs()) known.insert(r.path);
+  for (auto& r : db.runs()) known.insert(place(fs::path(r.path)));
   std::vector<Straggler> live;
   std::error_code ec;
   for (auto& e : fs::recursive_directory_iterator(exp_dir, ec)) {
     if (e.path().filename() != kRunMetadataFile) continue;
     const fs::path dir = fs::absolute(e.path().parent_path()).lexically_normal();
-    if (known.count(dir.string())) continue;
+    if (known.count(place(dir))) continue;
     try {
       RunMetadata meta = read_run_metadata(dir);
       if (meta.status) {
@@ -279,8 +317,12 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     scheduler->check(probe);
   }
   make_private_dirs(outcome.exp_dir);
+  // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending
+  // permutations again). Held until this function returns.
+  DriverLock lock(outcome.exp_dir, st.resume);
   outcome.database = outcome.exp_dir / "fanout.sqlite";
   ResultsDb db(outcome.database);
+  db.require_writable();
   std::vector<const RunPlan*> todo;
   std::vector<std::pair<const RunPlan*, Straggler>> adopted;  // jobs of a dead driver, followed instead of resubmitted
   if (st.resume) {
@@ -310,7 +352,12 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (recovered) log << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
     if (!adopted.empty()) log << ", " << adopted.size() << " still in the " << scheduler->name() << " queue followed again";
     log << "; running " << todo.size() << "\n";
-    if (todo.empty() && adopted.empty()) return outcome;
+    if (todo.empty() && adopted.empty()) {
+      outcome.csv_dir = outcome.exp_dir / "csv";
+      CsvFiles csv = export_csv(db, outcome.csv_dir);
+      log << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
+      return outcome;
+    }
   } else {
     for (const auto& r : plan.runs) todo.push_back(&r);
   }

@@ -1,16 +1,20 @@
 // fanout: the driver. Subcommands come from two places: the driver's own (plugins, run, results) and one per
 // experiment template of every installed plugin (built from the plugin's self-description, so --help lists
 // every parameter with its default).
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <list>
+#include <algorithm>
 #include <map>
 
 #include <CLI/CLI.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/text.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
@@ -38,7 +42,7 @@ fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 // The driver's own flags, shared by every experiment subcommand and `run`.
 struct SettingsFlags {
   std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
-  int max_parallel = 0, max_retries = 0;
+  int64_t max_parallel = 0, max_retries = 0, max_runs = kDefaultMaxRuns;
   int64_t stall_timeout = 0;
   bool dry_run = false, exclusive = false, array = false, resume = false, no_reuse = false;
   std::string partition, account, constraint, step_launcher;
@@ -53,12 +57,13 @@ struct SettingsFlags {
                                 ->check(CLI::IsMember({"srun", "mpirun"}));
     opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
     opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
-    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)")->capture_default_str()->check(CLI::NonNegativeNumber);
+    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)")->capture_default_str();
     opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
     opts["max_retries"] = app->add_option("--max_retries", max_retries, "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times")
-                              ->capture_default_str()->check(CLI::NonNegativeNumber);
+                              ->capture_default_str();
     opts["stall_timeout"] = app->add_option("--stall_timeout", stall_timeout, "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)")
-                                ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(365) * 86400));
+                                ->capture_default_str();
+    opts["max_runs"] = app->add_option("--max_runs", max_runs, "refuse an experiment of more permutations than this")->capture_default_str();
     opts["no_reuse"] = app->add_flag("--no_reuse", no_reuse, "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs");
     opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
     opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
@@ -75,6 +80,11 @@ struct SettingsFlags {
   // Flags given on the command line override the request's (an experiment file's) settings.
   void apply(ExperimentRequest& req, bool only_given) const {
     auto& s = req.settings;
+    require_range("--max_parallel", max_parallel, 0, kMaxParallel);
+    require_range("--max_retries", max_retries, 0, kMaxRetries);
+    require_range("--stall_timeout", stall_timeout, 0, kMaxSeconds);
+    require_range("--max_runs", max_runs, 1, kMaxRunsLimit);
+    if (!only_given || given("max_runs")) s.max_runs = max_runs;
     if (!only_given || given("exp_name")) s.exp_name = exp_name;
     if (!only_given || given("launcher")) s.launcher = launcher;
     if (!only_given || given("results_dir")) s.results_dir = results_dir;
@@ -101,10 +111,59 @@ struct SettingsFlags {
       req.zips.push_back({names, "--zip=" + z});
     }
     for (auto& e : excludes) req.excludes.push_back(parse_exclude_flag(e, "--exclude=" + e));
-    if (s.exp_name.empty() || filename_safe(s.exp_name, 128) != s.exp_name)
-      throw UserError("--exp_name: '" + s.exp_name + "' must be a non-empty name of [A-Za-z0-9._-]");
   }
 };
+
+// Edit distance, for "did you mean" suggestions.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The innermost subcommand the command line reached (the one whose flags a mistyped flag was meant for).
+CLI::App* innermost(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands())
+    if (sub->parsed()) return innermost(sub);
+  return app;
+}
+
+// CLI11's parse errors as one line naming the flag, with a suggestion when a known flag is close.
+std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
+  CLI::App* at = innermost(&app);
+  std::string where = at == &app ? "" : at->get_name() + ": ";
+  std::string msg = e.what();
+  if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    (void)extras;
+    // "The following argument was not expected: --sleep_uss=3"
+    std::string word = msg.substr(msg.find(':') + 1);
+    word = trim(word.substr(0, word.find_first_of("= ", word.find_first_not_of(' '))));
+    std::string best;
+    size_t best_d = 3;  // at most two edits away
+    for (const CLI::Option* o : at->get_options()) {
+      for (const std::string& name : o->get_lnames()) {
+        size_t d = distance(word, "--" + name);
+        if (d < best_d) best_d = d, best = "--" + name;
+      }
+    }
+    return where + "unknown flag '" + word + "'" + (best.empty() ? "" : " (did you mean " + best + "?)") + "; see " +
+           (at == &app ? std::string("fanout --help") : "fanout " + at->get_name() + " --help");
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && at == &app)
+    return "a subcommand is required; see fanout --help";
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  return where + msg;
+}
 
 void print_plugins(const PluginScan& scan, std::ostream& out) {
   for (auto& p : scan.plugins) {
@@ -121,6 +180,21 @@ void print_plugins(const PluginScan& scan, std::ostream& out) {
   if (scan.plugins.empty()) out << "no plugins found (search path: FANOUT_PLUGIN_PATH, then next to the fanout executable)\n";
 }
 
+// Replaces every "--name=v" / "--name v" in a saved command line with one "--name=value" at its end.
+void set_flag(std::vector<std::string>& argv, const std::string& name, const std::string& value) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (i > 0 && argv[i] == name && i + 1 < argv.size()) {
+      ++i;
+      continue;
+    }
+    if (i > 0 && starts_with(argv[i], name + "=")) continue;
+    out.push_back(argv[i]);
+  }
+  out.push_back(name + "=" + value);
+  argv = std::move(out);
+}
+
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
   ExperimentPlan plan = plan_experiment(req, plugin);
@@ -133,8 +207,8 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
     print_dry_run(plan, plugin, opts, std::cout);
     return 0;
   }
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
+  // A closed SSH session (SIGHUP) stops the sweep as Ctrl-C does: runs cancelled and recorded, jobs not left up.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   auto outcome = run_experiment(plan, plugin, opts);
   if (outcome.interrupted) return 130;
   return outcome.failed ? 1 : 0;
@@ -241,10 +315,19 @@ int drive(int argc, char** argv) {
     for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(a->get_name());
     throw UserError("unknown subcommand '" + std::string(argv[1]) + "' (known: " + join(names, ", ") + ")");
   }
+  // "--message=" is an empty value; CLI11 would take the next argument as the value instead.
+  std::vector<std::string> words;
+  for (int i = argc - 1; i >= 1; --i) {
+    std::string a = argv[i];
+    const bool empty_value = starts_with(a, "--") && a.size() > 3 && a.back() == '=' && a.find('=') == a.size() - 1;
+    if (empty_value) words.push_back(""), a.pop_back();
+    words.push_back(a);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(words);  // CLI11 takes them last first
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    throw UserError(usage_error(app, e));
   }
 
   if (plugins_cmd->parsed()) {
@@ -277,9 +360,15 @@ int drive(int argc, char** argv) {
   }
   if (resume_cmd->parsed()) {
     SavedCommand saved = read_saved_command(resume_exp);
+    // The experiment is where it is now (it may have been moved since): its folder, not the saved flags, says
+    // where results go.
+    const fs::path here = fs::absolute(resume_exp).lexically_normal();
+    const fs::path exp_dir = here.filename().empty() ? here.parent_path() : here;
     std::error_code ec;
     fs::current_path(saved.cwd, ec);
     if (ec) throw UserError(resume_exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());
+    set_flag(saved.argv, "--results_dir", exp_dir.parent_path().string());
+    set_flag(saved.argv, "--exp_name", exp_dir.filename().string());
     saved.argv.push_back("--resume");
     std::vector<char*> cargv;
     for (auto& a : saved.argv) cargv.push_back(a.data());
@@ -324,6 +413,12 @@ int drive(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fanout::never_group_or_world_writable();
+  // The rendezvous service holds a socket per rank: the soft limit of open files goes up to the hard one.
+  if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
   try {
     return drive(argc, argv);
   } catch (const std::exception& e) {

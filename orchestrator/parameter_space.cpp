@@ -65,18 +65,18 @@ void ParameterSpace::exclude(Exclusion rule) {
   exclusions_.push_back(std::move(rule));
 }
 
-size_t ParameterSpace::cardinality() const {
-  size_t n = 1;
-  for (auto& a : axes_) n *= a.values.size();
+std::optional<uint64_t> ParameterSpace::cardinality() const {
+  uint64_t n = 1;
+  for (auto& a : axes_)
+    if (__builtin_mul_overflow(n, uint64_t(a.values.size()), &n)) return std::nullopt;
   return n;
 }
 
-std::vector<ParameterPoint> ParameterSpace::expand() const {
-  std::vector<ParameterPoint> out;
+void ParameterSpace::for_each(const std::function<void(ParameterPoint&&)>& visit) const {
+  const auto total = cardinality();
+  if (!total) throw UserError("the parameter lists give more than 2^64 permutations");
   std::vector<size_t> pos(axes_.size(), 0);
-  const size_t total = cardinality();
-  out.reserve(total);
-  for (size_t k = 0; k < total; ++k) {
+  for (uint64_t k = 0; k < *total; ++k) {
     ParameterPoint p;
     for (size_t a = 0; a < axes_.size(); ++a)
       for (size_t j = 0; j < axes_[a].names.size(); ++j) p.values.emplace_back(axes_[a].names[j], axes_[a].values[pos[a]][j]);
@@ -86,13 +86,18 @@ std::vector<ParameterPoint> ParameterSpace::expand() const {
         return v && std::find(c.second.begin(), c.second.end(), *v) != c.second.end();
       });
     });
-    if (!excluded) out.push_back(std::move(p));
+    if (!excluded) visit(std::move(p));
     // Advance the odometer: last axis fastest.
     for (size_t a = axes_.size(); a-- > 0;) {
       if (++pos[a] < axes_[a].values.size()) break;
       pos[a] = 0;
     }
   }
+}
+
+std::vector<ParameterPoint> ParameterSpace::expand() const {
+  std::vector<ParameterPoint> out;
+  for_each([&](ParameterPoint&& p) { out.push_back(std::move(p)); });
   return out;
 }
 

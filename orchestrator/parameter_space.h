@@ -4,7 +4,10 @@
 //               (itertools.product order, as SmartSim-Scaling).
 //   exclusions: a point is dropped when it matches every condition of any exclusion rule.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +39,12 @@ class ParameterSpace {
   void exclude(Exclusion rule);
 
   bool has(const std::string& name) const;
+  bool has_exclusions() const { return !exclusions_.empty(); }
   const std::vector<Axis>& axes() const { return axes_; }
-  // Number of points before exclusions.
-  size_t cardinality() const;
+  // Number of points before exclusions; nullopt when it does not fit in 64 bits.
+  std::optional<uint64_t> cardinality() const;
+  // Visits the points that no exclusion drops, in order, one at a time (memory does not grow with the count).
+  void for_each(const std::function<void(ParameterPoint&&)>& visit) const;
   std::vector<ParameterPoint> expand() const;
 
  private:

@@ -236,6 +236,7 @@ int run_rank(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fanout::never_group_or_world_writable();
   try {
     return run_rank(argc, argv);
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "results/csv_export.h"
 
+#include <cerrno>
+#include <cstring>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -52,7 +54,7 @@ class StagedFile {
       : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), gzip_(gzip) {
     if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
     else f_ = std::fopen(tmp_.c_str(), "w");
-    if (!gz_ && !f_) throw UserError("cannot write " + tmp_.string());
+    if (!gz_ && !f_) fail();
     buf_.reserve(1 << 20);
   }
   ~StagedFile() {
@@ -68,9 +70,11 @@ class StagedFile {
   }
   void commit() {
     drain();
-    bool ok = close();
-    if (!ok) throw UserError("cannot write " + tmp_.string());
-    fs::rename(tmp_, path_);
+    errno = 0;
+    if (!close()) fail();
+    std::error_code ec;
+    fs::rename(tmp_, path_, ec);
+    if (ec) throw UserError("cannot rename " + tmp_.string() + " to " + path_.filename().string() + ": " + ec.message());
   }
 
  private:
@@ -78,8 +82,13 @@ class StagedFile {
     if (buf_.empty()) return;
     bool ok = gz_ ? gzwrite(gz_, buf_.data(), unsigned(buf_.size())) == int(buf_.size())
                   : std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-    if (!ok) throw UserError("cannot write " + tmp_.string());
+    if (!ok) fail();
     buf_.clear();
+  }
+  // With the system's reason (ENOSPC, EACCES, ...): "cannot write <file>" alone leaves the user guessing.
+  [[noreturn]] void fail() {
+    const int e = errno;
+    throw UserError("cannot write " + tmp_.string() + ": " + (e ? std::strerror(e) : "write failed"));
   }
   bool close() {
     bool ok = true;

@@ -202,7 +202,7 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
     exec(kSamplesView);
     exec("COMMIT;");
   } catch (...) {
-    exec("ROLLBACK;");
+    rollback();
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
@@ -222,6 +222,17 @@ ResultsDb::ReadSnapshot::~ReadSnapshot() {
   } catch (...) {
     // Nothing was written: ending a read cannot lose data.
   }
+}
+
+void ResultsDb::require_writable() const {
+  if (sqlite3_db_readonly(db_, "main") == 1)
+    throw UserError("results database " + file_.string() + " is read-only; fanout must write to it (check its and its folder's permissions)");
+}
+
+void ResultsDb::rollback() const {
+  // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a second ROLLBACK
+  // would fail with "no transaction is active" and hide the real error, which is what propagates.
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK;", nullptr, nullptr, nullptr);
 }
 
 void ResultsDb::exec(const std::string& sql) const {
@@ -407,7 +418,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     packer.flush();
     exec("COMMIT;");
   } catch (...) {
-    exec("ROLLBACK;");
+    rollback();
     throw;
   }
   return report;

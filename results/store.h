@@ -38,6 +38,9 @@ class ResultsDb {
  public:
   explicit ResultsDb(const std::filesystem::path& file);  // creates the schema when new
   ~ResultsDb();
+  // Throws UserError naming the file when SQLite opened it read-only (a write-protected file or folder): a
+  // driver checks this before it runs anything, not when the first run's samples are stored.
+  void require_writable() const;
   ResultsDb(const ResultsDb&) = delete;
   ResultsDb& operator=(const ResultsDb&) = delete;
 
@@ -87,6 +90,7 @@ class ResultsDb {
 
  private:
   void exec(const std::string& sql) const;
+  void rollback() const;  // ends an open transaction, if SQLite has not ended it already
   // fn(run, metric, rank, row) for each stored sample of the blocks matching `where` (SQL over alias b), in key
   // order: run, metric, rank, then as recorded.
   void for_each_row(const std::string& where, const std::function<void(int64_t, int64_t, int, const struct SampleRowText&)>& fn) const;

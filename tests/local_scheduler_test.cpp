@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -198,5 +199,68 @@ TEST(KvService, AConnectionAnsweredWithAnErrorIsClosed) {
   for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, size_t(n));
   EXPECT_EQ(got, "ERR not authenticated\n");
   EXPECT_EQ(recv(fd, buf, sizeof buf, 0), 0) << "the service closed the connection (not a receive timeout)";
+  close(fd);
+}
+
+// 1100 idle connections (issue 19: they exhausted the driver's files and aborted the sweep): the service turns
+// the excess away or closes the silent ones, and a real rank still meets its peer through it.
+TEST(KvService, AFloodOfIdleConnectionsNeverStopsTheRanks) {
+  KvService kv;
+  const std::string token = kv.open_job(2);
+  auto addr = kv.address();
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::stoi(addr.substr(addr.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 4096);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  const int kFlood = 1100;
+  std::vector<int> idle;
+  for (int i = 0; i < kFlood; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0) << "the test's own file limit";
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(fd);
+  }
+  // Two ranks of the job meet through it while the flood is connected.
+  setenv("FANOUT_KV", addr.c_str(), 1);
+  setenv("FANOUT_KV_TOKEN", token.c_str(), 1);
+  std::string got0, got1, err0, err1;
+  std::thread r1([&] {
+    auto rv = make_rendezvous(2, 1);
+    err1 = rv->put("k1", "one");  // one statement each: the operands of + are evaluated in any order
+    err1 += rv->fence(20000);
+    err1 += rv->get("k0", 20000, got1);
+  });
+  auto rv = make_rendezvous(2, 1);
+  err0 = rv->put("k0", "zero");
+  err0 += rv->fence(20000);
+  err0 += rv->get("k1", 20000, got0);
+  r1.join();
+  unsetenv("FANOUT_KV");
+  unsetenv("FANOUT_KV_TOKEN");
+  EXPECT_EQ(err0, "");
+  EXPECT_EQ(err1, "");
+  EXPECT_EQ(got0, "one");
+  EXPECT_EQ(got1, "zero");
+  // The oldest silent connections were closed to make room (the service holds at most 1024).
+  char b;
+  timeval tv{0, 200000};
+  setsockopt(idle[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_EQ(recv(idle[0], &b, 1, 0), 0) << "closed by the service";
+  for (int fd : idle) close(fd);
+  // A waiting time that would overflow nanoseconds is refused, not wrapped into an instant timeout.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "AUTH " + token + "\nGET k0 9223372036854775807\n";
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
+  timeval tv5{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv5, sizeof tv5);
+  std::string reply;
+  char buf[256];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, size_t(n));
+  EXPECT_EQ(reply, "OK\nERR malformed GET\n");
   close(fd);
 }

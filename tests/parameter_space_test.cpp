@@ -22,7 +22,7 @@ TEST(ParameterSpace, ProductFirstAxisOutermost) {
   s.add("a", {"1", "2"});
   s.add("b", {"x", "y", "z"});
   s.add("c", {"k"});
-  EXPECT_EQ(s.cardinality(), 6u);
+  EXPECT_EQ(s.cardinality().value_or(0), 6u);
   auto pts = render(s.expand());
   ASSERT_EQ(pts.size(), 6u);
   EXPECT_EQ(pts[0], "a=1 b=x c=k ");

@@ -6,6 +6,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <fstream>
@@ -76,7 +77,8 @@ struct Server {
     c.port = base_port() + port_offset;
     c.password = "test-password";
     c.module = (test::build_dir() / "plugins" / "redisai.so").string();
-    c.module_args = module_args;
+    std::istringstream words(module_args);
+    for (std::string w; words >> w;) c.module_args.push_back(w);
     server = std::make_unique<RedisServer>(c);
   }
   int port() const { return server->port(); }
@@ -120,6 +122,39 @@ std::map<std::string, std::string> info(int port, const std::string& key) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void put_le(std::string& s, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) s += char((v >> (8 * i)) & 0xff);
+}
+
+// A zip archive of stored (uncompressed) entries, as torch.jit.save writes one (PKZIP, CRC-32 per entry).
+std::string stored_zip(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string out, central;
+  for (const auto& [name, data] : entries) {
+    const uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(data.data()), uInt(data.size())));
+    const uint64_t offset = out.size();
+    put_le(out, 0x04034b50, 4), put_le(out, 20, 2), put_le(out, 0, 2), put_le(out, 0, 2), put_le(out, 0, 4);
+    put_le(out, crc, 4), put_le(out, data.size(), 4), put_le(out, data.size(), 4), put_le(out, name.size(), 2), put_le(out, 0, 2);
+    out += name + data;
+    put_le(central, 0x02014b50, 4), put_le(central, 20, 2), put_le(central, 20, 2), put_le(central, 0, 2), put_le(central, 0, 2);
+    put_le(central, 0, 4), put_le(central, crc, 4), put_le(central, data.size(), 4), put_le(central, data.size(), 4);
+    put_le(central, name.size(), 2), put_le(central, 0, 2), put_le(central, 0, 2), put_le(central, 0, 2), put_le(central, 0, 2);
+    put_le(central, 0, 4), put_le(central, offset, 4);
+    central += name;
+  }
+  const uint64_t at = out.size();
+  out += central;
+  put_le(out, 0x06054b50, 4), put_le(out, 0, 2), put_le(out, 0, 2), put_le(out, entries.size(), 2), put_le(out, entries.size(), 2);
+  put_le(out, central.size(), 4), put_le(out, at, 4), put_le(out, 0, 2);
+  return out;
+}
+
+// A TorchScript archive whose pickles are hostile: PROTO 2, MARK, TUPLE1 on an empty stack, REDUCE, STOP.
+// libtorch 1.13's unpickler reads past its stack on it (SIGSEGV inside torch::jit::load).
+std::string hostile_model_blob() {
+  const std::string pickle("\x80\x02(\x85R.", 6);
+  return stored_zip({{"archive/version", "3\n"}, {"archive/constants.pkl", pickle}, {"archive/data.pkl", pickle}});
+}
 
 }  // namespace
 
@@ -448,4 +483,58 @@ TEST(InferenceSweep, StandardAndColocatedOnTheLocalLauncher) {
       }
     EXPECT_TRUE(contains(logs, "device GPU requested but this libtorch has no usable CUDA")) << logs.substr(0, 2000);
   }
+}
+
+// A hostile blob crashes libtorch's loader: it must crash the sandbox's child, never the server, and be refused.
+TEST(RedisAiHardening, AHostileModelBlobIsRefusedAndTheServerLives) {
+  Server s(4);
+  const int port = s.port();
+  const std::string hostile = hostile_model_blob();
+  ASSERT_LT(hostile.size(), 400u);
+  // The checker alone, as the module runs it: the blob kills it (which is why it is never loaded in the server).
+  const fs::path blob = write_blob(s.dir.path, "hostile.pt", hostile);
+  const fs::path checker = test::build_dir() / "plugins" / "fanout-redisai-check";
+  auto direct = test::run_command({"/bin/sh", "-c", "{ printf '%s\\n' " + std::to_string(hostile.size()) + "; cat '" + blob.string() +
+                                                        "'; } | '" + checker.string() + "' M CPU 268435456"}, "/", {}, 60);
+  EXPECT_NE(direct.exit_code, 0) << direct.out;
+  const std::string reply = cli(port, {"AI.MODELSTORE", "evil", "TORCH", "CPU", "BLOB"}, blob);
+  EXPECT_TRUE(contains(reply, "ERR") && contains(reply, "model")) << reply;
+  if (direct.exit_code > 128) {
+    EXPECT_TRUE(contains(reply, "the model loader died of SIG")) << reply;
+  }
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n") << "the server outlived the blob";
+  EXPECT_TRUE(contains(cli(port, {"AI.MODELGET", "evil", "META"}), "model key is empty")) << "nothing was stored";
+  // A good model still loads afterwards, through the same path.
+  EXPECT_EQ(cli(port, {"AI.MODELSTORE", "good", "TORCH", "CPU", "BLOB"}, write_blob(s.dir.path, "good.pt", small_model_blob())), "OK\n");
+  // Random bytes and truncated archives: refused, the server answers after each.
+  const std::string good = small_model_blob();
+  for (size_t cut : {size_t(10), good.size() / 3, good.size() / 2, good.size() - 30}) {
+    const std::string r = cli(port, {"AI.MODELSTORE", "t", "TORCH", "CPU", "BLOB"}, write_blob(s.dir.path, "cut.pt", good.substr(0, cut)));
+    EXPECT_TRUE(contains(r, "ERR")) << cut << ": " << r;
+    EXPECT_EQ(cli(port, {"PING"}), "PONG\n") << "after a blob cut at " << cut;
+  }
+}
+
+// A script whose result would need terabytes: an error reply from the memory cap, the server stays small.
+TEST(RedisAiHardening, ScriptOutputsAreBoundedByTheMemoryCap) {
+  Server s(5, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 MEMORY_CAP 256");
+  const int port = s.port();
+  ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "big", "CPU", "ENTRY_POINTS", "2", "huge", "grow", "SOURCE",
+                       "def huge(a):\n    return torch.ones([2]*40)\n\n"
+                       "def grow(a):\n    y = a\n    for i in range(1000):\n        y = torch.cat([y, torch.ones([4194304])])\n    return y\n"}),
+            "OK\n");
+  ASSERT_EQ(cli(port, {"AI.TENSORSET", "a", "FLOAT", "2", "VALUES", "1", "2"}), "OK\n");
+  for (const std::string fn : {"huge", "grow"}) {
+    const std::string r = cli(port, {"AI.SCRIPTEXECUTE", "big", fn, "INPUTS", "1", "a", "OUTPUTS", "1", "out"});
+    EXPECT_TRUE(contains(r, "memory cap of 256 MiB")) << fn << ": " << r;
+    EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+  }
+  const std::string mem = cli(port, {"INFO", "memory"});
+  const size_t at = mem.find("used_memory_rss:");
+  ASSERT_NE(at, std::string::npos) << mem;
+  EXPECT_LT(std::stoll(mem.substr(at + 16)), 1LL << 30) << "the server did not grow past the cap";
+  // Memory is given back: a small run still works after the refused ones.
+  ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "ok", "CPU", "ENTRY_POINTS", "1", "twice", "SOURCE", "def twice(a):\n    return a * 2\n"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.SCRIPTEXECUTE", "ok", "twice", "INPUTS", "1", "a", "OUTPUTS", "1", "b"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "b", "VALUES"}), "2\n4\n");
 }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -108,6 +110,27 @@ int run_copy(fanout_context* ctx, const fanout_host_ops* ops) {
   return std::memcmp(dst.data(), src.data(), bytes) == 0 ? 0 : 7;
 }
 
+// Ranges checked by the driver before anything runs (a negative sleep or a million ranks per node is refused,
+// naming the parameter).
+int check(const char* const* names, const char* const* values, uint32_t n, char* err, size_t err_len) {
+  struct Range {
+    const char* name;
+    long long lo, hi;
+  };
+  static const Range kRanges[] = {{"nodes", 1, 100000}, {"ranks_per_node", 1, 4096}, {"iterations", 0, 1000000000},
+                                  {"warmup", 0, 1000000000}, {"sleep_us", 0, 3600000000LL}, {"copy_bytes", 1, 1LL << 36}};
+  for (uint32_t i = 0; i < n; ++i)
+    for (const Range& r : kRanges) {
+      if (std::strcmp(names[i], r.name) != 0) continue;
+      const long long v = std::atoll(values[i]);
+      if (v < r.lo || v > r.hi) {
+        std::snprintf(err, err_len, "%s=%s is out of range (%lld to %lld)", r.name, values[i], r.lo, r.hi);
+        return 1;
+      }
+    }
+  return 0;
+}
+
 const fanout_role kRoles[] = {
     {"sleep", "waits sleep_us per iteration (known cost)", run_sleep},
     {"copy", "copies copy_bytes per iteration (memory bandwidth)", run_copy},
@@ -125,7 +148,7 @@ const fanout_experiment_spec kExperiments[] = {
 
 const fanout_plugin kPlugin = {
     FANOUT_PLUGIN_ABI_VERSION, "calibration", "benchmarks of known cost for checking the measurement path", "1.0.0",
-    kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 3, nullptr, nullptr, nullptr,
+    kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 3, nullptr, nullptr, check,
 };
 
 }  // namespace

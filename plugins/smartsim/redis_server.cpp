@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -58,6 +59,23 @@ std::pair<std::string, int> split_address(const std::string& a) {
 
 }  // namespace
 
+std::string redis_conf_quote(std::string_view word) {
+  std::string out = "\"";
+  for (unsigned char c : word) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
 RedisServer::RedisServer(RedisServerConfig cfg) : cfg_(std::move(cfg)) {
   mkdir(cfg_.dir.c_str(), 0700);
   for (int attempt = 0; attempt < 20; ++attempt, cfg_.port += 100)
@@ -70,14 +88,17 @@ bool RedisServer::start() {
   ::unlink(log.c_str());
   {
     // Never an open server: bound to the given address, protected, with a per-experiment password.
+    // Every path and secret quoted: a results folder with a space (or any byte) stays one argument.
     std::ofstream c(conf);
-    c << "bind " << cfg_.bind << "\nport " << cfg_.port << "\nprotected-mode yes\nrequirepass \"" << cfg_.password << "\"\n"
-      << "masterauth \"" << cfg_.password << "\"\nsave \"\"\nappendonly no\ndaemonize no\ndir " << cfg_.dir << "\nlogfile " << log
-      << "\nloadmodule " << cfg_.module << (cfg_.module_args.empty() ? "" : " ") << cfg_.module_args
-      << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
+    const auto q = redis_conf_quote;
+    c << "bind " << q(cfg_.bind) << "\nport " << cfg_.port << "\nprotected-mode yes\nrequirepass " << q(cfg_.password) << "\n"
+      << "masterauth " << q(cfg_.password) << "\nsave \"\"\nappendonly no\ndaemonize no\ndir " << q(cfg_.dir) << "\nlogfile " << q(log)
+      << "\nloadmodule " << q(cfg_.module);
+    for (const auto& a : cfg_.module_args) c << " " << q(a);
+    c << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
     if (cfg_.cpus > 1) c << "io-threads " << std::min(cfg_.cpus, 8) << "\nio-threads-do-reads yes\n";
-    if (!cfg_.unix_socket.empty()) c << "unixsocket " << cfg_.unix_socket << "\nunixsocketperm 700\n";
-    if (cfg_.cluster) c << "cluster-enabled yes\ncluster-config-file " << cfg_.dir << "/nodes.conf\ncluster-node-timeout 5000\n";
+    if (!cfg_.unix_socket.empty()) c << "unixsocket " << q(cfg_.unix_socket) << "\nunixsocketperm 700\n";
+    if (cfg_.cluster) c << "cluster-enabled yes\ncluster-config-file " << q(cfg_.dir + "/nodes.conf") << "\ncluster-node-timeout 5000\n";
   }
   chmod(conf.c_str(), 0600);
   std::vector<std::string> args = {"/usr/bin/redis-server", conf};

@@ -2,6 +2,7 @@
 // the tensor module, CPU pinning, readiness by PING, Redis Cluster creation, and shutdown.
 #pragma once
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -14,7 +15,7 @@ struct RedisServerConfig {
   std::string unix_socket;  // also listen here when set
   std::string password;
   std::string module;       // path of the RedisAI module .so
-  std::string module_args;  // its load options, e.g. "THREADS_PER_QUEUE 2 INTRA_OP_PARALLELISM 4"
+  std::vector<std::string> module_args;  // its load options, e.g. {"THREADS_PER_QUEUE", "2"}
   bool cluster = false;
   int cpus = 1;             // pinned to CPUs 0..cpus-1 (as many as exist); io-threads follow
 };
@@ -36,6 +37,10 @@ class RedisServer {
   pid_t pid_ = -1;
   std::string pinned_;
 };
+
+// A word of a Redis configuration file, quoted as its parser (sdssplitargs) reads it back: "..." with \\, \"
+// and \xHH escapes, so paths with spaces, quotes or any byte stay one argument.
+std::string redis_conf_quote(std::string_view word);
 
 // Joins standalone servers into a Redis Cluster (all 16384 slots, no replicas) and waits until every node
 // reports cluster_state:ok. Returns the seconds it took.

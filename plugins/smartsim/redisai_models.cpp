@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redisai_module.h"
 #include "run_queue.h"
+#include "sandbox_check.h"
 
 namespace redisai {
 namespace {
@@ -197,20 +199,64 @@ int submit(RedisModuleCtx* ctx, std::unique_ptr<ExecutionJob> job, const Execute
   return REDISMODULE_OK;
 }
 
+// AI.MODELSTORE / AI.SCRIPTSTORE / AI.SCRIPTSET in flight: checked in the sandbox and loaded on a thread of its
+// own (never on Redis' main thread), then stored by the reply callback on the main thread.
+struct StoreJob {
+  RedisModuleBlockedClient* client = nullptr;
+  RedisModuleString* key = nullptr;  // retained: the reply callback's argv is not the command's
+  std::shared_ptr<StoredModel> model;
+  std::shared_ptr<StoredScript> script;
+  std::string error;
+  ~StoreJob() {
+    if (key) RedisModule_FreeString(nullptr, key);
+  }
+};
+
+void load_off_main_thread(StoreJob* job) {
+  try {
+    if (job->model) {
+      StoredModel& m = *job->model;
+      job->error = check_in_sandbox(PayloadKind::Model, m.blob, m.device, g_options.memory_cap);
+      if (job->error.empty()) m.model = TorchModel::load(m.blob, m.device);
+    } else {
+      StoredScript& sc = *job->script;
+      job->error = check_in_sandbox(PayloadKind::Script, sc.source, sc.device, g_options.memory_cap);
+      if (job->error.empty()) sc.script = TorchScript::compile(sc.source, sc.device, sc.entry_points);
+    }
+  } catch (const std::exception& e) {
+    job->error = e.what();
+  }
+  RedisModule_UnblockClient(job->client, job);
+}
+
+int StoreReply(RedisModuleCtx* ctx, RedisModuleString**, int) {
+  auto* job = static_cast<StoreJob*>(RedisModule_GetBlockedClientPrivateData(ctx));
+  if (!job->error.empty()) return RedisModule_ReplyWithError(ctx, job->error.c_str());
+  if (job->model) return store_value<ModelValue>(ctx, job->key, g_model_type, job->model, job->model->device);
+  return store_value<ScriptValue>(ctx, job->key, g_script_type, job->script, job->script->device);
+}
+
+void StoreFree(RedisModuleCtx*, void* privdata) { delete static_cast<StoreJob*>(privdata); }
+
+int load_and_store(RedisModuleCtx* ctx, RedisModuleString* key, std::shared_ptr<StoredModel> model, std::shared_ptr<StoredScript> script) {
+  auto* job = new StoreJob;
+  job->key = RedisModule_CreateStringFromString(nullptr, key);
+  job->model = std::move(model);
+  job->script = std::move(script);
+  job->client = RedisModule_BlockClient(ctx, StoreReply, nullptr, StoreFree, 0);
+  std::thread(load_off_main_thread, job).detach();
+  return REDISMODULE_OK;
+}
+
 int ModelStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   const Argv args = views(argv, argc);
   ModelStoreArgs a;
   const char* err = parse_modelstore(args, a);
   if (err == kWrongArity) return RedisModule_WrongArity(ctx);
   if (err) return RedisModule_ReplyWithError(ctx, err);
+  if (std::string why = device_refusal(a.device); !why.empty()) return RedisModule_ReplyWithError(ctx, why.c_str());
   auto stored = std::make_shared<StoredModel>();
   for (size_t i = a.blob_first; i < args.size(); ++i) stored->blob.append(args[i]);
-  // Loading a 100 MB model takes a fraction of a second on the main thread, as it does in RedisAI.
-  try {
-    stored->model = TorchModel::load(stored->blob, a.device);
-  } catch (const std::exception& e) {
-    return RedisModule_ReplyWithError(ctx, e.what());
-  }
   stored->device = a.device;
   stored->tag = std::string(a.tag);
   stored->batchsize = a.batchsize;
@@ -218,7 +264,7 @@ int ModelStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   stored->minbatchtimeout = a.minbatchtimeout;
   stored->inputs = strings(a.inputs);
   stored->outputs = strings(a.outputs);
-  return store_value<ModelValue>(ctx, argv[1], g_model_type, std::move(stored), a.device);
+  return load_and_store(ctx, argv[1], std::move(stored), nullptr);
 }
 
 int ModelExecute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
@@ -268,17 +314,13 @@ int script_store(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool o
   const char* err = old_form ? parse_scriptset(args, a) : parse_scriptstore(args, a);
   if (err == kWrongArity) return RedisModule_WrongArity(ctx);
   if (err) return RedisModule_ReplyWithError(ctx, err);
+  if (std::string why = device_refusal(a.device); !why.empty()) return RedisModule_ReplyWithError(ctx, why.c_str());
   auto stored = std::make_shared<StoredScript>();
   stored->entry_points = strings(a.entry_points);
-  try {
-    stored->script = TorchScript::compile(a.source, a.device, stored->entry_points);
-  } catch (const std::exception& e) {
-    return RedisModule_ReplyWithError(ctx, e.what());
-  }
   stored->device = a.device;
   stored->tag = std::string(a.tag);
   stored->source = std::string(a.source);
-  return store_value<ScriptValue>(ctx, argv[1], g_script_type, std::move(stored), a.device);
+  return load_and_store(ctx, argv[1], nullptr, std::move(stored));
 }
 
 int ScriptStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, false); }
@@ -429,6 +471,9 @@ void* ModelRdbLoad(RedisModuleIO* rdb, int encver) {
   try {
     m->inputs = load_strings(rdb);
     m->outputs = load_strings(rdb);
+    // A RESTORE payload is client bytes too: its blob goes through the sandbox before the server loads it.
+    if (std::string why = check_in_sandbox(PayloadKind::Model, m->blob, m->device, g_options.memory_cap); !why.empty())
+      throw std::runtime_error(why);
     m->model = TorchModel::load(m->blob, m->device);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot load a stored model: %s", e.what());
@@ -451,6 +496,8 @@ void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
   s->source = load_string(rdb);
   try {
     s->entry_points = load_strings(rdb);
+    if (std::string why = check_in_sandbox(PayloadKind::Script, s->source, s->device, g_options.memory_cap); !why.empty())
+      throw std::runtime_error(why);
     s->script = TorchScript::compile(s->source, s->device, s->entry_points);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot compile a stored script: %s", e.what());
@@ -479,6 +526,7 @@ RedisModuleType* create_type(RedisModuleCtx* ctx, const char* name, RedisModuleT
 
 int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options) {
   g_options = options;
+  install_memory_cap(options.memory_cap);
   set_torch_threads(options.intra_op, options.inter_op);
   g_queues = new std::map<std::string, std::unique_ptr<RunQueue>>();  // lives as long as the process: workers never stop
   g_model_type = create_type(ctx, "AI__MODEL", ModelRdbLoad, ModelRdbSave, ModelFree, ModelMemUsage);

@@ -1,8 +1,9 @@
 // A Redis module speaking RedisAI's commands on libtorch, so SmartRedis-style clients (ours, or SmartRedis)
 // work against a plain redis-server:  redis-server --loadmodule redisai.so [THREADS_PER_QUEUE n]
-// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n]
+// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB]
 #include <dlfcn.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -39,8 +40,17 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
   if (RedisModule_Init(ctx, "ai", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR) return REDISMODULE_ERR;
   redisai::ModuleOptions options;
   const redisai::Argv args = redisai::views(argv, argc);
+  options.memory_cap = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)) / 2;
   for (size_t i = 0; i < args.size(); i += 2) {
     long long v = 0;
+    if (redisai::keyword(args[i], "MEMORY_CAP")) {
+      if (i + 1 >= args.size() || !redisai::to_long_long(args[i + 1], v) || v < 64 || v > (1LL << 30)) {
+        RedisModule_Log(ctx, "warning", "RedisAI module: MEMORY_CAP needs MiB from 64 to 2^30");
+        return REDISMODULE_ERR;
+      }
+      options.memory_cap = size_t(v) << 20;
+      continue;
+    }
     if (i + 1 >= args.size() || !redisai::to_long_long(args[i + 1], v) || v < 1 || v > 1024) {
       RedisModule_Log(ctx, "warning", "RedisAI module: option %.*s needs a value from 1 to 1024", int(args[i].size()), args[i].data());
       return REDISMODULE_ERR;

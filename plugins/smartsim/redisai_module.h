@@ -18,9 +18,11 @@ const char* read_tensor(RedisModuleCtx* ctx, RedisModuleString* name, TensorValu
 // Stores `value` at `name`, replacing a tensor there; an error when the key holds another type.
 const char* write_tensor(RedisModuleCtx* ctx, RedisModuleString* name, TensorValue value);
 
-// Load-time options (RedisAI's names): THREADS_PER_QUEUE n, INTRA_OP_PARALLELISM n, INTER_OP_PARALLELISM n.
+// Load-time options (RedisAI's names): THREADS_PER_QUEUE n, INTRA_OP_PARALLELISM n, INTER_OP_PARALLELISM n;
+// and ours: MEMORY_CAP MiB, the most torch tensors may hold at once (default: half the machine's memory).
 struct ModuleOptions {
   int threads_per_queue = 1, intra_op = 0, inter_op = 0;
+  size_t memory_cap = 0;  // bytes; 0 until set from the option or the default
 };
 // Creates the AI_MODEL and AI_SCRIPT types and their commands.
 int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options);

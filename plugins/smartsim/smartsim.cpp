@@ -135,8 +135,8 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
     cfg.cpus = int(host.param_int("db_cpus", 1));
     // RedisAI's threading: db_tpq workers per device queue, the node's db_cpus shared among them for intra-op work.
     const int64_t tpq = std::max<int64_t>(1, host.param_int("db_tpq", 1));
-    cfg.module_args = "THREADS_PER_QUEUE " + std::to_string(tpq) + " INTRA_OP_PARALLELISM " +
-                      std::to_string(std::max<int64_t>(1, cfg.cpus / tpq)) + " INTER_OP_PARALLELISM 1";
+    cfg.module_args = {"THREADS_PER_QUEUE", std::to_string(tpq), "INTRA_OP_PARALLELISM",
+                       std::to_string(std::max<int64_t>(1, cfg.cpus / tpq)), "INTER_OP_PARALLELISM", "1"};
     std::string socket_dir;
     if (colocated && host.param("net_type", "tcp") == "uds") {
       // Socket paths must fit in 107 bytes: a private folder under /tmp, not the (long) run folder.

@@ -2,7 +2,10 @@
 
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <c10/core/CPUAllocator.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <sstream>
 
 #include "redisai_args.h"
@@ -38,7 +41,7 @@ torch::Device torch_device(const std::string& device) {
 }
 
 void require_device(const std::string& device) {
-  if (!device_available(device)) throw BackendError("ERR GPU requested but Torch couldn't find CUDA (device " + device + ")");
+  if (std::string why = device_refusal(device); !why.empty()) throw BackendError(why);
 }
 
 // The value as a torch tensor of its own: a model or script may change its inputs in place, and the bytes belong
@@ -86,6 +89,7 @@ std::string first_line(const std::string& what) {
   size_t at = what.rfind("RuntimeError: ");
   std::string line = at == std::string::npos ? what : what.substr(at + 14);
   line = line.substr(0, line.find('\n'));
+  if (line.rfind("ERR ", 0) == 0) line = line.substr(4);  // our own error (the memory cap) inside torch's
   return line.empty() ? "torch failed without a message" : line;
 }
 
@@ -100,7 +104,55 @@ auto guarded(F&& f) -> decltype(f()) {
   }
 }
 
+// Torch's CPU allocator with a ceiling: every CPU tensor's bytes pass through here. Blocks carry their size in a
+// 64-byte header (torch's alignment) so that a raw deleter can give it back.
+class CappedAllocator final : public c10::Allocator {
+ public:
+  static constexpr size_t kHeader = 64;
+  explicit CappedAllocator(size_t cap) : cap_(cap) {}
+  c10::DataPtr allocate(size_t n) const override {
+    size_t now = used_.fetch_add(n) + n;
+    if (now > cap_ || now < n) {
+      used_.fetch_sub(n);
+      throw BackendError("ERR the run needs more than the module's memory cap of " + std::to_string(cap_ >> 20) + " MiB (MEMORY_CAP; " +
+                         std::to_string(n >> 20) + " MiB asked with " + std::to_string((now - n) >> 20) + " MiB in use)");
+    }
+    void* block = nullptr;
+    if (posix_memalign(&block, kHeader, n + kHeader) != 0) {
+      used_.fetch_sub(n);
+      throw BackendError("ERR out of memory allocating " + std::to_string(n) + " bytes");
+    }
+    *static_cast<size_t*>(block) = n;
+    void* data = static_cast<char*>(block) + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  size_t in_use() const { return used_.load(); }
+
+ private:
+  static void release(void* data);
+  size_t cap_;
+  mutable std::atomic<size_t> used_{0};
+};
+
+CappedAllocator* g_capped = nullptr;
+
+void CappedAllocator::release(void* data) {
+  if (!data) return;
+  void* block = static_cast<char*>(data) - kHeader;
+  g_capped->used_.fetch_sub(*static_cast<size_t*>(block));
+  std::free(block);
+}
+
 }  // namespace
+
+void install_memory_cap(size_t bytes) {
+  if (bytes == 0 || g_capped) return;
+  g_capped = new CappedAllocator(bytes);  // lives as long as the process: tensors may outlive everything else
+  c10::SetCPUAllocator(g_capped, /*priority=*/200);
+}
+
+size_t memory_in_use() { return g_capped ? g_capped->in_use() : 0; }
 
 void set_torch_threads(int intra_op, int inter_op) {
   if (intra_op > 0) torch::set_num_threads(intra_op);
@@ -111,6 +163,10 @@ void set_torch_threads(int intra_op, int inter_op) {
       // Only settable before the first inter-op work; a second module load keeps the first setting.
     }
   }
+}
+
+std::string device_refusal(const std::string& device) {
+  return device_available(device) ? "" : "ERR GPU requested but Torch couldn't find CUDA (device " + device + ")";
 }
 
 bool device_available(const std::string& device) {

@@ -28,8 +28,16 @@ struct BackendError : std::runtime_error {
 
 // Sets libtorch's intra-op and inter-op thread pools (0 leaves one as it is). Once, before any run.
 void set_torch_threads(int intra_op, int inter_op);
+// Caps the bytes of all torch CPU tensors alive at once in this process (0: no cap). An allocation past the cap
+// fails the model or script run with "ERR ... memory cap ..." instead of growing the server until the kernel
+// kills it. Installed once, before any tensor is made.
+void install_memory_cap(size_t bytes);
+size_t memory_in_use();
+
 // "CPU" always; "GPU[:n]" when libtorch was built with CUDA and the device exists.
 bool device_available(const std::string& device);
+// RedisAI's error for a device that is not available, or "".
+std::string device_refusal(const std::string& device);
 
 class TorchModel {
  public:

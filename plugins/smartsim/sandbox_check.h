@@ -1,0 +1,23 @@
+// Untrusted models and scripts are loaded in a child process first (fanout-redisai-check, next to the module):
+// libtorch's unpickler and TorchScript compiler are not robust against hostile bytes (a 366-byte zip with a
+// crafted data.pkl segfaults torch::jit::load), and a crash there must end the child, never the database.
+// Only what the child loaded cleanly is then loaded by the server, off Redis' main thread.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace redisai {
+
+enum class PayloadKind : char { Model = 'M', Script = 'S' };
+
+// Loads (model) or compiles (script) `payload` for `device` in a child process capped at memory_cap bytes of
+// torch allocations, killed after timeout_s. Returns "" when it loaded, else the reason as a Redis error
+// ("ERR could not load the TORCH model: ...", "ERR the model loader died of SIGSEGV: the blob is rejected").
+std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap,
+                             int timeout_s = 120);
+
+// The checker's side: reads one request from fd 0, answers on fd 1 ("OK" or the error), exit 0 / 1.
+int sandbox_child_main(int argc, char** argv);
+
+}  // namespace redisai

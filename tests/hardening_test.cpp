@@ -1,0 +1,194 @@
+// Hostile and careless input to the driver, each a regression test of a defect found by trying it (issue 19):
+// job-script injection through paths, '.'/'..' experiment names, permutation counts that would not fit in
+// memory, concurrent resumes, moved experiments, SIGHUP, out-of-range numbers, usage errors, file modes under
+// umask 000 and values that are not UTF-8. Every refusal is exit status 2 with one line naming the flag, and
+// nothing written.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "common/files.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+namespace fs = std::filesystem;
+
+namespace {
+
+test::CommandResult fanout_cmd(const test::TempDir& d, std::vector<std::string> args) { return test::run_fanout(d.path, args); }
+
+fs::path db_of(const fs::path& exp_dir) { return exp_dir / "fanout.sqlite"; }
+
+// "[0,1,...,n-1]"
+std::string list_of(int n, int offset = 0) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(offset + i);
+  return s + "]";
+}
+
+// A refusal: exit 2, one line on stderr that holds `expect`, and no results folder.
+void expect_refused(const test::TempDir& d, const std::vector<std::string>& args, const std::string& expect) {
+  auto r = fanout_cmd(d, args);
+  std::string what;
+  for (auto& a : args) what += a.substr(0, 60) + " ";
+  EXPECT_EQ(r.exit_code, 2) << what << "\n" << r.err;
+  EXPECT_NE(r.err.find(expect), std::string::npos) << what << ": expected '" << expect << "' in: " << r.err;
+  EXPECT_EQ(test::line_count_summary(r.err), "1") << what << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("fanout: error: ", 0), 0u) << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "results")) << what << " wrote results";
+}
+
+}  // namespace
+
+TEST(Hardening, ControlCharactersInResultsDirAreRefusedBeforeAnyScriptIsWritten) {
+  test::TempDir d;
+  for (const std::string launcher : {"local", "slurm", "pbs"}) {
+    // A newline would end '#SBATCH --output=<dir>/...' and run the next line in the real job.
+    auto r = fanout_cmd(d, {"calibration_sleep", "--launcher=" + launcher, "--dry-run", "--results_dir=r\ntouch " + (d.path / "pwned").string()});
+    EXPECT_EQ(r.exit_code, 2) << launcher << r.out << r.err;
+    EXPECT_NE(r.err.find("--results_dir: control characters"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("touch"), std::string::npos) << "no script was printed";
+  }
+  std::ofstream(d.path / "exp.toml") << "[experiment]\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\n"
+                                     << "results_dir = \"r\\ntouch pwned\"\n";
+  expect_refused(d, {"run", "exp.toml"}, "--results_dir: control characters");
+  EXPECT_FALSE(fs::exists(d.path / "pwned"));
+}
+
+TEST(Hardening, AResultsDirWithSpacesAndQuotesWorks) {
+  test::TempDir d;
+  const std::string dir = "my results/it's \"here\"";
+  auto r = fanout_cmd(d, {"calibration_sleep", "--results_dir=" + dir, "--exp_name=sp", "--sleep_us=[100,200]", "--iterations=5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::sql_one(db_of(d.path / dir / "sp"), "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+}
+
+TEST(Hardening, DotAndDotDotAreNotExperimentNames) {
+  test::TempDir d;
+  fs::create_directories(d.path / "inner");
+  for (const std::string name : {".", ".."}) {
+    auto r = test::run_fanout(d.path / "inner", {"calibration_sleep", "--exp_name=" + name, "--results_dir=res", "--iterations=2"});
+    EXPECT_EQ(r.exit_code, 2) << name << r.err;
+    EXPECT_NE(r.err.find("--exp_name: '" + name + "'"), std::string::npos) << r.err;
+  }
+  std::ofstream(d.path / "dots.toml") << "[experiment]\nname = \"..\"\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\n";
+  expect_refused(d, {"run", "dots.toml"}, "--exp_name: '..'");
+  EXPECT_FALSE(fs::exists(d.path / "inner" / "res"));
+  EXPECT_FALSE(fs::exists(d.path / "fanout.sqlite"));
+  EXPECT_FALSE(fs::exists(d.path / "inner" / "fanout.sqlite"));
+}
+
+TEST(Hardening, PermutationCountsAreCheckedBeforeAnythingIsExpanded) {
+  test::TempDir d;
+  // 10^9 permutations: refused by their count, in well under the time (and memory) one expansion would take.
+  const std::string k = list_of(1000);
+  expect_refused(d, {"calibration_sleep", "--sleep_us=" + k, "--iterations=" + k, "--warmup=" + k},
+                 "1000000000 permutations (1000 x 1000 x 1000) exceed --max_runs=100000");
+  // 256^8 = 2^64 wraps a 64-bit count to 0: it is "more than 2^64", never "every permutation is excluded".
+  const std::string b = list_of(256);
+  expect_refused(d, {"calibration_sleep", "--nodes=" + b, "--ranks_per_node=" + b, "--iterations=" + b, "--warmup=" + b, "--sleep_us=" + b,
+                     "--copy_bytes=" + b, "--fail_rank=" + list_of(256, -300), "--crash_rank=" + list_of(256, -300)},
+                 "more than 2^64 permutations");
+  expect_refused(d, {"calibration_sleep", "--sleep_us=[1,2,3,4,5,6]", "--max_runs=5"}, "6 permutations (6) exceed --max_runs=5");
+  // Exclusions are visited one point at a time: what remains is what counts.
+  auto ok = fanout_cmd(d, {"calibration_sleep", "--sleep_us=[1,2,3,4,5,6]", "--max_runs=5", "--exclude=sleep_us=[1,2]", "--dry-run"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("# dry run: 4 run(s)"), std::string::npos) << ok.out;
+  expect_refused(d, {"calibration_sleep", "--sleep_us=" + list_of(600), "--max_runs=5", "--exclude=sleep_us=[1,2]"},
+                 "600 permutations (600) exceed --max_runs=5 (x 100 before exclusions)");
+  expect_refused(d, {"calibration_sleep", "--sleep_us=[1,2,3,4,5,6,7,8]", "--max_runs=5", "--exclude=sleep_us=1"},
+                 "more than 5 permutations remain after the exclusions");
+  expect_refused(d, {"calibration_sleep", "--max_runs=0"}, "--max_runs: 0 is out of range (1 to 10000000)");
+}
+
+TEST(Hardening, OneResumeAtATimeAndNotBesideARunningDriver) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=lock", "--sleep_us=[1,2]", "--iterations=2"}).exit_code, 0);
+  // A driver still running its sweep in the same experiment (its rank hangs until cancelled).
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=lock", "--hang_rank=0", "--sleep_us=[3]"}, d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for(
+      [&] { return fs::exists(d.path / "results" / "lock" / "driver.lock") && test::wait_for_a_running_rank(d.path / "results", 0.1); }, 30));
+  auto r = fanout_cmd(d, {"resume", "results/lock"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("another fanout driver is running this experiment (pid " + std::to_string(pid)), std::string::npos) << r.err;
+  kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
+  EXPECT_EQ(test::sql_one(db_of(d.path / "results" / "lock"), "SELECT count(*) FROM runs"), "3") << "the refused resume ran nothing";
+  // With the driver gone, the lock is free (flock dies with its holder): a resume of the first sweep runs.
+  auto again = fanout_cmd(d, {"calibration_sleep", "--exp_name=lock", "--sleep_us=[1,2]", "--iterations=2", "--resume"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("2 of 2 permutation(s) already COMPLETED; running 0"), std::string::npos) << again.err;
+}
+
+TEST(Hardening, AMovedExperimentResumesWhereItIsNowAndWritesCsv) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=mv", "--sleep_us=[1,2]", "--iterations=2"}).exit_code, 0);
+  fs::create_directories(d.path / "archive");
+  fs::rename(d.path / "results" / "mv", d.path / "archive" / "moved");
+  fs::remove_all(d.path / "archive" / "moved" / "csv");
+  auto r = fanout_cmd(d, {"resume", "archive/moved"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 of 2 permutation(s) already COMPLETED; running 0"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "mv")) << "nothing written at the old place";
+  EXPECT_TRUE(fs::exists(d.path / "archive" / "moved" / "csv" / "samples.csv")) << "csv/ written even when nothing ran";
+  EXPECT_EQ(test::line_count_summary(read_file(d.path / "archive" / "moved" / "csv" / "runs.csv")), "3");
+  EXPECT_NE(read_file(d.path / "archive" / "moved" / "command.toml").find("fanout resume " + (d.path / "results" / "mv").string()),
+            std::string::npos) << "command.toml's hint names the folder as a path";
+}
+
+TEST(Hardening, SighupCancelsAndRecordsLikeCtrlC) {
+  test::TempDir d;
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=hup", "--hang_rank=0", "--sleep_us=[1,2]"}, d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 30));
+  kill(pid, SIGHUP);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << WTERMSIG(st);
+  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  auto rows = test::sql_rows(db_of(d.path / "results" / "hup"), "SELECT status FROM runs ORDER BY session");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "CANCELLED");
+  EXPECT_EQ(rows[1][0], "CANCELLED");
+  // No rank outlives the driver.
+  EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/pgrep", "-f", d.path.string() + "/results/hup"}, "/").exit_code == 1; }, 10));
+}
+
+TEST(Hardening, EveryBadNumberAndUsageErrorIsExitTwoNamingTheFlag) {
+  test::TempDir d;
+  expect_refused(d, {"calibration_sleep", "--walltime=99999999:00:00"}, "--walltime: '99999999:00:00' is longer than");
+  expect_refused(d, {"calibration_sleep", "--max_parallel=-1"}, "--max_parallel: -1 is out of range (0 to 100000)");
+  expect_refused(d, {"calibration_sleep", "--max_retries=100000"}, "--max_retries: 100000 is out of range (0 to 1000)");
+  expect_refused(d, {"calibration_sleep", "--stall_timeout=-5"}, "--stall_timeout: -5 is out of range");
+  expect_refused(d, {"calibration_sleep", "--sleep_uss=3"}, "unknown flag '--sleep_uss' (did you mean --sleep_us?)");
+  expect_refused(d, {"calibration_sleep", "--iterations=3", "--iterations=4"}, "--iterations");
+  expect_refused(d, {"calibration_sleep", "--launcher=nosuch", "--dry-run"}, "--launcher: unknown launcher 'nosuch'");
+  expect_refused(d, {"calibration_sleep", "--sleep_us=-5"}, "sleep_us");
+  expect_refused(d, {"calibration_sleep", "--ranks_per_node=1000000"}, "ranks_per_node");
+  expect_refused(d, {}, "a subcommand is required");
+  // An empty value is refused as the flag's own value; it never swallows the next flag as its value.
+  expect_refused(d, {"template_hello", "--message=", "--iterations=2"}, "--message: malformed list '': empty value");
+  expect_refused(d, {"template_hello", std::string("--message=caf\xe9")}, "--message: the value is not valid UTF-8");
+}
+
+TEST(Hardening, NothingIsGroupOrWorldWritableUnderUmaskZero) {
+  test::TempDir d;
+  const mode_t old = ::umask(0);
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=um", "--sleep_us=[1,2]", "--iterations=2"});
+  ::umask(old);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int checked = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results")) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 022, 0u) << e.path() << " mode " << std::oct << (st.st_mode & 07777);
+    ++checked;
+  }
+  EXPECT_GT(checked, 10) << "samples/, sample files, csv/ and the database were all looked at";
+}
