@@ -57,11 +57,13 @@ struct Conn {
 };
 
 // Bounds that keep one careless or hostile peer from taking the service (and with it the sweep) down: a
-// connection must authenticate within kAuthTimeoutNs; a job holds at most 2 connections per rank (+ 8);
-// beyond kMaxConnections the oldest unauthenticated connection makes room, else the newcomer is turned away.
-constexpr size_t kMaxConnections = 1024;
+// connection must authenticate within kAuthTimeoutNs, and at most kMaxUnauthenticated wait to (the oldest makes
+// room for a newcomer); a job holds at most 2 connections per rank (+ 8); past kMaxConnections in all (below the
+// driver's open-file limit) newcomers are turned away.
+constexpr size_t kMaxUnauthenticated = 256;
+constexpr size_t kMaxConnections = 60000;
 constexpr int64_t kAuthTimeoutNs = 10'000'000'000;
-constexpr int64_t kMaxWaitMs = 86'400'000;  // a GET or FENCE waits a day at most (no ns overflow)
+constexpr int64_t kMaxWaitMs = 365LL * 86'400'000;  // a GET or FENCE waits a year at most (longer is clamped: no ns overflow)
 
 struct Job {
   int fence_size = 1;
@@ -132,7 +134,8 @@ struct KvService::Impl {
       } else if (cmd == "GET") {
         std::string key;
         int64_t timeout_ms = 0;
-        if (!(ls >> key >> timeout_ms) || timeout_ms < 0 || timeout_ms > kMaxWaitMs) return reply(c, "ERR malformed GET"), false;
+        if (!(ls >> key >> timeout_ms) || timeout_ms < 0) return reply(c, "ERR malformed GET"), false;
+        timeout_ms = std::min(timeout_ms, kMaxWaitMs);
         c.in.erase(0, nl + 1);
         auto it = job.kv.find(key);
         if (it != job.kv.end()) {
@@ -144,7 +147,8 @@ struct KvService::Impl {
         }
       } else if (cmd == "FENCE") {
         int64_t timeout_ms = 0;
-        if (!(ls >> timeout_ms) || timeout_ms < 0 || timeout_ms > kMaxWaitMs) return reply(c, "ERR malformed FENCE"), false;
+        if (!(ls >> timeout_ms) || timeout_ms < 0) return reply(c, "ERR malformed FENCE"), false;
+        timeout_ms = std::min(timeout_ms, kMaxWaitMs);
         c.in.erase(0, nl + 1);
         c.wait = Conn::Wait::Fence;
         c.deadline_ns = monotonic_ns() + timeout_ms * 1000000;
@@ -169,15 +173,14 @@ struct KvService::Impl {
     }
   }
 
-  // Marks the oldest connection that has not authenticated for closing (the loop closes it); false if none.
-  bool make_room() {
+  // Marks the oldest connection that has not authenticated for closing (the loop closes it).
+  void make_room() {
     for (Conn& c : conns)
       if (c.token.empty() && !c.closing) {
         c.closing = true;
         c.out.clear();
-        return true;
+        return;
       }
-    return false;
   }
 
   void drop(Conn& c) {
@@ -199,7 +202,9 @@ struct KvService::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (fds[0].revents & POLLIN) {
         int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0 && conns.size() >= kMaxConnections && !make_room()) {
+        const auto waiting = size_t(std::count_if(conns.begin(), conns.end(), [](const Conn& c) { return c.token.empty() && !c.closing; }));
+        if (fd >= 0 && waiting >= kMaxUnauthenticated) make_room();
+        if (fd >= 0 && conns.size() >= kMaxConnections) {
           ::close(fd);  // every slot holds an authenticated rank: the newcomer is turned away, the service lives
         } else if (fd >= 0) {
           int one = 1;

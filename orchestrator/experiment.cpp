@@ -380,8 +380,9 @@ std::string session_name(const std::string& templ, const std::string& experiment
 
 void validate_settings(const ExperimentSettings& s) {
   s.options.validate();
-  // The name is one folder below results_dir: "." and ".." would write into results_dir or its parent.
-  if (s.exp_name.empty() || s.exp_name == "." || s.exp_name == ".." || filename_safe(s.exp_name, 128) != s.exp_name)
+  // The name is one folder below results_dir: "." and ".." would write into results_dir or its parent. (Empty
+  // only in a request not yet named; run_experiment refuses it.)
+  if (s.exp_name == "." || s.exp_name == ".." || filename_safe(s.exp_name, 128) != s.exp_name)
     throw UserError("--exp_name: '" + s.exp_name + "' must be a name of [A-Za-z0-9._-], not '.' or '..'");
   const auto names = scheduler_names();
   if (std::find(names.begin(), names.end(), s.launcher) == names.end())

@@ -309,6 +309,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   const auto& st = plan.request.settings;
   auto scheduler = make_scheduler(st.launcher);
   ExperimentOutcome outcome;
+  if (st.exp_name.empty()) throw UserError("--exp_name: an experiment needs a name");
   outcome.exp_dir = fs::absolute(st.results_dir) / st.exp_name;
   {
     // Before anything is written or submitted: can every run go where it is asked to?

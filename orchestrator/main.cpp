@@ -386,7 +386,9 @@ int drive(int argc, char** argv) {
     for (auto& w : report.warnings) std::cerr << "warning: " << w << "\n";
     for (auto& f : report.files)
       if (f.extension() != ".dat" && f.extension() != ".gp") std::cout << f.string() << "\n";
-    return 0;
+    // What could be read is processed; a session that could not be is an error, not a warning.
+    for (auto& u : report.unreadable) std::cerr << "fanout: error: session not imported: " << u << "\n";
+    return report.unreadable.empty() ? 0 : 1;
   }
   if (ingest_cmd->parsed()) {
     if (!fs::is_directory(ingest_exp)) throw UserError(ingest_exp + ": not a folder");

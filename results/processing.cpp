@@ -28,7 +28,12 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
     // A SmartSim-Scaling experiment folder: import it (again) into the same database, then process as ours.
     auto imported = import_smartsim_tree(dir, db);
     report.imported_runs = imported.runs;
-    for (auto& s : imported.skipped) report.warnings.push_back("skipped " + s);
+    report.unreadable = imported.skipped;
+    if (imported.producers)
+      report.warnings.push_back(std::to_string(imported.producers) + " aggregation producer session(s) hold no timings (SmartSim-Scaling's producers write none)");
+    if (imported.runs == 0)
+      throw UserError("--scaling_dir: no session of " + dir.string() + " could be imported" +
+                      (imported.skipped.empty() ? std::string() : "; first: " + imported.skipped.front()));
   }
   // Build aside, then swap into place: the folder is whole or absent.
   fs::path staging = dir / "processed.tmp";

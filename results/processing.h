@@ -17,7 +17,8 @@ struct ProcessOptions {
 struct ProcessReport {
   std::filesystem::path out_dir;
   int imported_runs = 0;
-  std::vector<std::string> warnings;  // skipped folders, plots not drawn, ...
+  std::vector<std::string> warnings;    // plots not drawn, producer sessions without timings, ...
+  std::vector<std::string> unreadable;  // SmartSim-Scaling sessions that could not be read ("<file>:<line>: why")
   std::vector<std::filesystem::path> files;
 };
 

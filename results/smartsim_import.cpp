@@ -18,9 +18,23 @@ namespace {
 
 const std::regex kRankFile(R"(rank_(\d+)_timing\.csv)");
 
+// A run folder's own run.cfg (run-<date>-<time>/run.cfg: the sweep's lists, [run] name = run-...) describes the
+// sessions below it; it is not a session.
+bool is_run_level_config(const fs::path& cfg) {
+  std::ifstream in(cfg);
+  for (std::string line; std::getline(in, line);) {
+    const std::string t = trim(line);
+    if (starts_with(t, "name")) {
+      const auto eq = t.find('=');
+      return eq != std::string::npos && trim(t.substr(0, eq)) == "name" && starts_with(trim(t.substr(eq + 1)), "run-");
+    }
+  }
+  return false;
+}
+
 bool is_session_dir(const fs::path& d) {
   std::error_code ec;
-  if (fs::exists(d / "run.cfg", ec)) return true;
+  if (fs::exists(d / "run.cfg", ec)) return !is_run_level_config(d / "run.cfg");
   for (auto& e : fs::directory_iterator(d, ec))
     if (std::regex_match(e.path().filename().string(), kRankFile)) return true;
   return false;
@@ -53,7 +67,11 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini
     }
     auto eq = t.find_first_of("=:");
     if (eq == std::string::npos) throw UserError(file.string() + ":" + std::to_string(n) + ": not 'key = value'");
-    out[section].emplace_back(trim(t.substr(0, eq)), trim(t.substr(eq + 1)));
+    if (section.empty()) throw UserError(file.string() + ":" + std::to_string(n) + ": a key before any [section]");
+    std::string key = trim(t.substr(0, eq));
+    for (const auto& [k, v] : out[section])
+      if (k == key) throw UserError(file.string() + ":" + std::to_string(n) + ": '" + key + "' twice in [" + section + "]");
+    out[section].emplace_back(std::move(key), trim(t.substr(eq + 1)));
   }
   return out;
 }
@@ -74,7 +92,7 @@ std::vector<TimingRow> read_rank_file(const fs::path& file) {
     std::string t = trim(line);
     if (t.empty()) continue;
     auto parts = split(t, ',');
-    auto bad = [&](const std::string& why) { return UserError(file.filename().string() + ":" + std::to_string(n) + ": " + why + " in '" + t + "'"); };
+    auto bad = [&](const std::string& why) { return UserError(file.string() + ":" + std::to_string(n) + ": " + why + " in '" + printable(t.substr(0, 80)) + "'"); };
     if (parts.size() != 3) throw bad("expected rank,function,seconds");
     auto rank = parse_int(trim(parts[0]));
     auto secs = parse_double(trim(parts[2]));
@@ -106,17 +124,18 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
       m.plugin = "smartsim-scaling";
       m.subcommand = kind_of(m.session);
       m.launcher = "imported";
-      fs::path cfg = session / "run.cfg";
-      if (!fs::exists(cfg) && fs::exists(session.parent_path() / "run.cfg")) cfg = session.parent_path() / "run.cfg";
-      if (fs::exists(cfg)) {
-        auto ini = read_ini(cfg);
-        for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
-        for (auto& [k, v] : ini["run"]) {
-          m.provenance["smartsim." + k] = v;
-          if (k == "language") m.parameters.emplace_back("language", v);
-        }
+      const fs::path cfg = session / "run.cfg";
+      if (!fs::exists(cfg)) throw UserError(cfg.string() + ": missing (every SmartSim-Scaling session has one)");
+      // SmartSim-Scaling's write_run_config puts the driver's arguments in [attributes] and run facts in [run];
+      // `language` is in both (the same value): parameters come from [attributes], [run] goes to provenance.
+      auto ini = read_ini(cfg);
+      for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
+      for (auto& [k, v] : ini["run"]) {
+        m.provenance["smartsim." + k] = v;
+        const bool known = std::any_of(m.parameters.begin(), m.parameters.end(), [&](const auto& p) { return p.first == k; });
+        if (k == "language" && !known) m.parameters.emplace_back("language", v);
       }
-      if (m.parameters.empty()) throw UserError("no run.cfg with [attributes]");
+      if (m.parameters.empty()) throw UserError(cfg.string() + ": no [attributes] section");
       m.provenance["imported_from"] = fs::absolute(session).string();
       auto sorted = m.parameters;
       std::sort(sorted.begin(), sorted.end());
@@ -132,6 +151,10 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
         if (std::regex_match(name, match, kRankFile)) ranks.emplace_back(std::stoi(match[1]), read_rank_file(e.path()));
       }
       std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      if (ranks.empty() && m.session.find("-prod-") != std::string::npos) {
+        ++report.producers;  // SmartSim-Scaling's aggregation producers write no timing file: nothing to import
+        continue;
+      }
       RunStatusRecord st;
       st.state = ranks.empty() ? "FAILED" : "COMPLETED";
       st.reason = ranks.empty() ? "no rank_*_timing.csv: the run produced no timings" : "";

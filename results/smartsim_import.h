@@ -16,6 +16,7 @@ class ResultsDb;
 
 struct SmartSimImportReport {
   int runs = 0;
+  int producers = 0;  // aggregation producer sessions: they write no timings (as in SmartSim-Scaling), none imported
   uint64_t samples = 0;
   std::vector<std::string> skipped;  // "<session dir>: why"
 };

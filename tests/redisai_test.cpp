@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -114,7 +117,7 @@ fs::path write_blob(const fs::path& dir, const std::string& name, const std::str
 }
 
 std::map<std::string, std::string> info(int port, const std::string& key) {
-  std::istringstream lines(cli(port, {"AI.INFO", key}));
+  std::istringstream lines(cli(port, {"AI.INFO", key, "WITHBATCHES"}));
   std::map<std::string, std::string> m;
   std::string k, v;
   while (std::getline(lines, k) && std::getline(lines, v)) m[k] = v;
@@ -537,4 +540,125 @@ TEST(RedisAiHardening, ScriptOutputsAreBoundedByTheMemoryCap) {
   ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "ok", "CPU", "ENTRY_POINTS", "1", "twice", "SOURCE", "def twice(a):\n    return a * 2\n"}), "OK\n");
   EXPECT_EQ(cli(port, {"AI.SCRIPTEXECUTE", "ok", "twice", "INPUTS", "1", "a", "OUTPUTS", "1", "b"}), "OK\n");
   EXPECT_EQ(cli(port, {"AI.TENSORGET", "b", "VALUES"}), "2\n4\n");
+}
+
+namespace {
+
+// One connection speaking raw RESP: what the module sends, byte for byte (redis-cli and redis-py print simple
+// and bulk strings alike, which is how the simple-string replies went unseen).
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("connect");
+    timeval tv{30, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (call({"AUTH", "test-password"}) != "+OK\r\n") throw std::runtime_error("AUTH");
+  }
+  ~RawConnection() { close(fd_); }
+  // Sends one command; returns its whole reply's bytes.
+  std::string call(const std::vector<std::string>& argv) {
+    std::string req = "*" + std::to_string(argv.size()) + "\r\n";
+    for (auto& a : argv) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    if (send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != ssize_t(req.size())) throw std::runtime_error("send");
+    size_t end = 0;
+    while (!complete(0, end)) {
+      char buf[65536];
+      ssize_t n = recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) throw std::runtime_error("no complete reply; got: " + in_);
+      in_.append(buf, size_t(n));
+    }
+    std::string reply = in_.substr(0, end);
+    in_.erase(0, end);
+    return reply;
+  }
+
+ private:
+  // True when a whole reply starts at `at`; `end` is then just past it.
+  bool complete(size_t at, size_t& end) const {
+    const size_t nl = in_.find("\r\n", at);
+    if (nl == std::string::npos) return false;
+    const char type = in_[at];
+    const long long n = std::atoll(in_.c_str() + at + 1);
+    end = nl + 2;
+    if (type == '+' || type == '-' || type == ':') return true;
+    if (type == '$') {
+      if (n < 0) return true;
+      end += size_t(n) + 2;
+      return in_.size() >= end;
+    }
+    if (type == '*') {
+      for (long long i = 0; i < n; ++i)
+        if (!complete(end, end)) return false;
+      return true;
+    }
+    throw std::runtime_error("not RESP: " + in_.substr(at, 40));
+  }
+  int fd_ = -1;
+  std::string in_;
+};
+
+std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+
+}  // namespace
+
+// Every reply shape RedisAI 1.2.7's sources give (tensor.c RAI_TensorReply, model.c, script.c, redisai.c AI.INFO
+// and AI.CONFIG), byte for byte: field names and text values are bulk strings (ReplyWithCString), counts are
+// integers, OK is a simple string.
+TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
+  Server s(6);
+  RawConnection c(s.port());
+  EXPECT_EQ(c.call({"AI.TENSORSET", "t", "FLOAT", "2", "VALUES", "1", "2.5"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "t", "META"}), "*4\r\n" + bulk("dtype") + bulk("FLOAT") + bulk("shape") + "*1\r\n:2\r\n");
+  float blob[2] = {1.0f, 2.5f};
+  EXPECT_EQ(c.call({"AI.TENSORGET", "t", "META", "BLOB"}), "*6\r\n" + bulk("dtype") + bulk("FLOAT") + bulk("shape") + "*1\r\n:2\r\n" +
+                                                               bulk("blob") + bulk(std::string(reinterpret_cast<char*>(blob), 8)));
+  EXPECT_EQ(c.call({"AI.TENSORGET", "t", "BLOB"}), bulk(std::string(reinterpret_cast<char*>(blob), 8)));
+  // Floating values: RedisModule_ReplyWithDouble (a bulk string in RESP2); integer types: integers.
+  EXPECT_EQ(c.call({"AI.TENSORGET", "t", "VALUES"}), "*2\r\n" + bulk("1") + bulk("2.5"));
+  EXPECT_EQ(c.call({"AI.TENSORSET", "i", "INT8", "1", "2", "VALUES", "3", "4"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "i", "META", "VALUES"}),
+            "*6\r\n" + bulk("dtype") + bulk("INT8") + bulk("shape") + "*2\r\n:1\r\n:2\r\n" + bulk("values") + "*2\r\n:3\r\n:4\r\n");
+  // Models: AI.MODELGET META's 16 entries in RedisAI's order.
+  const std::string model = small_model_blob();
+  EXPECT_EQ(c.call({"AI.MODELSTORE", "m", "TORCH", "CPU", "TAG", "v1", "BLOB", model}), "+OK\r\n");
+  const std::string meta = "*16\r\n" + bulk("backend") + bulk("TORCH") + bulk("device") + bulk("CPU") + bulk("tag") + bulk("v1") +
+                           bulk("batchsize") + ":0\r\n" + bulk("minbatchsize") + ":0\r\n" + bulk("inputs") + "*0\r\n" + bulk("outputs") +
+                           "*0\r\n" + bulk("minbatchtimeout") + ":0\r\n";
+  EXPECT_EQ(c.call({"AI.MODELGET", "m", "META"}), meta);
+  EXPECT_EQ(c.call({"AI.MODELGET", "m", "META", "BLOB"}), "*18" + meta.substr(3) + bulk("blob") + bulk(model));
+  EXPECT_EQ(c.call({"AI.MODELGET", "m", "BLOB"}), bulk(model));
+  // AI.CONFIG, as SmartRedis >= 0.5 sends it before a model upload: an integer, then OK; blobs come in chunks.
+  EXPECT_EQ(c.call({"AI.CONFIG", "GET", "MODEL_CHUNK_SIZE"}), ":" + std::to_string(511LL * 1024 * 1024) + "\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "MODEL_CHUNK_SIZE", "1000"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "GET", "MODEL_CHUNK_SIZE"}), ":1000\r\n");
+  const size_t n_chunks = model.size() / 1000 + 1;  // RAI_ReplyWithChunks: len/chunk + 1 (the last may be empty)
+  std::string chunks = "*" + std::to_string(n_chunks) + "\r\n";
+  for (size_t i = 0; i < n_chunks; ++i) chunks += bulk(model.substr(i * 1000, 1000));
+  EXPECT_EQ(c.call({"AI.MODELGET", "m", "BLOB"}), chunks);
+  EXPECT_EQ(c.call({"AI.CONFIG", "MODEL_CHUNK_SIZE", "x"}), "-ERR MODEL_CHUNK_SIZE: invalid chunk size\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "MODEL_CHUNK_SIZE"}), "-ERR MODEL_CHUNK_SIZE: missing chunk size\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "BACKENDSPATH", "/opt/backends"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "GET", "BACKENDSPATH"}), bulk("/opt/backends"));
+  EXPECT_EQ(c.call({"AI.CONFIG", "GET", "NOSUCH"}), "$-1\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "LOADBACKEND", "TORCH", "/opt/backends/redisai_torch.so"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.CONFIG", "NOSUCH"}), "-ERR unsupported subcommand\r\n");
+  // Scripts and AI.INFO: 9 pairs, samples -1 for a script.
+  EXPECT_EQ(c.call({"AI.SCRIPTSTORE", "sc", "CPU", "TAG", "s1", "ENTRY_POINTS", "1", "add", "SOURCE", kScript}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.SCRIPTGET", "sc", "META"}),
+            "*6\r\n" + bulk("device") + bulk("CPU") + bulk("tag") + bulk("s1") + bulk("Entry Points") + "*1\r\n" + bulk("add"));
+  const std::string info = c.call({"AI.INFO", "sc"});
+  EXPECT_EQ(info, "*18\r\n" + bulk("key") + bulk("sc") + bulk("type") + bulk("SCRIPT") + bulk("backend") + bulk("TORCH") + bulk("device") +
+                      bulk("CPU") + bulk("tag") + bulk("s1") + bulk("duration") + ":0\r\n" + bulk("samples") + ":-1\r\n" + bulk("calls") +
+                      ":0\r\n" + bulk("errors") + ":0\r\n");
+  EXPECT_EQ(c.call({"AI.INFO", "sc", "RESETSTAT"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.MODELDEL", "m"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.SCRIPTDEL", "sc"}), "+OK\r\n");
+  // What RedisAI registers and this module does not implement: an error naming the command.
+  for (const std::string cmd : {"AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO", "AI.MODELSET", "AI.MODELRUN", "AI._MODELSCAN", "AI._SCRIPTSCAN"})
+    EXPECT_EQ(c.call({cmd, "x"}), "-ERR " + cmd + " is not supported by fanout's RedisAI module (see its README)\r\n");
 }

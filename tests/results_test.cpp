@@ -19,25 +19,61 @@ namespace {
 
 int64_t count(const fs::path& db_file, const std::string& sql) { return std::stoll(test::sql_one(db_file, sql)); }
 
-// A SmartSim-Scaling throughput experiment folder as its driver leaves it: two good sessions and a broken one.
-fs::path make_smartsim_tree(const fs::path& root) {
-  fs::path exp = root / "throughput-scaling";
-  for (int nodes : {1, 2}) {
-    fs::path s = exp / "run-2024-01-01-00:00:00" / ("throughput-sess-cpp-N" + std::to_string(nodes) + "-T2-DBN1-ITER3-TB1024-0");
-    fs::create_directories(s);
-    std::ofstream(s / "run.cfg") << "[run]\nname = throughput\nlanguage = cpp\nsmartsim_version = 0.6.0\n\n[attributes]\n"
-                                 << "client_nodes = " << nodes << "\nclients_per_node = 2\ndatabase_nodes = 1\ntensor_bytes = 1024\n";
-    for (int r = 0; r < 2 * nodes; ++r) {
-      std::ofstream f(s / ("rank_" + std::to_string(r) + "_timing.csv"));
-      f << r << ",client()," << 0.5 << "\n";  // the first line: the original driver drops it
-      for (int i = 0; i < 3; ++i) f << r << ",put_tensor," << 0.001 * (nodes + i) << "\n" << r << ",unpack_tensor," << 0.002 << "\n";
-      f << r << ",main()," << 1.5 << "\n";
-    }
+// SmartSim-Scaling's utils.write_run_config, as Python's configparser writes it: [run] then [attributes]
+// ("key = value", str() of each value, a blank line after every section), `language` in both sections.
+void write_run_config(const fs::path& dir, const std::string& path, const std::vector<std::pair<std::string, std::string>>& attributes,
+                      const std::string& language) {
+  std::ofstream f(dir / "run.cfg");
+  f << "[run]\nname = " << fs::path(path).filename().string() << "\npath = " << path
+    << "\nsmartsim_version = 0.5.1\nsmartredis_version = 0.3.1\ndb = redis-server\ndate = 2023-07-17\nlanguage = " << language << "\n\n";
+  f << "[attributes]\n";
+  for (auto& [k, v] : attributes) f << k << " = " << v << "\n";
+  f << "\n";
+}
+
+// cpp-throughput/throughput_scaling.cpp's rank file: `timing_file << rank << "," << name << "," << seconds`, default
+// ostream formatting (6 significant digits, 2.38419e-06 below 1e-4), client(), put/unpack x iterations, loop_time, main().
+void write_cpp_throughput_rank(const fs::path& session, int rank, int iterations, double put_s) {
+  std::ofstream f(session / ("rank_" + std::to_string(rank) + "_timing.csv"));
+  f << rank << "," << "client()" << "," << 0.5 << "\n";
+  for (int i = 0; i < iterations; i++) {
+    f << rank << "," << "put_tensor" << "," << put_s * (1 + i) << "\n";
+    f << rank << "," << "unpack_tensor" << "," << 2.38419e-06 << "\n";
   }
-  fs::path bad = exp / "run-2024-01-01-00:00:00" / "throughput-sess-cpp-N4-broken";
+  f << rank << "," << "loop_time" << "," << 1.25 << "\n";
+  f << rank << "," << "main()" << "," << 1.5 << std::endl << std::flush;
+}
+
+// A SmartSim-Scaling results folder as its driver leaves it: results/<exp>/run-<date>-<time>/ with the run-level
+// run.cfg (lists as Python reprs), database/, the log, and sessions with their .out/.err, run.cfg and one timing
+// file per rank; plus one broken session (a truncated rank file).
+fs::path make_smartsim_tree(const fs::path& root) {
+  fs::path exp = root / "results" / "throughput-standard-scaling";
+  const std::string run_name = "run-2023-07-17-13:21:17";
+  fs::path run = exp / run_name;
+  fs::create_directories(run / "database");
+  std::ofstream(run / "database" / "orchestrator.out") << "";
+  std::ofstream(run / "scaling-2023-07-17.log") << "";
+  write_run_config(run, "results/throughput-standard-scaling/" + run_name,
+                   {{"colocated", "0"}, {"client_per_node", "[2]"}, {"client_nodes", "[1, 2]"}, {"database_nodes", "[1]"},
+                    {"database_cpus", "[2]"}, {"iterations", "3"}, {"tensor_bytes", "[1024]"}, {"language", "['cpp']"}, {"wall_time", "05:00:00"}},
+                   "['cpp']");
+  for (int nodes : {1, 2}) {
+    const std::string name = "throughput-sess-cpp-N" + std::to_string(nodes) + "-T2-DBN1-DBCPU2-ITER3-TB1024-3f2" + std::to_string(nodes);
+    fs::path s = run / name;
+    fs::create_directories(s);
+    std::ofstream(s / (name + ".out")) << "";
+    std::ofstream(s / (name + ".err")) << "";
+    write_run_config(s, fs::absolute(s).string(),
+                     {{"colocated", "0"}, {"client_total", std::to_string(2 * nodes)}, {"client_per_node", "2"}, {"client_nodes", std::to_string(nodes)},
+                      {"database_nodes", "1"}, {"database_cpus", "2"}, {"iterations", "3"}, {"tensor_bytes", "1024"}, {"language", "cpp"}},
+                     "cpp");
+    for (int r = 0; r < 2 * nodes; ++r) write_cpp_throughput_rank(s, r, 3, 0.001 * nodes);
+  }
+  fs::path bad = run / "throughput-sess-cpp-N4-T2-DBN1-DBCPU2-ITER3-TB1024-dead";
   fs::create_directories(bad);
-  std::ofstream(bad / "run.cfg") << "[run]\nname = throughput\n[attributes]\nclient_nodes = 4\n";
-  std::ofstream(bad / "rank_0_timing.csv") << "0,put_tensor,0.001\n0,put_tensor,not-a-number\n";
+  write_run_config(bad, fs::absolute(bad).string(), {{"colocated", "0"}, {"client_nodes", "4"}, {"language", "cpp"}}, "cpp");
+  std::ofstream(bad / "rank_0_timing.csv") << "0,client(),0.5\n0,put_tensor,0.001\n0,put_ten";  // a rank that died mid-write
   return exp;
 }
 
@@ -51,43 +87,92 @@ TEST(SmartSimImport, EveryLineLandsOnceAndBrokenSessionsAreSkipped) {
   ASSERT_TRUE(is_smartsim_tree(exp));
   ResultsDb db(exp / "fanout.sqlite");
   auto r = import_smartsim_tree(exp, db);
-  EXPECT_EQ(r.runs, 2);
+  EXPECT_EQ(r.runs, 2) << "the run-level run.cfg is not a session";
   ASSERT_EQ(r.skipped.size(), 1u);
-  EXPECT_NE(r.skipped[0].find("rank_0_timing.csv:2: seconds is not a number"), std::string::npos) << r.skipped[0];
-  // 8 lines per rank file (client(), 3 x put/unpack, main()), 2 + 4 ranks: nothing dropped.
-  EXPECT_EQ(r.samples, 8u * 6u);
+  EXPECT_NE(r.skipped[0].find("-dead/rank_0_timing.csv:3: expected rank,function,seconds in '0,put_ten'"), std::string::npos) << r.skipped[0];
+  // 9 lines per rank file (client(), 3 x put/unpack, loop_time, main()), 2 + 4 ranks: nothing dropped.
+  EXPECT_EQ(r.samples, 9u * 6u);
   fs::path file = exp / "fanout.sqlite";
   EXPECT_EQ(count(file, "SELECT count(*) FROM samples WHERE metric='client()'"), 6) << "the first line of each file is kept";
+  // Numbers as the C++ client prints them (%g): 2.38419e-06 read back exactly.
+  EXPECT_EQ(count(file, "SELECT count(*) FROM samples WHERE metric='unpack_tensor' AND value=2.38419e-06"), 18);
   // No leakage between sessions: each run holds exactly its own ranks' samples.
   EXPECT_EQ(count(file, "SELECT count(*) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='client_nodes' "
-                        "WHERE p.value='1'"), 16);
+                        "WHERE p.value='1'"), 18);
   EXPECT_EQ(count(file, "SELECT count(*) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='client_nodes' "
-                        "WHERE p.value='2'"), 32);
+                        "WHERE p.value='2'"), 36);
+  // `language` is in both sections of every run.cfg: one parameter, the [run] copy in provenance.
+  EXPECT_EQ(count(file, "SELECT count(*) FROM parameters WHERE name='language' AND value='cpp'"), 2);
   EXPECT_EQ(count(file, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), 2);
   import_smartsim_tree(exp, db);
-  EXPECT_EQ(count(file, "SELECT count(*) FROM samples"), 48) << "re-import replaces";
+  EXPECT_EQ(count(file, "SELECT count(*) FROM samples"), 54) << "re-import replaces";
+}
+
+// The aggregation experiment's tree: producer sessions write no timing file, the consumer (one task) writes
+// rank_0_timing.csv; a Fortran inference session writes its loop lines with E25.16 (leading blanks).
+TEST(SmartSimImport, AggregationAndFortranSessionsAsTheirClientsWriteThem) {
+  test::TempDir d;
+  fs::path run = d.path / "results" / "aggregation-standard-scaling" / "run-2023-07-17-13:21:17";
+  const std::string prod = "aggregate-sess-prod-cpp-N1-T2-DBN1-ITER2-TB1024-TPD4-a7b0";
+  const std::string cons = "aggregate-sess-cons-cpp-N1-T2-DBN1-ITER2-TB1024-TPD4-CT2-9c1d";
+  const std::vector<std::pair<std::string, std::string>> attrs = {
+      {"client_total", "2"}, {"client_per_node", "2"}, {"client_nodes", "1"}, {"database_nodes", "1"}, {"database_cpus", "36"},
+      {"iterations", "2"}, {"tensor_bytes", "1024"}, {"t_per_dataset", "4"}};
+  for (const auto& name : {prod, cons}) fs::create_directories(run / name);
+  auto with = [&](std::vector<std::pair<std::string, std::string>> a, bool consumer) {
+    if (consumer) a.emplace_back("client_threads", "2");
+    a.emplace_back("language", "cpp");
+    return a;
+  };
+  write_run_config(run / prod, fs::absolute(run / prod).string(), with(attrs, false), "cpp");
+  write_run_config(run / cons, fs::absolute(run / cons).string(), with(attrs, true), "cpp");
+  std::ofstream(run / cons / "rank_0_timing.csv") << "0,client(),0.25\n0,get_list,0.0123457\n0,poll_list,0.5\n0,get_list,0.0125\n"
+                                                   << "0,poll_list,0.25\n0,loop_time,1.5\n0,main(),2\n";
+  const std::string fort = "infer-sess-fortran-N1-T1-DBN1-DBCPU8-ITER100-DBTPQ8-f8a6";
+  fs::create_directories(run / fort);
+  write_run_config(run / fort, fs::absolute(run / fort).string(), {{"colocated", "0"}, {"client_nodes", "1"}, {"language", "fortran"}}, "fortran");
+  std::ofstream(run / fort / "rank_0_timing.csv") << "0,client(),0.0000000000000000\n0,put_tensor,   0.1234567890000000E-01\n"
+                                                   << "0,run_model,   0.1500000000000000E+01\n0,main(),12.500000000000000\n";
+  fs::path exp = d.path / "results" / "aggregation-standard-scaling";
+  ResultsDb db(exp / "fanout.sqlite");
+  auto r = import_smartsim_tree(exp, db);
+  EXPECT_TRUE(r.skipped.empty()) << r.skipped[0];
+  EXPECT_EQ(r.runs, 2);
+  EXPECT_EQ(r.producers, 1) << "the producer holds no timings by design";
+  fs::path file = exp / "fanout.sqlite";
+  EXPECT_EQ(count(file, "SELECT count(*) FROM samples WHERE metric='get_list'"), 2);
+  EXPECT_EQ(test::sql_one(file, "SELECT value FROM samples WHERE metric='run_model'"), "1.5");
+  EXPECT_EQ(test::sql_one(file, "SELECT value FROM parameters p JOIN runs r ON r.id=p.run_id WHERE p.name='client_threads'"), "2");
 }
 
 TEST(ProcessScalingResults, DropInOnASmartSimFolderProducesCsvPlotsAndReport) {
   test::TempDir d;
   fs::path exp = make_smartsim_tree(d.path);
   auto r = run(d, {"process_scaling_results", "--scaling_dir=" + exp.string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << "a session that could not be read is an error: " << r.err;
   EXPECT_NE(r.out.find("imported 2 SmartSim-Scaling run(s)"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("skipped"), std::string::npos) << "the broken session is reported";
+  EXPECT_NE(r.err.find("fanout: error: session not imported: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank_0_timing.csv:3:"), std::string::npos) << "names the file and line: " << r.err;
   fs::path out = exp / "processed";
   std::string runs = read_file(out / "runs.csv");
   EXPECT_EQ(test::line_count_summary(runs), "3");  // header + 2 runs
   EXPECT_NE(runs.find("put_tensor.median"), std::string::npos);
   EXPECT_NE(runs.find("put_tensor.median_ci_low"), std::string::npos);
-  EXPECT_EQ(test::line_count_summary(read_file(out / "statistics.csv")), std::to_string(1 + 2 * 4));  // 4 functions
-  EXPECT_EQ(test::line_count_summary(read_file(out / "samples.csv")), "49");
+  EXPECT_EQ(test::line_count_summary(read_file(out / "statistics.csv")), std::to_string(1 + 2 * 5));  // 5 functions
+  EXPECT_EQ(test::line_count_summary(read_file(out / "samples.csv")), "55");
   EXPECT_TRUE(fs::exists(out / "plots" / "violin_client_put_tensor.png"));
   EXPECT_TRUE(fs::exists(out / "report.html"));
   // --overwrite=false refuses to replace; the default replaces.
   auto refuse = run(d, {"process_scaling_results", "--scaling_dir=" + exp.string(), "--overwrite=false"});
   EXPECT_EQ(refuse.exit_code, 2);
   EXPECT_NE(refuse.err.find("pass --overwrite"), std::string::npos) << refuse.err;
+  // A tree of which nothing can be read stores nothing and says so: exit 2, not 0.
+  fs::path empty = d.path / "results" / "broken-only" / "run-2023-07-17-13:21:17" / "throughput-sess-cpp-N1-T1-DBN1-DBCPU2-ITER3-TB1024-beef";
+  fs::create_directories(empty);
+  std::ofstream(empty / "run.cfg") << "[run]\nname = x\n\n[attributes]\nlanguage = cpp\nlanguage = cpp\n\n";
+  auto none = run(d, {"process_scaling_results", "--scaling_dir=" + (d.path / "results" / "broken-only").string()});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("run.cfg:6: 'language' twice in [attributes]"), std::string::npos) << none.err;
 }
 
 TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium) {

@@ -117,7 +117,7 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
     const char* name;
     long long lo, hi;
   };
-  static const Range kRanges[] = {{"nodes", 1, 100000}, {"ranks_per_node", 1, 4096}, {"iterations", 0, 1000000000},
+  static const Range kRanges[] = {{"ranks_per_node", 1, 4096}, {"iterations", 0, 1000000000},
                                   {"warmup", 0, 1000000000}, {"sleep_us", 0, 3600000000LL}, {"copy_bytes", 1, 1LL << 36}};
   for (uint32_t i = 0; i < n; ++i)
     for (const Range& r : kRanges) {

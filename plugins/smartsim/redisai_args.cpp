@@ -308,8 +308,9 @@ const char* parse_info(const Argv& argv, InfoArgs& out) {
   out = InfoArgs();
   out.key = argv[1];
   if (argv.size() == 3) {
-    if (!keyword(argv[2], "RESETSTAT")) return "ERR unsupported subcommand";
-    out.reset = true;
+    if (keyword(argv[2], "WITHBATCHES")) out.batches = true;
+    else if (keyword(argv[2], "RESETSTAT")) out.reset = true;
+    else return "ERR unsupported subcommand";
   }
   return nullptr;
 }

@@ -110,6 +110,7 @@ const char* parse_scriptget(const Argv& argv, ValueGetArgs& out);
 struct InfoArgs {
   std::string_view key;
   bool reset = false;
+  bool batches = false;  // WITHBATCHES (ours, not RedisAI's): add the `batches` pair
 };
 const char* parse_info(const Argv& argv, InfoArgs& out);
 

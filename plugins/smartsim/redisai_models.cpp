@@ -7,7 +7,9 @@
 // to the same model up to BATCHSIZE) and unblocks the client; the reply callback, on the main thread again,
 // stores the outputs. Jobs are created and destroyed on the main thread only, so the Redis strings whose bytes
 // the inputs share are never released by a worker.
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -326,19 +328,80 @@ int script_store(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool o
 int ScriptStore(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, false); }
 int ScriptSet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) { return script_store(ctx, argv, argc, true); }
 
+// RedisAI replies every field name and text value as a bulk string (RedisModule_ReplyWithCString /
+// ReplyWithString), never as a simple string: clients such as SmartRedis check the reply type.
 void reply_names(RedisModuleCtx* ctx, const std::vector<std::string>& names) {
   RedisModule_ReplyWithArray(ctx, long(names.size()));
   for (const auto& n : names) RedisModule_ReplyWithStringBuffer(ctx, n.data(), n.size());
 }
 
 void reply_pair(RedisModuleCtx* ctx, const char* name, const std::string& value) {
-  RedisModule_ReplyWithSimpleString(ctx, name);
+  RedisModule_ReplyWithCString(ctx, name);
   RedisModule_ReplyWithStringBuffer(ctx, value.data(), value.size());
 }
 
 void reply_pair(RedisModuleCtx* ctx, const char* name, long long value) {
-  RedisModule_ReplyWithSimpleString(ctx, name);
+  RedisModule_ReplyWithCString(ctx, name);
   RedisModule_ReplyWithLongLong(ctx, value);
+}
+
+// AI.CONFIG MODEL_CHUNK_SIZE: model blobs are replied in chunks of at most this many bytes (RedisAI's default:
+// 511 MiB), as RAI_ReplyWithChunks does: one bulk string, or an array of them when the blob is larger.
+std::atomic<long long> g_model_chunk_size{511LL * 1024 * 1024};
+
+void reply_with_chunks(RedisModuleCtx* ctx, const std::string& blob) {
+  const long long chunk = g_model_chunk_size.load();
+  const size_t n_chunks = size_t(blob.size() / size_t(chunk)) + 1;
+  if (n_chunks == 1) {
+    RedisModule_ReplyWithStringBuffer(ctx, blob.data(), blob.size());
+    return;
+  }
+  RedisModule_ReplyWithArray(ctx, long(n_chunks));
+  for (size_t i = 0; i < n_chunks; ++i) {
+    const size_t at = i * size_t(chunk);
+    RedisModule_ReplyWithStringBuffer(ctx, blob.data() + at, std::min(size_t(chunk), blob.size() - at));
+  }
+}
+
+std::string backends_path;  // AI.CONFIG BACKENDSPATH: kept and reported; the TORCH backend is built in
+
+// AI.CONFIG BACKENDSPATH path | LOADBACKEND backend path | MODEL_CHUNK_SIZE n | GET BACKENDSPATH | GET MODEL_CHUNK_SIZE
+int Config(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
+  if (argc < 2) return RedisModule_WrongArity(ctx);
+  const Argv args = views(argv, argc);
+  if (keyword(args[1], "LOADBACKEND")) {
+    if (argc != 4) return RedisModule_WrongArity(ctx);
+    if (keyword(args[2], "TORCH")) return RedisModule_ReplyWithSimpleString(ctx, "OK");  // built in: always loaded
+    return RedisModule_ReplyWithError(ctx, "ERR unsupported backend");
+  }
+  if (keyword(args[1], "BACKENDSPATH")) {
+    if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR BACKENDSPATH: missing path argument");
+    backends_path = std::string(args[2]);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  }
+  if (keyword(args[1], "MODEL_CHUNK_SIZE")) {
+    if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: missing chunk size");
+    long long n = 0;
+    if (!to_long_long(args[2], n) || n <= 0) return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: invalid chunk size");
+    g_model_chunk_size = n;
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  }
+  if (keyword(args[1], "GET")) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    if (keyword(args[2], "BACKENDSPATH")) return RedisModule_ReplyWithCString(ctx, backends_path.c_str());
+    if (keyword(args[2], "MODEL_CHUNK_SIZE")) return RedisModule_ReplyWithLongLong(ctx, g_model_chunk_size.load());
+    return RedisModule_ReplyWithNull(ctx);
+  }
+  return RedisModule_ReplyWithError(ctx, "ERR unsupported subcommand");
+}
+
+// Commands RedisAI 1.2.7 registers that this module does not implement: an error naming the command.
+int Unsupported(RedisModuleCtx* ctx, RedisModuleString** argv, int) {
+  size_t len = 0;
+  const char* name = RedisModule_StringPtrLen(argv[0], &len);
+  std::string upper(name, len);
+  for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return RedisModule_ReplyWithError(ctx, ("ERR " + upper + " is not supported by fanout's RedisAI module (see its README)").c_str());
 }
 
 int ModelGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
@@ -349,19 +412,25 @@ int ModelGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   ModelValue m;
   const int state = open_value(ctx, argv[1], g_model_type, m);
   if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_model_type));
-  if (!a.meta) return RedisModule_ReplyWithStringBuffer(ctx, m->blob.data(), m->blob.size());
+  if (!a.meta) {
+    reply_with_chunks(ctx, m->blob);
+    return REDISMODULE_OK;
+  }
   RedisModule_ReplyWithArray(ctx, a.payload ? 18 : 16);
   reply_pair(ctx, "backend", std::string("TORCH"));
   reply_pair(ctx, "device", m->device);
   reply_pair(ctx, "tag", m->tag);
   reply_pair(ctx, "batchsize", m->batchsize);
   reply_pair(ctx, "minbatchsize", m->minbatchsize);
-  RedisModule_ReplyWithSimpleString(ctx, "inputs");
+  RedisModule_ReplyWithCString(ctx, "inputs");
   reply_names(ctx, m->inputs);
-  RedisModule_ReplyWithSimpleString(ctx, "outputs");
+  RedisModule_ReplyWithCString(ctx, "outputs");
   reply_names(ctx, m->outputs);
   reply_pair(ctx, "minbatchtimeout", m->minbatchtimeout);
-  if (a.payload) reply_pair(ctx, "blob", m->blob);
+  if (a.payload) {
+    RedisModule_ReplyWithCString(ctx, "blob");
+    reply_with_chunks(ctx, m->blob);
+  }
   return REDISMODULE_OK;
 }
 
@@ -377,7 +446,7 @@ int ScriptGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   RedisModule_ReplyWithArray(ctx, a.payload ? 8 : 6);
   reply_pair(ctx, "device", s->device);
   reply_pair(ctx, "tag", s->tag);
-  RedisModule_ReplyWithSimpleString(ctx, "Entry Points");
+  RedisModule_ReplyWithCString(ctx, "Entry Points");
   reply_names(ctx, s->entry_points);
   if (a.payload) reply_pair(ctx, "source", s->source);
   return REDISMODULE_OK;
@@ -414,17 +483,19 @@ int Info(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
     stats.reset();
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
   }
-  RedisModule_ReplyWithArray(ctx, 20);
+  // RedisAI's 9 pairs (samples is -1 for scripts); `batches` (backend runs: fewer than calls when requests were
+  // batched) only when asked with our WITHBATCHES, so that the reply is RedisAI's byte for byte.
+  RedisModule_ReplyWithArray(ctx, a.batches ? 20 : 18);
   reply_pair(ctx, "key", std::string(a.key));
   reply_pair(ctx, "type", std::string(is_model ? "MODEL" : "SCRIPT"));
   reply_pair(ctx, "backend", std::string("TORCH"));
   reply_pair(ctx, "device", is_model ? m->device : s->device);
   reply_pair(ctx, "tag", is_model ? m->tag : s->tag);
   reply_pair(ctx, "duration", stats.duration_us.load());
-  reply_pair(ctx, "samples", stats.samples.load());
+  reply_pair(ctx, "samples", is_model ? stats.samples.load() : -1LL);
   reply_pair(ctx, "calls", stats.calls.load());
   reply_pair(ctx, "errors", stats.errors.load());
-  reply_pair(ctx, "batches", stats.batches.load());
+  if (a.batches) reply_pair(ctx, "batches", stats.batches.load());
   return REDISMODULE_OK;
 }
 
@@ -543,10 +614,16 @@ int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options) {
       {"AI.SCRIPTSTORE", ScriptStore, "write deny-oom"}, {"AI.SCRIPTSET", ScriptSet, "write deny-oom"},
       {"AI.SCRIPTGET", ScriptGet, "readonly"},         {"AI.SCRIPTDEL", ScriptDel, "write"},
       {"AI.SCRIPTEXECUTE", ScriptExecute, "write deny-oom"}, {"AI.SCRIPTRUN", ScriptRun, "write deny-oom"},
-      {"AI.INFO", Info, "readonly"},
+      {"AI.INFO", Info, "readonly"}, {"AI.CONFIG", Config, "write"},
   };
-  for (const auto& c : commands)
-    if (RedisModule_CreateCommand(ctx, c.name, c.fn, c.flags, 1, 1, 1) == REDISMODULE_ERR) return REDISMODULE_ERR;
+  for (const auto& c : commands) {
+    const int first_key = std::string(c.name) == "AI.CONFIG" ? 0 : 1;  // AI.CONFIG names no key
+    if (RedisModule_CreateCommand(ctx, c.name, c.fn, c.flags, first_key, first_key, first_key) == REDISMODULE_ERR) return REDISMODULE_ERR;
+  }
+  // Registered by RedisAI 1.2.7, not implemented here: an error that names the command, not "unknown command".
+  for (const char* name : {"AI.MODELSET", "AI.MODELRUN", "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO",
+                           "AI._MODELSCAN", "AI._SCRIPTSCAN"})
+    if (RedisModule_CreateCommand(ctx, name, Unsupported, "readonly", 0, 0, 0) == REDISMODULE_ERR) return REDISMODULE_ERR;
   return REDISMODULE_OK;
 }
 

@@ -124,12 +124,14 @@ int TensorGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if ((err = read_tensor(ctx, argv[1], tensor))) return RedisModule_ReplyWithError(ctx, err);
   if (a.meta) {
     RedisModule_ReplyWithArray(ctx, (a.blob || a.values) ? 6 : 4);
-    RedisModule_ReplyWithSimpleString(ctx, "dtype");
-    RedisModule_ReplyWithSimpleString(ctx, kTypes[tensor.dtype].name);
-    RedisModule_ReplyWithSimpleString(ctx, "shape");
+    // RedisAI's RAI_TensorReply: names and the dtype as bulk strings (RedisModule_ReplyWithCString); SmartRedis
+    // reads them with a call that accepts only bulk strings.
+    RedisModule_ReplyWithCString(ctx, "dtype");
+    RedisModule_ReplyWithCString(ctx, kTypes[tensor.dtype].name);
+    RedisModule_ReplyWithCString(ctx, "shape");
     RedisModule_ReplyWithArray(ctx, long(tensor.dims.size()));
     for (long long d : tensor.dims) RedisModule_ReplyWithLongLong(ctx, d);
-    if (a.blob || a.values) RedisModule_ReplyWithSimpleString(ctx, a.blob ? "blob" : "values");
+    if (a.blob || a.values) RedisModule_ReplyWithCString(ctx, a.blob ? "blob" : "values");
   }
   if (a.blob) RedisModule_ReplyWithStringBuffer(ctx, tensor.data, tensor.bytes);
   else if (a.values) reply_values(ctx, tensor);
