@@ -46,9 +46,13 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
       << "role[$!]=" << shell_quote(name) << "\n";
   }
   s << "rc=0\n"
+    << "# which step ended: the background jobs no longer running (bash 4.2+; wait -n -p needs 5.1), reaped by pid\n"
     << "while [ ${#role[@]} -gt 0 ]; do\n"
-    << "  wait -n -p done_pid \"${!role[@]}\"; st=$?\n"
-    << "  [ -n \"${done_pid:-}\" ] || break\n"
+    << "  jobs -rp > .running\n"
+    << "  done_pid=\n"
+    << "  for p in \"${!role[@]}\"; do grep -qx \"$p\" .running || { done_pid=$p; break; }; done\n"
+    << "  if [ -z \"$done_pid\" ]; then sleep 0.2; continue; fi\n"
+    << "  wait \"$done_pid\"; st=$?\n"
     << "  echo \"${role[$done_pid]} $st\" >> " << kStepExitMarker << "\n"
     << "  unset \"role[$done_pid]\"\n"
     << "  # the first failing step ends the job: its peers would only wait for it\n"

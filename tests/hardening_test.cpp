@@ -9,9 +9,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
+#include <random>
 
 #include "common/files.h"
+#include "launchers/scheduler.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -191,4 +194,31 @@ TEST(Hardening, NothingIsGroupOrWorldWritableUnderUmaskZero) {
     ++checked;
   }
   EXPECT_GT(checked, 10) << "samples/, sample files, csv/ and the database were all looked at";
+}
+
+// Job scripts of run folders whose paths hold any byte but control characters (quotes, $, backquotes,
+// backslashes, spaces, UTF-8): each script parses (bash -n) and has exactly the lines of one with a plain path,
+// so no path ever ends a line or starts a command.
+TEST(Hardening, JobScriptsOfArbitraryPathsParseWithTheSameLines) {
+  test::TempDir d;
+  std::mt19937 rng(20261123);
+  const std::string alphabet = std::string("aZ09 _-./'\"$`\\!*?;&|<>(){}[]#~%^=+,:@") + "\xc3\xa9\xe2\x82\xac";
+  auto line_count = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };
+  for (const std::string launcher : {"local", "slurm", "pbs"}) {
+    JobSpec plain = test::trivial_job(d.path, "plain");
+    const auto expected = line_count(render_job_script(launcher, plain));
+    for (int i = 0; i < 100; ++i) {
+      std::string name;
+      const int len = 1 + int(rng() % 24);
+      for (int k = 0; k < len; ++k) name += alphabet[rng() % alphabet.size()];
+      JobSpec job = plain;
+      job.run_dir = d.path / ("r" + std::to_string(i)) / name;
+      const std::string script = render_job_script(launcher, job);
+      EXPECT_EQ(line_count(script), expected) << launcher << " " << job.run_dir;
+      const fs::path file = d.path / "job.sh";
+      write_file_atomic(file, script);
+      auto r = test::run_command({"/bin/bash", "-n", file.string()}, d.path);
+      EXPECT_EQ(r.exit_code, 0) << launcher << " " << job.run_dir << ": " << r.err;
+    }
+  }
 }

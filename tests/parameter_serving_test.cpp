@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "plugins/parameter_serving/checkpoint_store.h"
+#include "plugins/parameter_serving/control_channel.h"
 #include "plugins/sdk/fanout_sdk.hpp"
 #include "plugins/parameter_serving/multicast.h"
 #include "plugins/parameter_serving/staleness.h"
@@ -300,4 +301,93 @@ TEST_F(ParameterServingRun, BadValuesAreRefusedBeforeAnythingIsWritten) {
     EXPECT_NE(r.err.find("parameter_serving refuses"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(d.path / "results")) << c.flag << ": nothing is written for a refused sweep";
   }
+}
+
+// Issue 19: a forged post put fake posted_staleness samples into a COMPLETED run. The trainer's control port now
+// takes only connections that present the job's token, and a peer posts only for the worker its HELLO named.
+TEST(ControlChannel, ForgedPostsNeverReachTheTrainer) {
+  const std::string token = fanout_sdk::channel_token();
+  parameter_serving::ControlServer server("127.0.0.1", token);
+  auto raw = [&](const std::string& bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(server.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+    return fd;
+  };
+  parameter_serving::ControlMessage forged{parameter_serving::kPost, 0, 1.0, 5};
+  const std::string forged_bytes(reinterpret_cast<const char*>(&forged), sizeof forged);
+  int no_token = raw(forged_bytes + forged_bytes);                          // posts without the token
+  int wrong = raw(std::string(32, 'f') + forged_bytes);                     // a wrong token
+  parameter_serving::ControlClient worker("127.0.0.1", server.port(), token, 5000);
+  worker.send({parameter_serving::kHello, 1, 0, 0});
+  worker.send({parameter_serving::kPost, 1, 2.0, 3});
+  worker.send({parameter_serving::kPost, 0, 7.0, 3});  // for another worker: the connection is dropped
+  std::vector<parameter_serving::ControlMessage> got;
+  for (int i = 0; i < 50 && server.refused() < 3; ++i) server.poll_messages(100, got);
+  close(no_token);
+  close(wrong);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].type, parameter_serving::kHello);
+  EXPECT_EQ(got[1].type, parameter_serving::kPost);
+  EXPECT_EQ(got[1].worker, 1u);
+  EXPECT_DOUBLE_EQ(got[1].mean_version, 2.0);
+  EXPECT_EQ(server.hellos(), 1u);
+  EXPECT_EQ(server.refused(), 3u) << "no token, a wrong token, a post for another worker";
+}
+
+// Issue 26: the chunk index was checked against the datagram's own n_chunks, not the version's, and the size
+// came unbounded from the wire. Datagrams of one version that disagree with its first one, sizes beyond what the
+// trainer sends, and chunk counts that do not fit the size are dropped and counted; the version still completes.
+TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
+  const int port = test_port() + 2;
+  std::vector<McastVersion> got;
+  std::mutex mu;
+  McastConfig cfg = loopback(port);
+  cfg.max_bytes = 4000;
+  McastReceiver rx(cfg, 9, [&](const McastVersion& v) {
+    std::lock_guard<std::mutex> l(mu);
+    got.push_back(v);
+  });
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  in_addr lo{};
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "239.255.41.7", &to.sin_addr);
+  std::vector<char> payload = bytes_of(4000, 1);
+  auto send = [&](uint32_t chunk, uint32_t n_chunks, uint64_t total, uint32_t chunk_bytes, size_t len) {
+    McastHeader h{};
+    h.magic = 0x4d535046;
+    h.proto = 1;
+    h.header_bytes = sizeof h;
+    h.token = 9;
+    h.version = 1;
+    h.total_bytes = total;
+    h.checksum = fanout_sdk::checksum64(payload.data(), payload.size());
+    h.chunk = chunk;
+    h.n_chunks = n_chunks;
+    h.chunk_bytes = chunk_bytes;
+    std::vector<char> dg(sizeof h + len);
+    std::memcpy(dg.data(), &h, sizeof h);
+    std::memcpy(dg.data() + sizeof h, payload.data() + std::min<size_t>(size_t(chunk) * chunk_bytes, 4000 - len), len);
+    ASSERT_EQ(sendto(fd, dg.data(), dg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to), ssize_t(dg.size()));
+  };
+  send(0, 4, 4000, 1000, 1000);         // the version's first datagram: 4 chunks of 1000
+  send(7, 8, 4000, 500, 500);           // the same version claiming 8 chunks: chunk 7 would index past the table
+  send(1, 1000000, 1000000000, 1000, 1000);  // a billion bytes announced (beyond max_bytes)
+  send(2, 3, 4000, 1000, 1000);         // 3 chunks cannot hold 4000 bytes of 1000
+  for (uint32_t c = 1; c < 4; ++c) send(c, 4, 4000, 1000, 1000);
+  ASSERT_TRUE(test::wait_for([&] { std::lock_guard<std::mutex> l(mu); return got.size() == 1; }, 10));
+  McastCounts counts = rx.stop();
+  close(fd);
+  EXPECT_EQ(counts.malformed, 3u);
+  EXPECT_EQ(counts.versions_complete, 1u);
+  EXPECT_TRUE(got[0].checksum_ok) << "the good chunks made the version whole";
+  EXPECT_EQ(got[0].bytes, 4000u);
 }

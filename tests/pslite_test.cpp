@@ -3,12 +3,17 @@
 // process and between processes), the standalone program under ps-lite's DMLC_* environment, and runs through
 // fanout: sweeps, latency mode, a worker killed mid-run (the run fails, nothing hangs), RDMA refused clearly.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
 
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "plugins/pslite/kv.h"
+#include "plugins/pslite/scheduler.h"
 #include "plugins/pslite/wire.h"
 #include "plugins/sdk/fanout_sdk.hpp"
 #include "tests/test_util.h"
@@ -256,4 +261,49 @@ TEST_F(PsliteRun, RdmaWithoutADeviceFailsTheRunWithTheReason) {
   for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "ps"))
     if (e.path().extension() == ".err") logs += test::run_command({"/bin/cat", e.path().string()}, "/").out;
   EXPECT_NE(logs.find("DMLC_ENABLE_RDMA=ibverbs: "), std::string::npos) << logs;
+}
+
+// Issue 19: garbage on the scheduler's port failed ps-lite registration. Strangers (silent, garbage, a wrong
+// token, a role too many) are dropped; the job's nodes register and pass their barriers.
+TEST(PsliteScheduler, StrangersAreDroppedAndTheJobsNodesRegister) {
+  const std::string token = fanout_sdk::channel_token();
+  pslite::Scheduler scheduler("127.0.0.1", 0, token);
+  std::string error;
+  std::thread run([&] {
+    try {
+      scheduler.run(1, 1, 30000);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  auto raw = [&](const std::string& bytes) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(scheduler.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    if (!bytes.empty()) {
+      EXPECT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+    }
+    return fd;
+  };
+  std::vector<int> strangers = {raw(""), raw(std::string(200, 'x'))};
+  // A well-formed AddNode with another token.
+  std::thread impostor([&] {
+    EXPECT_ANY_THROW(pslite::SchedulerClient("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 3000, std::string(32, '0')));
+  });
+  std::thread server_node([&] {
+    pslite::SchedulerClient sc("127.0.0.1", scheduler.port(), "server", "127.0.0.1", 1, 30000, token);
+    sc.barrier(true, 30000);
+  });
+  pslite::SchedulerClient worker("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 30000, token);
+  EXPECT_EQ(worker.nodes().size(), 2u);
+  worker.barrier(true, 30000);
+  server_node.join();
+  run.join();
+  impostor.join();
+  for (int fd : strangers) close(fd);
+  EXPECT_EQ(error, "");
+  EXPECT_GE(scheduler.refused(), 2u) << "the silent one and the garbage at least (the impostor may come after the nodes)";
 }

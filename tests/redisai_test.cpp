@@ -618,6 +618,9 @@ TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
   EXPECT_EQ(c.call({"AI.TENSORGET", "t", "META", "BLOB"}), "*6\r\n" + bulk("dtype") + bulk("FLOAT") + bulk("shape") + "*1\r\n:2\r\n" +
                                                                bulk("blob") + bulk(std::string(reinterpret_cast<char*>(blob), 8)));
   EXPECT_EQ(c.call({"AI.TENSORGET", "t", "BLOB"}), bulk(std::string(reinterpret_cast<char*>(blob), 8)));
+  EXPECT_EQ(c.call({"AI.TENSORGET", "nokey", "META"}), "-ERR tensor key is empty or in a different shard\r\n");
+  EXPECT_EQ(c.call({"SET", "plain", "x"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "plain", "META"}), "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
   // Floating values: RedisModule_ReplyWithDouble (a bulk string in RESP2); integer types: integers.
   EXPECT_EQ(c.call({"AI.TENSORGET", "t", "VALUES"}), "*2\r\n" + bulk("1") + bulk("2.5"));
   EXPECT_EQ(c.call({"AI.TENSORSET", "i", "INT8", "1", "2", "VALUES", "3", "4"}), "+OK\r\n");

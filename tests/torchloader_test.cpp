@@ -5,7 +5,14 @@
 #include <fstream>
 #include <map>
 
+#include "plugins/torchloader/line_channel.h"
 #include "plugins/torchloader/scheduler.h"
+#include "plugins/sdk/fanout_sdk.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "tests/test_util.h"
 
 using namespace torchloader;
@@ -178,3 +185,41 @@ TEST(TorchloaderRun, SeedWorkloadEndToEnd) {
   EXPECT_LE(changes, 6 + pauses);
 }
 
+namespace {
+// A raw TCP peer of the master: connects, sends `bytes`, and closes.
+void stranger(int port, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (!bytes.empty()) {
+    ASSERT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+  }
+  close(fd);
+}
+}  // namespace
+
+// Issue 19: a zero-byte connection failed a torchloader run, "HB x 0 1 2" gave "ERROR stoi". The master's port
+// now hears only peers that present the job's token; the rest are refused without a word reaching the master.
+TEST(MasterChannel, StrangersAreRefusedAndOnlyThePeersLinesArrive) {
+  const std::string token = fanout_sdk::channel_token();
+  torchloader::LineServer server("127.0.0.1", token);
+  stranger(server.port(), "");                          // connects and leaves
+  stranger(server.port(), "HB x 0 1 2\n");               // a message without the token
+  stranger(server.port(), "AUTH " + std::string(32, 'a') + "\nREGISTER 0 4 1.2.3.4\n");  // a wrong token
+  torchloader::LineClient peer("127.0.0.1:" + std::to_string(server.port()), token, 5000);
+  ASSERT_TRUE(peer.send("REGISTER 0 4 127.0.0.1"));
+  std::vector<torchloader::Line> got;
+  for (int i = 0; i < 50 && (got.empty() || server.refused() < 3); ++i)
+    for (auto& l : server.poll(100)) got.push_back(l);
+  ASSERT_EQ(got.size(), 1u) << "only the peer's line, no CLOSED for a stranger: " << (got.empty() ? "" : got[0].text);
+  EXPECT_EQ(got[0].text, "REGISTER 0 4 127.0.0.1");
+  EXPECT_EQ(server.refused(), 3u);
+  EXPECT_TRUE(server.send(got[0].conn, "EXIT"));
+  std::vector<std::string> back;
+  for (int i = 0; i < 50 && back.empty(); ++i) back = peer.poll(100);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0], "EXIT");
+}

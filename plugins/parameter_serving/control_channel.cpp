@@ -1,5 +1,7 @@
 #include "control_channel.h"
 
+#include "fanout_sdk.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,7 +22,7 @@ namespace {
 std::runtime_error sys_error(const std::string& what) { return std::runtime_error(what + ": " + std::strerror(errno)); }
 }  // namespace
 
-ControlServer::ControlServer(const std::string& bind_ip) {
+ControlServer::ControlServer(const std::string& bind_ip, std::string token) : token_(std::move(token)) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw sys_error("control socket");
   sockaddr_in a{};
@@ -52,7 +54,7 @@ void ControlServer::poll_messages(int timeout_ms, std::vector<ControlMessage>& o
     if (conns_[i].fd >= 0) fds.push_back({conns_[i].fd, POLLIN, 0}), which.push_back(i);
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) throw sys_error("control poll");
   if (fds[0].revents & POLLIN)
-    for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) conns_.push_back({fd, {}});
+    for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) conns_.push_back({fd, {}, false, -1});
   for (size_t k = 0; k < which.size(); ++k) {
     if (!(fds[k + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     Conn& c = conns_[which[k]];
@@ -60,19 +62,41 @@ void ControlServer::poll_messages(int timeout_ms, std::vector<ControlMessage>& o
     ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n <= 0) {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (!c.authed) ++refused_;  // connected and left without the token
       close(c.fd);
       c.fd = -1;
       continue;
     }
     c.in.append(buf, size_t(n));
-    while (c.in.size() >= sizeof(ControlMessage)) {
+    if (!c.authed) {
+      if (c.in.size() < kTokenBytes) continue;
+      if (!fanout_sdk::token_matches(c.in.substr(0, kTokenBytes), token_)) {
+        refuse(c);
+        continue;
+      }
+      c.authed = true;
+      c.in.erase(0, kTokenBytes);
+    }
+    while (c.fd >= 0 && c.in.size() >= sizeof(ControlMessage)) {
       ControlMessage m;
       std::memcpy(&m, c.in.data(), sizeof m);
       c.in.erase(0, sizeof m);
-      if (m.type == kHello) ++hellos_;
+      const bool first_hello = m.type == kHello && c.worker < 0;
+      if (!first_hello && !(m.type == kPost && int64_t(m.worker) == c.worker)) {
+        refuse(c);
+        break;
+      }
+      if (first_hello) c.worker = m.worker, ++hellos_;
       out.push_back(m);
     }
   }
+}
+
+void ControlServer::refuse(Conn& c) {
+  ++refused_;
+  close(c.fd);
+  c.fd = -1;
+  c.in.clear();
 }
 
 void ControlServer::send_done() {
@@ -80,7 +104,7 @@ void ControlServer::send_done() {
     if (c.fd >= 0) (void)::send(c.fd, &kDone, 1, MSG_NOSIGNAL);
 }
 
-ControlClient::ControlClient(const std::string& ip, int port, int timeout_ms) {
+ControlClient::ControlClient(const std::string& ip, int port, const std::string& token, int timeout_ms) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
@@ -101,6 +125,8 @@ ControlClient::ControlClient(const std::string& ip, int port, int timeout_ms) {
   }
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (token.size() != kTokenBytes || ::send(fd_, token.data(), token.size(), MSG_NOSIGNAL) != ssize_t(token.size()))
+    throw sys_error("present the job's token to the trainer");
 }
 
 ControlClient::~ControlClient() { close(); }

@@ -19,10 +19,15 @@ static_assert(sizeof(ControlMessage) == 24, "control message is 24 bytes");
 constexpr uint32_t kHello = 1, kPost = 2;
 constexpr char kDone = 'D';
 
+// A connection presents the job's channel token (32 characters, fanout_sdk::channel_token) before anything else;
+// one that does not, sends an unknown message type, or posts for another worker than its HELLO named, is closed
+// and counted in refused(): nothing it sent reaches the trainer's samples.
+constexpr size_t kTokenBytes = 32;
+
 // The trainer's side: listens, accepts its workers, collects their messages.
 class ControlServer {
  public:
-  explicit ControlServer(const std::string& bind_ip);
+  ControlServer(const std::string& bind_ip, std::string token);
   ~ControlServer();
   int port() const { return port_; }
   // Waits up to timeout_ms for messages (and new connections), appending what arrived.
@@ -30,12 +35,18 @@ class ControlServer {
   size_t hellos() const { return hellos_; }
   size_t open_connections() const;
   void send_done();  // to every open connection
+  size_t refused() const { return refused_; }
 
  private:
   struct Conn {
     int fd;
     std::string in;
+    bool authed = false;
+    int64_t worker = -1;  // from its HELLO
   };
+  void refuse(Conn& c);
+  std::string token_;
+  size_t refused_ = 0;
   int listen_fd_ = -1, port_ = 0;
   std::vector<Conn> conns_;
   size_t hellos_ = 0;
@@ -44,7 +55,7 @@ class ControlServer {
 // The worker's side.
 class ControlClient {
  public:
-  ControlClient(const std::string& ip, int port, int timeout_ms);
+  ControlClient(const std::string& ip, int port, const std::string& token, int timeout_ms);
   ~ControlClient();
   void send(const ControlMessage& m);
   // Non-blocking: true once the trainer said DONE or closed the connection.

@@ -227,9 +227,23 @@ void McastReceiver::loop() {
     const uint64_t v = le(h.version), total = le(h.total_bytes);
     const uint32_t c = le(h.chunk), nc = le(h.n_chunks);
     const size_t hb = le(h.header_bytes), cb = le(h.chunk_bytes);
-    if (nc == 0 || c >= nc || hb < sizeof h || size_t(n) < hb || cb == 0) continue;
+    // Malformed or inconsistent datagrams are dropped: the chunk count must be the one the size and chunk size
+    // give, the size at most what the trainer sends, and a version's datagrams must agree with its first one
+    // (a datagram's own n_chunks must never index the version's chunk table).
+    if (nc == 0 || c >= nc || hb < sizeof h || size_t(n) < hb || cb == 0 || total > cfg_.max_bytes || total == 0 ||
+        uint64_t(nc) != (total + cb - 1) / cb) {
+      ++counts_.malformed;
+      continue;
+    }
     const size_t len = size_t(n) - hb, off = size_t(c) * cb;
-    if (off + len > total || (c + 1 < nc && len != cb)) continue;  // malformed
+    if (off + len > total || (c + 1 < nc && len != cb)) {
+      ++counts_.malformed;
+      continue;
+    }
+    if (cur_chunks_ && v == cur_.version && (nc != cur_chunks_ || total != cur_.bytes || cb != cur_chunk_bytes_)) {
+      ++counts_.malformed;
+      continue;
+    }
     const bool in_progress = cur_chunks_ && v == cur_.version;
     if (!in_progress && v <= newest_seen_) continue;  // late, or a duplicate of a finished version
     if (!in_progress) {
@@ -245,6 +259,7 @@ void McastReceiver::loop() {
       cur_.first_chunk_ns = now;
       cur_checksum_ = le(h.checksum);
       cur_chunks_ = nc;
+      cur_chunk_bytes_ = cb;
       cur_got_ = 0;
       cur_data_.resize(total);
       cur_have_.assign(nc, false);

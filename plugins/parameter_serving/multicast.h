@@ -19,6 +19,7 @@ struct McastConfig {
   std::string interface_ip = "127.0.0.1";  // the local address whose interface sends and joins
   size_t chunk_bytes = 0;                  // payload bytes per datagram; 0: from the interface's MTU
   double rate_bytes_per_s = 0;             // sender pacing; 0: as fast as the socket takes it
+  uint64_t max_bytes = 1ull << 32;         // receiver: a version announcing more is refused (the trainer's data_size)
 };
 
 // The interface's MTU minus IP/UDP and our header (at most 65,507 - header), for chunk_bytes = 0.
@@ -63,6 +64,7 @@ struct McastVersion {
 
 struct McastCounts {
   uint64_t datagrams = 0, foreign = 0, versions_complete = 0, versions_lost = 0, chunks_lost = 0, corrupt = 0;
+  uint64_t malformed = 0;  // with our token but inconsistent (sizes, chunk counts, a version's datagrams disagreeing)
 };
 
 // Joins the group and receives on its own thread until stop(); on_version runs on that thread for each
@@ -88,6 +90,7 @@ class McastReceiver {
   McastVersion cur_;
   uint64_t cur_checksum_ = 0;
   uint32_t cur_chunks_ = 0, cur_got_ = 0;
+  size_t cur_chunk_bytes_ = 0;
   std::vector<char> cur_data_;
   std::vector<bool> cur_have_;
   uint64_t newest_seen_ = 0;

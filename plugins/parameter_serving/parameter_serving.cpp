@@ -128,6 +128,7 @@ struct Settings {
     c.interface_ip = fanout_sdk::interface_ipv4(mcast_interface);
     c.chunk_bytes = size_t(mcast_chunk);
     c.rate_bytes_per_s = mcast_rate;
+    c.max_bytes = uint64_t(data_bytes);
     return c;
   }
 };
@@ -188,8 +189,9 @@ int run_trainer(fanout_context* ctx, const fanout_host_ops* ops) {
                                  std::to_string(free) + " free");
       store = std::make_unique<ps::CheckpointStore>(s.store_of(b), int(s.keep), s.fsync);
     }
-    ps::ControlServer control(fanout_sdk::node_ipv4());
-    if (!host.put(trainer_key(b), fanout_sdk::node_ipv4() + " " + std::to_string(control.port()) + " " + std::to_string(token)))
+    const std::string channel = fanout_sdk::channel_token();
+    ps::ControlServer control(fanout_sdk::node_ipv4(), channel);
+    if (!host.put(trainer_key(b), fanout_sdk::node_ipv4() + " " + std::to_string(control.port()) + " " + std::to_string(token) + " " + channel))
       return 2;
     if (!host.fence(kSetupTimeoutMs)) return 3;
 
@@ -207,9 +209,14 @@ int run_trainer(fanout_context* ctx, const fanout_host_ops* ops) {
     std::vector<ps::Publication> timeline;
     uint64_t version = 0;
     auto on_posts = [&](std::vector<ps::ControlMessage>& in) {
-      for (auto& m : in)
-        if (m.type == ps::kPost && m.count > 0)  // the seed's staleness: current version - a worker's mean
+      for (auto& m : in) {
+        // A post that cannot be a worker's of this benchmark (index, a mean outside the versions published) is
+        // dropped: the control channel is authenticated, but a sample must never be made up.
+        const bool plausible = int64_t(m.worker) < s.workers && std::isfinite(m.mean_version) && m.mean_version >= 0 &&
+                               m.mean_version <= double(version);
+        if (m.type == ps::kPost && m.count > 0 && plausible)  // the seed's staleness: current version - a worker's mean
           host.record("posted_staleness", int64_t(m.worker), host.now_ns(), double(version) - m.mean_version, "versions", false);
+      }
       in.clear();
     };
     on_posts(msgs);
@@ -325,7 +332,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     std::string address;
     if (!host.get(trainer_key(b), address, kSetupTimeoutMs)) throw std::runtime_error("the trainer never published its address");
     auto w = words(address);
-    if (w.size() != 3) throw std::runtime_error("malformed trainer address '" + address + "'");
+    if (w.size() != 4) throw std::runtime_error("malformed trainer address '" + address + "'");
     const uint64_t token = std::stoull(w[2]);
 
     Held held;
@@ -341,7 +348,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
       store = std::make_unique<ps::CheckpointStore>(s.store_of(b), int(s.keep), false);
       puller = std::thread([&] { pull_loop(host, s, *store, held, stop); });
     }
-    ps::ControlClient control(w[0], std::stoi(w[1]), kSetupTimeoutMs);
+    ps::ControlClient control(w[0], std::stoi(w[1]), w[3], kSetupTimeoutMs);
     control.send({ps::kHello, uint32_t(index), 0, 0});
 
     // Steps: the version held, sampled on a fixed schedule; posts of the mean every post_frequency.

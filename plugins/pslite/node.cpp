@@ -16,14 +16,14 @@
 namespace pslite {
 
 void run_scheduler(const Where& w, const std::function<void(int)>& on_listening) {
-  Scheduler scheduler(w.scheduler_host, w.scheduler_port);
+  Scheduler scheduler(w.scheduler_host, w.scheduler_port, w.token);
   on_listening(scheduler.port());
   scheduler.run(w.num_servers, w.num_workers, w.timeout_ms);
 }
 
 void run_server(const Where& w, Transport transport, const Recorder& rec) {
   KVServer server(w.my_host, 0, transport, w.spin_us);
-  SchedulerClient sc(w.scheduler_host, w.scheduler_port, "server", w.my_host, server.port(), w.timeout_ms);
+  SchedulerClient sc(w.scheduler_host, w.scheduler_port, "server", w.my_host, server.port(), w.timeout_ms, w.token);
   server.start(sc.me().id);
   sc.barrier(false, w.timeout_ms);  // every worker has connected
   const int64_t t0 = rec.now_ns();
@@ -151,7 +151,7 @@ ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, int s
 }  // namespace
 
 void run_worker(const Where& w, const BenchConfig& cfg, const Recorder& rec) {
-  SchedulerClient sc(w.scheduler_host, w.scheduler_port, "worker", w.my_host, 0, w.timeout_ms);
+  SchedulerClient sc(w.scheduler_host, w.scheduler_port, "worker", w.my_host, 0, w.timeout_ms, w.token);
   std::vector<ThreadResult> results(size_t(cfg.threads));
   std::vector<std::string> errors(size_t(cfg.threads));
   std::mutex rec_mu;

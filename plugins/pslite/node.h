@@ -12,6 +12,7 @@ namespace pslite {
 struct Where {
   std::string scheduler_host;
   int scheduler_port = 0;
+  std::string token;    // the job's channel token, presented at registration ("" : none asked, as ps-lite)
   std::string my_host;  // the address this node listens on / is reached at
   int num_servers = 1, num_workers = 1;
   int timeout_ms = 120000;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 
 #include "fanout_sdk.hpp"
@@ -63,8 +64,8 @@ bool exchange(fanout_sdk::Host& host, pslite::Where& w) {
   if (!host.get("pslite.scheduler", address, kSetupTimeoutMs) || !host.get("pslite.servers", servers, kSetupTimeoutMs) ||
       !host.get("pslite.workers", workers, kSetupTimeoutMs))
     return false;
-  w.scheduler_host = address.substr(0, address.find(' '));
-  w.scheduler_port = std::stoi(address.substr(address.find(' ') + 1));
+  std::istringstream in(address);  // "host port token"
+  if (!(in >> w.scheduler_host >> w.scheduler_port >> w.token)) return false;
   w.num_servers = std::stoi(servers);
   w.num_workers = std::stoi(workers);
   return true;
@@ -85,11 +86,13 @@ int guarded(fanout_sdk::Host& host, F body) {
 int run_scheduler(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return guarded(host, [&] {
-    pslite::Scheduler scheduler(my_host(host), int(host.param_int("scheduler_port", 0)));
-    if (!host.put("pslite.scheduler", my_host(host) + " " + std::to_string(scheduler.port()))) return 2;
+    const std::string token = fanout_sdk::channel_token();
+    pslite::Scheduler scheduler(my_host(host), int(host.param_int("scheduler_port", 0)), token);
+    if (!host.put("pslite.scheduler", my_host(host) + " " + std::to_string(scheduler.port()) + " " + token)) return 2;
     pslite::Where w;
     if (!exchange(host, w)) return 3;
     scheduler.run(w.num_servers, w.num_workers, kSetupTimeoutMs);
+    if (scheduler.refused()) host.log(FANOUT_LOG_WARN, std::to_string(scheduler.refused()) + " connection(s) that did not register as this job's nodes were dropped");
     return 0;
   });
 }

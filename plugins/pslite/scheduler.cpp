@@ -1,5 +1,7 @@
 #include "scheduler.h"
 
+#include "fanout_sdk.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -37,11 +39,15 @@ bool read_message(Link& link, Header& h, std::string& payload, int timeout_ms, s
   return read_exact(payload.data(), payload.size());
 }
 
-Scheduler::Scheduler(const std::string& host, int port) { listen_fd_ = tcp_listen(host, port, port_); }
+Scheduler::Scheduler(const std::string& host, int port, std::string token) : token_(std::move(token)) {
+  listen_fd_ = tcp_listen(host, port, port_);
+}
 
 Scheduler::~Scheduler() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
+
+constexpr int kRegisterMs = 5000;  // a connection's AddNode must come within this
 
 void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
   struct Node {
@@ -63,15 +69,25 @@ void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
     if (fd < 0) continue;
     Node n{tcp_link(fd, "node"), {}};
     Header h{};
-    std::string payload, err;
-    if (!read_message(*n.link, h, payload, register_timeout_ms, err) || h.type != MsgType::AddNode)
-      throw std::runtime_error("a node failed to register: " + (err.empty() ? "it did not send AddNode" : err));
+    std::string payload, err, token;
+    // A peer registers at once (it connects when it is ready); whatever does not, or does not hold the job's
+    // token, is a stranger: dropped, and the scheduler waits on for its real nodes.
+    if (!read_message(*n.link, h, payload, kRegisterMs, err) || h.type != MsgType::AddNode) {
+      ++refused_;
+      continue;
+    }
     std::istringstream in(payload);
-    in >> n.info.role >> n.info.host >> n.info.port >> n.info.host_id;
+    in >> n.info.role >> n.info.host >> n.info.port >> n.info.host_id >> token;
+    if ((!token_.empty() && !fanout_sdk::token_matches(token, token_)) || n.info.host.empty() || n.info.port < 0 || n.info.port > 65535) {
+      ++refused_;
+      continue;
+    }
     if (n.info.role == "server" && next_server < servers_) n.info.rank = next_server++, n.info.id = server_id(n.info.rank);
     else if (n.info.role == "worker" && next_worker < workers_) n.info.rank = next_worker++, n.info.id = worker_id(n.info.rank);
-    else throw std::runtime_error("unexpected node '" + payload + "' (expecting " + std::to_string(servers_) + " servers and " +
-                                  std::to_string(workers_) + " workers)");
+    else {
+      ++refused_;  // a role it does not expect (or one too many): not one of this job's nodes
+      continue;
+    }
     nodes.push_back(std::move(n));
   }
   std::string list;
@@ -126,9 +142,9 @@ void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
 }
 
 SchedulerClient::SchedulerClient(const std::string& host, int port, const std::string& role, const std::string& my_host, int my_port,
-                                 int timeout_ms) {
+                                 int timeout_ms, const std::string& token) {
   link_ = tcp_link(tcp_connect(host, port, timeout_ms), "scheduler " + host + ":" + std::to_string(port));
-  std::string text = role + " " + my_host + " " + std::to_string(my_port) + " " + host_identity();
+  std::string text = role + " " + my_host + " " + std::to_string(my_port) + " " + host_identity() + (token.empty() ? "" : " " + token);
   Header h{MsgType::AddNode};
   h.len = text.size();
   link_->send(h, text.data());

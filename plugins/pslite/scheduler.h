@@ -27,20 +27,26 @@ uint32_t worker_id(int rank);
 
 class Scheduler {
  public:
-  Scheduler(const std::string& host, int port);  // listens at once
+  // Listens at once. A connection that does not register within a few seconds, sends something else, or
+  // presents another token than `token` (when one is set) is dropped and counted; it never ends the job.
+  Scheduler(const std::string& host, int port, std::string token = "");
   ~Scheduler();
   int port() const { return port_; }
   // Runs until every node passed its final barrier (returns) or one disappeared (throws, naming it).
   void run(int num_servers, int num_workers, int register_timeout_ms);
+  size_t refused() const { return refused_; }
 
  private:
   int listen_fd_ = -1, port_ = 0;
+  std::string token_;
+  size_t refused_ = 0;
 };
 
 class SchedulerClient {
  public:
   // Connects (retrying until timeout_ms: the scheduler may start later), registers, waits for the node list.
-  SchedulerClient(const std::string& host, int port, const std::string& role, const std::string& my_host, int my_port, int timeout_ms);
+  SchedulerClient(const std::string& host, int port, const std::string& role, const std::string& my_host, int my_port, int timeout_ms,
+                  const std::string& token = "");
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
   const NodeInfo& me() const { return me_; }
   std::vector<NodeInfo> servers() const;

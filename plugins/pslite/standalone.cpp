@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     pslite::Where w;
     w.scheduler_host = env("DMLC_PS_ROOT_URI", "127.0.0.1");
     w.scheduler_port = std::stoi(env("DMLC_PS_ROOT_PORT", "8123"));
+    w.token = env("FANOUT_PSLITE_TOKEN", "");  // optional: when set, the scheduler registers only nodes that present it
     w.num_servers = std::stoi(env("DMLC_NUM_SERVER", "1"));
     w.num_workers = std::stoi(env("DMLC_NUM_WORKER", "1"));
     w.my_host = env("DMLC_NODE_HOST", fanout_sdk::interface_ipv4(env("DMLC_INTERFACE", "auto")));

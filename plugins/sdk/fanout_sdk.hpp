@@ -58,6 +58,34 @@ inline std::string interface_ipv4(const std::string& name_or_ip) {
   return ip;
 }
 
+// A plugin's own listening port (a scheduler, a master, a trainer) hears only its job's peers: the server makes
+// a token, publishes it with its address through the rendezvous (already per-job and authenticated), and every
+// peer presents it first. 32 hex characters from the kernel's CSPRNG.
+inline std::string channel_token() {
+  unsigned char raw[16];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot read /dev/urandom for a channel token");
+    const ssize_t n = ::read(fd, raw + got, sizeof raw - got);
+    ::close(fd);
+    if (n <= 0) throw std::runtime_error("cannot read /dev/urandom for a channel token");
+    got += size_t(n);
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string t;
+  for (unsigned char c : raw) t += hex[c >> 4], t += hex[c & 15];
+  return t;
+}
+
+// Compares a presented token with the expected one in time independent of where they differ.
+inline bool token_matches(const std::string& presented, const std::string& expected) {
+  if (presented.size() != expected.size() || expected.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
+  return diff == 0;
+}
+
 // A fast 64-bit checksum of a buffer (multiply-xor over 8-byte words, four lanes: near memory bandwidth), for
 // benchmarks that verify the bytes they moved without the check dominating the measurement.
 inline uint64_t checksum64(const void* data, size_t len) {

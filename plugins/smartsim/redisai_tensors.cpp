@@ -204,7 +204,7 @@ const char* read_tensor(RedisModuleCtx* ctx, RedisModuleString* name, TensorValu
   const int state = tensor_key_state(key);
   if (state == 1) out = *static_cast<Tensor*>(RedisModule_ModuleTypeGetValue(key));
   RedisModule_CloseKey(key);
-  return state == 1 ? nullptr : state == 0 ? "ERR tensor key is empty" : REDISMODULE_ERRORMSG_WRONGTYPE;
+  return state == 1 ? nullptr : state == 0 ? "ERR tensor key is empty or in a different shard" : REDISMODULE_ERRORMSG_WRONGTYPE;
 }
 
 const char* write_tensor(RedisModuleCtx* ctx, RedisModuleString* name, TensorValue value) {

@@ -1,5 +1,7 @@
 #include "line_channel.h"
 
+#include "fanout_sdk.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -53,7 +55,7 @@ std::vector<std::string> words(const std::string& line) {
   return w;
 }
 
-LineServer::LineServer(const std::string& bind_ip) {
+LineServer::LineServer(const std::string& bind_ip, std::string token) : token_(std::move(token)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -83,19 +85,35 @@ std::vector<Line> LineServer::poll(int timeout_ms) {
     if (fd >= 0) {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      conns_.push_back({fd, ""});
+      conns_.push_back({fd, "", false});
     }
   }
   for (size_t i = 1; i < fds.size(); ++i) {
     Conn& c = conns_[i - 1];
     if (c.fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     std::vector<std::string> lines;
-    const bool open = read_lines(c.fd, c.in, lines);
-    for (auto& l : lines) out.push_back({int(i - 1), l});
+    bool open = read_lines(c.fd, c.in, lines);
+    const bool was_authed = c.authed;
+    for (auto& l : lines) {
+      if (!c.authed) {
+        // The first line decides: the token, or the connection is closed (a stranger never reaches the master).
+        const auto w = words(l);
+        c.authed = w.size() == 2 && w[0] == "AUTH" && fanout_sdk::token_matches(w[1], token_);
+        if (!c.authed) {
+          ++refused_;
+          open = false;
+          break;
+        }
+        continue;
+      }
+      out.push_back({int(i - 1), l});
+    }
+    if (!c.authed && c.in.size() > 256) ++refused_, open = false;  // no line within 256 bytes: not a peer
     if (!open) {
       ::close(c.fd);
       c.fd = -1;
-      out.push_back({int(i - 1), "CLOSED"});
+      if (was_authed || c.authed) out.push_back({int(i - 1), "CLOSED"});  // only a peer's leaving matters
+      else if (lines.empty()) ++refused_;  // closed without a word
     }
   }
   return out;
@@ -110,7 +128,7 @@ struct LineClient::SendLock {
   std::mutex mu;
 };
 
-LineClient::LineClient(const std::string& host_port, int timeout_ms) : lock_(new SendLock) {
+LineClient::LineClient(const std::string& host_port, const std::string& token, int timeout_ms) : lock_(new SendLock) {
   const auto colon = host_port.rfind(':');
   if (colon == std::string::npos) throw std::runtime_error("master address '" + host_port + "' is not host:port");
   const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
@@ -126,6 +144,7 @@ LineClient::LineClient(const std::string& host_port, int timeout_ms) : lock_(new
         ::freeaddrinfo(res);
         int one = 1;
         ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (!write_all(fd_, "AUTH " + token + "\n")) throw std::runtime_error("the torchloader master at " + host_port + " closed the connection");
         return;
       }
       why = std::strerror(errno);

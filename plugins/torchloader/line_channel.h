@@ -12,9 +12,11 @@ struct Line {
   std::string text;  // without the newline
 };
 
+// Every connection's first line must be "AUTH <token>" (the job's channel token, fanout_sdk::channel_token):
+// until then nothing it sends is delivered; a wrong or malformed first line closes it, counted in refused().
 class LineServer {
  public:
-  explicit LineServer(const std::string& bind_ip);  // an ephemeral port
+  LineServer(const std::string& bind_ip, std::string token);  // an ephemeral port
   ~LineServer();
   LineServer(const LineServer&) = delete;
   LineServer& operator=(const LineServer&) = delete;
@@ -23,20 +25,24 @@ class LineServer {
   // "CLOSED" for it.
   std::vector<Line> poll(int timeout_ms);
   bool send(int conn, const std::string& text);  // false when that connection is gone
+  size_t refused() const { return refused_; }
 
  private:
   struct Conn {
     int fd;
     std::string in;
+    bool authed = false;
   };
+  std::string token_;
+  size_t refused_ = 0;
   int listen_fd_ = -1, port_ = 0;
   std::vector<Conn> conns_;  // index = connection id; fd -1 once closed
 };
 
 class LineClient {
  public:
-  // Connects, retrying until timeout_ms (the master may still be starting).
-  LineClient(const std::string& host_port, int timeout_ms);
+  // Connects, retrying until timeout_ms (the master may still be starting), and presents the token.
+  LineClient(const std::string& host_port, const std::string& token, int timeout_ms);
   ~LineClient();
   LineClient(const LineClient&) = delete;
   LineClient& operator=(const LineClient&) = delete;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -191,9 +192,10 @@ class Master {
   int run() {
     apps_ = load_workload(host_);
     // Published before profiling: the nodes connect (and wait) while it runs.
-    LineServer server(fanout_sdk::interface_ipv4("auto"));
+    const std::string token = fanout_sdk::channel_token();
+    LineServer server(fanout_sdk::interface_ipv4("auto"), token);
     server_ = &server;
-    if (!host_.put("torchloader.master", fanout_sdk::interface_ipv4("auto") + ":" + std::to_string(server.port())))
+    if (!host_.put("torchloader.master", fanout_sdk::interface_ipv4("auto") + ":" + std::to_string(server.port()) + " " + token))
       throw std::runtime_error("rendezvous put failed");
     // The TPM file, completed by profiling the applications it does not cover yet (another workload or batch).
     const std::string path = tpm_path(host_);
@@ -219,9 +221,10 @@ class Master {
       if (host_.should_stop()) throw std::runtime_error("stopped before every application finished");
       send(scheduler.arrive(now()));
       const double wait = std::min(0.2, std::max(0.0, scheduler.next_arrival() - now()));
-      for (const auto& l : server.poll(int(wait * 1000) + 1)) handle(l);
+      for (const auto& l : server.poll(int(wait * 1000) + 1)) handle_checked(l);
     }
     for (int c : node_conn_) server.send(c, "EXIT");
+    if (server.refused()) host_.log(FANOUT_LOG_WARN, std::to_string(server.refused()) + " connection(s) without the job's token were refused");
     report(scheduler);
     return failures_ ? 1 : 0;
   }
@@ -239,11 +242,14 @@ class Master {
       for (const auto& l : server_->poll(200)) {
         auto w = words(l.text);
         if (w.size() != 4 || w[0] != "REGISTER") continue;
-        const int node = std::stoi(w[1]);
-        if (node < 0 || node >= nodes) throw std::runtime_error("a node registered as " + w[1] + " of " + std::to_string(nodes));
-        conn_of[node] = l.conn;
-        ip_of[node] = w[3];
-        if (cores <= 0) cores = std::stoi(w[2]);  // the first node's CPUs when not given
+        const auto node = to_int(w[1]), node_cores = to_int(w[2]);
+        if (!node || !node_cores || *node < 0 || *node >= nodes || *node_cores < 1) {
+          host_.log(FANOUT_LOG_WARN, "ignored a malformed registration: " + l.text.substr(0, 80));
+          continue;
+        }
+        conn_of[*node] = l.conn;
+        ip_of[*node] = w[3];
+        if (cores <= 0) cores = *node_cores;  // the first node's CPUs when not given
       }
     }
     for (auto [node, conn] : conn_of) node_conn_.push_back(conn), node_ip_.push_back(ip_of[node]);
@@ -280,6 +286,27 @@ class Master {
     int total = 0;
     for (int p = 0; p < sched_->processes(app); ++p) total += sched_->workers(app, p);
     host_.record(("workers.app" + std::to_string(app)).c_str(), changes_[app]++, host_.now_ns(), total, "workers", false);
+  }
+
+  // A peer's line that does not parse is logged and dropped; it never ends the run.
+  void handle_checked(const Line& l) {
+    try {
+      handle(l);
+    } catch (const std::invalid_argument&) {
+      host_.log(FANOUT_LOG_WARN, "ignored a malformed message: " + l.text.substr(0, 80));
+    } catch (const std::out_of_range&) {
+      host_.log(FANOUT_LOG_WARN, "ignored a malformed message: " + l.text.substr(0, 80));
+    }
+  }
+
+  static std::optional<int> to_int(const std::string& s) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(s, &used);
+      if (used == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
   }
 
   void handle(const Line& l) {
@@ -348,9 +375,11 @@ class NodeAgent {
   NodeAgent(fanout_sdk::Host& host) : host_(host) {}
 
   int run() {
-    std::string master;
-    if (!host_.get("torchloader.master", master, kSetupTimeoutMs)) throw std::runtime_error("the master never announced itself");
-    LineClient link(master, kSetupTimeoutMs);
+    std::string announced;
+    if (!host_.get("torchloader.master", announced, kSetupTimeoutMs)) throw std::runtime_error("the master never announced itself");
+    const auto space = announced.find(' ');
+    if (space == std::string::npos) throw std::runtime_error("the master's announcement has no token: " + announced);
+    LineClient link(announced.substr(0, space), announced.substr(space + 1), kSetupTimeoutMs);
     link_ = &link;
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));

@@ -28,9 +28,13 @@ role[$!]='db'
 'mpirun' '--allow-run-as-root' '-np' '8' '--map-by' 'ppr:4:node' '--hostfile' 'hosts.client' '/opt/fanout/bin/fanout-rank' '--plugin' '/opt/fanout/lib/fanout/plugins/fanout_calibration.so' '--role' 'client' '--run-dir' '/scratch/results/exp/run-1/infer-sess-N2-abc123' >>'client.out' 2>>'client.err' &
 role[$!]='client'
 rc=0
+# which step ended: the background jobs no longer running (bash 4.2+; wait -n -p needs 5.1), reaped by pid
 while [ ${#role[@]} -gt 0 ]; do
-  wait -n -p done_pid "${!role[@]}"; st=$?
-  [ -n "${done_pid:-}" ] || break
+  jobs -rp > .running
+  done_pid=
+  for p in "${!role[@]}"; do grep -qx "$p" .running || { done_pid=$p; break; }; done
+  if [ -z "$done_pid" ]; then sleep 0.2; continue; fi
+  wait "$done_pid"; st=$?
   echo "${role[$done_pid]} $st" >> steps.exit
   unset "role[$done_pid]"
   # the first failing step ends the job: its peers would only wait for it
