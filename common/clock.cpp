@@ -13,7 +13,7 @@ static std::tm utc(int64_t ns) {
 
 std::string iso8601_utc(int64_t ns) {
   std::tm tm = utc(ns);
-  char buf[40];
+  char buf[96];  // room for any int the compiler can imagine (-Wformat-truncation)
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                 tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>((ns / 1000000) % 1000));
   return buf;
@@ -21,7 +21,7 @@ std::string iso8601_utc(int64_t ns) {
 
 std::string compact_utc_stamp(int64_t ns) {
   std::tm tm = utc(ns);
-  char buf[32];
+  char buf[96];
   std::snprintf(buf, sizeof buf, "%04d%02d%02d-%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                 tm.tm_min, tm.tm_sec);
   return buf;

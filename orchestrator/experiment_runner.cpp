@@ -265,7 +265,7 @@ bool worth_a_retry(JobState s) {
 
 SavedCommand read_saved_command(const fs::path& exp_dir) {
   const fs::path file = exp_dir / kCommandFile;
-  if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made before fanout 0.2)");
+  if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made by a fanout older than the resume command)");
   toml::table t;
   try {
     t = toml::parse_file(file.string());

@@ -377,6 +377,10 @@ int drive(int argc, char** argv) {
   }
   if (compare_cmd->parsed()) {
     auto report = compare_experiments(cmp_a, cmp_b, cmp_opts);
+    // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
+    if (report.rows.empty())
+      throw UserError("results compare: no run of " + cmp_a + " matches one of " + cmp_b + " (" + std::to_string(report.unmatched_a) +
+                      " and " + std::to_string(report.unmatched_b) + " unmatched; --ignore a parameter that differs, or check --metric)");
     print_comparison(report, cmp_opts, std::cout);
     return report.regressions ? 1 : 0;
   }

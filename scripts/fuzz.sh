@@ -13,7 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FANOUT_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FANOUT_FUZZ_SECONDS:-20}
-read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire}"
+read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob}"
+# model_blob hands each input to the checker of the main build (a process per input: slow, and meant to be)
+export FANOUT_REDISAI_CHECK=${FANOUT_REDISAI_CHECK:-$PWD/${FANOUT_BUILD_DIR:-build}/plugins/fanout-redisai-check}
 
 # Debian's clang-14 package has only the versioned names; the clang package adds the plain ones.
 cc=$(command -v clang || command -v clang-14 || true)

@@ -4,10 +4,23 @@
 # run the whole test suite. .ci/run calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The number of tests this tree has (raise it with every test added): fewer listed means some vanished.
+FANOUT_MIN_TESTS=221
 scripts/install-deps.sh test
 scripts/slurm-cluster.sh scale 160   # before the build: libpmix must be installed before slurmd starts
 FANOUT_BUILD_TESTS=ON scripts/build.sh
 cd "${FANOUT_BUILD_DIR:-build}"
+# Every part must have been built: CMake skips the libtorch/hiredis/redismodule.h parts with only a warning, and
+# a suite that silently lost its smartsim, inference or torchloader tests must fail here, not pass.
+for t in smartsim_test redisai_test resnet50_test torchloader_test torchloader_trainer_test plugins/redisai.so \
+         plugins/fanout-redisai-check plugins/fanout_smartsim.so plugins/fanout_torchloader.so; do
+  [ -e "$t" ] || { echo "test.sh: $t was not built (a dependency is missing; see the cmake warnings)" >&2; exit 1; }
+done
+listed=$(ctest -N | sed -n 's/^Total Tests: //p')
+if [ "${listed:-0}" -lt "$FANOUT_MIN_TESTS" ]; then
+  echo "test.sh: ctest lists ${listed:-0} tests, fewer than the $FANOUT_MIN_TESTS this tree has: some were not discovered" >&2
+  exit 1
+fi
 # Tests are independent (own temp folders, ephemeral ports, own Slurm jobs): two at a time on 2 cores.
 ctest -j "$(nproc)" --output-on-failure --timeout 900
 cd - >/dev/null

@@ -228,7 +228,7 @@ TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
-  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 130) << read_file(d.path / "err.txt");
   // The running job was cancelled; the one never started is recorded as such.
   auto rows = query(db_of(d, "int"), "SELECT status, reason FROM runs ORDER BY session");
   ASSERT_EQ(rows.size(), 2u);
@@ -262,7 +262,7 @@ TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(test::wait_for(
       [&] {
-        auto rows = query(db_of(d, "kill"), "SELECT count(*) FROM runs WHERE status='COMPLETED'");
+        auto rows = test::sql_rows_while_polling(db_of(d, "kill"), "SELECT count(*) FROM runs WHERE status='COMPLETED'");
         return !rows.empty() && std::stoi(rows[0][0]) >= 2;
       },
       60));
@@ -327,8 +327,8 @@ TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {
     return a_done && b_done;
   }, 120));
   const std::string ea = read_file(d.path / "a.txt"), eb = read_file(d.path / "b.txt");
-  EXPECT_EQ(WEXITSTATUS(sa), 0) << ea;
-  EXPECT_EQ(WEXITSTATUS(sb), 0) << eb;
+  EXPECT_EQ(test::exit_status(sa), 0) << ea;
+  EXPECT_EQ(test::exit_status(sb), 0) << eb;
   EXPECT_EQ((ea + eb).find("locked"), std::string::npos) << ea << eb;
   EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*), count(DISTINCT param_hash) FROM runs WHERE status='COMPLETED'")[0],
             (std::vector<std::string>{"12", "12"}));

@@ -154,7 +154,7 @@ TEST(Hardening, SighupCancelsAndRecordsLikeCtrlC) {
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
   ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << WTERMSIG(st);
-  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 130) << read_file(d.path / "err.txt");
   auto rows = test::sql_rows(db_of(d.path / "results" / "hup"), "SELECT status FROM runs ORDER BY session");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
@@ -221,4 +221,34 @@ TEST(Hardening, JobScriptsOfArbitraryPathsParseWithTheSameLines) {
       EXPECT_EQ(r.exit_code, 0) << launcher << " " << job.run_dir << ": " << r.err;
     }
   }
+}
+
+// A read-only experiment folder (here a read-only bind mount in a mount namespace of its own: root ignores file
+// modes) and a full disk (a 512 KiB tmpfs): one error naming the place, exit 2 or 1, never SQLite's "cannot
+// rollback - no transaction is active" in place of the real error, and nothing run against a read-only database.
+TEST(Hardening, ReadOnlyAndFullDisksGiveTheRealErrorNamingThePlace) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=ro", "--sleep_us=[1,2]", "--iterations=2"}).exit_code, 0);
+  const fs::path exp = d.path / "results" / "ro";
+  const std::string driver = test::fanout_exe().string();
+  auto ro = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                               "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && exec \"$2\" calibration_sleep "
+                               "--exp_name=ro --sleep_us=[3] --iterations=2",
+                               "sh", exp.string(), driver},
+                              d.path);
+  EXPECT_EQ(ro.exit_code, 2) << ro.err;
+  EXPECT_NE(ro.err.find(exp.string()), std::string::npos) << "names the experiment's place: " << ro.err;
+  EXPECT_NE(ro.err.find("ead-only"), std::string::npos) << ro.err;
+  EXPECT_EQ(test::sql_one(db_of(exp), "SELECT count(*) FROM runs"), "2") << "nothing ran";
+
+  fs::create_directories(d.path / "full");
+  auto full = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                                 "mount -t tmpfs -o size=512k tmpfs \"$1\" && cd \"$1\" && exec \"$2\" calibration_copy --exp_name=full "
+                                 "--copy_bytes=[4096,8192,16384,32768] --iterations=2000",
+                                 "sh", (d.path / "full").string(), driver},
+                                d.path);
+  EXPECT_NE(full.exit_code, 0) << full.err;
+  EXPECT_EQ(full.err.find("no transaction is active"), std::string::npos) << full.err;
+  const bool says_full = full.err.find("full") != std::string::npos || full.err.find("No space left") != std::string::npos;
+  EXPECT_TRUE(says_full) << full.err;
 }

@@ -219,4 +219,8 @@ TEST(Compare, FlagsAPlantedRegressionAndNotNoise) {
   auto reverse = run(d, {"results", "compare", "results/slower", "results/base", "--ignore=sleep_us", "--metric=sleep"});
   EXPECT_EQ(reverse.exit_code, 0) << reverse.out;
   EXPECT_NE(reverse.out.find("improvement"), std::string::npos) << reverse.out;
+  // No run in common (sleep_us differs and is not ignored): an error, never "0 comparisons, 0 regressions".
+  auto none = run(d, {"results", "compare", "results/base", "results/slower"});
+  EXPECT_EQ(none.exit_code, 2) << none.out;
+  EXPECT_NE(none.err.find("no run of results/base matches one of results/slower ("), std::string::npos) << none.err;
 }

@@ -161,7 +161,7 @@ TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 60));
-  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 130) << read_file(d.path / "err.txt");
   auto rows = query("cx", "SELECT status, job_id FROM runs");
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
@@ -451,7 +451,7 @@ TEST_F(Slurm, KilledNodeGivesNodeFailTheRestCompletesAndResumeRerunsIt) {
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 180)) << read_file(d.path / "err.txt");
   const std::string err = read_file(d.path / "err.txt");
-  EXPECT_EQ(WEXITSTATUS(st), 1) << err;
+  EXPECT_EQ(test::exit_status(st), 1) << err;
   auto rows = query("nf", "SELECT p.value, r.status FROM runs r JOIN parameters p ON p.run_id=r.id AND p.name='iterations' ORDER BY 0+p.value");
   ASSERT_EQ(rows.size(), 3u) << err;
   EXPECT_EQ(rows[0], (std::vector<std::string>{"2", "COMPLETED"}));

@@ -1,5 +1,7 @@
 #include "tests/test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -92,16 +94,24 @@ CommandResult run_fanout(const fs::path& cwd, std::vector<std::string> args, dou
   return run_command(args, cwd, {}, timeout_s);
 }
 
-std::vector<std::vector<std::string>> sql_rows(const fs::path& db_file, const std::string& sql) {
+namespace {
+// Every row of a query, or the error that stopped it ("" when it ran to the end).
+std::string run_query(const fs::path& db_file, const std::string& sql, std::vector<std::vector<std::string>>& rows) {
+  if (!fs::exists(db_file)) return db_file.string() + " does not exist";
   sqlite3* db = nullptr;
-  std::vector<std::vector<std::string>> rows;
   if (sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    return rows;
+    return why;
   }
+  sqlite3_busy_timeout(db, 10000);
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK)
-    while (sqlite3_step(s) == SQLITE_ROW) {
+  std::string why;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+    why = sqlite3_errmsg(db);
+  } else {
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
       std::vector<std::string> row;
       for (int c = 0; c < sqlite3_column_count(s); ++c) {
         auto t = sqlite3_column_text(s, c);
@@ -109,14 +119,34 @@ std::vector<std::vector<std::string>> sql_rows(const fs::path& db_file, const st
       }
       rows.push_back(row);
     }
+    if (rc != SQLITE_DONE) why = sqlite3_errmsg(db);
+  }
   sqlite3_finalize(s);
   sqlite3_close(db);
+  return why;
+}
+}  // namespace
+
+std::vector<std::vector<std::string>> sql_rows(const fs::path& db_file, const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
+  // A query that fails fails the test: an assertion on an empty result must never pass because of an error.
+  if (std::string why = run_query(db_file, sql, rows); !why.empty()) ADD_FAILURE() << "SQL failed on " << db_file << ": " << why << "\n  " << sql;
+  return rows;
+}
+
+std::vector<std::vector<std::string>> sql_rows_while_polling(const fs::path& db_file, const std::string& sql) {
+  std::vector<std::vector<std::string>> rows;
+  if (!run_query(db_file, sql, rows).empty()) rows.clear();
   return rows;
 }
 
 std::string sql_one(const fs::path& db_file, const std::string& sql) {
   auto rows = sql_rows(db_file, sql);
   return rows.empty() || rows[0].empty() ? "<none>" : rows[0][0];
+}
+
+int exit_status(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : -1;
 }
 
 fs::path build_dir() { return FANOUT_BUILD_DIR; }

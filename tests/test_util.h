@@ -27,6 +27,10 @@ using CommandResult = ProcessResult;  // exit_code is 128+signal when killed by 
 CommandResult run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
                           const std::vector<std::pair<std::string, std::string>>& env = {}, double timeout_s = 120);
 
+// A waitpid status as a shell reports it: the exit code, or 128 + the signal that killed the process (so a
+// driver killed by a signal never reads as exit 0).
+int exit_status(int wait_status);
+
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);
 
@@ -39,8 +43,11 @@ bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s);
 
 // Runs the fanout driver in cwd.
 CommandResult run_fanout(const std::filesystem::path& cwd, std::vector<std::string> args, double timeout_s = 300);
-// Every row of a query on a SQLite file, as text (read-only; an empty result when the file or query fails).
+// Every row of a query on a SQLite file, as text (read-only). A missing file or a failing query fails the
+// calling test (ADD_FAILURE) and gives no rows.
 std::vector<std::vector<std::string>> sql_rows(const std::filesystem::path& db_file, const std::string& sql);
+// The same for a readiness loop on a database still being made: errors give no rows and fail nothing.
+std::vector<std::vector<std::string>> sql_rows_while_polling(const std::filesystem::path& db_file, const std::string& sql);
 // The first column of the first row, or "<none>".
 std::string sql_one(const std::filesystem::path& db_file, const std::string& sql);
 

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "torch_backend.h"
 
 extern char** environ;
 
@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 // fanout-redisai-check sits next to the module's .so (the build's plugins/ folder, or lib/fanout/plugins).
 std::string checker_path() {
+  if (const char* set = std::getenv("FANOUT_REDISAI_CHECK"); set && *set) return set;  // for harnesses outside the build's plugins/
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&checker_path), &info) == 0 || !info.dli_fname) return "fanout-redisai-check";
   std::string self = info.dli_fname;
@@ -104,39 +105,6 @@ std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const s
   if (!sent && answer.empty()) return std::string("ERR the ") + what + " loader stopped reading its input";
   if (answer.rfind("ERR", 0) == 0) return answer;
   return std::string("ERR the ") + what + " loader failed (exit status " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + ")";
-}
-
-int sandbox_child_main(int argc, char** argv) {
-  auto answer = [](const std::string& s) {
-    const std::string line = s + "\n";
-    return ::write(1, line.data(), line.size()) == ssize_t(line.size());
-  };
-  if (argc != 4 || std::strlen(argv[1]) != 1) {
-    answer("ERR usage: fanout-redisai-check M|S <device> <memory cap bytes>  (request on stdin)");
-    return 2;
-  }
-  std::string in;
-  char buf[1 << 16];
-  for (ssize_t n; (n = ::read(0, buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return answer("ERR cannot read the request"), 2;
-    in.append(buf, size_t(n));
-  }
-  const size_t nl = in.find('\n');
-  if (nl == std::string::npos || std::to_string(std::strtoull(in.c_str(), nullptr, 10)) != in.substr(0, nl) ||
-      std::strtoull(in.c_str(), nullptr, 10) != in.size() - nl - 1)
-    return answer("ERR malformed request to the checker"), 2;
-  const std::string_view payload(in.data() + nl + 1, in.size() - nl - 1);
-  try {
-    install_memory_cap(std::strtoull(argv[3], nullptr, 10));
-    if (argv[1][0] == char(PayloadKind::Model)) TorchModel::load(payload, argv[2]);
-    else TorchScript::compile(payload, argv[2], {});
-  } catch (const std::exception& e) {
-    answer(e.what());
-    return 1;
-  }
-  answer("OK");
-  return 0;
 }
 
 }  // namespace redisai

@@ -17,7 +17,7 @@ enum class PayloadKind : char { Model = 'M', Script = 'S' };
 std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap,
                              int timeout_s = 120);
 
-// The checker's side: reads one request from fd 0, answers on fd 1 ("OK" or the error), exit 0 / 1.
-int sandbox_child_main(int argc, char** argv);
+// The checker (fanout-redisai-check, sandbox_check_main.cpp) sits beside the module's .so, or where
+// FANOUT_REDISAI_CHECK points (a harness outside the build's plugins/ folder).
 
 }  // namespace redisai
