@@ -8,7 +8,6 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/scheduler.h"
 #include "orchestrator/list_value.h"
 
 namespace fanout {
@@ -384,9 +383,6 @@ void validate_settings(const ExperimentSettings& s) {
   // only in a request not yet named; run_experiment refuses it.)
   if (s.exp_name == "." || s.exp_name == ".." || filename_safe(s.exp_name, 128) != s.exp_name)
     throw UserError("--exp_name: '" + s.exp_name + "' must be a name of [A-Za-z0-9._-], not '.' or '..'");
-  const auto names = scheduler_names();
-  if (std::find(names.begin(), names.end(), s.launcher) == names.end())
-    throw UserError("--launcher: unknown launcher '" + s.launcher + "' (known: " + join(names, ", ") + ")");
   // Paths reach job scripts (#SBATCH --output=, cd), redis.conf and logs: one line each.
   require_single_line("--results_dir", fs::absolute(s.results_dir).string());
 }

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "launchers/scheduler.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
 #include "orchestrator/list_value.h"
@@ -197,6 +198,10 @@ void set_flag(std::vector<std::string>& argv, const std::string& name, const std
 
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
+  // Known launchers only, dry run included (a dry run must not print a local script for a typo).
+  const auto names = scheduler_names();
+  if (std::find(names.begin(), names.end(), req.settings.launcher) == names.end())
+    throw UserError("--launcher: unknown launcher '" + req.settings.launcher + "' (known: " + join(names, ", ") + ")");
   ExperimentPlan plan = plan_experiment(req, plugin);
   RunnerOptions opts;
   opts.rank_exe = self_dir() / "fanout-rank";

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FANOUT_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FANOUT_FUZZ_SECONDS:-20}
-read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob}"
+read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob control_channels}"
 # model_blob hands each input to the checker of the main build (a process per input: slow, and meant to be)
 export FANOUT_REDISAI_CHECK=${FANOUT_REDISAI_CHECK:-$PWD/${FANOUT_BUILD_DIR:-build}/plugins/fanout-redisai-check}
 

@@ -518,3 +518,15 @@ TEST(ThroughputSweep, DryRunOfSmartSimScalingsRealDefaultsListsEveryRunAndScript
   EXPECT_NE(r.out.find("clients_per_node=32"), std::string::npos);
   EXPECT_FALSE(fs::exists(d.path / "results")) << "a dry run writes nothing";
 }
+
+// Issue 19: a results folder with a space made every smartsim run fail (dir, logfile and loadmodule unquoted in
+// redis.conf). Now quoted as Redis' own parser reads them back: a space, a quote, a backslash and UTF-8 work.
+TEST(ThroughputSweep, AResultsFolderWithSpacesAndQuotesWorks) {
+  test::TempDir d;
+  const std::string dir = "my results/it's \"q\" \\ caf\xc3\xa9";
+  auto db = throughput_sweep(d, "sp", 7, {"--results_dir=" + dir, "--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=1024", "--iterations=2"});
+  EXPECT_FALSE(fs::exists(db)) << "the database is in the asked folder, not results/";
+  const fs::path real = d.path / dir / "sp" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(real, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2") << "one run and its database";
+  EXPECT_EQ(test::sql_one(real, "SELECT count(*) FROM samples WHERE metric='put_tensor'"), "3") << "2 iterations + 1 warmup";
+}

@@ -1,0 +1,80 @@
+// The plugins' control ports, fed any bytes over a real loopback connection: the parameter_serving trainer's
+// ControlServer and the torchloader master's LineServer. The first input byte decides whether the job's token
+// comes first (odd) or not (even). Asserts: without the token nothing is delivered; with it, the trainer gets
+// only a HELLO and then posts for that same worker, and the master only whole lines of what was sent.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "fanout_sdk.hpp"
+#include "plugins/parameter_serving/control_channel.h"
+#include "plugins/torchloader/line_channel.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+void send_all(int fd, const std::string& bytes) {
+  for (size_t at = 0; at < bytes.size();) {
+    ssize_t n = send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return;  // the server closed it: a refusal
+    at += size_t(n);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > 4096) return 0;
+  static const std::string token = fanout_sdk::channel_token();
+  static parameter_serving::ControlServer trainer("127.0.0.1", token);
+  static torchloader::LineServer master("127.0.0.1", token);
+  const bool with_token = data[0] & 1;
+  const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  // The trainer: 32 token bytes, then 24-byte messages.
+  int fd = connect_to(trainer.port());
+  send_all(fd, (with_token ? token : std::string()) + body);
+  shutdown(fd, SHUT_WR);
+  std::vector<parameter_serving::ControlMessage> got;
+  // First accepted, then read to its end and closed by the server (a refusal closes it sooner).
+  for (int i = 0; i < 200; ++i) {
+    trainer.poll_messages(2, got);
+    if (i > 0 && trainer.open_connections() == 0) break;
+  }
+  FUZZ_CHECK(trainer.open_connections() == 0);
+  close(fd);
+  if (!with_token) FUZZ_CHECK(got.empty());
+  for (size_t i = 0; i < got.size(); ++i) {
+    FUZZ_CHECK(i == 0 ? got[i].type == parameter_serving::kHello : got[i].type == parameter_serving::kPost);
+    FUZZ_CHECK(got[i].worker == got[0].worker);
+  }
+
+  // The master: "AUTH <token>", then lines.
+  fd = connect_to(master.port());
+  send_all(fd, (with_token ? "AUTH " + token + "\n" : std::string()) + body);
+  close(fd);
+  std::vector<torchloader::Line> lines;
+  const size_t refused_before = master.refused();
+  for (int i = 0; i < 200 && master.refused() == refused_before; ++i) {  // until refused, or a peer's CLOSED
+    auto more = master.poll(2);
+    lines.insert(lines.end(), more.begin(), more.end());
+    if (!lines.empty() && lines.back().text == "CLOSED") break;
+  }
+  if (!with_token) FUZZ_CHECK(lines.empty());
+  for (const auto& l : lines) FUZZ_CHECK(l.text == "CLOSED" || (l.text.find('\n') == std::string::npos && body.find(l.text) != std::string::npos));
+  return 0;
+}
