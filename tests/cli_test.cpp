@@ -220,12 +220,14 @@ TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
   EXPECT_EQ(test::line_count_summary(read_file(d.path / "out" / "samples.csv")), std::to_string(std::stoi(before) + 1));
 }
 
-TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
+// Ctrl-C (SIGINT), SIGTERM and a closed SSH session (SIGHUP) all stop a sweep the same way: the running job is
+// cancelled, every run recorded, exit 130, and no rank outlives the driver.
+void interrupt_cancels_and_records(int sig) {
   test::TempDir d;
   pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]"}, d.path / "err.txt");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 30));
-  kill(pid, SIGINT);
+  kill(pid, sig);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
   EXPECT_EQ(test::exit_status(st), 130) << read_file(d.path / "err.txt");
@@ -235,7 +237,12 @@ TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) {
   EXPECT_EQ(rows[0], (std::vector<std::string>{"CANCELLED", "cancelled"}));
   EXPECT_EQ(rows[1][0], "CANCELLED");
   EXPECT_NE(rows[1][1].find("not started"), std::string::npos) << rows[1][1];
+  EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/pgrep", "-f", d.path.string() + "/results/int"}, "/").exit_code == 1; }, 10))
+      << "a rank outlived the driver";
 }
+
+TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) { interrupt_cancels_and_records(SIGINT); }
+TEST(Cli, HangupCancelsAndRecordsLikeCtrlC) { interrupt_cancels_and_records(SIGHUP); }
 
 TEST(Cli, FailedRunsAreRetriedUpToMaxRetries) {
   test::TempDir d;

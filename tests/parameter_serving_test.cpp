@@ -39,6 +39,19 @@ McastConfig loopback(int port) {
   return c;
 }
 
+// A UDP socket that sends to loopback()'s group on port through the loopback interface (hand-made datagrams).
+int multicast_sender(int port, sockaddr_in& to) {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  in_addr lo{};
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
+  to = sockaddr_in{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "239.255.41.7", &to.sin_addr);
+  return fd;
+}
+
 std::vector<char> bytes_of(size_t n, uint64_t seed) {
   std::vector<char> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = char((i * 131 + seed * 7919) >> 3);
@@ -167,14 +180,8 @@ TEST(Multicast, LostChunksAndVersionsAreCounted) {
   const int port = test_port() + 1;
   std::atomic<int> complete{0};
   McastReceiver rx(loopback(port), 7, [&](const McastVersion&) { ++complete; });
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  in_addr lo{};
-  inet_pton(AF_INET, "127.0.0.1", &lo);
-  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
   sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(uint16_t(port));
-  inet_pton(AF_INET, "239.255.41.7", &to.sin_addr);
+  int fd = multicast_sender(port, to);
   const uint32_t chunk = 1000, n = 4;
   // Sends the given chunks of a version of n * chunk bytes, in the wire format of multicast.h.
   auto send_chunks = [&](uint64_t token, uint64_t version, std::vector<uint32_t> chunks, bool corrupt = false) {
@@ -308,20 +315,10 @@ TEST_F(ParameterServingRun, BadValuesAreRefusedBeforeAnythingIsWritten) {
 TEST(ControlChannel, ForgedPostsNeverReachTheTrainer) {
   const std::string token = fanout_sdk::channel_token();
   parameter_serving::ControlServer server("127.0.0.1", token);
-  auto raw = [&](const std::string& bytes) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(server.port()));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
-    return fd;
-  };
   parameter_serving::ControlMessage forged{parameter_serving::kPost, 0, 1.0, 5};
   const std::string forged_bytes(reinterpret_cast<const char*>(&forged), sizeof forged);
-  int no_token = raw(forged_bytes + forged_bytes);                          // posts without the token
-  int wrong = raw(std::string(32, 'f') + forged_bytes);                     // a wrong token
+  int no_token = test::connect_and_send(server.port(), forged_bytes + forged_bytes);                          // posts without the token
+  int wrong = test::connect_and_send(server.port(), std::string(32, 'f') + forged_bytes);                     // a wrong token
   parameter_serving::ControlClient worker("127.0.0.1", server.port(), token, 5000);
   worker.send({parameter_serving::kHello, 1, 0, 0});
   worker.send({parameter_serving::kPost, 1, 2.0, 3});
@@ -352,14 +349,8 @@ TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
     std::lock_guard<std::mutex> l(mu);
     got.push_back(v);
   });
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  in_addr lo{};
-  inet_pton(AF_INET, "127.0.0.1", &lo);
-  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
   sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(uint16_t(port));
-  inet_pton(AF_INET, "239.255.41.7", &to.sin_addr);
+  int fd = multicast_sender(port, to);
   std::vector<char> payload = bytes_of(4000, 1);
   auto send = [&](uint32_t chunk, uint32_t n_chunks, uint64_t total, uint32_t chunk_bytes, size_t len) {
     McastHeader h{};

@@ -276,19 +276,7 @@ TEST(PsliteScheduler, StrangersAreDroppedAndTheJobsNodesRegister) {
       error = e.what();
     }
   });
-  auto raw = [&](const std::string& bytes) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(scheduler.port()));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    if (!bytes.empty()) {
-      EXPECT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
-    }
-    return fd;
-  };
-  std::vector<int> strangers = {raw(""), raw(std::string(200, 'x'))};
+  std::vector<int> strangers = {test::connect_and_send(scheduler.port()), test::connect_and_send(scheduler.port(), std::string(200, 'x'))};
   // A well-formed AddNode with another token.
   std::thread impostor([&] {
     EXPECT_ANY_THROW(pslite::SchedulerClient("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 3000, std::string(32, '0')));

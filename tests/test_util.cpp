@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -11,6 +14,7 @@
 #include <sqlite3.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -143,6 +147,18 @@ std::vector<std::vector<std::string>> sql_rows_while_polling(const fs::path& db_
 std::string sql_one(const fs::path& db_file, const std::string& sql) {
   auto rows = sql_rows(db_file, sql);
   return rows.empty() || rows[0].empty() ? "<none>" : rows[0][0];
+}
+
+int connect_and_send(int port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ADD_FAILURE() << "connect to port " << port << ": " << std::strerror(errno);
+  if (!bytes.empty() && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != ssize_t(bytes.size()))
+    ADD_FAILURE() << "send to port " << port << ": " << std::strerror(errno);
+  return fd;
 }
 
 int exit_status(int wait_status) {

@@ -31,6 +31,10 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::files
 // driver killed by a signal never reads as exit 0).
 int exit_status(int wait_status);
 
+// A TCP connection to 127.0.0.1:port that has sent `bytes` (a peer, or a stranger, of a server under test); the
+// caller closes it. A failed connect or send fails the calling test.
+int connect_and_send(int port, const std::string& bytes = "");
+
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);
 

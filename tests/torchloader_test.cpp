@@ -187,18 +187,7 @@ TEST(TorchloaderRun, SeedWorkloadEndToEnd) {
 
 namespace {
 // A raw TCP peer of the master: connects, sends `bytes`, and closes.
-void stranger(int port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  if (!bytes.empty()) {
-    ASSERT_EQ(send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
-  }
-  close(fd);
-}
+void stranger(int port, const std::string& bytes) { close(test::connect_and_send(port, bytes)); }
 }  // namespace
 
 // Issue 19: a zero-byte connection failed a torchloader run, "HB x 0 1 2" gave "ERROR stoi". The master's port
