@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <list>
 #include <algorithm>
+#include <list>
 #include <map>
 
 #include <CLI/CLI.hpp>
@@ -143,8 +143,7 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
   CLI::App* at = innermost(&app);
   std::string where = at == &app ? "" : at->get_name() + ": ";
   std::string msg = e.what();
-  if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
-    (void)extras;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
     // "The following argument was not expected: --sleep_uss=3"
     std::string word = msg.substr(msg.find(':') + 1);
     word = trim(word.substr(0, word.find_first_of("= ", word.find_first_not_of(' '))));

@@ -11,7 +11,7 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox
   redis-server redis-tools libhiredis-dev libibverbs-dev
   libtorch-dev libopenblas0-openmp)  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
-test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps mount chromium iperf3
+test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3
   clang-14 libclang-rt-14-dev llvm-14)  # the last three for scripts/fuzz.sh: clang, libFuzzer + sanitizers, symbolizer
 
 pkgs=("${run_pkgs[@]}")

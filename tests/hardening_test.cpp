@@ -205,32 +205,42 @@ TEST(Hardening, JobScriptsOfArbitraryPathsParseWithTheSameLines) {
   }
 }
 
-// A read-only experiment folder (here a read-only bind mount in a mount namespace of its own: root ignores file
-// modes) and a full disk (a 512 KiB tmpfs): one error naming the place, exit 2 or 1, never SQLite's "cannot
-// rollback - no transaction is active" in place of the real error, and nothing run against a read-only database.
+// A read-only database (made immutable with chattr +i: root ignores file modes) and a full disk (a file size limit,
+// EFBIG, with SIGXFSZ ignored as a shell's trap leaves it): one error naming the place, exit 2, never SQLite's
+// "cannot rollback - no transaction is active" in place of the real error, and nothing run against a read-only
+// database. (No mount: a test in a chroot cannot make its mounts private.)
 TEST(Hardening, ReadOnlyAndFullDisksGiveTheRealErrorNamingThePlace) {
   test::TempDir d;
   ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=ro", "--sleep_us=[1,2]", "--iterations=2"}).exit_code, 0);
   const fs::path exp = d.path / "results" / "ro";
-  const std::string driver = test::fanout_exe().string();
-  auto ro = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
-                               "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && exec \"$2\" calibration_sleep "
-                               "--exp_name=ro --sleep_us=[3] --iterations=2",
-                               "sh", exp.string(), driver},
-                              d.path);
+  struct Immutable {  // undone whatever happens, or the temporary folder could not be removed
+    std::vector<std::string> paths;
+    ~Immutable() {
+      for (auto& p : paths) test::run_command({"/usr/bin/chattr", "-i", p}, "/");
+    }
+  } guard;
+  for (const fs::path& p : {exp / "fanout.sqlite", exp}) {
+    auto r = test::run_command({"/usr/bin/chattr", "+i", p.string()}, "/");
+    ASSERT_EQ(r.exit_code, 0) << "chattr +i " << p << ": " << r.err;
+    guard.paths.push_back(p.string());
+  }
+  auto ro = fanout_cmd(d, {"calibration_sleep", "--exp_name=ro", "--sleep_us=[3]", "--iterations=2"});
   EXPECT_EQ(ro.exit_code, 2) << ro.err;
-  EXPECT_NE(ro.err.find(exp.string()), std::string::npos) << "names the experiment's place: " << ro.err;
-  EXPECT_NE(ro.err.find("ead-only"), std::string::npos) << ro.err;
+  EXPECT_NE(ro.err.find((exp / "fanout.sqlite").string()), std::string::npos) << "names the database: " << ro.err;
+  EXPECT_TRUE(ro.err.find("read-only") != std::string::npos || ro.err.find("readonly") != std::string::npos ||
+              ro.err.find("unable to open") != std::string::npos) << ro.err;
+  for (auto& p : guard.paths) test::run_command({"/usr/bin/chattr", "-i", p}, "/");
+  guard.paths.clear();
   EXPECT_EQ(test::sql_one(db_of(exp), "SELECT count(*) FROM runs"), "2") << "nothing ran";
 
-  fs::create_directories(d.path / "full");
-  auto full = test::run_command({"/usr/bin/unshare", "-m", "/bin/sh", "-c",
-                                 "mount -t tmpfs -o size=512k tmpfs \"$1\" && cd \"$1\" && exec \"$2\" calibration_copy --exp_name=full "
+  const std::string driver = test::fanout_exe().string();
+  auto full = test::run_command({"/bin/sh", "-c",
+                                 "trap '' XFSZ; ulimit -f 200; exec \"$0\" calibration_copy --exp_name=full "
                                  "--copy_bytes=[4096,8192,16384,32768] --iterations=2000",
-                                 "sh", (d.path / "full").string(), driver},
+                                 driver},
                                 d.path);
-  EXPECT_NE(full.exit_code, 0) << full.err;
+  EXPECT_EQ(full.exit_code, 2) << full.err;
   EXPECT_EQ(full.err.find("no transaction is active"), std::string::npos) << full.err;
-  const bool says_full = full.err.find("full") != std::string::npos || full.err.find("No space left") != std::string::npos;
-  EXPECT_TRUE(says_full) << full.err;
+  EXPECT_NE(full.err.find("fanout: error: results database " + (d.path / "results" / "full" / "fanout.sqlite").string() + ": disk I/O error"),
+            std::string::npos) << full.err;
 }
