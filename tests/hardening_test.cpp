@@ -114,8 +114,10 @@ TEST(Hardening, OneResumeAtATimeAndNotBesideARunningDriver) {
   // A driver still running its sweep in the same experiment (its rank hangs until cancelled).
   pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=lock", "--hang_rank=0", "--sleep_us=[3]"}, d.path / "err.txt");
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(test::wait_for(
-      [&] { return fs::exists(d.path / "results" / "lock" / "driver.lock") && test::wait_for_a_running_rank(d.path / "results", 0.1); }, 30));
+  // Ready once it holds the lock: it writes its pid there after taking it (the first sweep's lock file and sample
+  // files exist already, so neither can say so).
+  const std::string holder = "pid " + std::to_string(pid) + " on ";
+  ASSERT_TRUE(test::wait_for([&] { return read_file(d.path / "results" / "lock" / "driver.lock").rfind(holder, 0) == 0; }, 30));
   auto r = fanout_cmd(d, {"resume", "results/lock"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("another fanout driver is running this experiment (pid " + std::to_string(pid)), std::string::npos) << r.err;
