@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,22 +25,6 @@
 #include "plugins/sdk/fanout_sdk.hpp"
 
 namespace fanout {
-
-std::string random_token(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
-    if (n > 0) got += size_t(n);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : buf) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  }
-  return out;
-}
 
 namespace {
 
@@ -283,7 +266,7 @@ KvService::~KvService() {
 std::string KvService::address() const { return impl_->advertised + ":" + std::to_string(impl_->port); }
 
 std::string KvService::open_job(int fence_size) {
-  std::string token = random_token();
+  std::string token = fanout_sdk::random_hex();
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->jobs[token].fence_size = fence_size;
   return token;

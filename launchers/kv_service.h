@@ -34,7 +34,4 @@ class KvService {
   std::unique_ptr<Impl> impl_;
 };
 
-// Random hex string from the kernel's CSPRNG (for tokens and passwords).
-std::string random_token(size_t bytes = 16);
-
 }  // namespace fanout

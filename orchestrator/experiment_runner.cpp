@@ -181,11 +181,6 @@ class DriverLock {
   DriverLock& operator=(const DriverLock&) = delete;
 
  private:
-  static std::string host_name() {
-    char h[256] = {};
-    ::gethostname(h, sizeof h - 1);
-    return h;
-  }
   int fd_ = -1;
 };
 
@@ -324,6 +319,11 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   outcome.database = outcome.exp_dir / "fanout.sqlite";
   ResultsDb db(outcome.database);
   db.require_writable();
+  // csv/ after every driver, also one that found nothing left to run.
+  auto write_csv = [&] {
+    outcome.csv_dir = outcome.exp_dir / "csv";
+    return export_csv(db, outcome.csv_dir);
+  };
   std::vector<const RunPlan*> todo;
   std::vector<std::pair<const RunPlan*, Straggler>> adopted;  // jobs of a dead driver, followed instead of resubmitted
   if (st.resume) {
@@ -354,8 +354,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (!adopted.empty()) log << ", " << adopted.size() << " still in the " << scheduler->name() << " queue followed again";
     log << "; running " << todo.size() << "\n";
     if (todo.empty() && adopted.empty()) {
-      outcome.csv_dir = outcome.exp_dir / "csv";
-      CsvFiles csv = export_csv(db, outcome.csv_dir);
+      CsvFiles csv = write_csv();
       log << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
       return outcome;
     }
@@ -666,10 +665,9 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   }
   outcome.interrupted = cancelling;
 
-  outcome.csv_dir = outcome.exp_dir / "csv";
   double csv_s = 0;
   CsvFiles csv;
-  timed(csv_s, [&] { csv = export_csv(db, outcome.csv_dir); });
+  timed(csv_s, [&] { csv = write_csv(); });
   double wall = double(monotonic_ns() - t0) / 1e9;
   log << "fanout: " << outcome.completed << "/" << outcome.runs << " run(s) COMPLETED";
   if (outcome.failed) log << ", " << outcome.failed << " did not (see the reasons above)";

@@ -18,39 +18,6 @@ namespace {
 
 const std::regex kRankFile(R"(rank_(\d+)_timing\.csv)");
 
-// A run folder's own run.cfg (run-<date>-<time>/run.cfg: the sweep's lists, [run] name = run-...) describes the
-// sessions below it; it is not a session.
-bool is_run_level_config(const fs::path& cfg) {
-  std::ifstream in(cfg);
-  for (std::string line; std::getline(in, line);) {
-    const std::string t = trim(line);
-    if (starts_with(t, "name")) {
-      const auto eq = t.find('=');
-      return eq != std::string::npos && trim(t.substr(0, eq)) == "name" && starts_with(trim(t.substr(eq + 1)), "run-");
-    }
-  }
-  return false;
-}
-
-bool is_session_dir(const fs::path& d) {
-  std::error_code ec;
-  if (fs::exists(d / "run.cfg", ec)) return !is_run_level_config(d / "run.cfg");
-  for (auto& e : fs::directory_iterator(d, ec))
-    if (std::regex_match(e.path().filename().string(), kRankFile)) return true;
-  return false;
-}
-
-std::vector<fs::path> session_dirs(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it.depth() > 3) it.disable_recursion_pending();
-    if (it->is_directory(ec) && is_session_dir(it->path())) out.push_back(it->path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // INI sections -> key -> value ("[run]" / "[attributes]"; "key = value"; ';' and '#' comments).
 std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini(const fs::path& file) {
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> out;
@@ -73,6 +40,38 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini
       if (k == key) throw UserError(file.string() + ":" + std::to_string(n) + ": '" + key + "' twice in [" + section + "]");
     out[section].emplace_back(std::move(key), trim(t.substr(eq + 1)));
   }
+  return out;
+}
+
+// A run folder's own run.cfg (run-<date>-<time>/run.cfg: the sweep's lists, [run] name = run-...) describes the
+// sessions below it; it is not a session.
+bool is_run_level_config(const fs::path& cfg) {
+  try {
+    auto ini = read_ini(cfg);  // kept: a range-for over read_ini(cfg)["run"] would outlive the map
+    for (auto& [k, v] : ini["run"])
+      if (k == "name") return starts_with(v, "run-");
+  } catch (const UserError&) {
+    // unreadable: a session, whose import will report the file and line
+  }
+  return false;
+}
+
+bool is_session_dir(const fs::path& d) {
+  std::error_code ec;
+  if (fs::exists(d / "run.cfg", ec)) return !is_run_level_config(d / "run.cfg");
+  for (auto& e : fs::directory_iterator(d, ec))
+    if (std::regex_match(e.path().filename().string(), kRankFile)) return true;
+  return false;
+}
+
+std::vector<fs::path> session_dirs(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 3) it.disable_recursion_pending();
+    if (it->is_directory(ec) && is_session_dir(it->path())) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

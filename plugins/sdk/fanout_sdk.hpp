@@ -4,12 +4,14 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -58,25 +60,24 @@ inline std::string interface_ipv4(const std::string& name_or_ip) {
   return ip;
 }
 
-// A plugin's own listening port (a scheduler, a master, a trainer) hears only its job's peers: the server makes
-// a token, publishes it with its address through the rendezvous (already per-job and authenticated), and every
-// peer presents it first. 32 hex characters from the kernel's CSPRNG.
-inline std::string channel_token() {
-  unsigned char raw[16];
-  size_t got = 0;
-  while (got < sizeof raw) {
-    const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error("cannot read /dev/urandom for a channel token");
-    const ssize_t n = ::read(fd, raw + got, sizeof raw - got);
-    ::close(fd);
-    if (n <= 0) throw std::runtime_error("cannot read /dev/urandom for a channel token");
-    got += size_t(n);
+// Random hex text from the kernel's CSPRNG: 2 characters per byte (passwords, tokens).
+inline std::string random_hex(size_t bytes = 16) {
+  std::vector<unsigned char> raw(bytes);
+  for (size_t got = 0; got < bytes;) {
+    const ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += size_t(n);
+    else if (errno != EINTR) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
   }
   static const char* hex = "0123456789abcdef";
   std::string t;
   for (unsigned char c : raw) t += hex[c >> 4], t += hex[c & 15];
   return t;
 }
+
+// A plugin's own listening port (a scheduler, a master, a trainer) hears only its job's peers: the server makes
+// a token, publishes it with its address through the rendezvous (already per-job and authenticated), and every
+// peer presents it first. 32 hex characters.
+inline std::string channel_token() { return random_hex(16); }
 
 // Compares a presented token with the expected one in time independent of where they differ.
 inline bool token_matches(const std::string& presented, const std::string& expected) {

@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <netdb.h>
 #include <arpa/inet.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,19 +67,6 @@ const fanout_param_spec kParams[] = {
     {"model_dir", FANOUT_PARAM_STRING, "auto", "inference: folder of the model and script files (auto: <experiment>/models)"},
 };
 
-std::string random_password() {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = getrandom(b + got, sizeof b - got, 0);
-    if (n > 0) got += size_t(n);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : b) s += hex[c >> 4], s += hex[c & 15];
-  return s;
-}
-
 // The address a database on this node listens on.
 std::string listen_address(const std::string& ifname) {
   try {
@@ -118,7 +104,7 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   try {
     const int servers = host.size();
     const bool cluster = !colocated && servers > 1;
-    if (host.rank() == 0 && !host.share("smartsim.password", random_password())) return 2;
+    if (host.rank() == 0 && !host.share("smartsim.password", fanout_sdk::random_hex())) return 2;
     if (!fence(host, 1, kSetupTimeoutMs)) return 3;
     std::string password;
     if (!get(host, "smartsim.password", password)) return 3;
