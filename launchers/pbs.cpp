@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "common/error.h"
@@ -55,6 +56,27 @@ std::string hostfile_setup(const JobSpec& job) {
   return s;
 }
 
+bool file_contains(const fs::path& file, const std::string& text) {
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(text) != std::string::npos) return true;
+  return false;
+}
+
+// qstat's stderr when it failed only because some ids are gone from the server (finished and out of its
+// history, or never known): "qstat: Unknown Job Id 12.srv" (also "Job has finished, use -x ..."). Those jobs
+// are resolved from their exit markers; any other error makes the poll a failed one.
+bool only_unknown_job_errors(const std::string& err) {
+  std::istringstream in(err);
+  bool any = false;
+  for (std::string line; std::getline(in, line);) {
+    if (trim(line).empty()) continue;
+    any = true;
+    if (line.find("Unknown Job Id") == std::string::npos && line.find("Job has finished") == std::string::npos) return false;
+  }
+  return any;
+}
+
 }  // namespace
 
 bool pbs_available() { return on_path("qsub") && on_path("qstat"); }
@@ -90,15 +112,31 @@ std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
 QstatJobs parse_qstat_text(const std::string& text) {
   QstatJobs jobs;
   std::map<std::string, std::string>* cur = nullptr;
+  std::string* last = nullptr;  // the value a continuation line extends
+  std::string indent;           // how this block's attribute lines are indented
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    std::string t = trim(line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string t = trim(line);
     if (starts_with(t, "Job Id:")) {
       cur = &jobs[trim(t.substr(7))];
+      last = nullptr;
+      indent.clear();
       continue;
     }
-    auto eq = t.find(" = ");
-    if (cur && eq != std::string::npos) (*cur)[trim(t.substr(0, eq))] = trim(t.substr(eq + 3));
+    if (!cur || t.empty()) {
+      last = nullptr;
+      continue;
+    }
+    // qstat -f wraps long values (Variable_List, comment): PBS and Torque indent attributes by 4 spaces and
+    // the rest of a wrapped value by a tab. The block's first line tells how its attributes are indented.
+    const std::string lead = line.substr(0, line.find_first_not_of(" \t"));
+    if (indent.empty()) indent = lead;
+    const auto eq = t.find(" = ");
+    if (lead == indent && eq != std::string::npos)
+      last = &((*cur)[trim(t.substr(0, eq))] = trim(t.substr(eq + 3)));
+    else if (last)
+      *last += t;
   }
   return jobs;
 }
@@ -111,10 +149,50 @@ QstatJobs parse_qstat_json(const std::string& text) {
   } catch (const std::exception& e) {
     throw UserError(std::string("qstat -F json: malformed output: ") + e.what());
   }
-  if (!doc.contains("Jobs")) return jobs;
-  for (auto& [id, attrs] : doc["Jobs"].items())
+  if (!doc.is_object() || !doc.contains("Jobs")) return jobs;
+  if (!doc["Jobs"].is_object()) throw UserError("qstat -F json: \"Jobs\" is not an object");
+  for (auto& [id, attrs] : doc["Jobs"].items()) {
+    if (!attrs.is_object()) continue;
     for (auto& [k, v] : attrs.items()) jobs[id][k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
   return jobs;
+}
+
+const char* pbs_exec_code_name(long code) {
+  // OpenPBS src/include/job.h: the server's own negative Exit_status values (JOB_EXEC_*).
+  switch (code) {
+    case -1: return "JOB_EXEC_FAIL1: the job could not start";
+    case -2: return "JOB_EXEC_FAIL2: the job failed after its files were staged";
+    case -3: return "JOB_EXEC_RETRY: the job could not start, to be retried";
+    case -4: return "JOB_EXEC_INITABT: the job was aborted on MoM initialisation";
+    case -5: return "JOB_EXEC_INITRST: the job was aborted on MoM initialisation, checkpointed";
+    case -6: return "JOB_EXEC_INITRMG: the job was aborted on MoM initialisation, to be rerun";
+    case -7: return "JOB_EXEC_BADRESRT: the job restart failed";
+    case -8: return "JOB_EXEC_GLOBUS_INIT_RETRY";
+    case -9: return "JOB_EXEC_GLOBUS_INIT_FAIL";
+    case -10: return "JOB_EXEC_FAILUID: invalid user or group";
+    case -11: return "JOB_EXEC_RERUN: the job was rerun";
+    case -12: return "JOB_EXEC_CHKP: the job was checkpointed and held";
+    case -13: return "JOB_EXEC_FAIL_PASSWORD: the job failed on a bad password";
+    case -14: return "JOB_EXEC_RERUN_ON_SIS_FAIL: a sister MoM failed";
+    case -15: return "JOB_EXEC_QUERST: the requeue was requested";
+    case -16: return "JOB_EXEC_FAILHOOK_RERUN: a hook failed, to be rerun";
+    case -17: return "JOB_EXEC_FAILHOOK_DELETE: a hook failed, deleted";
+    case -18: return "JOB_EXEC_HOOK_RERUN: a hook asked for a rerun";
+    case -19: return "JOB_EXEC_HOOK_DELETE: a hook deleted the job";
+    case -20: return "JOB_EXEC_RERUN_MS_FAIL: the mother superior failed";
+    case -21: return "JOB_EXEC_FAIL_SECURITY: a security check failed";
+    case -22: return "JOB_EXEC_HOOKERROR: a hook errored";
+    case -23: return "JOB_EXEC_FAIL_KRB5: Kerberos credentials failed";
+    case -24: return "JOB_EXEC_KILL_NCPUS_BURST: killed for a burst of ncpus use";
+    case -25: return "JOB_EXEC_KILL_NCPUS_SUM: killed for exceeding ncpus";
+    case -26: return "JOB_EXEC_KILL_VMEM: killed for exceeding vmem";
+    case -27: return "JOB_EXEC_KILL_MEM: killed for exceeding mem";
+    case -28: return "JOB_EXEC_KILL_CPUT: killed for exceeding cput";
+    case -29: return "JOB_EXEC_KILL_WALLTIME: killed for exceeding walltime";
+    case -30: return "JOB_EXEC_JOINJOB: the job could not join its sisters";
+    default: return nullptr;
+  }
 }
 
 JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job) {
@@ -152,15 +230,24 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
     return m;
   }
   s.exit_code = int(*code);
-  // PBS Pro reports a job killed by a signal as 256 + signal; walltime kills say so in the comment.
+  // PBS Pro reports a job killed by a signal as 256 + signal, and the server's own kills as negative JOB_EXEC_*
+  // codes (-29 for walltime); older servers said it only in the comment.
   if (*code > 256) s.signal = int(*code - 256), s.exit_code = 0;
   const std::string comment = get("comment");
-  if (comment.find("walltime") != std::string::npos && comment.find("exceed") != std::string::npos) s.state = JobState::Timeout;
-  else s.state = *code == 0 ? JobState::Completed : JobState::Failed;
+  // Before OpenPBS 22.05 a walltime kill reads as the shell's status (271: SIGTERM) and says so only in the
+  // job's output, where MoM writes "=>> PBS: job killed: walltime N exceeded limit M".
+  const bool walltime_kill_logged = *code > 256 && file_contains(job.run_dir / "pbs.out", "PBS: job killed: walltime");
+  const char* exec_code = *code < 0 ? pbs_exec_code_name(*code) : nullptr;
+  if (*code == -29 || walltime_kill_logged || (comment.find("walltime") != std::string::npos && comment.find("exceed") != std::string::npos))
+    s.state = JobState::Timeout;
+  else if (*code == -26 || *code == -27)
+    s.state = JobState::OutOfMemory;
+  else
+    s.state = *code == 0 ? JobState::Completed : JobState::Failed;
   if (s.state != JobState::Completed) {
     std::string step = describe_step_failure(job);
-    s.reason = step.empty() ? "PBS exit status " + exit + (comment.empty() ? "" : " (" + comment + ")") + "; logs: " +
-                                  (job.run_dir / "pbs.out").string()
+    s.reason = step.empty() ? "PBS exit status " + exit + (exec_code ? std::string(" (") + exec_code + ")" : "") +
+                                  (comment.empty() ? "" : " (" + comment + ")") + "; logs: " + (job.run_dir / "pbs.out").string()
                             : step;
   }
   return s;
@@ -233,18 +320,56 @@ std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& 
   return ids;
 }
 
+// Asks qstat about our jobs only, by id (an array by its array id): another user's record can be malformed and
+// must not fail our sweep. Ids go in chunks so the command line stays bounded. On PBS Pro the JSON form is read;
+// where it is invalid (released OpenPBS prints numbers like 005 and backslashes unescaped: openpbs#1255, #2541)
+// or leaves out ids it did not report as unknown (openpbs#2672: only the first id's job), the text form is
+// asked for those. Returns false when a query failed for another reason than ids the server no longer knows.
+bool PbsScheduler::query(const std::vector<std::string>& job_ids, QstatJobs& listed) {
+  std::vector<std::string> ids;
+  for (auto& id : job_ids) {
+    auto tr = tracked_.find(id);
+    const std::string& q = tr != tracked_.end() && !tr->second.array_id.empty() ? tr->second.array_id : id;
+    if (std::find(ids.begin(), ids.end(), q) == ids.end()) ids.push_back(q);
+  }
+  bool ok = true;
+  auto ask = [&](std::vector<std::string> argv, const std::vector<std::string>& which, bool json) {
+    argv.insert(argv.end(), which.begin(), which.end());
+    auto r = run_process(argv, {}, 120);
+    if (r.exit_code != 0 && !only_unknown_job_errors(r.err)) ok = false;
+    if (!json) {
+      auto got = parse_qstat_text(r.out);
+      listed.insert(got.begin(), got.end());
+      return std::vector<std::string>{};
+    }
+    std::vector<std::string> unanswered;
+    try {
+      auto got = parse_qstat_json(r.out);
+      listed.insert(got.begin(), got.end());
+      for (auto& id : which)
+        if (!got.count(id) && r.err.find(id) == std::string::npos) unanswered.push_back(id);
+    } catch (const UserError&) {
+      unanswered = which;
+    }
+    return unanswered;
+  };
+  constexpr size_t kIdsPerQuery = 500;
+  for (size_t from = 0; from < ids.size(); from += kIdsPerQuery) {
+    const std::vector<std::string> chunk(ids.begin() + long(from), ids.begin() + long(std::min(ids.size(), from + kIdsPerQuery)));
+    if (flavor_ == PbsFlavor::Pro) {
+      auto again = ask({"qstat", "-x", "-f", "-F", "json"}, chunk, true);
+      if (!again.empty()) ask({"qstat", "-x", "-f"}, again, false);
+    } else {
+      ask({"qstat", "-f"}, chunk, false);
+    }
+  }
+  return ok;
+}
+
 std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_ids) {
   ++queries_;
   QstatJobs listed;
-  bool ok = false;
-  if (flavor_ == PbsFlavor::Pro) {
-    auto r = run_process({"qstat", "-x", "-f", "-F", "json"}, {}, 120);
-    if (r.exit_code == 0) listed = parse_qstat_json(r.out), ok = true;
-  } else {
-    auto r = run_process({"qstat", "-f"}, {}, 120);
-    ok = r.exit_code == 0 || r.exit_code == 153;  // 153: no jobs at all (Torque-compatible qstat)
-    listed = parse_qstat_text(r.out);
-  }
+  const bool ok = query(job_ids, listed);
   std::vector<JobStatus> out;
   for (auto& id : job_ids) {
     auto tr = tracked_.find(id);

@@ -1,7 +1,7 @@
 // PBS (PBS Pro / OpenPBS, and Torque-compatible front ends): jobs are rendered as PBS scripts (#PBS -N,
 // -l select=N:ncpus=M:mpiprocs=K, -l walltime, -q, -A, -l place, -j oe, -o) and submitted with qsub; all jobs
-// are polled with ONE qstat per cycle (qstat -x -f -F json on PBS Pro, else qstat -f text), cancelled with one
-// qdel. Steps start with the step launcher chosen by --step_launcher (mpirun with per-step host files cut
+// are polled with ONE qstat per cycle naming our job ids (qstat -x -f -F json on PBS Pro, falling back to the
+// text form when the server's JSON is invalid; qstat -f text elsewhere), cancelled with one qdel. Steps start with the step launcher chosen by --step_launcher (mpirun with per-step host files cut
 // from $PBS_NODEFILE by default; srun where the PBS front end sits on Slurm). Jobs qstat no longer lists,
 // or lists without an exit status, are resolved from the run folder's exit markers.
 #pragma once
@@ -19,7 +19,10 @@ std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor);
 using QstatJobs = std::map<std::string, std::map<std::string, std::string>>;
 QstatJobs parse_qstat_text(const std::string& text);  // "Job Id: X" blocks of "key = value" lines
 QstatJobs parse_qstat_json(const std::string& text);  // PBS Pro's qstat -F json; throws UserError when malformed
-// A job's status from its qstat attributes (final states need Exit_status or the run's exit markers).
+// What a negative PBS Exit_status (the server's JOB_EXEC_* codes) means, or nullptr.
+const char* pbs_exec_code_name(long code);
+// A job's status from its qstat attributes (final states need Exit_status or the run's exit markers):
+// Exit_status -29 (walltime) is TIMEOUT, -26/-27 (vmem/mem) OUT_OF_MEMORY, 256+N a kill by signal N.
 JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job);
 
 class PbsScheduler : public Scheduler {
@@ -51,6 +54,7 @@ class PbsScheduler : public Scheduler {
     std::string array_id;  // the array job this run is a task of, if any
   };
   std::string qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
+  bool query(const std::vector<std::string>& job_ids, QstatJobs& listed);
   int array_count_ = 0;
   PbsFlavor flavor_ = PbsFlavor::Torque;
   std::map<std::string, Tracked> tracked_;

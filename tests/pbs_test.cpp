@@ -1,12 +1,15 @@
 // PBS: script rendering against golden PBS Pro / Torque scripts, qstat parsing, and the real submission path
 // through Slurm's PBS-compatible qsub/qstat/qdel (slurm-wlm-torque) on the test cluster. No PBS Pro server
-// exists in Debian: what a real PBS Pro server would answer is covered only by the parsing tests.
+// exists in Debian: what a real OpenPBS server answers is replayed from fixtures made as its qstat makes them.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -104,6 +107,134 @@ TEST(Qstat, ParsesTextBlocksAndResolvesFinishedJobsFromMarkers) {
   EXPECT_EQ(s.state, JobState::Failed);
   EXPECT_NE(s.reason.find("step 'client' exited with status 3"), std::string::npos) << s.reason;
   EXPECT_EQ(pbs_status("78.srv", jobs["78.srv"], j).exit_code, 3);
+}
+
+// --- a PBS server's answers, replayed: no PBS server exists in Debian, so a qstat on PATH prints what OpenPBS
+// prints (tests/fixtures/pbs/, written by make_qstat_fixtures.py as a port of qstat.c and pbs_json.c) and
+// records its arguments; the scheduler under test is the real PbsScheduler. ---
+
+namespace {
+
+class ReplayedPbs : public ::testing::Test {
+ protected:
+  test::TempDir d;
+  std::string old_path = std::getenv("PATH");
+  void SetUp() override {
+    fs::create_directories(d.path / "shim");
+    // The json it prints is chosen per test; ids the server does not know get OpenPBS's error and exit 153.
+    std::ofstream(d.path / "shim" / "qstat")
+        << "#!/bin/sh\nd=" << shell_quote(d.path.string()) << "\n"
+        << "echo \"$*\" >> \"$d/calls\"\n"
+        << "if [ \"$1\" = --version ]; then echo 'pbs_version = 23.06.06'; exit 0; fi\n"
+        << "case \"$*\" in *'-F json'*) cat \"$d/answer.json\" ;; *) cat \"$d/answer.txt\" ;; esac\n"
+        << "rc=0\nfor id; do case \"$id\" in 104.pbs01) echo \"qstat: Unknown Job Id $id\" >&2; rc=153 ;; esac; done\nexit $rc\n";
+    std::ofstream(d.path / "shim" / "qsub") << "#!/bin/sh\nexit 1\n";
+    ::chmod((d.path / "shim" / "qstat").c_str(), 0755);
+    ::chmod((d.path / "shim" / "qsub").c_str(), 0755);
+    ::setenv("PATH", ((d.path / "shim").string() + ":" + old_path).c_str(), 1);
+    fs::copy_file(fixture("openpbs_qstat_x_f.txt"), d.path / "answer.txt");
+  }
+  void TearDown() override { ::setenv("PATH", old_path.c_str(), 1); }
+  static fs::path fixture(const std::string& name) { return fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / name; }
+  std::vector<std::string> calls() {
+    std::vector<std::string> c;
+    std::ifstream in(d.path / "calls");
+    for (std::string l; std::getline(in, l);) c.push_back(l);
+    return c;
+  }
+  // Jobs 101-103 are in the fixtures; 104 finished and left the server's history, its exit marker says 0.
+  std::map<std::string, JobStatus> poll_our_four(PbsScheduler& pbs) {
+    std::vector<std::string> ids = {"101.pbs01", "102.pbs01", "103.pbs01", "104.pbs01"};
+    for (auto& id : ids) {
+      JobSpec j = two_step_job();
+      j.run_dir = d.path / id;
+      fs::create_directories(j.run_dir);
+      pbs.adopt(id, j);
+    }
+    write_file_atomic(d.path / "104.pbs01" / kJobExitMarker, "0\n");
+    std::map<std::string, JobStatus> by_id;
+    for (auto& s : pbs.poll(ids)) by_id[s.job_id] = s;
+    return by_id;
+  }
+  void expect_the_fixtures_states(std::map<std::string, JobStatus>& s) {
+    EXPECT_EQ(s["101.pbs01"].state, JobState::Timeout) << s["101.pbs01"].reason;
+    EXPECT_NE(s["101.pbs01"].reason.find("JOB_EXEC_KILL_WALLTIME"), std::string::npos) << s["101.pbs01"].reason;
+    EXPECT_EQ(s["102.pbs01"].state, JobState::Completed);
+    EXPECT_EQ(s["102.pbs01"].node_list, "node02,node03");
+    EXPECT_EQ(s["103.pbs01"].state, JobState::Running);
+    EXPECT_EQ(s["104.pbs01"].state, JobState::Completed) << "unknown to the server: its exit marker decides";
+  }
+};
+
+}  // namespace
+
+// qstat -f wraps long values at 78 columns onto lines that start with a tab (qstat.c prt_attr): the parser
+// joins them back, byte for byte.
+TEST(Qstat, TextJoinsWrappedValuesAsOpenPbsPrintsThem) {
+  auto jobs = parse_qstat_text(read_file(fs::path(FANOUT_SOURCE_DIR) / "tests/fixtures/pbs/openpbs_qstat_x_f.txt"));
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs["101.pbs01"]["comment"], "Job run at Thu Apr 10 at 09:56 on (node01:ncpus=1) and exceeded resource walltime");
+  EXPECT_EQ(jobs["101.pbs01"]["Variable_List"],
+            "PBS_O_HOME=/home/alice,PBS_O_LANG=en_US.UTF-8,PBS_O_LOGNAME=alice,"
+            "PBS_O_PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/opt/pbs/bin:/home/alice/.local/bin,"
+            "PBS_O_MAIL=/var/spool/mail/alice,PBS_O_SHELL=/bin/bash,PBS_O_WORKDIR=/home/alice/work,"
+            "PBS_O_SYSTEM=Linux,PBS_O_QUEUE=workq,PBS_O_HOST=login01");
+  EXPECT_EQ(jobs["101.pbs01"]["substate"], "93") << "the attribute after a wrapped one is its own";
+  EXPECT_EQ(jobs["102.pbs01"]["comment"], "Job run at Thu Apr 10 at 09:57 on (node02:ncpus=4)+(node03:ncpus=4) and finished");
+  EXPECT_EQ(jobs["103.pbs01"]["exec_host"], "node04/0*8");
+}
+
+// Before OpenPBS 22.05 a walltime kill reads 271 (the shell's SIGTERM); MoM's line in the job's output tells.
+TEST(Qstat, OldServersWalltimeKillIsFoundInTheJobsOutput) {
+  test::TempDir d;
+  JobSpec j = two_step_job();
+  j.run_dir = d.path;
+  const std::map<std::string, std::string> attrs = {{"job_state", "F"}, {"Exit_status", "271"},
+                                                    {"comment", "Job run at Thu Apr 10 at 09:56 on (node01:ncpus=1) and failed"}};
+  EXPECT_EQ(pbs_status("9.srv", attrs, j).state, JobState::Failed);
+  write_file_atomic(d.path / "pbs.out", "fanout: step db\n=>> PBS: job killed: walltime 65 exceeded limit 60\n");
+  EXPECT_EQ(pbs_status("9.srv", attrs, j).state, JobState::Timeout);
+  EXPECT_EQ(pbs_status("9.srv", {{"job_state", "F"}, {"Exit_status", "-27"}}, j).state, JobState::OutOfMemory);
+  EXPECT_NE(pbs_status("9.srv", {{"job_state", "F"}, {"Exit_status", "-10"}}, j).reason.find("JOB_EXEC_FAILUID"), std::string::npos);
+}
+
+TEST_F(ReplayedPbs, OnePollAsksForOurJobsOnlyAndReadsTheJson) {
+  fs::copy_file(fixture("openpbs_qstat_x_f.json"), d.path / "answer.json");
+  PbsScheduler pbs;
+  ASSERT_EQ(pbs.flavor(), PbsFlavor::Pro);
+  auto s = poll_our_four(pbs);
+  expect_the_fixtures_states(s);
+  auto c = calls();
+  ASSERT_EQ(c.size(), 2u) << "qstat --version, then one query";
+  EXPECT_EQ(c[1], "-x -f -F json 101.pbs01 102.pbs01 103.pbs01 104.pbs01") << "never every job on the server";
+}
+
+// openpbs#1255: released servers print numeric-looking values bare (SEED=-05 -> "SEED":-05), invalid JSON. The
+// same ids are asked again in the text form instead of failing the sweep.
+TEST_F(ReplayedPbs, InvalidJsonFallsBackToTheTextFormOfTheSameQuery) {
+  fs::copy_file(fixture("openpbs_qstat_x_f_issue1255.json"), d.path / "answer.json");
+  EXPECT_THROW(parse_qstat_json(read_file(d.path / "answer.json")), UserError) << "the fixture must be invalid";
+  PbsScheduler pbs;
+  auto s = poll_our_four(pbs);
+  expect_the_fixtures_states(s);
+  auto c = calls();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2], "-x -f 101.pbs01 102.pbs01 103.pbs01 104.pbs01");
+}
+
+// openpbs#2672 (main branch): with several ids only the first one's job is printed. The missing ids that the
+// server did not call unknown are asked again in the text form; none is taken for vanished.
+TEST_F(ReplayedPbs, IdsTheJsonLeftOutAreAskedAgain) {
+  auto doc = nlohmann::json::parse(read_file(fixture("openpbs_qstat_x_f.json")));
+  doc["Jobs"].erase("102.pbs01");
+  doc["Jobs"].erase("103.pbs01");
+  write_file_atomic(d.path / "answer.json", doc.dump(1, '\t'));
+  PbsScheduler pbs;
+  auto s = poll_our_four(pbs);
+  expect_the_fixtures_states(s);
+  auto c = calls();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2], "-x -f 102.pbs01 103.pbs01") << "104.pbs01 was reported unknown: not asked again";
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---

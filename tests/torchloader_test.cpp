@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <future>
 #include <map>
+#include <thread>
 
+#include "plugins/torchloader/gradient_exchange.h"
 #include "plugins/torchloader/line_channel.h"
 #include "plugins/torchloader/scheduler.h"
 #include "plugins/sdk/fanout_sdk.hpp"
@@ -211,4 +214,36 @@ TEST(MasterChannel, StrangersAreRefusedAndOnlyThePeersLinesArrive) {
   for (int i = 0; i < 50 && back.empty(); ++i) back = peer.poll(100);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0], "EXIT");
+}
+
+// Issue 19: the data-parallel gradient exchange was the one torchloader port without the job's token. Process 0
+// now drops a stranger with a wrong token, a peer claiming a rank outside the world, and one that stays silent
+// (after the handshake deadline), and still forms the exchange with the real peer.
+TEST(GradientExchange, StrangersAreDroppedAndTheRealPeerJoins) {
+  const std::string token = fanout_sdk::channel_token();
+  std::promise<int> port;
+  auto listening = port.get_future();
+  std::vector<float> zero = {0, 2, 4};
+  int refused = -1;
+  bool paused0 = false;
+  std::thread p0([&] {
+    torchloader::GradientExchange ex(0, 2, "127.0.0.1", token, [&](int p) { port.set_value(p); }, 30000);
+    refused = ex.refused();
+    paused0 = ex.average(zero.data(), zero.size(), false);
+  });
+  const int p = listening.get();
+  const int32_t one = 1, five = 5;
+  auto hello = [](const std::string& t, int32_t r) { return t + std::string(reinterpret_cast<const char*>(&r), sizeof r); };
+  int wrong = test::connect_and_send(p, hello(std::string(token.size(), 'a'), one));
+  int bad_rank = test::connect_and_send(p, hello(token, five));
+  int silent = test::connect_and_send(p, "");
+  torchloader::GradientExchange ex1(1, 2, "127.0.0.1:" + std::to_string(p), token, nullptr, 30000);
+  std::vector<float> mine = {2, 2, 2};
+  EXPECT_TRUE(ex1.average(mine.data(), mine.size(), true)) << "process 1's pause reaches everyone";
+  p0.join();
+  close(wrong), close(bad_rank), close(silent);
+  EXPECT_EQ(refused, 3);
+  EXPECT_TRUE(paused0);
+  EXPECT_EQ(mine, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(zero, mine);
 }

@@ -237,6 +237,7 @@ TEST(TorchloaderTrain, DataParallelReplicasStayEqualAndPauseTogether) {
           o.resume = resume;
           o.checkpoint = (dir / ("dp" + std::to_string(r) + ".ckpt")).string();
           o.dp_rank = r, o.dp_world = 2;
+          o.dp_token = "0123456789abcdef0123456789abcdef";
           if (r == 0) {
             o.dp_address = "127.0.0.1";
             o.on_listening = [&](int p) { port.set_value(p); };

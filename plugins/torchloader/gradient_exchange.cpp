@@ -7,14 +7,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
 
+#include "fanout_sdk.hpp"
+
 namespace torchloader {
 namespace {
+
+constexpr int kHandshakeMs = 5000;  // a peer presents its token and rank at once; a silent stranger is dropped
 
 void send_all(int fd, const void* p, size_t n) {
   const char* c = static_cast<const char*>(p);
@@ -45,13 +51,29 @@ void tune(int fd, int timeout_ms) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+// Process 0's side of the handshake: the token, then the peer's rank (int32). Returns the rank, or -1 when the
+// peer is a stranger, says a rank outside 1..world-1, or does not finish within the handshake deadline.
+int admit(int fd, const std::string& token, int world) {
+  std::string presented(token.size(), '\0');
+  int32_t r = 0;
+  try {
+    recv_all(fd, presented.data(), presented.size());
+    recv_all(fd, &r, sizeof r);
+  } catch (const std::runtime_error&) {
+    return -1;
+  }
+  if (!fanout_sdk::token_matches(presented, token) || r < 1 || r >= world) return -1;
+  return r;
+}
+
 }  // namespace
 
-GradientExchange::GradientExchange(int rank, int world, const std::string& address,
+GradientExchange::GradientExchange(int rank, int world, const std::string& address, const std::string& token,
                                    const std::function<void(int port)>& on_listening, int timeout_ms)
     : rank_(rank), world_(world) {
   if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("gradient exchange: rank " + std::to_string(rank) + " of " + std::to_string(world));
   if (world == 1) return;
+  if (token.empty()) throw std::invalid_argument("gradient exchange: no channel token");
   if (rank == 0) {
     int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
@@ -62,23 +84,28 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
     socklen_t len = sizeof a;
     ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
     if (on_listening) on_listening(ntohs(a.sin_port));
-    tune(lfd, timeout_ms);  // accept() gives up after the timeout too
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     peers_.assign(size_t(world - 1), -1);
-    for (int got = 0; got < world - 1; ++got) {
-      int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0 && errno == EINTR) {  // a pause signal (SO_RCVTIMEO makes accept never restart by itself)
-        --got;
-        continue;
-      }
+    for (int got = 0; got < world - 1;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      int fd = left > 0 ? (tune(lfd, int(left)), ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC)) : -1;
+      if (fd < 0 && errno == EINTR) continue;  // a pause signal (SO_RCVTIMEO makes accept never restart by itself)
       if (fd < 0) {
         ::close(lfd);
-        throw std::runtime_error("gradient exchange: only " + std::to_string(got) + " of " + std::to_string(world - 1) + " peers connected");
+        throw std::runtime_error("gradient exchange: only " + std::to_string(got) + " of " + std::to_string(world - 1) +
+                                 " peers connected (" + std::to_string(refused_) + " refused)");
+      }
+      tune(fd, std::min(timeout_ms, kHandshakeMs));
+      const int r = admit(fd, token, world);
+      if (r < 0 || peers_[size_t(r - 1)] >= 0) {
+        ::close(fd);
+        ++refused_;
+        std::fprintf(stderr, "gradient exchange: refused a connection without the job's token or with a bad rank\n");
+        continue;
       }
       tune(fd, timeout_ms);
-      int32_t r = 0;
-      recv_all(fd, &r, sizeof r);
-      if (r < 1 || r >= world || peers_[size_t(r - 1)] >= 0) throw std::runtime_error("gradient exchange: unexpected peer rank " + std::to_string(r));
       peers_[size_t(r - 1)] = fd;
+      ++got;
     }
     ::close(lfd);
     return;
@@ -94,8 +121,10 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
       tune(fd, timeout_ms);
-      int32_t r = rank;
-      send_all(fd, &r, sizeof r);
+      const int32_t r = rank;
+      std::string hello = token;
+      hello.append(reinterpret_cast<const char*>(&r), sizeof r);
+      send_all(fd, hello.data(), hello.size());
       peers_.push_back(fd);
       return;
     }

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "fanout_sdk.hpp"
+#include "gradient_exchange.h"
 #include "line_channel.h"
 #include "scheduler.h"
 
@@ -379,7 +380,11 @@ class NodeAgent {
     if (!host_.get("torchloader.master", announced, kSetupTimeoutMs)) throw std::runtime_error("the master never announced itself");
     const auto space = announced.find(' ');
     if (space == std::string::npos) throw std::runtime_error("the master's announcement has no token: " + announced);
-    LineClient link(announced.substr(0, space), announced.substr(space + 1), kSetupTimeoutMs);
+    const std::string token = announced.substr(space + 1);
+    // The training processes of a multi-node application present it to each other (gradient_exchange.h);
+    // set before any thread starts.
+    ::setenv(kTokenVariable, token.c_str(), 1);
+    LineClient link(announced.substr(0, space), token, kSetupTimeoutMs);
     link_ = &link;
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));

@@ -5,10 +5,12 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <string>
 
+#include "gradient_exchange.h"
 #include "trainer.h"
 
 namespace {
@@ -89,6 +91,11 @@ int main(int argc, char** argv) {
                   static_cast<long long>(torchloader::parameter_count(model)));
       std::fflush(stdout);
       return 0;
+    }
+    if (const char* token = std::getenv(torchloader::kTokenVariable)) o.dp_token = token;
+    if (o.dp_world > 1 && o.dp_token.empty()) {
+      std::fprintf(stderr, "fanout-torchloader-train: --dp_world %d needs the job's token in %s\n", o.dp_world, torchloader::kTokenVariable);
+      return kExitUsage;
     }
     o.on_listening = [](int port) {  // data parallel, process 0: where the others connect
       std::printf("LISTENING port=%d\n", port);

@@ -557,7 +557,7 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, seed);
   DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world);
   std::unique_ptr<GradientExchange> replicas;
-  if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.on_listening);
+  if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.dp_token, opts.on_listening);
 
   TrainResult result;
   const auto t0 = Clock::now();

@@ -145,6 +145,7 @@ struct TrainOptions {
   // listens on dp_address (an IP; on_listening gets the port), the others connect to dp_address (ip:port).
   int dp_rank = 0, dp_world = 1;
   std::string dp_address;
+  std::string dp_token;  // the job's channel token, presented to process 0 (from FANOUT_TORCHLOADER_TOKEN)
   std::function<void(int port)> on_listening;
 };
 

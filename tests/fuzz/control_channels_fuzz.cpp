@@ -2,9 +2,6 @@
 // ControlServer and the torchloader master's LineServer. The first input byte decides whether the job's token
 // comes first (odd) or not (even). Asserts: without the token nothing is delivered; with it, the trainer gets
 // only a HELLO and then posts for that same worker, and the master only whole lines of what was sent.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -14,28 +11,8 @@
 #include "plugins/parameter_serving/control_channel.h"
 #include "plugins/torchloader/line_channel.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/socket_peer.h"
 
-namespace {
-
-int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  return fd;
-}
-
-void send_all(int fd, const std::string& bytes) {
-  for (size_t at = 0; at < bytes.size();) {
-    ssize_t n = send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
-    if (n <= 0) return;  // the server closed it: a refusal
-    at += size_t(n);
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > 4096) return 0;
@@ -46,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
 
   // The trainer: 32 token bytes, then 24-byte messages.
-  int fd = connect_to(trainer.port());
-  send_all(fd, (with_token ? token : std::string()) + body);
+  int fd = fuzz::connect_to(trainer.port());
+  fuzz::send_all(fd, (with_token ? token : std::string()) + body);
   shutdown(fd, SHUT_WR);
   std::vector<parameter_serving::ControlMessage> got;
   // First accepted, then read to its end and closed by the server (a refusal closes it sooner).
@@ -64,8 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // The master: "AUTH <token>", then lines.
-  fd = connect_to(master.port());
-  send_all(fd, (with_token ? "AUTH " + token + "\n" : std::string()) + body);
+  fd = fuzz::connect_to(master.port());
+  fuzz::send_all(fd, (with_token ? "AUTH " + token + "\n" : std::string()) + body);
   close(fd);
   std::vector<torchloader::Line> lines;
   const size_t refused_before = master.refused();

@@ -1,0 +1,59 @@
+// The rendezvous KV service (launchers/kv_service.h) fed any bytes over a real loopback connection, with the
+// job's AUTH line first when the input's first byte is odd (so PUT/GET/FENCE parsing is reached), then closed
+// (a peer that leaves mid-wait must leave nothing dangling: ASan sees a use after free). After each input a
+// real rank of the same job must still PUT and GET a key the input cannot know (a random prefix).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "fanout_sdk.hpp"
+#include "launchers/kv_service.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/socket_peer.h"
+
+namespace {
+
+int connect_to(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return fuzz::connect_to(std::stoi(address.substr(colon + 1)), address.substr(0, colon).c_str());
+}
+
+// Reads until `want` bytes arrived (or 10 s pass: the service is stuck, a finding).
+std::string read_reply(int fd, size_t want) {
+  std::string got;
+  char buf[4096];
+  while (got.size() < want) {
+    pollfd p{fd, POLLIN, 0};
+    FUZZ_CHECK(poll(&p, 1, 10000) == 1);
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    FUZZ_CHECK(n > 0);
+    got.append(buf, size_t(n));
+  }
+  return got;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > 8192) return 0;
+  static fanout::KvService service;
+  static const std::string token = service.open_job(1000);
+  static const std::string secret = fanout_sdk::random_hex(8);
+  static unsigned long round = 0;
+  const bool with_token = data[0] & 1;
+  int fd = connect_to(service.address());
+  fuzz::send_all(fd, (with_token ? "AUTH " + token + "\n" : std::string()) + std::string(reinterpret_cast<const char*>(data + 1), size - 1));
+  close(fd);
+
+  // A real rank: AUTH, PUT, GET of its own key.
+  const std::string key = "k" + secret + std::to_string(++round), value = "v" + std::to_string(round);
+  fd = connect_to(service.address());
+  const std::string request = "AUTH " + token + "\nPUT " + key + " " + std::to_string(value.size()) + "\n" + value + "GET " + key + " 0\n";
+  fuzz::send_all(fd, request);
+  const std::string expected = "OK\nOK\nVAL " + std::to_string(value.size()) + "\n" + value;
+  FUZZ_CHECK(read_reply(fd, expected.size()) == expected);
+  close(fd);
+  return 0;
+}
