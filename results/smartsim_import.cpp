@@ -131,7 +131,8 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
       for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
       for (auto& [k, v] : ini["run"]) {
         m.provenance["smartsim." + k] = v;
-        const bool known = std::any_of(m.parameters.begin(), m.parameters.end(), [&](const auto& p) { return p.first == k; });
+        const std::string& key = k;  // a structured binding cannot be captured before C++20
+        const bool known = std::any_of(m.parameters.begin(), m.parameters.end(), [&](const auto& p) { return p.first == key; });
         if (k == "language" && !known) m.parameters.emplace_back("language", v);
       }
       if (m.parameters.empty()) throw UserError(cfg.string() + ": no [attributes] section");

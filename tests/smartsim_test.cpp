@@ -3,6 +3,7 @@
 // 3-shard Redis Cluster (incl. a real MOVED redirection), timeouts, and throughput sweeps through fanout.
 #include <gtest/gtest.h>
 
+#include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "common/files.h"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/tensor_client.h"
+#include "plugins/smartsim/tensor_wire.h"
 #include "tests/test_util.h"
 
 using namespace smartsim;
@@ -108,6 +110,34 @@ TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
   EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
   // Persistence paths must not crash: SAVE writes the tensors with the module type's RDB callbacks.
   EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
+}
+
+// Found by the tensor_wire fuzzer: "-\r\n" (an error reply with no text) was returned as "", which callers read
+// as a tensor. Any error reply is an error; a well-formed tensor reply fills the caller's buffer.
+TEST(TensorWire, AnEmptyErrorReplyIsAnErrorAndATensorLandsInTheBuffer) {
+  auto reply_to = [](const std::string& bytes, smartsim::TensorMeta& meta, std::vector<char>& blob) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    EXPECT_EQ(write(sv[1], bytes.data(), bytes.size()), ssize_t(bytes.size()));
+    close(sv[1]);
+    redisContext* c = redisConnectFd(sv[0]);
+    std::string error = smartsim::read_tensor_reply(c, meta, [&](const smartsim::TensorMeta& m) {
+      blob.resize(m.bytes);
+      return blob.data();
+    });
+    redisFree(c);
+    return error;
+  };
+  smartsim::TensorMeta meta;
+  std::vector<char> blob;
+  EXPECT_EQ(reply_to("-\r\n", meta, blob), "ERR (the database sent an empty error)");
+  EXPECT_EQ(reply_to("-ERR tensor key is empty\r\n", meta, blob), "ERR tensor key is empty");
+  const std::string tensor = "*6\r\n$5\r\ndtype\r\n$4\r\nINT8\r\n$5\r\nshape\r\n*2\r\n:1\r\n:3\r\n$4\r\nblob\r\n$3\r\nabc\r\n";
+  EXPECT_EQ(reply_to(tensor, meta, blob), "");
+  EXPECT_EQ(meta.dtype, "INT8");
+  EXPECT_EQ(meta.dims, (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(std::string(blob.begin(), blob.end()), "abc");
+  EXPECT_THROW(reply_to(tensor.substr(0, tensor.size() - 4), meta, blob), smartsim::WireError) << "a cut reply";
 }
 
 TEST(TensorClient, RoundTripsEveryDtypeAndShapeStandalone) {

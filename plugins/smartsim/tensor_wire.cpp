@@ -148,7 +148,10 @@ std::string read_tensor_reply(redisContext* c, TensorMeta& meta, const std::func
   if (c->reader->pos != c->reader->len) throw WireError("AI.TENSORGET: the connection has unread data");
   SocketReader in(c->fd);
   char type = in.get();
-  if (type == '-') return in.line();
+  if (type == '-') {  // an error reply; an empty one must still read as an error, never as "" (a tensor)
+    std::string error = in.line();
+    return error.empty() ? "ERR (the database sent an empty error)" : error;
+  }
   if (type != '*' || count(in.line(), "reply length") != 6) throw WireError("AI.TENSORGET: unexpected reply (not dtype, shape, blob)");
   expect_field(in, "dtype");
   meta.dtype = text(in);
