@@ -12,6 +12,7 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   redis-server redis-tools libhiredis-dev libibverbs-dev
   libtorch-dev libopenblas0-openmp)  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3
+  openmpi-bin stress-ng  # PBS's default step launcher (mpirun) for real; a saturated machine for scripts/test.sh --under-load
   clang-14 libclang-rt-14-dev llvm-14)  # the last three for scripts/fuzz.sh: clang, libFuzzer + sanitizers, symbolizer
 
 pkgs=("${run_pkgs[@]}")

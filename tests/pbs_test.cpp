@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -235,6 +236,40 @@ TEST_F(ReplayedPbs, IdsTheJsonLeftOutAreAskedAgain) {
   auto c = calls();
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[2], "-x -f 102.pbs01 103.pbs01") << "104.pbs01 was reported unknown: not asked again";
+}
+
+// --- PBS's default step launcher for real: mpirun (Open MPI, from Debian) with host files cut from a
+// $PBS_NODEFILE. The server is the one-host stand-in of tests/fixtures/pbs/one_host_pbs (qsub runs the script at
+// once with a fabricated PBS_NODEFILE; qstat answers Torque's text form): only the server is fake. ---
+
+TEST(PbsWithOpenMpi, MpirunStepsOnAFabricatedNodefileCompleteAndAFailingRankFails) {
+  ASSERT_EQ(::access("/usr/bin/mpirun", X_OK), 0) << "Open MPI (openmpi-bin) is installed by scripts/install-deps.sh test";
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", shim.string() + ":" + std::getenv("PATH")}, {"FANOUT_TEST_PBS_STATE", (d.path / "server").string()}};
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--exp_name=mpi",
+                              "--ranks_per_node=2", "--iterations=4", "--warmup=1", "--fail_rank=[-1,1]"},
+                             d.path, env, 300);
+  EXPECT_EQ(r.exit_code, 1) << "one of the two runs fails: " << r.err;
+  const fs::path db = d.path / "results" / "mpi" / "fanout.sqlite";
+  auto runs = test::sql_rows(db, "SELECT p.value, r.status, COALESCE(r.reason, ''), r.path FROM runs r JOIN parameters p ON p.run_id = r.id "
+                                 "WHERE p.name = 'fail_rank' ORDER BY p.value");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0][0], "-1");
+  EXPECT_EQ(runs[0][1], "COMPLETED") << runs[0][2];
+  EXPECT_EQ(runs[1][1], "FAILED");
+  EXPECT_NE(runs[1][2].find("step 'sleep' exited with status 3"), std::string::npos) << runs[1][2];
+  // Both ranks of the good run measured, started by mpirun (their place came from Open MPI's PMIx server), on
+  // the host the node file named, through the host file fanout cut from it.
+  EXPECT_EQ(test::sql_one(db, "SELECT COUNT(DISTINCT rank) FROM rank_nodes n JOIN runs r ON r.id = n.run_id JOIN parameters p "
+                              "ON p.run_id = r.id WHERE p.name = 'fail_rank' AND p.value = '-1'"), "2");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_EQ(read_file(fs::path(runs[0][3]) / "hosts.sleep"), std::string(host) + " slots=2\n");
+  const std::string log = read_file(fs::path(runs[0][3]) / "sleep.err");
+  EXPECT_NE(log.find("place from pmix"), std::string::npos) << log;
+  EXPECT_NE(read_file(fs::path(runs[0][3]) / "job.sh").find("'mpirun' '--allow-run-as-root' '-np' '2'"), std::string::npos);
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---
