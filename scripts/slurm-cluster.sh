@@ -106,9 +106,9 @@ MaxArraySize=10001
 MaxJobCount=100000
 MinJobAge=300
 KillWait=2
-# A node whose slurmd stops answering is DOWN after 20 s and its jobs end NODE_FAIL (the fault test kills
-# one); the default, 300 s, would make it wait five minutes, much less risks a starved slurmd on a loaded machine.
-SlurmdTimeout=20
+# Slurm's default SlurmdTimeout (300 s): a slurmd starved on a loaded machine is never declared dead (a
+# shorter one SIGKILLed a 16-node step at 90 s there). The node-failure test sets its dead node DOWN itself.
+SlurmdTimeout=300
 OverTimeLimit=0
 InactiveLimit=0
 Waittime=0

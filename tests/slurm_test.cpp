@@ -388,6 +388,7 @@ struct NodeRestorer {
   void restore() {
     if (node.empty()) return;
     test::run_command({"/usr/sbin/slurmd", "-N", node}, "/", {}, 30);
+    test::run_command({"/usr/bin/scontrol", "update", "NodeName=" + node, "State=RESUME"}, "/", {}, 30);
     test::wait_for([&] {
       auto q = test::run_command({"/usr/bin/sinfo", "-h", "-n", node, "-o", "%T"}, "/", {}, 20);
       return q.out.rfind("idle", 0) == 0 || q.out.rfind("mixed", 0) == 0 || q.out.rfind("allocated", 0) == 0;
@@ -418,8 +419,9 @@ int kill_job_processes(const std::string& job_id) {
   return killed;
 }
 
-// Fault injection: the node a run is on dies: its slurmd and every process of the job on it are SIGKILLed.
-// Slurm declares the node DOWN after SlurmdTimeout (20 s in scripts/slurm-cluster.sh) and ends the job NODE_FAIL
+// Fault injection: the node a run is on dies: its slurmd and every process of the job on it are SIGKILLed, and
+// the node is set DOWN as slurmctld does once SlurmdTimeout passes (the test cluster keeps Slurm's default,
+// 300 s, so that a slurmd starved on a loaded machine is never taken for dead); Slurm ends the job NODE_FAIL
 // (fanout submits with --no-requeue); the other runs complete, and `fanout resume` runs only the failed
 // permutation again. Nodes of the scale partition beyond n8, so that the other tests' nodes (debug: n1-n4) are
 // untouched.
@@ -447,6 +449,8 @@ TEST_F(Slurm, KilledNodeGivesNodeFailTheRestCompletesAndResumeRerunsIt) {
   ASSERT_TRUE(fs::exists(pidfile)) << pidfile;
   ASSERT_EQ(kill(std::stoi(read_file(pidfile)), SIGKILL), 0) << restore.node;
   EXPECT_GE(kill_job_processes(job_id), 2) << "job " << job_id << ": its slurmstepd and batch script at least";
+  auto down = test::run_command({"/usr/bin/scontrol", "update", "NodeName=" + restore.node, "State=DOWN", "Reason=fanout-test-node-died"}, "/", {}, 30);
+  ASSERT_EQ(down.exit_code, 0) << down.err;
 
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 180)) << read_file(d.path / "err.txt");
