@@ -56,6 +56,16 @@ TEST(Hardening, ControlCharactersInResultsDirAreRefusedBeforeAnyScriptIsWritten)
     EXPECT_NE(r.err.find("--results_dir: control characters"), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("touch"), std::string::npos) << "no script was printed";
   }
+  // Every other value that becomes a line of a batch script, on both schedulers' dry runs.
+  for (const std::string flag : {"--partition", "--account", "--constraint"})
+    for (const std::string launcher : {"slurm", "pbs"})
+      for (const std::string bad : {std::string("a\ntouch pwned"), std::string("a\rb"), std::string("a\x1b[2Jb")}) {
+        auto r = fanout_cmd(d, {"calibration_sleep", "--launcher=" + launcher, "--dry-run", flag + "=" + bad});
+        EXPECT_EQ(r.exit_code, 2) << flag << " " << launcher << r.out << r.err;
+        EXPECT_NE(r.err.find(flag + ": control characters"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out.find("#SBATCH"), std::string::npos) << "no script was printed";
+        EXPECT_EQ(r.out.find("#PBS"), std::string::npos) << "no script was printed";
+      }
   std::ofstream(d.path / "exp.toml") << "[experiment]\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\n"
                                      << "results_dir = \"r\\ntouch pwned\"\n";
   expect_refused(d, {"run", "exp.toml"}, "--results_dir: control characters");

@@ -332,6 +332,14 @@ TEST_F(Slurm, PsliteServersAndWorkersOnDifferentNodesOrColocated) {
   for (auto& n : servers) EXPECT_EQ(workers.count(n), 0u) << "pslite: workers on nodes of their own";
   EXPECT_EQ(one("pslite", "SELECT sum(value) FROM samples WHERE metric='verify_mismatches'"), "0.0");
   EXPECT_EQ(one("pslite", "SELECT count(*) FROM samples WHERE metric='goodput' AND warmup=0"), "10");
+  // Two steps meet through the job's rendezvous service: its address and token file is the owner's alone.
+  int kv_files = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "pslite"))
+    if (e.path().filename() == "kv.addr" || e.path().filename() == "command.toml") {
+      EXPECT_EQ(e.status().permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write) << e.path();
+      kv_files += e.path().filename() == "kv.addr";
+    }
+  EXPECT_EQ(kv_files, 1);
 
   r = fanout({"pslite_colocated", "--launcher=slurm", "--exp_name=colo", "--servers=2", "--workers_per_node=2", "--len=65536",
               "--keys_per_server=4", "--iterations=5", "--verify=true"});

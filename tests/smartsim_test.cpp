@@ -429,6 +429,27 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(row[5], "6");
   }
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1") << "one cluster, reused by both runs";
+  // Each database's generated password lives only in its service's 0600 files (smartsim.password, redis.conf):
+  // not in run.toml, job scripts, logs, CSVs or the results database. command.toml is 0600 too.
+  const fs::path exp = d.path / "results" / "tp";
+  std::set<std::string> passwords;
+  for (auto& e : fs::recursive_directory_iterator(exp))
+    if (e.is_regular_file() && e.path().filename() == "smartsim.password") passwords.insert(fanout::read_file(e.path()));
+  ASSERT_EQ(passwords.size(), 2u) << "one per database";
+  int scanned = 0;
+  for (auto& e : fs::recursive_directory_iterator(exp)) {
+    if (!e.is_regular_file()) continue;
+    const std::string name = e.path().filename().string();
+    const bool secret = name == "smartsim.password" || name == "redis.conf";
+    if (secret || name == "command.toml" || name == "kv.addr")
+      EXPECT_EQ(e.status().permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << e.path();
+    if (secret) continue;
+    const std::string content = fanout::read_file(e.path());
+    for (auto& pw : passwords) EXPECT_EQ(content.find(pw), std::string::npos) << "the password is in " << e.path();
+    ++scanned;
+  }
+  EXPECT_GT(scanned, 20) << "run.toml, logs and samples of 6 runs";
+  EXPECT_TRUE(fs::exists(exp / "command.toml"));
   auto c = test::run_fanout(d.path, {"throughput_colocated", "--exp_name=colo", "--nodes=2", "--db_cpus=1", "--clients_per_node=1",
                                      "--tensor_bytes=4096", "--iterations=3", "--net_ifname=lo", "--net_type=[tcp,uds]",
                                      "--db_port=" + std::to_string(base_port() + 20)});
