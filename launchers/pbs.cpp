@@ -158,44 +158,72 @@ QstatJobs parse_qstat_json(const std::string& text) {
   return jobs;
 }
 
-const char* pbs_exec_code_name(long code) {
-  // OpenPBS src/include/job.h: the server's own negative Exit_status values (JOB_EXEC_*).
-  switch (code) {
-    case -1: return "JOB_EXEC_FAIL1: the job could not start";
-    case -2: return "JOB_EXEC_FAIL2: the job failed after its files were staged";
-    case -3: return "JOB_EXEC_RETRY: the job could not start, to be retried";
-    case -4: return "JOB_EXEC_INITABT: the job was aborted on MoM initialisation";
-    case -5: return "JOB_EXEC_INITRST: the job was aborted on MoM initialisation, checkpointed";
-    case -6: return "JOB_EXEC_INITRMG: the job was aborted on MoM initialisation, to be rerun";
-    case -7: return "JOB_EXEC_BADRESRT: the job restart failed";
-    case -8: return "JOB_EXEC_GLOBUS_INIT_RETRY";
-    case -9: return "JOB_EXEC_GLOBUS_INIT_FAIL";
-    case -10: return "JOB_EXEC_FAILUID: invalid user or group";
-    case -11: return "JOB_EXEC_RERUN: the job was rerun";
-    case -12: return "JOB_EXEC_CHKP: the job was checkpointed and held";
-    case -13: return "JOB_EXEC_FAIL_PASSWORD: the job failed on a bad password";
-    case -14: return "JOB_EXEC_RERUN_ON_SIS_FAIL: a sister MoM failed";
-    case -15: return "JOB_EXEC_QUERST: the requeue was requested";
-    case -16: return "JOB_EXEC_FAILHOOK_RERUN: a hook failed, to be rerun";
-    case -17: return "JOB_EXEC_FAILHOOK_DELETE: a hook failed, deleted";
-    case -18: return "JOB_EXEC_HOOK_RERUN: a hook asked for a rerun";
-    case -19: return "JOB_EXEC_HOOK_DELETE: a hook deleted the job";
-    case -20: return "JOB_EXEC_RERUN_MS_FAIL: the mother superior failed";
-    case -21: return "JOB_EXEC_FAIL_SECURITY: a security check failed";
-    case -22: return "JOB_EXEC_HOOKERROR: a hook errored";
-    case -23: return "JOB_EXEC_FAIL_KRB5: Kerberos credentials failed";
-    case -24: return "JOB_EXEC_KILL_NCPUS_BURST: killed for a burst of ncpus use";
-    case -25: return "JOB_EXEC_KILL_NCPUS_SUM: killed for exceeding ncpus";
-    case -26: return "JOB_EXEC_KILL_VMEM: killed for exceeding vmem";
-    case -27: return "JOB_EXEC_KILL_MEM: killed for exceeding mem";
-    case -28: return "JOB_EXEC_KILL_CPUT: killed for exceeding cput";
-    case -29: return "JOB_EXEC_KILL_WALLTIME: killed for exceeding walltime";
-    case -30: return "JOB_EXEC_JOINJOB: the job could not join its sisters";
-    default: return nullptr;
-  }
+namespace {
+
+// The servers' own negative exit statuses (JOB_EXEC_*): OpenPBS src/include/job.h, and Torque's, which differ
+// from -8 on (Torque 6 admin guide, "Job exit status").
+struct ExecCode {
+  long code;
+  const char* name;
+  JobState state;
+};
+constexpr ExecCode kOpenPbsCodes[] = {
+    {-1, "JOB_EXEC_FAIL1: the job could not start", JobState::Failed},
+    {-2, "JOB_EXEC_FAIL2: the job failed after its files were staged", JobState::Failed},
+    {-3, "JOB_EXEC_RETRY: the job could not start, to be retried", JobState::Failed},
+    {-4, "JOB_EXEC_INITABT: aborted on MoM initialisation", JobState::Failed},
+    {-5, "JOB_EXEC_INITRST: aborted on MoM initialisation, checkpointed", JobState::Failed},
+    {-6, "JOB_EXEC_INITRMG: aborted on MoM initialisation, to be rerun", JobState::Failed},
+    {-7, "JOB_EXEC_BADRESRT: the restart failed", JobState::Failed},
+    {-10, "JOB_EXEC_FAILUID: invalid user or group", JobState::Failed},
+    {-11, "JOB_EXEC_RERUN: the job was rerun", JobState::Failed},
+    {-12, "JOB_EXEC_CHKP: checkpointed and held", JobState::Failed},
+    {-13, "JOB_EXEC_FAIL_PASSWORD: a bad password", JobState::Failed},
+    {-14, "JOB_EXEC_RERUN_ON_SIS_FAIL: a sister MoM failed", JobState::NodeFail},
+    {-15, "JOB_EXEC_QUERST: requeue requested", JobState::Failed},
+    {-16, "JOB_EXEC_FAILHOOK_RERUN: a hook failed, to be rerun", JobState::Failed},
+    {-17, "JOB_EXEC_FAILHOOK_DELETE: a hook failed, deleted", JobState::Failed},
+    {-18, "JOB_EXEC_HOOK_RERUN: a hook asked for a rerun", JobState::Failed},
+    {-19, "JOB_EXEC_HOOK_DELETE: a hook deleted the job", JobState::Failed},
+    {-20, "JOB_EXEC_RERUN_MS_FAIL: the mother superior failed", JobState::NodeFail},
+    {-21, "JOB_EXEC_FAIL_SECURITY: a security check failed", JobState::Failed},
+    {-22, "JOB_EXEC_HOOKERROR: a hook errored", JobState::Failed},
+    {-23, "JOB_EXEC_FAIL_KRB5: Kerberos credentials failed", JobState::Failed},
+    {-24, "JOB_EXEC_KILL_NCPUS_BURST: killed for a burst of ncpus use", JobState::Failed},
+    {-25, "JOB_EXEC_KILL_NCPUS_SUM: killed for exceeding ncpus", JobState::Failed},
+    {-26, "JOB_EXEC_KILL_VMEM: killed for exceeding vmem", JobState::OutOfMemory},
+    {-27, "JOB_EXEC_KILL_MEM: killed for exceeding mem", JobState::OutOfMemory},
+    {-28, "JOB_EXEC_KILL_CPUT: killed for exceeding cput", JobState::Failed},
+    {-29, "JOB_EXEC_KILL_WALLTIME: killed for exceeding walltime", JobState::Timeout},
+    {-30, "JOB_EXEC_JOINJOB: could not join its sister MoMs", JobState::NodeFail},
+};
+constexpr ExecCode kTorqueCodes[] = {
+    {-1, "JOB_EXEC_FAIL1: the job could not start", JobState::Failed},
+    {-2, "JOB_EXEC_FAIL2: the job failed after its files were staged", JobState::Failed},
+    {-3, "JOB_EXEC_RETRY: the job could not start, to be retried", JobState::Failed},
+    {-4, "JOB_EXEC_INITABT: aborted on MoM initialisation", JobState::Failed},
+    {-5, "JOB_EXEC_INITRST: aborted on MoM initialisation, checkpointed", JobState::Failed},
+    {-6, "JOB_EXEC_INITRMG: aborted on MoM initialisation, to be rerun", JobState::Failed},
+    {-7, "JOB_EXEC_BADRESRT: the restart failed", JobState::Failed},
+    {-8, "JOB_EXEC_CMDFAIL: the user's command could not run", JobState::Failed},
+    {-9, "JOB_EXEC_STDOUTFAIL: the output files could not be created", JobState::Failed},
+    {-10, "JOB_EXEC_OVERLIMIT_MEM: exceeded a memory limit", JobState::OutOfMemory},
+    {-11, "JOB_EXEC_OVERLIMIT_WT: exceeded a walltime limit", JobState::Timeout},
+    {-12, "JOB_EXEC_OVERLIMIT_CPUT: exceeded a CPU time limit", JobState::Failed},
+    {-13, "JOB_EXEC_RETRY_CGROUP: could not create its cgroups, to be retried", JobState::Failed},
+    {-14, "JOB_EXEC_RETRY_PROLOGUE: the prologue failed, to be retried", JobState::Failed},
+};
+
+const ExecCode* find_exec_code(long code, PbsFlavor flavor) {
+  const ExecCode* first = flavor == PbsFlavor::Pro ? std::begin(kOpenPbsCodes) : std::begin(kTorqueCodes);
+  const ExecCode* last = flavor == PbsFlavor::Pro ? std::end(kOpenPbsCodes) : std::end(kTorqueCodes);
+  const ExecCode* it = std::find_if(first, last, [&](const ExecCode& c) { return c.code == code; });
+  return it == last ? nullptr : it;
 }
 
-JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job) {
+}  // namespace
+
+JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job, PbsFlavor flavor) {
   JobStatus s;
   s.job_id = id;
   auto get = [&](const char* k) {
@@ -231,22 +259,21 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
   }
   s.exit_code = int(*code);
   // PBS Pro reports a job killed by a signal as 256 + signal, and the server's own kills as negative JOB_EXEC_*
-  // codes (-29 for walltime); older servers said it only in the comment.
+  // codes (OpenPBS -29, Torque -11 for walltime); older servers said it only in the comment.
   if (*code > 256) s.signal = int(*code - 256), s.exit_code = 0;
   const std::string comment = get("comment");
   // Before OpenPBS 22.05 a walltime kill reads as the shell's status (271: SIGTERM) and says so only in the
   // job's output, where MoM writes "=>> PBS: job killed: walltime N exceeded limit M".
   const bool walltime_kill_logged = *code > 256 && file_contains(job.run_dir / "pbs.out", "PBS: job killed: walltime");
-  const char* exec_code = *code < 0 ? pbs_exec_code_name(*code) : nullptr;
-  if (*code == -29 || walltime_kill_logged || (comment.find("walltime") != std::string::npos && comment.find("exceed") != std::string::npos))
+  const ExecCode* exec = *code < 0 ? find_exec_code(*code, flavor) : nullptr;
+  if (exec) s.state = exec->state;
+  else if (walltime_kill_logged || (comment.find("walltime") != std::string::npos && comment.find("exceed") != std::string::npos))
     s.state = JobState::Timeout;
-  else if (*code == -26 || *code == -27)
-    s.state = JobState::OutOfMemory;
   else
     s.state = *code == 0 ? JobState::Completed : JobState::Failed;
   if (s.state != JobState::Completed) {
     std::string step = describe_step_failure(job);
-    s.reason = step.empty() ? "PBS exit status " + exit + (exec_code ? std::string(" (") + exec_code + ")" : "") +
+    s.reason = step.empty() ? "PBS exit status " + exit + (exec ? std::string(" (") + exec->name + ")" : "") +
                                   (comment.empty() ? "" : " (" + comment + ")") + "; logs: " + (job.run_dir / "pbs.out").string()
                             : step;
   }
@@ -390,7 +417,7 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
       else
         s.state = JobState::Running;
     } else if (auto it = listed.find(id); it != listed.end()) {
-      s = pbs_status(id, it->second, tr->second.job);
+      s = pbs_status(id, it->second, tr->second.job, flavor_);
     } else if (ok) {
       s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "PBS");
     }

@@ -19,11 +19,11 @@ std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor);
 using QstatJobs = std::map<std::string, std::map<std::string, std::string>>;
 QstatJobs parse_qstat_text(const std::string& text);  // "Job Id: X" blocks of "key = value" lines
 QstatJobs parse_qstat_json(const std::string& text);  // PBS Pro's qstat -F json; throws UserError when malformed
-// What a negative PBS Exit_status (the server's JOB_EXEC_* codes) means, or nullptr.
-const char* pbs_exec_code_name(long code);
-// A job's status from its qstat attributes (final states need Exit_status or the run's exit markers):
-// Exit_status -29 (walltime) is TIMEOUT, -26/-27 (vmem/mem) OUT_OF_MEMORY, 256+N a kill by signal N.
-JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job);
+// A job's status from its qstat attributes (final states need Exit_status or the run's exit markers). The
+// server's own negative codes (JOB_EXEC_*) differ by flavor: walltime is -29 on OpenPBS, -11 on Torque (TIMEOUT);
+// memory -26/-27 and -10 (OUT_OF_MEMORY); the rest FAILED (or NODE_FAIL) with the code's name. 256+N: signal N.
+JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job,
+                     PbsFlavor flavor = PbsFlavor::Pro);
 
 class PbsScheduler : public Scheduler {
  public:

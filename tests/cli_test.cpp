@@ -224,7 +224,9 @@ TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
 // cancelled, every run recorded, exit 130, and no rank outlives the driver.
 void interrupt_cancels_and_records(int sig) {
   test::TempDir d;
-  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]"}, d.path / "err.txt");
+  // With retries allowed: a cancelled run is never retried.
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]", "--max_retries=2"},
+                                 d.path / "err.txt");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 30));
   kill(pid, sig);
@@ -233,7 +235,8 @@ void interrupt_cancels_and_records(int sig) {
   EXPECT_EQ(test::exit_status(st), 130) << read_file(d.path / "err.txt");
   // The running job was cancelled; the one never started is recorded as such.
   auto rows = query(db_of(d, "int"), "SELECT status, reason FROM runs ORDER BY session");
-  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows.size(), 2u) << "no retry of a cancelled run";
+  EXPECT_EQ(read_file(d.path / "err.txt").find("retrying"), std::string::npos) << read_file(d.path / "err.txt");
   EXPECT_EQ(rows[0], (std::vector<std::string>{"CANCELLED", "cancelled"}));
   EXPECT_EQ(rows[1][0], "CANCELLED");
   EXPECT_NE(rows[1][1].find("not started"), std::string::npos) << rows[1][1];

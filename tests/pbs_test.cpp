@@ -197,6 +197,10 @@ TEST(Qstat, OldServersWalltimeKillIsFoundInTheJobsOutput) {
   EXPECT_EQ(pbs_status("9.srv", attrs, j).state, JobState::Timeout);
   EXPECT_EQ(pbs_status("9.srv", {{"job_state", "F"}, {"Exit_status", "-27"}}, j).state, JobState::OutOfMemory);
   EXPECT_NE(pbs_status("9.srv", {{"job_state", "F"}, {"Exit_status", "-10"}}, j).reason.find("JOB_EXEC_FAILUID"), std::string::npos);
+  // Torque's codes differ from -8 on: -10 memory, -11 walltime.
+  EXPECT_EQ(pbs_status("9", {{"job_state", "C"}, {"exit_status", "-10"}}, j, PbsFlavor::Torque).state, JobState::OutOfMemory);
+  EXPECT_EQ(pbs_status("9", {{"job_state", "C"}, {"exit_status", "-11"}}, j, PbsFlavor::Torque).state, JobState::Timeout);
+  EXPECT_EQ(pbs_status("9", {{"job_state", "C"}, {"exit_status", "-29"}}, j, PbsFlavor::Torque).state, JobState::Failed);
 }
 
 TEST_F(ReplayedPbs, OnePollAsksForOurJobsOnlyAndReadsTheJson) {
@@ -270,6 +274,23 @@ TEST(PbsWithOpenMpi, MpirunStepsOnAFabricatedNodefileCompleteAndAFailingRankFail
   const std::string log = read_file(fs::path(runs[0][3]) / "sleep.err");
   EXPECT_NE(log.find("place from pmix"), std::string::npos) << log;
   EXPECT_NE(read_file(fs::path(runs[0][3]) / "job.sh").find("'mpirun' '--allow-run-as-root' '-np' '2'"), std::string::npos);
+}
+
+// A run the server killed over its memory limit (Torque's -10: OUT_OF_MEMORY) is retried, and the retry completes.
+TEST(PbsWithOpenMpi, ARunKilledOverItsMemoryLimitIsRetried) {
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--exp_name=oom", "--iterations=2",
+                              "--max_retries=1"},
+                             d.path, {{"PATH", shim.string() + ":" + std::getenv("PATH")}, {"FANOUT_TEST_PBS_STATE", (d.path / "server").string()},
+                                      {"FANOUT_TEST_PBS_EXIT_OF_FIRST", "-10"}}, 300);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("(attempt 2 of 2)"), std::string::npos) << r.err;
+  auto rows = test::sql_rows(d.path / "results" / "oom" / "fanout.sqlite", "SELECT status, COALESCE(reason, '') FROM runs ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0], "OUT_OF_MEMORY");
+  EXPECT_NE(rows[0][1].find("JOB_EXEC_OVERLIMIT_MEM"), std::string::npos) << rows[0][1];
+  EXPECT_EQ(rows[1][0], "COMPLETED");
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---
