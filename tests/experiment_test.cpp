@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "orchestrator/experiment.h"
+#include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -130,14 +131,16 @@ TEST(Experiment, WalltimeAndExcludeFlagParsing) {
   EXPECT_EQ(parse_walltime("05:00", "w"), 300);
   EXPECT_EQ(parse_walltime("90", "w"), 90);
   EXPECT_EQ(parse_walltime("1-00:00:00", "w"), 86400);
-  EXPECT_THROW(parse_walltime("soon", "--walltime"), UserError);
-  EXPECT_THROW(parse_walltime("0", "--walltime"), UserError);
-  EXPECT_THROW(parse_walltime("400000000084881008:88", "--walltime"), UserError);  // overflowed int64 (tests/fuzz)
-  EXPECT_THROW(parse_walltime("1006039852890528905-2304", "--walltime"), UserError);
+  EXPECT_THROW_WITH(parse_walltime("soon", "--walltime"), UserError, "--walltime: 'soon' is not a wall time");
+  EXPECT_THROW_WITH(parse_walltime("0", "--walltime"), UserError, "--walltime: '0' is not a wall time");
+  // Overflowed int64 (tests/fuzz). Wrapped, both would be positive and over a year ("is longer than the longest wall
+  // time"): "is not a wall time" shows the overflow itself was caught.
+  EXPECT_THROW_WITH(parse_walltime("400000000084881008:88", "--walltime"), UserError, "'400000000084881008:88' is not a wall time");
+  EXPECT_THROW_WITH(parse_walltime("1006039852890528905-2304", "--walltime"), UserError, "'1006039852890528905-2304' is not a wall time");
   auto e = parse_exclude_flag("a=1,b=[2,3]", "--exclude");
   EXPECT_EQ(e.conditions.at("a"), std::vector<std::string>{"1"});
   EXPECT_EQ(e.conditions.at("b"), (std::vector<std::string>{"2", "3"}));
-  EXPECT_THROW(parse_exclude_flag("a", "--exclude"), UserError);
+  EXPECT_THROW_WITH(parse_exclude_flag("a", "--exclude"), UserError, "--exclude: 'a' is not name=value");
 }
 
 TEST(Experiment, TextAndFileParseTheSame) {

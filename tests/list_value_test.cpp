@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "orchestrator/list_value.h"
+#include "tests/expect_throw.h"
 
 using fanout::parse_list_value;
 using fanout::UserError;
@@ -49,7 +50,9 @@ TEST(ListValue, FormatRoundTripsWhatParsingCanReturn) {
   for (V v : {V{" - "}, V{""}, V{"c\x01\n", "for"}, V{"[a"}, V{"\"x", "y"}, V{"a'b\"c"}, V{"a,b"}, V{"x y", "", "'q'"}})
     EXPECT_EQ(parse_list_value(fanout::format_list_value(v), "t"), v) << fanout::format_list_value(v);
   EXPECT_EQ(fanout::format_list_value({"4", "8"}), "[4,8]");
-  EXPECT_THROW(fanout::format_list_value({"a'b\"c", "d"}), UserError);  // no quoting carries both kinds in a list
+  // No quoting carries both kinds in a list.
+  EXPECT_THROW_WITH(fanout::format_list_value({"a'b\"c", "d"}), UserError,
+                    "cannot write 'a'b\"c' as a list element (it mixes both kinds of quote)");
 }
 
 TEST(ParseInt, SignsAndGarbage) {

@@ -11,11 +11,13 @@
 #include <fstream>
 #include <thread>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
 #include "launchers/kv_service.h"
 #include "launchers/local.h"
 #include "rank/rendezvous.h"
+#include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -134,7 +136,8 @@ TEST(LocalScheduler, CancelEndsAsCancelled) {
 TEST(LocalScheduler, MissingExecutableIsAClearError) {
   test::TempDir d;
   LocalScheduler s;
-  EXPECT_ANY_THROW(s.submit(job(d, d.path / "does-not-exist", {step("w", 1, 1)})));
+  EXPECT_THROW_WITH(s.submit(job(d, d.path / "does-not-exist", {step("w", 1, 1)})), UserError,
+                    "cannot start " + (d.path / "does-not-exist").string() + " for run ");
 }
 
 TEST(KvService, PutGetFenceAcrossRanksAndTimeouts) {
@@ -165,7 +168,7 @@ TEST(KvService, PutGetFenceAcrossRanksAndTimeouts) {
   EXPECT_EQ(rv->get("never", 200, v), "timeout");
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
   EXPECT_EQ(rv->fence(200), "timeout");  // the other ranks never come
-  EXPECT_NE(rv->put("bad key", "x"), "");
+  EXPECT_EQ(rv->put("bad key", "x"), "invalid key 'bad key' (1-256 bytes, no white space)");
   unsetenv("FANOUT_KV");
   unsetenv("FANOUT_KV_TOKEN");
 }
@@ -175,7 +178,7 @@ TEST(KvService, WrongTokenIsRefused) {
   kv.open_job(1);
   setenv("FANOUT_KV", kv.address().c_str(), 1);
   setenv("FANOUT_KV_TOKEN", "not-the-token", 1);
-  EXPECT_ANY_THROW(make_rendezvous(2, 1));
+  EXPECT_THROW_WITH(make_rendezvous(2, 1), UserError, "refused this rank: unknown job token");
   unsetenv("FANOUT_KV");
   unsetenv("FANOUT_KV_TOKEN");
 }

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "orchestrator/parameter_space.h"
+#include "tests/expect_throw.h"
 
 using namespace fanout;
 
@@ -57,8 +58,8 @@ TEST(ParameterSpace, ZipOfUnequalListsIsAnError) {
     EXPECT_NE(m.find("exp.toml:7"), std::string::npos) << m;
     EXPECT_NE(m.find("equal length"), std::string::npos) << m;
   }
-  EXPECT_THROW(s.zip({"a", "nope"}, "z"), UserError);
-  EXPECT_THROW(s.zip({"a"}, "z"), UserError);
+  EXPECT_THROW_WITH(s.zip({"a", "nope"}, "z"), UserError, "z: zip names unknown parameter 'nope'");
+  EXPECT_THROW_WITH(s.zip({"a"}, "z"), UserError, "z: a zip needs at least two parameters");
 }
 
 TEST(ParameterSpace, ExclusionsDropMatchingPoints) {
@@ -69,13 +70,13 @@ TEST(ParameterSpace, ExclusionsDropMatchingPoints) {
   auto pts = render(s.expand());
   ASSERT_EQ(pts.size(), 4u);
   for (auto& p : pts) EXPECT_TRUE(p.find("b=y") == std::string::npos || p.find("a=1") != std::string::npos) << p;
-  EXPECT_THROW(s.exclude({{{"zz", {"1"}}}, "--exclude"}), UserError);
+  EXPECT_THROW_WITH(s.exclude({{{"zz", {"1"}}}, "--exclude"}), UserError, "--exclude: exclusion names unknown parameter 'zz'");
 }
 
 TEST(ParameterSpace, ScalarsAndDuplicates) {
   ParameterSpace s;
   s.add("a", {"1"});
   EXPECT_EQ(s.expand().size(), 1u);
-  EXPECT_THROW(s.add("a", {"2"}), UserError);
-  EXPECT_THROW(s.add("b", {}), UserError);
+  EXPECT_THROW_WITH(s.add("a", {"2"}), UserError, "parameter 'a' is declared twice");
+  EXPECT_THROW_WITH(s.add("b", {}), UserError, "parameter 'b' has no values");
 }

@@ -28,7 +28,9 @@ TEST(PluginLoader, OpensTheCalibrationPluginAndReadsItsDescription) {
   EXPECT_EQ(p->param("sleep_us")->default_value, "1000");
   EXPECT_NE(p->role("sleep"), nullptr);
   EXPECT_EQ(p->role("nope"), nullptr);
-  ASSERT_FALSE(p->experiments().empty());
+  std::vector<std::string> experiments;
+  for (auto& e : p->experiments()) experiments.push_back(e.name);
+  ASSERT_EQ(experiments, (std::vector<std::string>{"calibration_sleep", "calibration_copy", "quickstart"}));
   EXPECT_EQ(p->experiments()[0].steps[0].nodes, "{nodes}");
 }
 

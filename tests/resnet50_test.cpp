@@ -19,6 +19,7 @@
 #include <string>
 
 #include "plugins/smartsim/resnet50.h"
+#include "tests/expect_throw.h"
 
 namespace fs = std::filesystem;
 
@@ -118,7 +119,8 @@ TEST_F(ResNet50, EvalWorksOnTheLoadedModule) {
 
 TEST(ResNet50Device, UnknownDeviceThrows) {
   const fs::path dir = make_temp_dir();
-  EXPECT_THROW(smartsim_model::write_resnet50((dir / "m.pt").string(), "TPU", 0), std::invalid_argument);
+  EXPECT_THROW_WITH(smartsim_model::write_resnet50((dir / "m.pt").string(), "TPU", 0), std::invalid_argument,
+                    "write_resnet50: device must be CPU or GPU, got 'TPU'");
   EXPECT_FALSE(fs::exists(dir / "m.pt"));
   fs::remove_all(dir);
 }

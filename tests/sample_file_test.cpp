@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "results/sample_file.h"
+#include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -49,7 +50,8 @@ TEST(SampleFile, TruncatedTailIsReportedNotThrown) {
 }
 
 TEST(SampleFile, GarbageIsAClearError) {
-  EXPECT_THROW(decode_samples("hello world, not samples at all", "f", [](const Sample&) {}), UserError);
+  EXPECT_THROW_WITH(decode_samples("hello world, not samples at all", "f", [](const Sample&) {}), UserError,
+                    "f: not a fanout sample file (bad header)");
   test::TempDir dir;
   auto f = dir.path / "r.samples";
   { SampleWriter w(f, 0, "x", "n1", 0, 0); }
@@ -61,7 +63,7 @@ TEST(SampleFile, GarbageIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("f.samples: corrupt sample file at byte"), std::string::npos) << e.what();
   }
   std::string undefined = read_file(f) + std::string("S\x05\x00", 3) + std::string(25, '\0');
-  EXPECT_THROW(decode_samples(undefined, "f", [](const Sample&) {}), UserError);
+  EXPECT_THROW_WITH(decode_samples(undefined, "f", [](const Sample&) {}), UserError, "sample names undefined metric 5");
 }
 
 // A sample time so far from the anchor that t - anchor overflows int64 is corrupt, not undefined behaviour
@@ -73,5 +75,5 @@ TEST(SampleFile, TimeFarFromTheAnchorIsCorrupt) {
     SampleWriter w(f, 0, "x", "n1", /*mono*/ INT64_MAX, 0);
     ASSERT_TRUE(w.record("m", "s", 0, INT64_MIN, 1.0, false));
   }
-  EXPECT_THROW(read_sample_file(f, [](const Sample&) {}), UserError);
+  EXPECT_THROW_WITH(read_sample_file(f, [](const Sample&) {}), UserError, "sample time is out of range");
 }

@@ -165,7 +165,7 @@ TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
   auto rows = query("cx", "SELECT status, job_id FROM runs");
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
-  EXPECT_TRUE(test::wait_for_slurm_job_end(rows[0][1], 10)) << "the job is still queued or running";
+  EXPECT_TRUE(test::wait_for_slurm_job_end(rows[0][1], 60)) << "the job is still queued or running";
 }
 
 TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {

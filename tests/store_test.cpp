@@ -15,6 +15,7 @@
 #include "results/sample_block.h"
 #include "results/sample_file.h"
 #include "results/store.h"
+#include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -90,7 +91,7 @@ TEST(Store, RunFolderWithoutMetadataIsAnErrorAndWritesNothing) {
   test::TempDir d;
   std::filesystem::create_directories(d.path / "empty");
   ResultsDb db(d.path / "fanout.sqlite");
-  EXPECT_ANY_THROW(db.ingest_run(d.path / "empty"));
+  EXPECT_THROW_WITH(db.ingest_run(d.path / "empty"), UserError, "empty/run.toml");
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 0);
 }
 
@@ -203,8 +204,8 @@ TEST(SampleBlock, MalformedTextIsAClearError) {
       EXPECT_NE(std::string(e.what()).find("fanout.sqlite: stored sample block"), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(stored_real("abc"), UserError);
-  EXPECT_THROW(stored_integer("1.5"), UserError);
+  EXPECT_THROW_WITH(stored_real("abc"), UserError, "stored sample value 'abc' is not a number");
+  EXPECT_THROW_WITH(stored_integer("1.5"), UserError, "stored iteration '1.5' is not an integer");
 }
 
 TEST(Store, LargeRunsSpanSeveralBlocksInRecordingOrder) {

@@ -35,6 +35,10 @@ int exit_status(int wait_status);
 // caller closes it. A failed connect or send fails the calling test.
 int connect_and_send(int port, const std::string& bytes = "");
 
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick from its ephemeral range), for programs
+// that must be told their port before they start: no fixed range that another test binary may be using.
+int free_tcp_port();
+
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);
 

@@ -13,6 +13,7 @@
 #include "plugins/torchloader/tpm.h"
 #include "plugins/torchloader/waa.h"
 #include "plugins/torchloader/workload.h"
+#include "tests/expect_throw.h"
 
 using namespace torchloader;
 
@@ -207,10 +208,11 @@ TEST(TorchloaderTpm, FitLoaderWithinTwoPercentUnderOnePercentNoise) {
 }
 
 TEST(TorchloaderTpm, FitLoaderRefusesBadInput) {
-  EXPECT_THROW(fit_loader({}), std::runtime_error);
-  EXPECT_THROW(fit_loader({{4, 100.0}, {4, 110.0}}), std::runtime_error);  // one worker count
-  EXPECT_THROW(fit_loader({{0, 100.0}, {4, 110.0}}), std::runtime_error);
-  EXPECT_THROW(fit_loader({{1, 100.0}, {4, -1.0}}), std::runtime_error);
+  EXPECT_THROW_WITH(fit_loader({}), std::runtime_error, "fit_loader: need observations at >= 2 distinct worker counts, got 0");
+  EXPECT_THROW_WITH(fit_loader({{4, 100.0}, {4, 110.0}}), std::runtime_error,  // one worker count
+                    "fit_loader: need observations at >= 2 distinct worker counts, got 1");
+  EXPECT_THROW_WITH(fit_loader({{0, 100.0}, {4, 110.0}}), std::runtime_error, "fit_loader: workers must be >= 1, got 0");
+  EXPECT_THROW_WITH(fit_loader({{1, 100.0}, {4, -1.0}}), std::runtime_error, "fit_loader: throughput must be positive and finite, got -1");
 }
 
 namespace {
@@ -270,7 +272,8 @@ TEST(TorchloaderTpm, FitComputeRefusesTooFewOrDegenerateObservations) {
   std::vector<ComputeObs> single;
   for (double bpd : {16.0, 32.0, 64.0, 128.0, 256.0})
     for (double p : {1e6, 5e6}) single.push_back({bpd, 1e9, p, 1, 0.1 + bpd * 1e-3 + p * 1e-9});
-  EXPECT_THROW(fit_compute(single), std::runtime_error);
+  EXPECT_THROW_WITH(fit_compute(single), std::runtime_error,
+                    "degenerate observations: feature (devices-1)*params is zero in every observation");
   // One model only: params is collinear with the constant.
   std::vector<ComputeObs> one_model;
   for (double bpd : {16.0, 32.0, 64.0})
@@ -294,8 +297,9 @@ TEST(TorchloaderTpm, PredictDemandHandComputed) {
   EXPECT_NEAR(d.workers_per_device, 3.2, 1e-9);
   EXPECT_EQ(d.demand, 5);
   EXPECT_NEAR(d.overload, 0.2, 1e-9);
-  EXPECT_THROW(predict_demand(c, l, 256, 4e9, 25e6, 0, 1), std::invalid_argument);
-  EXPECT_THROW(predict_demand(c, l, 256, 4e9, 25e6, 2, 0), std::invalid_argument);
+  EXPECT_THROW_WITH(predict_demand(c, l, 256, 4e9, 25e6, 0, 1), std::invalid_argument, "predict_demand: devices must be >= 1");
+  EXPECT_THROW_WITH(predict_demand(c, l, 256, 4e9, 25e6, 2, 0), std::invalid_argument,
+                    "predict_demand: apps sharing a device must be >= 1");
 }
 
 TEST(TorchloaderTpm, JsonRoundTripAndErrors) {
@@ -407,10 +411,10 @@ TEST(TorchloaderWaa, Modes) {
 }
 
 TEST(TorchloaderWaa, RefusesBadInput) {
-  EXPECT_THROW(allocate({{1, 1, 2, 0, 0}, {1, 1, 2, 0, 0}}, 8), std::invalid_argument);
-  EXPECT_THROW(allocate({{1, 0, 2, 0, 0}}, 8), std::invalid_argument);
-  EXPECT_THROW(allocate({{1, 1, 0, 0, 0}}, 8), std::invalid_argument);
-  EXPECT_THROW(allocate({{1, 1, 2, 0, 0}}, -1), std::invalid_argument);
+  EXPECT_THROW_WITH(allocate({{1, 1, 2, 0, 0}, {1, 1, 2, 0, 0}}, 8), std::invalid_argument, "allocate: duplicate app id 1");
+  EXPECT_THROW_WITH(allocate({{1, 0, 2, 0, 0}}, 8), std::invalid_argument, "allocate: app 1: devices must be >= 1");
+  EXPECT_THROW_WITH(allocate({{1, 1, 0, 0, 0}}, 8), std::invalid_argument, "allocate: app 1: demand must be >= 1");
+  EXPECT_THROW_WITH(allocate({{1, 1, 2, 0, 0}}, -1), std::invalid_argument, "allocate: cores must be >= 0, got -1");
   EXPECT_TRUE(allocate({}, 8).empty());
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plugins/torchloader/trainer.h"
+#include "tests/expect_throw.h"
 
 #ifndef TORCHLOADER_TRAIN_EXE
 #error "TORCHLOADER_TRAIN_EXE must name the fanout-torchloader-train executable"
@@ -90,8 +91,8 @@ TEST(TorchloaderModel, EachArchBuildsAndOneIterationRuns) {
     EXPECT_FALSE(r.paused);
     EXPECT_TRUE(std::isfinite(r.last_loss));
   }
-  EXPECT_THROW(make_model("alexnet", 2, 10), std::invalid_argument);
-  EXPECT_THROW(make_model("resnet", 0, 10), std::invalid_argument);
+  EXPECT_THROW_WITH(make_model("alexnet", 2, 10), std::invalid_argument, "torchloader: unknown arch 'alexnet' (resnet, vgg, googlenet)");
+  EXPECT_THROW_WITH(make_model("resnet", 0, 10), std::invalid_argument, "torchloader: depth must be >= 1");
 }
 
 TEST(TorchloaderModel, DeeperModelsCountMoreFlopsAndParameters) {
@@ -210,10 +211,10 @@ TEST(TorchloaderTrain, PauseThenResumeWithOtherWorkersMatchesUninterruptedRun) {
   bad.end_iter = 10;
   bad.resume = true;
   bad.checkpoint = (dir / "resnet_part.ckpt").string();
-  EXPECT_THROW(train(bad, nullptr, nullptr), std::invalid_argument);
+  EXPECT_THROW_WITH(train(bad, nullptr, nullptr), std::invalid_argument, "is for resnet depth 2 classes 10 batch 8, not the options given");
   bad.checkpoint = (dir / "missing.ckpt").string();
   bad.arch = "resnet";
-  EXPECT_THROW(train(bad, nullptr, nullptr), std::runtime_error);
+  EXPECT_THROW_WITH(train(bad, nullptr, nullptr), std::runtime_error, "torchloader: no checkpoint at ");
   fs::remove_all(dir);
 }
 
