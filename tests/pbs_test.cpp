@@ -5,10 +5,13 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -291,6 +294,55 @@ TEST(PbsWithOpenMpi, ARunKilledOverItsMemoryLimitIsRetried) {
   EXPECT_EQ(rows[0][0], "OUT_OF_MEMORY");
   EXPECT_NE(rows[0][1].find("JOB_EXEC_OVERLIMIT_MEM"), std::string::npos) << rows[0][1];
   EXPECT_EQ(rows[1][0], "COMPLETED");
+}
+
+// The driver is SIGKILLed while its PBS jobs run: `fanout resume` follows them by the ids in their run folders
+// (qstat, not qsub again), and each permutation ends with one COMPLETED run under the first driver's job id.
+TEST(PbsWithOpenMpi, ResumeAfterTheDriverIsKilledFollowsItsPbsJobs) {
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  const std::string old_path = std::getenv("PATH");
+  ::setenv("PATH", (shim.string() + ":" + old_path).c_str(), 1);  // for the spawned driver and the resume
+  ::setenv("FANOUT_TEST_PBS_STATE", (d.path / "server").c_str(), 1);
+  struct Restore {
+    std::string path;
+    ~Restore() {
+      ::setenv("PATH", path.c_str(), 1);
+      ::unsetenv("FANOUT_TEST_PBS_STATE");
+    }
+  } restore{old_path};
+  // Three runs of about 3 s, all submitted at once (PBS takes every run).
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=pbs", "--exp_name=kd", "--sleep_us=[100000,100001,100002]",
+                                          "--iterations=30", "--warmup=0"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  auto job_ids = [&] {
+    std::set<std::string> ids;
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "kd", ec))
+      if (e.path().filename() == "job.id") ids.insert(trim(read_file(e.path())));
+    return ids;
+  };
+  ASSERT_TRUE(test::wait_for([&] { return job_ids().size() == 3; }, 60)) << read_file(d.path / "err.txt");
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const std::set<std::string> first = job_ids();
+  ASSERT_EQ(fs::exists(d.path / "server" / "seq") ? trim(read_file(d.path / "server" / "seq")) : "", "3");
+
+  auto r = test::run_command({test::fanout_exe().string(), "resume", "results/kd"}, d.path, {}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("3 still in the pbs queue followed again; running 0"), std::string::npos) << r.err;
+  EXPECT_EQ(trim(read_file(d.path / "server" / "seq")), "3") << "nothing submitted again";
+  auto rows = test::sql_rows(d.path / "results" / "kd" / "fanout.sqlite", "SELECT status, job_id FROM runs");
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<std::string> ids;
+  for (auto& row : rows) {
+    EXPECT_EQ(row[0], "COMPLETED");
+    ids.insert(row[1]);
+  }
+  EXPECT_EQ(ids, first);
+  EXPECT_EQ(test::sql_one(d.path / "results" / "kd" / "fanout.sqlite", "SELECT count(*) FROM samples"), std::to_string(3 * 31))
+      << "30 iterations + 1 rendezvous per run, stored once";
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---

@@ -34,7 +34,8 @@ namespace test = fanout::test;
 
 namespace {
 
-int base_port() { return 25000 + (getpid() % 400) * 10; }
+// A block of 50 per test process (offsets reach +9), 27000-27999: apart from smartsim_test's and the Slurm tests'.
+int base_port() { return 27000 + (getpid() % 20) * 50; }
 
 // A small TorchScript model: forward(a, b) = a * 2 + b (any shape; batches along dimension 0).
 std::string small_model_blob() {

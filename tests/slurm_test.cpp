@@ -389,6 +389,34 @@ TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
   EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(4 * 21)) << "20 iterations + 1 rendezvous per run";
 }
 
+// The driver dies (SIGKILL) once its database is up in Slurm: nothing would ever stop that job. `fanout resume`
+// stops it (its stop file) and starts a new database for the runs still to do; every permutation completes.
+TEST_F(Slurm, ResumeStopsTheDatabaseAKilledDriverLeftUp) {
+  pid_t pid = test::spawn_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--exp_name=left", "--db_nodes=1", "--db_cpus=1",
+                                          "--client_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,4096]", "--iterations=3",
+                                          "--net_ifname=lo", "--db_port=23550"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  const fs::path exp = d.path / "results" / "left";
+  ASSERT_TRUE(test::wait_for([&] { return count_files(exp, "ready") == 1; }, 120)) << read_file(d.path / "err.txt");
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  std::string db_job;
+  for (auto& e : fs::recursive_directory_iterator(exp))
+    if (e.path().filename() == "job.id" && e.path().parent_path().filename().string().rfind("db-service-", 0) == 0)
+      db_job = trim(read_file(e.path()));
+  ASSERT_FALSE(db_job.empty()) << "the database's job id is in its run folder";
+  ASSERT_FALSE(test::wait_for_slurm_job_end(db_job, 3)) << "the database outlived its driver (nothing stops it yet)";
+
+  auto r = fanout({"resume", "results/left"}, 300);
+  if (r.exit_code != 0) r = fanout({"resume", "results/left"}, 300);  // a client run cut short by the stop: once more
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::wait_for_slurm_job_end(db_job, 60)) << "job " << db_job << ": the left database still runs";
+  EXPECT_EQ(one("left", "SELECT count(DISTINCT param_hash) FROM runs WHERE status='COMPLETED' AND session LIKE 'throughput-sess-%'"), "2");
+  EXPECT_GE(std::stoi(one("left", "SELECT count(*) FROM runs WHERE session LIKE 'db-service-%'")), 1);
+  EXPECT_NE(r.err.find("already COMPLETED"), std::string::npos) << r.err;
+}
+
 // Restarts a virtual node's slurmd when it goes out of scope and waits until Slurm has the node back.
 struct NodeRestorer {
   std::string node;

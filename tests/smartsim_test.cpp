@@ -28,8 +28,10 @@ namespace test = fanout::test;
 
 namespace {
 
-// A free port block from the kernel's ephemeral range, different per test process.
-int base_port() { return 21000 + (getpid() % 400) * 10; }
+// Redis needs its port before it starts (port 0 means "no TCP" to it, and a cluster also takes port + 10000): a
+// block of 100 per test process (offsets reach +70), 21000-22999, apart from redisai_test's 27000-27999 and the
+// Slurm tests' 23400-23501 and 26000-26015; RedisServer moves 100 up when a port is taken all the same.
+int base_port() { return 21000 + (getpid() % 20) * 100; }
 
 RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) {
   RedisServerConfig c;
@@ -459,6 +461,25 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
 
 // A shared database that cannot start: its runs are recorded FAILED without running, naming the service and
 // where its logs are, and the driver exits non-zero instead of waiting for a database that never comes.
+// --no_reuse, run for real: the database is part of every run's job (started, used, stopped within the run), no
+// shared service run exists, and its password reached the clients through the job's rendezvous only.
+TEST(ThroughputSweep, NoReuseStartsTheDatabaseInEveryRun) {
+  test::TempDir d;
+  fs::path db = throughput_sweep(d, "fresh", 30, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,4096]", "--iterations=3",
+                                                 "--no_reuse"});
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs"), "2") << "no service run";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM provenance WHERE key IN ('service', 'shared_step')"), "0");
+  // Each run started and stopped its own server.
+  auto per_run = test::sql_rows(db, "SELECT run_id, sum(metric='db_start'), sum(metric='db_stop'), sum(metric='put_tensor' AND warmup=0) "
+                                    "FROM samples GROUP BY run_id ORDER BY run_id");
+  ASSERT_EQ(per_run.size(), 2u);
+  for (auto& r : per_run) EXPECT_EQ(std::vector<std::string>(r.begin() + 1, r.end()), (std::vector<std::string>{"1", "1", "3"})) << r[0];
+  int passwords = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "fresh")) passwords += e.path().filename() == "smartsim.password";
+  EXPECT_EQ(passwords, 0) << "without a service the password is never written to a file";
+}
+
 TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
   test::TempDir d;
   fs::path db = throughput_sweep(d, "down", 40, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--iterations=2",
