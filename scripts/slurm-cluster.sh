@@ -4,7 +4,8 @@
 # the same node count only checks it. Usage: scripts/slurm-cluster.sh up|scale [N]|down|status
 # Partition debug (the default) is always n1-n4; `scale N` (default 160) starts N nodes in all and adds
 # partition scale = n1-nN, for sweeps of SmartSim-Scaling's size with one rank per node (one slurmd per node,
-# 160 start in a few seconds and take about 250 MB).
+# 160 start in a few seconds and take about 250 MB), and partitions preemptible and urgent on n9-n10, where
+# an urgent job cancels a preemptible one (PREEMPTED; debug's and scale's jobs are never preempted).
 # Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
@@ -88,6 +89,10 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
+# Preemption between partition tiers only (the retry-after-preemption test): partition urgent (tier 2)
+# cancels jobs of partition preemptible (tier 1) on nodes n9-n10; jobs of debug and scale are never preempted.
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
 SlurmdParameters=config_overrides
 ReturnToService=2
 StateSaveLocation=$D/state
@@ -113,10 +118,11 @@ OverTimeLimit=0
 InactiveLimit=0
 Waittime=0
 NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode State=UNKNOWN
-PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF
 CONF
 )
-  [ "$N" -gt 4 ] && conf+=$'\n'"PartitionName=scale Nodes=n[1-$N] MaxTime=INFINITE State=UP OverSubscribe=NO"
+  [ "$N" -gt 4 ] && conf+=$'\n'"PartitionName=scale Nodes=n[1-$N] MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF"
+  [ "$N" -ge 10 ] && conf+=$'\n'"PartitionName=preemptible Nodes=n[9-10] MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=CANCEL"$'\n'"PartitionName=urgent Nodes=n[9-10] MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2"
   # A running cluster with another configuration (node count, timeouts) is restarted with this one.
   if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ]; then
     alive "$D/run/slurmctld.pid" && down

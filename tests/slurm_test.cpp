@@ -417,6 +417,30 @@ TEST_F(Slurm, ResumeStopsTheDatabaseAKilledDriverLeftUp) {
   EXPECT_NE(r.err.find("already COMPLETED"), std::string::npos) << r.err;
 }
 
+// A run preempted by a more urgent job (partition urgent, tier 2, cancels partition preemptible's jobs on n9-n10;
+// scripts/slurm-cluster.sh) ends PREEMPTED and, with --max_retries, runs again once the nodes are free.
+TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--partition=preemptible", "--exclusive", "--exp_name=pre",
+                                          "--sleep_us=100000", "--iterations=50", "--warmup=0", "--max_retries=1"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 120)) << read_file(d.path / "err.txt");
+  auto urgent = test::run_command({"/usr/bin/sbatch", "--parsable", "-p", "urgent", "--exclusive", "-N", "2", "-o", "/dev/null", "--wrap", "sleep 2"},
+                                  d.path, {}, 30);
+  ASSERT_EQ(urgent.exit_code, 0) << urgent.err;
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 240)) << read_file(d.path / "err.txt");
+  const std::string err = read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 0) << err;
+  EXPECT_NE(err.find("(attempt 2 of 2)"), std::string::npos) << err;
+  auto rows = query("pre", "SELECT status FROM runs ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u) << err;
+  EXPECT_EQ(rows[0][0], "PREEMPTED");
+  EXPECT_EQ(rows[1][0], "COMPLETED");
+  EXPECT_EQ(one("pre", "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.status = 'COMPLETED'"), "51")
+      << "50 iterations + 1 rendezvous of the retry";
+}
+
 // Restarts a virtual node's slurmd when it goes out of scope and waits until Slurm has the node back.
 struct NodeRestorer {
   std::string node;
