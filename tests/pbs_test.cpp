@@ -63,6 +63,32 @@ TEST(PbsScript, MatchesGoldenTorqueScriptWithSrunSteps) {
   EXPECT_EQ(rendered, golden("pbs_torque_srun.sh", rendered));
 }
 
+// The golden files are the renderer's own output (FANOUT_UPDATE_GOLDEN rewrites them): these lines were written by
+// hand from the PBS Pro reference (qsub -l select=<chunks>:ncpus=<n>:mpiprocs=<n>, -l place=scatter:excl for whole
+// nodes, -l walltime=hh:mm:ss) and Torque's (-l nodes=<n>:ppn=<n>), for db on 2 nodes x 1 rank and client on 2
+// other nodes x 4 ranks, 90 minutes.
+TEST(PbsScript, TheResourceRequestIsWhatPbsDocumentsForTheJob) {
+  auto lines_of = [](const std::string& script) {
+    std::vector<std::string> pbs;
+    for (auto& l : split(script, '\n'))
+      if (l.rfind("#PBS ", 0) == 0) pbs.push_back(l);
+    return pbs;
+  };
+  const std::vector<std::string> pro = {"#PBS -N infer-sess-N2-abc123", "#PBS -l select=4:ncpus=4:mpiprocs=4", "#PBS -l place=scatter:excl",
+                                        "#PBS -l walltime=01:30:00", "#PBS -q workq", "#PBS -A proj42", "#PBS -j oe",
+                                        "#PBS -o /scratch/results/exp/run-1/infer-sess-N2-abc123/pbs.out"};
+  EXPECT_EQ(lines_of(pbs_job_script(two_step_job(), PbsFlavor::Pro)), pro);
+  const std::vector<std::string> torque = {"#PBS -N infer-sess-N2-abc123", "#PBS -l nodes=4:ppn=4", "#PBS -l walltime=01:30:00",
+                                           "#PBS -q workq", "#PBS -A proj42", "#PBS -j oe",
+                                           "#PBS -o /scratch/results/exp/run-1/infer-sess-N2-abc123/pbs.out"};
+  EXPECT_EQ(lines_of(pbs_job_script(two_step_job(), PbsFlavor::Torque)), torque);
+  // Host files: the first two hosts of $PBS_NODEFILE for db (1 slot each), the next two for client (4 slots).
+  const std::string body = pbs_job_script(two_step_job(), PbsFlavor::Pro);
+  EXPECT_NE(body.find("sed -n '1,2{s/$/ slots=1/;p}' hosts.all > 'hosts.db'"), std::string::npos);
+  EXPECT_NE(body.find("sed -n '3,4{s/$/ slots=4/;p}' hosts.all > 'hosts.client'"), std::string::npos);
+  EXPECT_NE(body.find("'mpirun' '--allow-run-as-root' '-np' '8' '--map-by' 'ppr:4:node' '--hostfile' 'hosts.client'"), std::string::npos) << body;
+}
+
 TEST(PbsScript, ValuesAreQuotedNeverInterpreted) {
   JobSpec j = two_step_job();
   j.env = {{"MESSAGE", "$(touch x); `id`"}};
