@@ -425,7 +425,14 @@ TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
                                  d.path / "err.txt");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 120)) << read_file(d.path / "err.txt");
-  auto urgent = test::run_command({"/usr/bin/sbatch", "--parsable", "-p", "urgent", "--exclusive", "-N", "2", "-o", "/dev/null", "--wrap", "sleep 2"},
+  // The urgent job asks for the run's own node (the other may be busy with another test's job, not preemptible).
+  std::string job_id, node;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "pre"))
+    if (e.path().filename() == "job.id") job_id = trim(read_file(e.path()));
+  ASSERT_FALSE(job_id.empty());
+  node = trim(test::run_command({"/usr/bin/squeue", "-h", "-j", job_id, "-o", "%N"}, "/", {}, 20).out);
+  ASSERT_TRUE(node == "n9" || node == "n10") << "'" << node << "'";
+  auto urgent = test::run_command({"/usr/bin/sbatch", "--parsable", "-p", "urgent", "--exclusive", "-w", node, "-o", "/dev/null", "--wrap", "sleep 2"},
                                   d.path, {}, 30);
   ASSERT_EQ(urgent.exit_code, 0) << urgent.err;
   int st = 0;
