@@ -4,7 +4,8 @@
 # (executions, exec/s, corpus size, crashes) and a last line "N passed, M failed"; exits non-zero when any
 # target crashed (crash, leak, UB, timeout or out-of-memory: libFuzzer's artifacts are kept in
 # <build>/fuzz-artifacts/<target>/; once fixed, add the reproducer to the target's corpus).
-# Env: FANOUT_FUZZ_SECONDS  seconds per target (20)
+# Usage: scripts/fuzz.sh [--long]   --long: the nightly-style run, 600 s per target (CI runs 20 s each)
+# Env: FANOUT_FUZZ_SECONDS  seconds per target (20; 600 with --long)
 #      FANOUT_FUZZ_MERGE=1  merge the inputs that add coverage back into the repo corpus
 #      FANOUT_FUZZ_TARGETS  a subset, space-separated (all of them)
 #      FANOUT_FUZZ_BUILD_DIR (build-fuzz), FANOUT_FUZZ_JOBS build jobs (nproc)
@@ -13,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FANOUT_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FANOUT_FUZZ_SECONDS:-20}
+if [ "${1:-}" = --long ]; then seconds=${FANOUT_FUZZ_SECONDS:-600}; fi
 read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob control_channels kv_service tensor_wire multicast pslite_scheduler qstat smartsim_import workload}"
 # model_blob hands each input to the checker of the main build (a process per input: slow, and meant to be)
 export FANOUT_REDISAI_CHECK=${FANOUT_REDISAI_CHECK:-$PWD/${FANOUT_BUILD_DIR:-build}/plugins/fanout-redisai-check}
