@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "plugins/torchloader/agent_message.h"
 #include "plugins/torchloader/gradient_exchange.h"
 #include "plugins/torchloader/line_channel.h"
 #include "plugins/torchloader/scheduler.h"
@@ -246,4 +247,32 @@ TEST(GradientExchange, StrangersAreDroppedAndTheRealPeerJoins) {
   EXPECT_TRUE(paused0);
   EXPECT_EQ(mine, (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(zero, mine);
+}
+
+// The master's reading of its node agents' lines: each kind as NodeAgent writes it, and what a peer with the
+// token could still send wrong (issue 19's "HB x 0 1 2" threw from stoi): refused, never thrown.
+TEST(AgentMessage, EachKindParsesAndMalformedLinesAreRefused) {
+  using K = torchloader::AgentMessage::Kind;
+  auto m = torchloader::parse_agent_message("HB 1 0 12 340.500000 0.100000 0.020000");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind, K::Heartbeat);
+  EXPECT_EQ(m->app, 1);
+  EXPECT_EQ(m->iteration, 12);
+  EXPECT_DOUBLE_EQ(m->samples_per_s, 340.5);
+  m = torchloader::parse_agent_message("LISTENING 2 0 40123");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind, K::Listening);
+  EXPECT_EQ(m->port, 40123);
+  m = torchloader::parse_agent_message("FINISHED 0 1 500 31.250000");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->kind, K::Finished);
+  EXPECT_EQ(m->process, 1);
+  EXPECT_EQ(m->iteration, 500);
+  m = torchloader::parse_agent_message("FAILED 0 0 exit 3 (see the node's log)");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->why, "exit 3 (see the node's log)");
+  EXPECT_EQ(torchloader::parse_agent_message("PAUSED 3 2 42")->kind, K::Paused);
+  for (const char* bad : {"HB x 0 1 2", "HB 0 0 1 nan 0 0", "HB 0 0 1 -5 0 0", "LISTENING 0 0 70000", "LISTENING 0 0 0", "FINISHED 0 0",
+                          "PAUSED 0 0 12x", "PAUSED -1 0 3", "PAUSED 0 99999999999 3", "HELLO 0 0 1", "", "HB 0"})
+    EXPECT_FALSE(torchloader::parse_agent_message(bad)) << bad;
 }

@@ -32,6 +32,7 @@
 #include <thread>
 #include <utility>
 
+#include "agent_message.h"
 #include "fanout_sdk.hpp"
 #include "gradient_exchange.h"
 #include "line_channel.h"
@@ -289,15 +290,16 @@ class Master {
     host_.record(("workers.app" + std::to_string(app)).c_str(), changes_[app]++, host_.now_ns(), total, "workers", false);
   }
 
-  // A peer's line that does not parse is logged and dropped; it never ends the run.
+  // A peer's line that does not parse (agent_message.h), or names an application or process that does not
+  // exist, is logged and dropped; it never ends the run.
   void handle_checked(const Line& l) {
-    try {
-      handle(l);
-    } catch (const std::invalid_argument&) {
+    if (l.text == "CLOSED") throw std::runtime_error("a node agent went away before the workload finished");
+    const auto m = parse_agent_message(l.text);
+    if (!m || size_t(m->app) >= apps_.size() || m->process >= sched_->processes(m->app)) {
       host_.log(FANOUT_LOG_WARN, "ignored a malformed message: " + l.text.substr(0, 80));
-    } catch (const std::out_of_range&) {
-      host_.log(FANOUT_LOG_WARN, "ignored a malformed message: " + l.text.substr(0, 80));
+      return;
     }
+    handle(*m, l.text);
   }
 
   static std::optional<int> to_int(const std::string& s) {
@@ -310,32 +312,35 @@ class Master {
     return std::nullopt;
   }
 
-  void handle(const Line& l) {
-    auto w = words(l.text);
-    if (w.empty()) return;
-    if (w[0] == "CLOSED") throw std::runtime_error("a node agent went away before the workload finished");
-    if (w.size() < 3) return;
-    const int app = std::stoi(w[1]), proc = std::stoi(w[2]);
-    if (app < 0 || size_t(app) >= apps_.size() || proc < 0 || proc >= sched_->processes(app)) return;
-    if (w[0] == "LISTENING" && w.size() == 4 && proc == 0) {
-      auto deferred = std::move(deferred_[app]);
-      deferred_.erase(app);
-      send(deferred, node_ip_[size_t(sched_->node(app, 0))] + ":" + w[3]);
-    } else if (w[0] == "HB" && w.size() >= 5) {
-      host_.record(("samples_per_s.app" + std::to_string(app)).c_str(), hb_[app]++, host_.now_ns(), std::stod(w[4]), "samples/s", false);
-    } else if (w[0] == "PAUSED") {
-      send(sched_->paused(app, proc));
-    } else if (w[0] == "FINISHED") {
-      // The iteration it stopped at: with pauses and resumes on the way, still the application's last.
-      if (w.size() >= 4) host_.record("finished_iteration", app * 1000 + proc, host_.now_ns(), std::stod(w[3]), "iteration", false);
-      samples_ += double(total_iterations(apps_[size_t(app)])) * std::max(1, apps_[size_t(app)].batch / std::max(1, apps_[size_t(app)].node_size));
-      send(sched_->finished(app, proc, now()));
-    } else if (w[0] == "FAILED") {
-      host_.log(FANOUT_LOG_ERROR, "application " + std::to_string(app) + " process " + std::to_string(proc) + " failed: " + l.text);
-      ++failures_;
-      send(sched_->finished(app, proc, now()));
-      // Processes waiting for this process 0 to listen will never start: they count as failed too.
-      for (const auto& c : std::exchange(deferred_[app], {})) send(sched_->finished(c.app, c.process, now()));
+  void handle(const AgentMessage& m, const std::string& text) {
+    const int app = m.app, proc = m.process;
+    switch (m.kind) {
+      case AgentMessage::Kind::Listening: {
+        if (proc != 0) return;
+        auto deferred = std::move(deferred_[app]);
+        deferred_.erase(app);
+        send(deferred, node_ip_[size_t(sched_->node(app, 0))] + ":" + std::to_string(m.port));
+        break;
+      }
+      case AgentMessage::Kind::Heartbeat:
+        host_.record(("samples_per_s.app" + std::to_string(app)).c_str(), hb_[app]++, host_.now_ns(), m.samples_per_s, "samples/s", false);
+        break;
+      case AgentMessage::Kind::Paused:
+        send(sched_->paused(app, proc));
+        break;
+      case AgentMessage::Kind::Finished:
+        // The iteration it stopped at: with pauses and resumes on the way, still the application's last.
+        host_.record("finished_iteration", app * 1000 + proc, host_.now_ns(), double(m.iteration), "iteration", false);
+        samples_ += double(total_iterations(apps_[size_t(app)])) * std::max(1, apps_[size_t(app)].batch / std::max(1, apps_[size_t(app)].node_size));
+        send(sched_->finished(app, proc, now()));
+        break;
+      case AgentMessage::Kind::Failed:
+        host_.log(FANOUT_LOG_ERROR, "application " + std::to_string(app) + " process " + std::to_string(proc) + " failed: " + text);
+        ++failures_;
+        send(sched_->finished(app, proc, now()));
+        // Processes waiting for this process 0 to listen will never start: they count as failed too.
+        for (const auto& c : std::exchange(deferred_[app], {})) send(sched_->finished(c.app, c.process, now()));
+        break;
     }
   }
 

@@ -1,0 +1,29 @@
+// What a node agent tells the torchloader master about one training process, a line each (NodeAgent in
+// torchloader.cpp writes them, relaying what fanout-torchloader-train prints):
+//   LISTENING <app> <proc> <port>                                   process 0 of a multi-node application takes peers
+//   HB <app> <proc> <iter> <samples/s> <iter_s> <loader_wait_s>      a heartbeat
+//   PAUSED <app> <proc> <iter>
+//   FINISHED <app> <proc> <iter> [<seconds>]
+//   FAILED <app> <proc> <why...>
+// Every field is checked (whole integers in range, finite non-negative numbers): a line that does not parse is
+// nullopt, which the master logs and drops; parsing never throws.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace torchloader {
+
+struct AgentMessage {
+  enum class Kind { Listening, Heartbeat, Paused, Finished, Failed };
+  Kind kind = Kind::Failed;
+  int app = 0, process = 0;
+  int port = 0;               // Listening: 1-65535
+  int64_t iteration = 0;      // Heartbeat, Paused, Finished
+  double samples_per_s = 0;   // Heartbeat
+  std::string why;            // Failed
+};
+
+std::optional<AgentMessage> parse_agent_message(const std::string& line);
+
+}  // namespace torchloader
