@@ -167,7 +167,7 @@ struct ExecCode {
   const char* name;
   JobState state;
 };
-constexpr ExecCode kOpenPbsCodes[] = {
+constexpr ExecCode kSharedCodes[] = {  // -1 to -7 mean the same on both
     {-1, "JOB_EXEC_FAIL1: the job could not start", JobState::Failed},
     {-2, "JOB_EXEC_FAIL2: the job failed after its files were staged", JobState::Failed},
     {-3, "JOB_EXEC_RETRY: the job could not start, to be retried", JobState::Failed},
@@ -175,6 +175,8 @@ constexpr ExecCode kOpenPbsCodes[] = {
     {-5, "JOB_EXEC_INITRST: aborted on MoM initialisation, checkpointed", JobState::Failed},
     {-6, "JOB_EXEC_INITRMG: aborted on MoM initialisation, to be rerun", JobState::Failed},
     {-7, "JOB_EXEC_BADRESRT: the restart failed", JobState::Failed},
+};
+constexpr ExecCode kOpenPbsCodes[] = {
     {-10, "JOB_EXEC_FAILUID: invalid user or group", JobState::Failed},
     {-11, "JOB_EXEC_RERUN: the job was rerun", JobState::Failed},
     {-12, "JOB_EXEC_CHKP: checkpointed and held", JobState::Failed},
@@ -198,13 +200,6 @@ constexpr ExecCode kOpenPbsCodes[] = {
     {-30, "JOB_EXEC_JOINJOB: could not join its sister MoMs", JobState::NodeFail},
 };
 constexpr ExecCode kTorqueCodes[] = {
-    {-1, "JOB_EXEC_FAIL1: the job could not start", JobState::Failed},
-    {-2, "JOB_EXEC_FAIL2: the job failed after its files were staged", JobState::Failed},
-    {-3, "JOB_EXEC_RETRY: the job could not start, to be retried", JobState::Failed},
-    {-4, "JOB_EXEC_INITABT: aborted on MoM initialisation", JobState::Failed},
-    {-5, "JOB_EXEC_INITRST: aborted on MoM initialisation, checkpointed", JobState::Failed},
-    {-6, "JOB_EXEC_INITRMG: aborted on MoM initialisation, to be rerun", JobState::Failed},
-    {-7, "JOB_EXEC_BADRESRT: the restart failed", JobState::Failed},
     {-8, "JOB_EXEC_CMDFAIL: the user's command could not run", JobState::Failed},
     {-9, "JOB_EXEC_STDOUTFAIL: the output files could not be created", JobState::Failed},
     {-10, "JOB_EXEC_OVERLIMIT_MEM: exceeded a memory limit", JobState::OutOfMemory},
@@ -215,10 +210,12 @@ constexpr ExecCode kTorqueCodes[] = {
 };
 
 const ExecCode* find_exec_code(long code, PbsFlavor flavor) {
-  const ExecCode* first = flavor == PbsFlavor::Pro ? std::begin(kOpenPbsCodes) : std::begin(kTorqueCodes);
-  const ExecCode* last = flavor == PbsFlavor::Pro ? std::end(kOpenPbsCodes) : std::end(kTorqueCodes);
-  const ExecCode* it = std::find_if(first, last, [&](const ExecCode& c) { return c.code == code; });
-  return it == last ? nullptr : it;
+  auto in = [code](const ExecCode* first, const ExecCode* last) {
+    const ExecCode* it = std::find_if(first, last, [&](const ExecCode& c) { return c.code == code; });
+    return it == last ? nullptr : it;
+  };
+  if (const ExecCode* c = in(std::begin(kSharedCodes), std::end(kSharedCodes))) return c;
+  return flavor == PbsFlavor::Pro ? in(std::begin(kOpenPbsCodes), std::end(kOpenPbsCodes)) : in(std::begin(kTorqueCodes), std::end(kTorqueCodes));
 }
 
 }  // namespace
