@@ -28,8 +28,6 @@ namespace {
 
 constexpr int64_t kSec = 1000000000;
 
-// A port per test process, so parallel test processes never share a group/port.
-int test_port() { return 31000 + (getpid() % 500) * 4; }
 
 McastConfig loopback(int port) {
   McastConfig c;
@@ -154,14 +152,14 @@ TEST(CheckpointStore, ReadersRacingTheWriterNeverSeeATornCheckpoint) {
 }
 
 TEST(Multicast, VersionsArriveWholeOverLoopback) {
-  const int port = test_port();
   std::vector<McastVersion> got;
   std::mutex mu;
-  McastReceiver rx(loopback(port), 42, [&](const McastVersion& v) {
+  // Port 0: the kernel picks the receiver's port, so parallel test processes never share a group/port.
+  McastReceiver rx(loopback(0), 42, [&](const McastVersion& v) {
     std::lock_guard<std::mutex> l(mu);
     got.push_back(v);
   });
-  McastSender tx(loopback(port), 42);
+  McastSender tx(loopback(rx.port()), 42);
   EXPECT_GT(tx.chunk_bytes(), 60000u) << "loopback's MTU allows big datagrams";
   for (uint64_t v = 1; v <= 5; ++v) tx.send(v, bytes_of(3 * 1000 * 1000 + 17, v));
   ASSERT_TRUE(test::wait_for([&] { std::lock_guard<std::mutex> l(mu); return got.size() == 5; }, 10));
@@ -177,11 +175,10 @@ TEST(Multicast, VersionsArriveWholeOverLoopback) {
 }
 
 TEST(Multicast, LostChunksAndVersionsAreCounted) {
-  const int port = test_port() + 1;
   std::atomic<int> complete{0};
-  McastReceiver rx(loopback(port), 7, [&](const McastVersion&) { ++complete; });
+  McastReceiver rx(loopback(0), 7, [&](const McastVersion&) { ++complete; });
   sockaddr_in to{};
-  int fd = multicast_sender(port, to);
+  int fd = multicast_sender(rx.port(), to);
   const uint32_t chunk = 1000, n = 4;
   // Sends the given chunks of a version of n * chunk bytes, in the wire format of multicast.h.
   auto send_chunks = [&](uint64_t token, uint64_t version, std::vector<uint32_t> chunks, bool corrupt = false) {
@@ -263,7 +260,7 @@ TEST_F(ParameterServingRun, FilesystemModeRecordsStalenessPerStep) {
 }
 
 TEST_F(ParameterServingRun, MulticastModeDeliversEveryVersionOverLoopback) {
-  auto r = run({"--mode=multicast", "--mcast_interface=lo", "--mcast_port=" + std::to_string(test_port() + 2), "--workers=2",
+  auto r = run({"--mode=multicast", "--mcast_interface=lo", "--mcast_port=" + std::to_string(test::free_udp_port()), "--workers=2",
                 "--push_frequency=0.05", "--post_frequency=0.25", "--data_size=1", "--max_version=20", "--max_time=20"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Every version is accounted for at each worker: received whole, or counted lost (a receiver descheduled on a
@@ -350,17 +347,16 @@ TEST(ControlChannel, ForgedPostsNeverReachTheTrainer) {
 // came unbounded from the wire. Datagrams of one version that disagree with its first one, sizes beyond what the
 // trainer sends, and chunk counts that do not fit the size are dropped and counted; the version still completes.
 TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
-  const int port = test_port() + 2;
   std::vector<McastVersion> got;
   std::mutex mu;
-  McastConfig cfg = loopback(port);
+  McastConfig cfg = loopback(0);
   cfg.max_bytes = 4000;
   McastReceiver rx(cfg, 9, [&](const McastVersion& v) {
     std::lock_guard<std::mutex> l(mu);
     got.push_back(v);
   });
   sockaddr_in to{};
-  int fd = multicast_sender(port, to);
+  int fd = multicast_sender(rx.port(), to);
   std::vector<char> payload = bytes_of(4000, 1);
   auto send = [&](uint32_t chunk, uint32_t n_chunks, uint64_t total, uint32_t chunk_bytes, size_t len) {
     McastHeader h{};

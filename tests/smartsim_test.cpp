@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <csignal>
 #include <thread>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -478,6 +481,51 @@ TEST(ThroughputSweep, NoReuseStartsTheDatabaseInEveryRun) {
   int passwords = 0;
   for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "fresh")) passwords += e.path().filename() == "smartsim.password";
   EXPECT_EQ(passwords, 0) << "without a service the password is never written to a file";
+}
+
+// While a sweep runs, its database's generated password is on no process's command line on this machine (the
+// servers read it from their 0600 redis.conf, the clients from the service folder or the job's rendezvous).
+TEST(ThroughputSweep, ThePasswordIsOnNoCommandLineWhileTheSweepRuns) {
+  test::TempDir d;
+  pid_t pid = test::spawn_fanout(d.path, {"throughput_standard", "--exp_name=argv", "--db_cpus=1", "--client_nodes=1", "--db_nodes=1",
+                                          "--clients_per_node=2", "--tensor_bytes=[1024,2048,4096]", "--iterations=200", "--net_ifname=lo",
+                                          "--db_port=" + std::to_string(base_port() + 35)},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  auto cmdlines = [] {
+    std::vector<std::string> all;
+    for (auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(e.path() / "cmdline", std::ios::binary);
+      all.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return all;
+  };
+  fs::path password_file;
+  ASSERT_TRUE(test::wait_for([&] {
+    std::error_code ec;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
+      if (e.path().filename() == "smartsim.password") password_file = e.path();
+    return !password_file.empty();
+  }, 60)) << fanout::read_file(d.path / "err.txt");
+  // Once its server runs (its argv names the experiment's redis.conf), every command line is read.
+  size_t seen = 0, servers = 0;
+  ASSERT_TRUE(test::wait_for([&] {
+    auto all = cmdlines();
+    servers = std::count_if(all.begin(), all.end(), [&](const std::string& c) {
+      return c.find("redis-server") != std::string::npos && c.find(d.path.string()) != std::string::npos;
+    });
+    seen = all.size();
+    return servers > 0;
+  }, 60));
+  const std::string password = fanout::read_file(password_file);
+  ASSERT_EQ(password.size(), 32u);
+  for (auto& c : cmdlines()) EXPECT_EQ(c.find(password), std::string::npos) << "a command line holds the password: " << c;
+  EXPECT_GT(seen, 3u);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 120)) << fanout::read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 0) << fanout::read_file(d.path / "err.txt");
 }
 
 TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {

@@ -161,8 +161,9 @@ int connect_and_send(int port, const std::string& bytes) {
   return fd;
 }
 
-int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+namespace {
+int free_port(int type) {
+  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -172,6 +173,10 @@ int free_tcp_port() {
   ::close(fd);
   return ntohs(a.sin_port);
 }
+}  // namespace
+
+int free_tcp_port() { return free_port(SOCK_STREAM); }
+int free_udp_port() { return free_port(SOCK_DGRAM); }
 
 int exit_status(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : -1;

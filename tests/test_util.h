@@ -38,6 +38,7 @@ int connect_and_send(int port, const std::string& bytes = "");
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick from its ephemeral range), for programs
 // that must be told their port before they start: no fixed range that another test binary may be using.
 int free_tcp_port();
+int free_udp_port();  // the same for UDP (a multicast group's port that several processes must be told)
 
 // Polls cond until it is true or timeout_s passes; returns cond's last value.
 bool wait_for(const std::function<bool()>& cond, double timeout_s);

@@ -169,6 +169,9 @@ McastReceiver::McastReceiver(const McastConfig& cfg, uint64_t token, std::functi
     throw sys_error("cannot join multicast group " + cfg.group + ":" + std::to_string(cfg.port) + " on " + cfg.interface_ip +
                     " (does the interface have MULTICAST set?)");
   }
+  socklen_t len = sizeof a;
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -75,6 +75,8 @@ class McastReceiver {
   ~McastReceiver();
   // Stops the thread once the queued datagrams are read (20 ms without one); an incomplete version counts as lost.
   McastCounts stop();
+  // The UDP port it listens on: cfg.port, or the kernel's pick when that was 0 (tests: no shared fixed port).
+  int port() const { return port_; }
 
  private:
   void loop();
@@ -83,6 +85,7 @@ class McastReceiver {
   uint64_t token_;
   std::function<void(const McastVersion&)> on_version_;
   int fd_ = -1;
+  int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   McastCounts counts_;
