@@ -1,7 +1,7 @@
 // The rendezvous KV service (launchers/kv_service.h) fed any bytes over a real loopback connection, with the
 // job's AUTH line first when the input's first byte is odd (so PUT/GET/FENCE parsing is reached), then closed
 // (a peer that leaves mid-wait must leave nothing dangling: ASan sees a use after free). After each input a
-// real rank of the same job must still PUT and GET a key the input cannot know (a random prefix).
+// real rank of the same job must still PUT and GET a key the input cannot know (random, new each round).
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,7 +40,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > 8192) return 0;
   static fanout::KvService service;
   static const std::string token = service.open_job(1000);
-  static const std::string secret = fanout_sdk::random_hex(8);
   static unsigned long round = 0;
   const bool with_token = data[0] & 1;
   int fd = connect_to(service.address());
@@ -48,12 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   close(fd);
 
   // A real rank: AUTH, PUT, GET of its own key.
-  const std::string key = "k" + secret + std::to_string(++round), value = "v" + std::to_string(round);
+  // A fresh random key each round: libFuzzer's comparison tracing learns any fixed key (it did: an input then
+  // wrote the next round's key and the rank read the input's value), so no input can know this one.
+  const std::string key = "k" + fanout_sdk::random_hex(12), value = "v" + std::to_string(++round);
   fd = connect_to(service.address());
   const std::string request = "AUTH " + token + "\nPUT " + key + " " + std::to_string(value.size()) + "\n" + value + "GET " + key + " 0\n";
   fuzz::send_all(fd, request);
   const std::string expected = "OK\nOK\nVAL " + std::to_string(value.size()) + "\n" + value;
   FUZZ_CHECK(read_reply(fd, expected.size()) == expected);
-  close(fd);
+  fuzz::close_with_reset(fd);
   return 0;
 }

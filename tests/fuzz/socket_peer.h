@@ -12,8 +12,16 @@
 
 namespace fuzz {
 
+// Each connection comes from the next of 127.0.0.2-127.0.0.250: the TIME_WAIT a closed connection leaves holds
+// its (source, port) pair for a minute, and ~50,000 inputs a run from one source address used up this host's
+// ephemeral ports (connect failed with EADDRNOTAVAIL).
 inline int connect_to(int port, const char* ip = "127.0.0.1") {
+  static unsigned next_source = 0;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl((127u << 24) | (2 + next_source++ % 249));
+  FUZZ_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
@@ -28,6 +36,13 @@ inline void send_all(int fd, const std::string& bytes) {
     if (n <= 0) return;  // the server closed it: a refusal
     at += size_t(n);
   }
+}
+
+// Closes a connection whose exchange is over with a reset instead of a FIN: no TIME_WAIT is left behind.
+inline void close_with_reset(int fd) {
+  const linger reset{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  close(fd);
 }
 
 inline void send_and_close(int port, const std::string& bytes) {
