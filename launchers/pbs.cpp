@@ -357,35 +357,31 @@ bool PbsScheduler::query(const std::vector<std::string>& job_ids, QstatJobs& lis
     if (std::find(ids.begin(), ids.end(), q) == ids.end()) ids.push_back(q);
   }
   bool ok = true;
-  auto ask = [&](std::vector<std::string> argv, const std::vector<std::string>& which, bool json) {
+  auto merge = [&](const QstatJobs& got) { listed.insert(got.begin(), got.end()); };
+  auto ask = [&](std::vector<std::string> argv, const std::vector<std::string>& which) {
     argv.insert(argv.end(), which.begin(), which.end());
     auto r = run_process(argv, {}, 120);
     if (r.exit_code != 0 && !only_unknown_job_errors(r.err)) ok = false;
-    if (!json) {
-      auto got = parse_qstat_text(r.out);
-      listed.insert(got.begin(), got.end());
-      return std::vector<std::string>{};
-    }
-    std::vector<std::string> unanswered;
-    try {
-      auto got = parse_qstat_json(r.out);
-      listed.insert(got.begin(), got.end());
-      for (auto& id : which)
-        if (!got.count(id) && r.err.find(id) == std::string::npos) unanswered.push_back(id);
-    } catch (const UserError&) {
-      unanswered = which;
-    }
-    return unanswered;
+    return r;
   };
   constexpr size_t kIdsPerQuery = 500;
   for (size_t from = 0; from < ids.size(); from += kIdsPerQuery) {
     const std::vector<std::string> chunk(ids.begin() + long(from), ids.begin() + long(std::min(ids.size(), from + kIdsPerQuery)));
-    if (flavor_ == PbsFlavor::Pro) {
-      auto again = ask({"qstat", "-x", "-f", "-F", "json"}, chunk, true);
-      if (!again.empty()) ask({"qstat", "-x", "-f"}, again, false);
-    } else {
-      ask({"qstat", "-f"}, chunk, false);
+    if (flavor_ != PbsFlavor::Pro) {
+      merge(parse_qstat_text(ask({"qstat", "-f"}, chunk).out));
+      continue;
     }
+    const auto r = ask({"qstat", "-x", "-f", "-F", "json"}, chunk);
+    std::vector<std::string> again = chunk;  // all of them when the JSON is invalid
+    try {
+      const QstatJobs got = parse_qstat_json(r.out);
+      merge(got);
+      again.clear();
+      for (auto& id : chunk)
+        if (!got.count(id) && r.err.find(id) == std::string::npos) again.push_back(id);
+    } catch (const UserError&) {
+    }
+    if (!again.empty()) merge(parse_qstat_text(ask({"qstat", "-x", "-f"}, again).out));
   }
   return ok;
 }

@@ -1,8 +1,9 @@
 // PBS (PBS Pro / OpenPBS, and Torque-compatible front ends): jobs are rendered as PBS scripts (#PBS -N,
 // -l select=N:ncpus=M:mpiprocs=K, -l walltime, -q, -A, -l place, -j oe, -o) and submitted with qsub; all jobs
 // are polled with ONE qstat per cycle naming our job ids (qstat -x -f -F json on PBS Pro, falling back to the
-// text form when the server's JSON is invalid; qstat -f text elsewhere), cancelled with one qdel. Steps start with the step launcher chosen by --step_launcher (mpirun with per-step host files cut
-// from $PBS_NODEFILE by default; srun where the PBS front end sits on Slurm). Jobs qstat no longer lists,
+// text form when the server's JSON is invalid; qstat -f text elsewhere), cancelled with one qdel. Steps start
+// with the step launcher chosen by --step_launcher (mpirun with per-step host files cut from $PBS_NODEFILE by
+// default; srun where the PBS front end sits on Slurm). Jobs qstat no longer lists,
 // or lists without an exit status, are resolved from the run folder's exit markers.
 #pragma once
 #include <map>

@@ -26,4 +26,7 @@ struct AgentMessage {
 
 std::optional<AgentMessage> parse_agent_message(const std::string& line);
 
+// One field of the protocol as a whole decimal integer within [lo, hi] (REGISTER's node and cores too), else nullopt.
+std::optional<int64_t> whole_number(const std::string& field, int64_t lo, int64_t hi);
+
 }  // namespace torchloader

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <memory>
@@ -244,14 +245,14 @@ class Master {
       for (const auto& l : server_->poll(200)) {
         auto w = words(l.text);
         if (w.size() != 4 || w[0] != "REGISTER") continue;
-        const auto node = to_int(w[1]), node_cores = to_int(w[2]);
-        if (!node || !node_cores || *node < 0 || *node >= nodes || *node_cores < 1) {
+        const auto node = whole_number(w[1], 0, nodes - 1), node_cores = whole_number(w[2], 1, std::numeric_limits<int>::max());
+        if (!node || !node_cores) {
           host_.log(FANOUT_LOG_WARN, "ignored a malformed registration: " + l.text.substr(0, 80));
           continue;
         }
-        conn_of[*node] = l.conn;
-        ip_of[*node] = w[3];
-        if (cores <= 0) cores = *node_cores;  // the first node's CPUs when not given
+        conn_of[int(*node)] = l.conn;
+        ip_of[int(*node)] = w[3];
+        if (cores <= 0) cores = int(*node_cores);  // the first node's CPUs when not given
       }
     }
     for (auto [node, conn] : conn_of) node_conn_.push_back(conn), node_ip_.push_back(ip_of[node]);
@@ -300,16 +301,6 @@ class Master {
       return;
     }
     handle(*m, l.text);
-  }
-
-  static std::optional<int> to_int(const std::string& s) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(s, &used);
-      if (used == s.size()) return v;
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
   }
 
   void handle(const AgentMessage& m, const std::string& text) {
