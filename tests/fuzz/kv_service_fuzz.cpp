@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "fanout_sdk.hpp"
@@ -20,14 +22,22 @@ int connect_to(const std::string& address) {
   return fuzz::connect_to(std::stoi(address.substr(colon + 1)), address.substr(0, colon).c_str());
 }
 
-// Reads until `want` bytes arrived (or 10 s pass: the service is stuck, a finding).
+// Reads until `want` bytes arrived (or 10 s pass: the service is stuck, a finding). libFuzzer's -timeout watchdog
+// is a SIGALRM every timeout/2+1 s installed without SA_RESTART: poll and recv return EINTR when it lands in them
+// (it did, once per CI run at most: the 16 s alarm of a 20 s run), so an interrupted wait resumes until the deadline.
 std::string read_reply(int fd, size_t want) {
   std::string got;
   char buf[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (got.size() < want) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    FUZZ_CHECK(left.count() > 0);
     pollfd p{fd, POLLIN, 0};
-    FUZZ_CHECK(poll(&p, 1, 10000) == 1);
+    const int ready = poll(&p, 1, int(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    FUZZ_CHECK(ready == 1);
     ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
     FUZZ_CHECK(n > 0);
     got.append(buf, size_t(n));
   }

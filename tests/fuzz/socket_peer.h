@@ -3,9 +3,11 @@
 #pragma once
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 
 #include "tests/fuzz/fuzz_check.h"
@@ -26,13 +28,24 @@ inline int connect_to(int port, const char* ip = "127.0.0.1") {
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
   inet_pton(AF_INET, ip, &a.sin_addr);
-  FUZZ_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    // libFuzzer's watchdog SIGALRM (no SA_RESTART) can interrupt the handshake; it goes on without us: wait for it.
+    FUZZ_CHECK(errno == EINTR);
+    pollfd p{fd, POLLOUT, 0};
+    int ready;
+    do ready = poll(&p, 1, 10000);
+    while (ready < 0 && errno == EINTR);
+    int error = -1;
+    socklen_t len = sizeof error;
+    FUZZ_CHECK(ready == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0);
+  }
   return fd;
 }
 
 inline void send_all(int fd, const std::string& bytes) {
   for (size_t at = 0; at < bytes.size();) {
     ssize_t n = send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;  // libFuzzer's watchdog SIGALRM, not the server
     if (n <= 0) return;  // the server closed it: a refusal
     at += size_t(n);
   }
