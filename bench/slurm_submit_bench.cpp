@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/files.h"
-#include "launchers/slurm.h"
+#include "schedulers/slurm.h"
 
 namespace fs = std::filesystem;
 using namespace fanout;

@@ -461,7 +461,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     std::string where = it != given.end() ? it->second->origin : origin;
     auto values = values_of(p.name, def, origin);
     for (auto& v : values) {
-      if (auto why = check_param_value(p.type, v); !why.empty()) throw UserError(where + ": " + why);
+      if (auto why = check_param_value(p, v); !why.empty()) throw UserError(where + ": " + why);
       // Stored, written to run.toml and compared byte for byte: a value that is not UTF-8 would come back changed.
       if (!valid_utf8(v)) throw UserError(where + ": the value is not valid UTF-8 text");
     }

@@ -9,7 +9,7 @@
 
 #include "launchers/job_spec.h"
 #include "orchestrator/parameter_space.h"
-#include "orchestrator/plugin_loader.h"
+#include "host/plugin_loader.h"
 
 namespace fanout {
 

@@ -27,11 +27,12 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/scheduler.h"
+#include "schedulers/scheduler.h"
 #include "results/csv_export.h"
 #include "results/run_folder.h"
 #include "results/store.h"
 #include "version.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -75,7 +76,7 @@ std::vector<JobSpec> service_jobs(const ExperimentPlan& plan, const Plugin& plug
 }
 
 // Tells a shared step's service that its group is done (its ranks watch for this file).
-void stop_service(const fs::path& dir) { write_file_atomic(dir / "stop", "", 0644); }
+void stop_service(const fs::path& dir) { write_file_atomic(dir / layout::kServiceStop, "", 0644); }
 
 std::string host_name() {
   char buf[256] = {0};
@@ -156,13 +157,13 @@ fs::path unique_run_root(const fs::path& exp_dir) {
   return p;
 }
 
-constexpr const char* kCommandFile = "command.toml";
+constexpr const char* kCommandFile = layout::kCommand;
 
 // An advisory lock on <exp>/driver.lock (flock: released by the kernel when the driver dies, even by SIGKILL).
 class DriverLock {
  public:
   DriverLock(const fs::path& exp_dir, bool alone) {
-    const fs::path file = exp_dir / "driver.lock";
+    const fs::path file = exp_dir / layout::kDriverLock;
     fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0) throw UserError(file.string() + ": " + std::strerror(errno));
     if (::flock(fd_, (alone ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
@@ -197,7 +198,7 @@ void save_command(const fs::path& exp_dir, const RunnerOptions& opts) {
 
 // A run's job id, written when it is submitted, so that a later `fanout resume` can follow the job if this
 // driver dies while the job runs.
-constexpr const char* kJobIdFile = "job.id";
+constexpr const char* kJobIdFile = layout::kJobId;
 
 // A run folder of an earlier driver, not in the database and without a status: its job was live when
 // that driver stopped.
@@ -316,12 +317,12 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending
   // permutations again). Held until this function returns.
   DriverLock lock(outcome.exp_dir, st.resume);
-  outcome.database = outcome.exp_dir / "fanout.sqlite";
+  outcome.database = outcome.exp_dir / layout::kDatabase;
   ResultsDb db(outcome.database);
   db.require_writable();
   // csv/ after every driver, also one that found nothing left to run.
   auto write_csv = [&] {
-    outcome.csv_dir = outcome.exp_dir / "csv";
+    outcome.csv_dir = outcome.exp_dir / layout::kCsvDir;
     return export_csv(db, outcome.csv_dir);
   };
   std::vector<const RunPlan*> todo;
@@ -408,7 +409,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
   auto lay_out = [&](const Slot& s) {
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);
-    write_file_atomic(s.dir / "job.sh", scheduler->render_script(s.job), 0755);
+    write_file_atomic(s.dir / layout::kJobScript, scheduler->render_script(s.job), 0755);
   };
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
   auto add_slot = [&](const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
@@ -559,7 +560,7 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     if (s.group < 0 || s.service) return Gate::Go;
     Group& g = groups[size_t(s.group)];
     const Slot& service = slots[g.service];
-    if (!g.ready && fs::exists(service.dir / "ready")) g.ready = true;
+    if (!g.ready && fs::exists(service.dir / layout::kServiceReady)) g.ready = true;
     if (service.ended) return Gate::Gone;
     return g.ready && !g.run_active ? Gate::Go : Gate::Wait;
   };

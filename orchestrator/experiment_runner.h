@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "orchestrator/experiment.h"
-#include "orchestrator/plugin_loader.h"
+#include "host/plugin_loader.h"
 
 namespace fanout {
 

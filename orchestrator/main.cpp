@@ -16,17 +16,18 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/scheduler.h"
+#include "schedulers/scheduler.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
 #include "orchestrator/list_value.h"
-#include "orchestrator/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "results/compare.h"
 #include "results/csv_export.h"
 #include "results/processing.h"
 #include "results/run_folder.h"
 #include "results/store.h"
 #include "version.h"
+#include "results/layout.h"
 
 namespace fs = std::filesystem;
 using namespace fanout;
@@ -165,6 +166,12 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
   return where + msg;
 }
 
+// "int, >= 1" or "string, one of tcp, uds": what --help and `fanout plugins` say a parameter takes.
+std::string type_and_constraints(const ParamSpec& ps) {
+  const std::string constraints = describe_constraints(ps);
+  return param_type_name(ps.type) + (constraints.empty() ? "" : ", " + constraints);
+}
+
 void print_plugins(const PluginScan& scan, std::ostream& out) {
   for (auto& p : scan.plugins) {
     out << p->name() << " " << p->version() << " -- " << p->summary() << "\n  file: " << p->path().string() << "\n";
@@ -174,7 +181,7 @@ void print_plugins(const PluginScan& scan, std::ostream& out) {
     for (auto& e : p->experiments()) out << " " << e.name;
     out << "\n  parameters:\n";
     for (auto& ps : p->params())
-      out << "    --" << ps.name << " (" << param_type_name(ps.type) << ", default " << ps.default_value << ")  " << ps.help << "\n";
+      out << "    --" << ps.name << " (" << type_and_constraints(ps) << ", default " << ps.default_value << ")  " << ps.help << "\n";
   }
   for (auto& r : scan.refused) out << "refused: " << r << "\n";
   if (scan.plugins.empty()) out << "no plugins found (search path: FANOUT_PLUGIN_PATH, then next to the fanout executable)\n";
@@ -308,7 +315,7 @@ int drive(int argc, char** argv) {
         for (auto& [n, v] : t.defaults)
           if (n == ps.name) def = v;
         auto& slot = tc.params[ps.name];
-        slot.second = tc.app->add_option("--" + ps.name, slot.first, ps.help + " (" + param_type_name(ps.type) + "; a list [a,b] sweeps)")
+        slot.second = tc.app->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + "; a list [a,b] sweeps)")
                           ->default_str(def);
       }
       tc.flags.add_to(tc.app, t.name);
@@ -353,10 +360,10 @@ int drive(int argc, char** argv) {
     return execute(req, *plugin, run_flags.dry_run, cmdline, args);
   }
   if (csv_cmd->parsed()) {
-    fs::path db_file = fs::path(csv_exp) / "fanout.sqlite";
+    fs::path db_file = fs::path(csv_exp) / layout::kDatabase;
     if (!fs::exists(db_file)) throw UserError(csv_exp + ": no fanout.sqlite here (is it an experiment folder?)");
     ResultsDb db(db_file);
-    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / "csv" : fs::path(csv_out), csv_gzip);
+    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / layout::kCsvDir : fs::path(csv_out), csv_gzip);
     std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
               << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
               << files.runs.string() << " (" << files.run_rows << " rows)\n";
@@ -400,9 +407,9 @@ int drive(int argc, char** argv) {
   }
   if (ingest_cmd->parsed()) {
     if (!fs::is_directory(ingest_exp)) throw UserError(ingest_exp + ": not a folder");
-    ResultsDb db(fs::path(ingest_exp) / "fanout.sqlite");
+    ResultsDb db(fs::path(ingest_exp) / layout::kDatabase);
     int n = ingest_tree(ingest_exp, db);
-    std::cout << n << " run(s) ingested into " << (fs::path(ingest_exp) / "fanout.sqlite").string() << "\n";
+    std::cout << n << " run(s) ingested into " << (fs::path(ingest_exp) / layout::kDatabase).string() << "\n";
     return 0;
   }
   for (auto& tc : templates) {

@@ -18,13 +18,15 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/kv_service.h"
-#include "orchestrator/plugin_loader.h"
-#include "rank/place.h"
-#include "rank/pmix.h"
-#include "rank/rendezvous.h"
+#include "rendezvous/kv_service.h"
+#include "host/abi_v3.h"
+#include "host/plugin_loader.h"
+#include "rendezvous/place.h"
+#include "rendezvous/pmix.h"
+#include "rendezvous/rendezvous.h"
 #include "results/run_folder.h"
 #include "results/sample_file.h"
+#include "results/layout.h"
 
 namespace {
 
@@ -35,7 +37,7 @@ void on_stop_signal(int) { g_stop = 1; }
 
 struct fanout_context {
   fanout::RankPlace place;
-  std::string role, run_dir;
+  std::string role, run_dir, experiment_dir;
   std::map<std::string, std::string> params;
   fanout::SampleWriter* samples = nullptr;
   fanout::Rendezvous* rendezvous = nullptr;
@@ -60,80 +62,98 @@ void log_line(const fanout_context* c, fanout_log_level level, const std::string
                c->place.rank, names[l], msg.c_str());
 }
 
+// The host ops, one function each: both tables below (ABI 4 and ABI 3) point at the same ones.
+int op_rank(const fanout_context* c) { return c->place.rank; }
+int op_size(const fanout_context* c) { return c->place.size; }
+int op_local_rank(const fanout_context* c) { return c->place.local_rank; }
+int op_local_size(const fanout_context* c) { return c->place.local_size; }
+const char* op_node_name(const fanout_context* c) { return c->place.node.c_str(); }
+const char* op_role(const fanout_context* c) { return c->role.c_str(); }
+const char* op_run_dir(const fanout_context* c) { return c->run_dir.c_str(); }
+const char* op_experiment_dir(const fanout_context* c) { return c->experiment_dir.c_str(); }
+
+const char* op_param(const fanout_context* c, const char* name) {
+  auto it = c->params.find(name ? name : "");
+  return it == c->params.end() ? nullptr : it->second.c_str();
+}
+int64_t op_param_int(const fanout_context* c, const char* name, int64_t fallback) {
+  auto it = c->params.find(name ? name : "");
+  if (it == c->params.end()) return fallback;
+  if (auto b = parse_bool(it->second); b && !parse_int(it->second)) return *b ? 1 : 0;
+  return parse_int(it->second).value_or(fallback);
+}
+double op_param_double(const fanout_context* c, const char* name, double fallback) {
+  auto it = c->params.find(name ? name : "");
+  return it == c->params.end() ? fallback : parse_double(it->second).value_or(fallback);
+}
+int64_t op_now_ns(const fanout_context*) { return fanout::monotonic_ns(); }
+
+int op_record(fanout_context* c, const char* metric, int64_t iteration, int64_t t_start_ns, double value, const char* unit,
+              int warmup) {
+  if (!metric || !*metric) {
+    log_line(c, FANOUT_LOG_ERROR, "record: empty metric name");
+    c->record_failed = true;
+    return -1;
+  }
+  if (!c->samples->record(metric, unit ? unit : "", iteration, t_start_ns, value, warmup != 0)) {
+    if (!c->record_failed) log_line(c, FANOUT_LOG_ERROR, "record: " + c->samples->error());
+    c->record_failed = true;
+    return -1;
+  }
+  return 0;
+}
+
+int op_kv_put(fanout_context* c, const char* key, const void* value, size_t len) {
+  auto err = c->rendezvous->put(key ? key : "", std::string(static_cast<const char*>(value), len));
+  if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "kv_put " + std::string(key ? key : "") + ": " + err);
+  return err.empty() ? 0 : -1;
+}
+int op_kv_get(fanout_context* c, const char* key, void* buf, size_t cap, size_t* len, int timeout_ms) {
+  std::string v;
+  auto err = c->rendezvous->get(key ? key : "", timeout_ms, v);
+  if (!err.empty()) {
+    log_line(c, FANOUT_LOG_ERROR, "kv_get " + std::string(key ? key : "") + ": " + err);
+    return -1;
+  }
+  if (len) *len = v.size();
+  if (buf && cap) std::memcpy(buf, v.data(), std::min(cap, v.size()));
+  return 0;
+}
+int op_fence(fanout_context* c, int timeout_ms) {
+  auto err = c->rendezvous->fence(timeout_ms);
+  if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "fence: " + err);
+  return err.empty() ? 0 : -1;
+}
+void op_log(fanout_context* c, fanout_log_level level, const char* message) { log_line(c, level, message ? message : ""); }
+
+int op_should_stop(const fanout_context* c) {
+  if (g_stop) return 1;
+  if (!c->service_provider || c->service_stop) return c->service_stop ? 1 : 0;
+  const int64_t now = fanout::monotonic_ns();
+  if (now - c->stop_checked_ns.load() < 100000000) return 0;
+  c->stop_checked_ns = now;
+  if (::access((c->service_dir + "/" + fanout::layout::kServiceStop).c_str(), F_OK) == 0) c->service_stop = true;
+  return c->service_stop ? 1 : 0;
+}
+const char* op_service_dir(const fanout_context* c, int* provider) {
+  if (provider) *provider = c->service_provider ? 1 : 0;
+  return c->service_dir.empty() ? nullptr : c->service_dir.c_str();
+}
+
 const fanout_host_ops kHostOps = {
-    FANOUT_PLUGIN_ABI_VERSION,
-    [](const fanout_context* c) { return c->place.rank; },
-    [](const fanout_context* c) { return c->place.size; },
-    [](const fanout_context* c) { return c->place.local_rank; },
-    [](const fanout_context* c) { return c->place.local_size; },
-    [](const fanout_context* c) { return c->place.node.c_str(); },
-    [](const fanout_context* c) { return c->role.c_str(); },
-    [](const fanout_context* c) { return c->run_dir.c_str(); },
-    [](const fanout_context* c, const char* name) -> const char* {
-      auto it = c->params.find(name ? name : "");
-      return it == c->params.end() ? nullptr : it->second.c_str();
-    },
-    [](const fanout_context* c, const char* name, int64_t fallback) -> int64_t {
-      auto it = c->params.find(name ? name : "");
-      if (it == c->params.end()) return fallback;
-      if (auto b = parse_bool(it->second); b && !parse_int(it->second)) return *b ? 1 : 0;
-      return parse_int(it->second).value_or(fallback);
-    },
-    [](const fanout_context* c, const char* name, double fallback) -> double {
-      auto it = c->params.find(name ? name : "");
-      return it == c->params.end() ? fallback : parse_double(it->second).value_or(fallback);
-    },
-    [](const fanout_context*) { return fanout::monotonic_ns(); },
-    [](fanout_context* c, const char* metric, int64_t iteration, int64_t t_start_ns, double value, const char* unit,
-       int warmup) -> int {
-      if (!metric || !*metric) {
-        log_line(c, FANOUT_LOG_ERROR, "record: empty metric name");
-        c->record_failed = true;
-        return -1;
-      }
-      if (!c->samples->record(metric, unit ? unit : "", iteration, t_start_ns, value, warmup != 0)) {
-        if (!c->record_failed) log_line(c, FANOUT_LOG_ERROR, "record: " + c->samples->error());
-        c->record_failed = true;
-        return -1;
-      }
-      return 0;
-    },
-    [](fanout_context* c, const char* key, const void* value, size_t len) -> int {
-      auto err = c->rendezvous->put(key ? key : "", std::string(static_cast<const char*>(value), len));
-      if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "kv_put " + std::string(key ? key : "") + ": " + err);
-      return err.empty() ? 0 : -1;
-    },
-    [](fanout_context* c, const char* key, void* buf, size_t cap, size_t* len, int timeout_ms) -> int {
-      std::string v;
-      auto err = c->rendezvous->get(key ? key : "", timeout_ms, v);
-      if (!err.empty()) {
-        log_line(c, FANOUT_LOG_ERROR, "kv_get " + std::string(key ? key : "") + ": " + err);
-        return -1;
-      }
-      if (len) *len = v.size();
-      if (buf && cap) std::memcpy(buf, v.data(), std::min(cap, v.size()));
-      return 0;
-    },
-    [](fanout_context* c, int timeout_ms) -> int {
-      auto err = c->rendezvous->fence(timeout_ms);
-      if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "fence: " + err);
-      return err.empty() ? 0 : -1;
-    },
-    [](fanout_context* c, fanout_log_level level, const char* message) { log_line(c, level, message ? message : ""); },
-    [](const fanout_context* c) -> int {
-      if (g_stop) return 1;
-      if (!c->service_provider || c->service_stop) return c->service_stop ? 1 : 0;
-      const int64_t now = fanout::monotonic_ns();
-      if (now - c->stop_checked_ns.load() < 100000000) return 0;
-      c->stop_checked_ns = now;
-      if (::access((c->service_dir + "/stop").c_str(), F_OK) == 0) c->service_stop = true;
-      return c->service_stop ? 1 : 0;
-    },
-    [](const fanout_context* c, int* provider) -> const char* {
-      if (provider) *provider = c->service_provider ? 1 : 0;
-      return c->service_dir.empty() ? nullptr : c->service_dir.c_str();
-    },
+    FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_host_ops), op_rank, op_size, op_local_rank, op_local_size, op_node_name,
+    op_role, op_run_dir, op_param, op_param_int, op_param_double, op_now_ns, op_record, op_kv_put, op_kv_get, op_fence,
+    op_log, op_should_stop, op_service_dir, op_experiment_dir,
 };
+// What an ABI 3 plugin was built to call: the same ops, without struct_size and the ones ABI 4 added.
+const fanout::abi3::HostOps kHostOpsAbi3 = {
+    3, op_rank, op_size, op_local_rank, op_local_size, op_node_name, op_role, op_run_dir, op_param, op_param_int,
+    op_param_double, op_now_ns, op_record, op_kv_put, op_kv_get, op_fence, op_log, op_should_stop, op_service_dir,
+};
+
+const fanout_host_ops* host_ops_for(const fanout::Plugin& plugin) {
+  return plugin.abi_version() == 3 ? reinterpret_cast<const fanout_host_ops*>(&kHostOpsAbi3) : &kHostOps;
+}
 
 // --kv-server: the rendezvous service for the ranks of every step of a batch job, started by the job script
 // on the job's first node. It publishes "<address> <token>" to the address file and serves until SIGTERM.
@@ -193,7 +213,7 @@ int run_rank(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto plugin = fanout::Plugin::open(plugin_path);
-  const fanout_role* entry = plugin->role(role);
+  const fanout::RoleSpec* entry = plugin->role(role);
   if (!entry)
     throw fanout::UserError("plugin " + plugin->name() + " has no role '" + role + "' (roles: " +
                             fanout::join(plugin->role_names(), ", ") + ")");
@@ -204,6 +224,10 @@ int run_rank(int argc, char** argv) {
   ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
   ctx.role = role;
   ctx.run_dir = run_dir;
+  // Run folders are <experiment>/run-<stamp>/<session>.
+  auto run_path = std::filesystem::absolute(run_dir).lexically_normal();
+  if (!run_path.has_filename()) run_path = run_path.parent_path();  // "…/<session>/"
+  ctx.experiment_dir = run_path.parent_path().parent_path().string();
   ctx.service_dir = meta.service_dir;
   ctx.service_provider = meta.service_provider;
   for (auto& [k, v] : meta.parameters) ctx.params[k] = v;
@@ -220,7 +244,7 @@ int run_rank(int argc, char** argv) {
                                       " on node " + ctx.place.node + " (place from " + ctx.place.source + ", rendezvous " +
                                       rendezvous->name() + ", " + std::to_string(ctx.place.job_ranks) + " ranks in the job)");
   plugin->init();
-  int rc = entry->run(&ctx, &kHostOps);
+  int rc = entry->run(&ctx, host_ops_for(*plugin));
   bool flushed = writer.flush();
   if (rc != 0) {
     log_line(&ctx, FANOUT_LOG_ERROR, "role '" + role + "' returned " + std::to_string(rc));

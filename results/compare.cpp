@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "results/metric_stats.h"
 #include "results/store.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -24,7 +25,7 @@ int worse_direction(const std::string& unit) {
 namespace {
 
 ExperimentStats load(const fs::path& dir) {
-  fs::path file = dir / "fanout.sqlite";
+  fs::path file = dir / layout::kDatabase;
   if (!fs::exists(file)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
   ResultsDb db(file);
   return compute_statistics(db, dir.filename().string());

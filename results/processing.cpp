@@ -8,6 +8,7 @@
 #include "results/plots.h"
 #include "results/smartsim_import.h"
 #include "results/store.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -20,10 +21,10 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   report.out_dir = dir / "processed";
   if (fs::exists(report.out_dir) && !opts.overwrite)
     throw UserError(report.out_dir.string() + " exists; pass --overwrite to replace it");
-  const bool ours = fs::exists(dir / "fanout.sqlite") && !is_smartsim_tree(dir);
+  const bool ours = fs::exists(dir / layout::kDatabase) && !is_smartsim_tree(dir);
   if (!ours && !is_smartsim_tree(dir))
     throw UserError("--scaling_dir: " + dir.string() + " holds neither fanout.sqlite nor SmartSim-Scaling results (run.cfg, rank_*_timing.csv)");
-  ResultsDb db(dir / "fanout.sqlite");
+  ResultsDb db(dir / layout::kDatabase);
   if (!ours) {
     // A SmartSim-Scaling experiment folder: import it (again) into the same database, then process as ours.
     auto imported = import_smartsim_tree(dir, db);

@@ -6,12 +6,13 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "results/layout.h"
 
 namespace fanout {
 
 namespace fs = std::filesystem;
 
-fs::path samples_dir(const fs::path& run_dir) { return run_dir / "samples"; }
+fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSamplesDir; }
 
 void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
   toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},

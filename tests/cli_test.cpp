@@ -170,16 +170,49 @@ TEST(Cli, PluginsListingAndAbiCheck) {
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("calibration 1.0.0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("template_hello"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("--sleep_us (int, default 1000)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--fail_rank (int, default -1)"), std::string::npos) << r.out;
   auto bad = fanout_cmd(d, {"plugins", "--check", test::broken_plugin(1).string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("was built for fanout plugin ABI " + std::to_string(FANOUT_PLUGIN_ABI_VERSION + 98) + ", this fanout expects ABI " +
-                         std::to_string(FANOUT_PLUGIN_ABI_VERSION)),
+                         std::to_string(FANOUT_PLUGIN_ABI_VERSION) + " (and still loads 3); rebuild it"),
             std::string::npos)
       << bad.err;
   auto init = fanout_cmd(d, {"run", "x.toml"});
   EXPECT_EQ(init.exit_code, 2);
   EXPECT_NE(init.err.find("x.toml"), std::string::npos) << init.err;
+}
+
+// ABI 4 did not break plugins built before it: one built from the frozen ABI 3 header runs end to end (its role
+// fails unless it is handed the ABI 3 host-ops table it was compiled for) and its samples land.
+TEST(Cli, RunsAPluginBuiltForAbi3) {
+  test::TempDir d;
+  std::ofstream(d.path / "exp.toml") << "[experiment]\nname = \"old\"\nplugin = \"" FANOUT_ABI3_PLUGIN "\"\ntemplate = \"abi3_echo\"\n"
+                                     << "[parameters]\nvalue = [3, 5]\n";
+  auto r = fanout_cmd(d, {"run", "exp.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 2 runs x 2 ranks x 4 iterations (the experiment's own default), each sample the run's value.
+  auto rows = query(db_of(d, "old"), "SELECT value, count(*) FROM samples WHERE metric='abi3_value' GROUP BY value ORDER BY value");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"3.0", "8"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"5.0", "8"}));
+  EXPECT_EQ(query(db_of(d, "old"), "SELECT count(*) FROM runs WHERE status='COMPLETED' AND path LIKE '%abi3-3-%'")[0][0], "1");
+}
+
+// ABI 4 constraints are the driver's: a value outside a parameter's choices or bounds is refused before anything
+// is written, naming the flag, and --help says what is allowed.
+TEST(Cli, ValuesOutsideDeclaredChoicesAndBoundsAreRefusedAtPlanTime) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--ranks_per_node=[1,5000]"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ranks_per_node: '5000' is not <= 4096"), std::string::npos) << r.err;
+  r = fanout_cmd(d, {"template_hello", "--ranks=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ranks: '0' is not >= 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "results"));
+  auto help = fanout_cmd(d, {"calibration_sleep", "--help"});
+  EXPECT_NE(help.out.find("int, >= 1 and <= 4096"), std::string::npos) << help.out;
+  auto listing = fanout_cmd(d, {"plugins"});
+  EXPECT_NE(listing.out.find("--sleep_us (int, >= 0 and <= 3600000000, default 1000)"), std::string::npos) << listing.out;
 }
 
 TEST(Cli, InitFailureFailsTheRunWithThePluginsReason) {

@@ -105,7 +105,16 @@ TEST(Experiment, NodesMustBePositive) {
   req.subcommand = "calibration_sleep";
   req.params.push_back({"nodes", ParamSource{"[1,0]", "--nodes", {}}});
   std::string m = error_of([&] { plan_experiment(req, *calibration()); });
-  EXPECT_NE(m.find("nodes must be a positive integer"), std::string::npos) << m;
+  EXPECT_NE(m.find("--nodes: '0' is not >= 1"), std::string::npos) << m;  // calibration declares the bound
+}
+
+// A step size from a parameter without declared bounds (an ABI 3 plugin has none) is still refused when < 1.
+TEST(Experiment, StepSizesMustBePositiveEvenWithoutDeclaredBounds) {
+  ExperimentRequest req;
+  req.subcommand = "abi3_echo";
+  req.params.push_back({"ranks", ParamSource{"[2,0]", "--ranks", {}}});
+  std::string m = error_of([&] { plan_experiment(req, *Plugin::open(FANOUT_ABI3_PLUGIN)); });
+  EXPECT_NE(m.find("must be a positive integer, got '0' from parameter 'ranks'"), std::string::npos) << m;
 }
 
 TEST(Experiment, HashIsStableAndSessionsAreUnique) {

@@ -14,9 +14,9 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/kv_service.h"
-#include "launchers/local.h"
-#include "rank/rendezvous.h"
+#include "rendezvous/kv_service.h"
+#include "schedulers/local.h"
+#include "rendezvous/rendezvous.h"
 #include "tests/expect_throw.h"
 #include "tests/test_util.h"
 

@@ -18,8 +18,8 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
-#include "launchers/pbs.h"
+#include "schedulers/batch_script.h"
+#include "schedulers/pbs.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -470,4 +470,22 @@ TEST_F(PbsOnSlurm, ArraySweepGoesAsOneArrayPerShape) {
   std::string array_script = read_file(d.path / "results" / "pa" /
                                        fs::path(one("pa", "SELECT path FROM runs LIMIT 1")).parent_path().filename() / "pbs-array-1.sh");
   EXPECT_NE(array_script.find("#PBS -t 0-2"), std::string::npos) << array_script;  // Torque syntax: the wrapper's flavor
+}
+
+// `auto` is resolved once, for running and for --dry-run alike: on a host with qsub/qstat and no Slurm, the dry
+// run shows the PBS script the sweep would submit (it showed a local script while running would have used PBS).
+TEST(PbsWithOpenMpi, AutoOnAPbsHostShowsAndRunsPbs) {
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", shim.string() + ":" + std::getenv("PATH")}, {"FANOUT_TEST_PBS_STATE", (d.path / "server").string()},
+      {"SLURM_CONF", (d.path / "no-slurm.conf").string()}};  // no Slurm on this "host"
+  auto dry = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=auto", "--dry-run"}, d.path, env, 60);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("#PBS -N "), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("#SBATCH"), std::string::npos) << dry.out;
+  auto run = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=auto", "--exp_name=auto", "--iterations=2"},
+                               d.path, env, 300);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(test::sql_one(d.path / "results" / "auto" / "fanout.sqlite", "SELECT launcher FROM runs"), "pbs");
 }

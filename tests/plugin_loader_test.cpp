@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "orchestrator/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "tests/test_util.h"
 
 using namespace fanout;
@@ -17,6 +17,11 @@ PluginError open_error(const std::filesystem::path& p) {
     return e;
   }
   return PluginError(PluginErrorKind::NotFound, "no error");
+}
+ParamSpec spec(const char* name, fanout_param_type type) {
+  ParamSpec p;
+  p.name = name, p.type = type;
+  return p;
 }
 }  // namespace
 
@@ -98,5 +103,73 @@ TEST(PluginLoader, ScanFindsBuiltPluginsAndReportsRefusals) {
   }
   EXPECT_TRUE(calibration);
   EXPECT_TRUE(init_fails);
-  EXPECT_EQ(scan.refused.size(), 2u);  // wrong ABI, not a plugin
+  EXPECT_EQ(scan.refused.size(), 4u);  // wrong ABI, not a plugin, no struct_size, bad choice
+}
+
+TEST(PluginLoader, LoadsAPluginBuiltForAbi3FromTheFrozenHeader) {
+  auto p = Plugin::open(FANOUT_ABI3_PLUGIN);
+  EXPECT_EQ(p->abi_version(), 3u);
+  EXPECT_EQ(p->name(), "abi3");
+  EXPECT_EQ(p->version(), "3.0.0");
+  ASSERT_EQ(p->params().size(), 3u);
+  EXPECT_EQ(p->params()[0].name, "value");
+  EXPECT_EQ(p->params()[0].type, FANOUT_PARAM_INT);
+  EXPECT_EQ(p->params()[0].default_value, "7");
+  EXPECT_TRUE(p->params()[0].choices.empty() && p->params()[0].min.empty());  // ABI 3 has no constraints
+  ASSERT_NE(p->role("echo"), nullptr);
+  EXPECT_NE(p->role("echo")->run, nullptr);
+  ASSERT_EQ(p->experiments().size(), 1u);
+  const auto& e = p->experiments()[0];
+  EXPECT_EQ(e.name, "abi3_echo");
+  ASSERT_EQ(e.steps.size(), 1u);
+  EXPECT_EQ(e.steps[0].tasks_per_node, "{ranks}");
+  EXPECT_EQ(e.defaults, (std::vector<std::pair<std::string, std::string>>{{"iterations", "4"}}));
+  EXPECT_EQ(e.session_name, "abi3-{value}");
+}
+
+TEST(PluginLoader, Abi4ArraysMustCarryTheirStructSize) {
+  auto e = open_error(broken_plugin(4));
+  EXPECT_EQ(e.kind(), PluginErrorKind::BadDescriptor);
+  EXPECT_NE(std::string(e.what()).find("params[0].struct_size is 0, smaller than ABI 4's"), std::string::npos) << e.what();
+}
+
+TEST(PluginLoader, ChoicesMustBeValuesOfTheParametersType) {
+  auto e = open_error(broken_plugin(5));
+  EXPECT_EQ(e.kind(), PluginErrorKind::BadDescriptor);
+  EXPECT_NE(std::string(e.what()).find("parameter 'n' choice 'two' is not an integer"), std::string::npos) << e.what();
+}
+
+TEST(PluginLoader, ReadsBoundsAndChoicesOfAbi4Plugins) {
+  auto p = Plugin::open(build_dir() / "plugins" / "fanout_calibration.so");
+  EXPECT_EQ(p->abi_version(), FANOUT_PLUGIN_ABI_VERSION);
+  ASSERT_NE(p->param("ranks_per_node"), nullptr);
+  EXPECT_EQ(p->param("ranks_per_node")->min, "1");
+  EXPECT_EQ(describe_constraints(*p->param("ranks_per_node")), ">= 1 and <= 4096");
+}
+
+TEST(PluginLoader, ValuesAreCheckedAgainstTypeChoicesAndBounds) {
+  ParamSpec mode = spec("mode", FANOUT_PARAM_STRING);
+  mode.choices = {"tcp", "uds"};
+  EXPECT_EQ(check_param_value(mode, "uds"), "");
+  EXPECT_EQ(check_param_value(mode, "udp"), "'udp' is not one of tcp, uds");
+  ParamSpec level = spec("level", FANOUT_PARAM_INT);
+  level.choices = {"1", "2", "3"};
+  EXPECT_EQ(check_param_value(level, "4"), "'4' is not one of 1, 2, 3");
+  EXPECT_EQ(check_param_value(level, "x"), "'x' is not an integer");
+  ParamSpec count = spec("count", FANOUT_PARAM_INT);
+  count.min = "1", count.max = "10";
+  EXPECT_EQ(check_param_value(count, "1"), "");
+  EXPECT_EQ(check_param_value(count, "10"), "");
+  EXPECT_EQ(check_param_value(count, "0"), "'0' is not >= 1");
+  EXPECT_EQ(check_param_value(count, "11"), "'11' is not <= 10");
+  // Integers compare exactly, beyond a double's 53 bits.
+  ParamSpec big = spec("big", FANOUT_PARAM_INT);
+  big.max = "9007199254740993";
+  EXPECT_EQ(check_param_value(big, "9007199254740993"), "");
+  EXPECT_EQ(check_param_value(big, "9007199254740994"), "'9007199254740994' is not <= 9007199254740993");
+  ParamSpec rate = spec("rate", FANOUT_PARAM_FLOAT);
+  rate.min = "0", rate.min_exclusive = true;
+  EXPECT_EQ(check_param_value(rate, "0.001"), "");
+  EXPECT_EQ(check_param_value(rate, "0"), "'0' is not > 0");
+  EXPECT_EQ(describe_constraints(rate), "> 0");
 }

@@ -236,10 +236,11 @@ TEST_F(PsliteRun, SyncModeRecordsRoundTripsAndRefusesBadValues) {
   EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='pull_rtt' AND warmup=0"), "50");
   EXPECT_EQ(one("SELECT count(*) FROM samples WHERE metric='pull_rtt' AND (value <= 0 OR value > 1)"), "0");
   for (auto& [flag, expect] : std::vector<std::pair<std::string, std::string>>{
-           {"--mode=broadcast", "mode must be push, pull, pushpull or sync"},
+           {"--mode=broadcast", "--mode: 'broadcast' is not one of push, pull, pushpull, sync"},
            {"--transport=pigeon", "transport 'pigeon' is not one of auto, tcp, shm, ibverbs"},
            {"--iterations=0", "would never end"},
-           {"--len=0", "len must be >= 1"}}) {
+           {"--len=0", "--len: '0' is not >= 1"},
+           {"--shm_ring_bytes=4096", "--shm_ring_bytes: '4096' is not >= 65536"}}) {
     auto bad = test::run_fanout(d.path, {"pslite", "--exp_name=bad", flag});
     EXPECT_EQ(bad.exit_code, 2) << flag;
     EXPECT_NE(bad.err.find(expect), std::string::npos) << flag << ": " << bad.err;

@@ -11,8 +11,8 @@
 
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
-#include "launchers/slurm.h"
+#include "schedulers/batch_script.h"
+#include "schedulers/slurm.h"
 #include "tests/test_util.h"
 
 

@@ -446,8 +446,9 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
     if (!e.is_regular_file()) continue;
     const std::string name = e.path().filename().string();
     const bool secret = name == "smartsim.password" || name == "redis.conf";
-    if (secret || name == "command.toml" || name == "kv.addr")
+    if (secret || name == "command.toml" || name == "kv.addr") {
       EXPECT_EQ(e.status().permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << e.path();
+    }
     if (secret) continue;
     const std::string content = fanout::read_file(e.path());
     for (auto& pw : passwords) EXPECT_EQ(content.find(pw), std::string::npos) << "the password is in " << e.path();

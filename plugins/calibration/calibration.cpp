@@ -21,15 +21,16 @@
 namespace {
 
 const fanout_param_spec kParams[] = {
-    {"nodes", FANOUT_PARAM_INT, "1", "nodes of the step"},
-    {"ranks_per_node", FANOUT_PARAM_INT, "1", "ranks per node"},
-    {"iterations", FANOUT_PARAM_INT, "50", "measured iterations per rank"},
-    {"warmup", FANOUT_PARAM_INT, "3", "warmup iterations per rank (recorded, flagged, excluded from statistics)"},
-    {"sleep_us", FANOUT_PARAM_INT, "1000", "sleep role: microseconds each iteration takes"},
-    {"copy_bytes", FANOUT_PARAM_INT, "1048576", "copy role: bytes copied per iteration"},
-    {"fail_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank returns an error (exit code 3)"},
-    {"crash_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank dies of SIGSEGV"},
-    {"hang_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank waits until stopped (for wall-time tests)"},
+    // The driver refuses values outside these bounds before anything runs (a negative sleep, a million ranks).
+    FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "1", "nodes of the step", "1", NULL),
+    FANOUT_PARAM_RANGE("ranks_per_node", FANOUT_PARAM_INT, "1", "ranks per node", "1", "4096"),
+    FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "50", "measured iterations per rank", "0", "1000000000"),
+    FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "3", "warmup iterations per rank (recorded, flagged, excluded from statistics)", "0", "1000000000"),
+    FANOUT_PARAM_RANGE("sleep_us", FANOUT_PARAM_INT, "1000", "sleep role: microseconds each iteration takes", "0", "3600000000"),
+    FANOUT_PARAM_RANGE("copy_bytes", FANOUT_PARAM_INT, "1048576", "copy role: bytes copied per iteration", "1", "68719476736"),
+    FANOUT_PARAM("fail_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank returns an error (exit code 3)"),
+    FANOUT_PARAM("crash_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank dies of SIGSEGV"),
+    FANOUT_PARAM("hang_rank", FANOUT_PARAM_INT, "-1", "test hook: this rank waits until stopped (for wall-time tests)"),
 };
 
 // Rendezvous: every rank publishes its node, all fence, then each reads the next rank's key.
@@ -46,12 +47,12 @@ bool rendezvous(fanout_sdk::Host& host) {
 
 // Test hooks shared by both roles; returns a non-zero exit status, or 0 to carry on.
 int test_hooks(fanout_sdk::Host& host) {
-  if (host.rank() == host.param_int("fail_rank", -1)) {
+  if (host.rank() == host.param_int("fail_rank")) {
     host.log(FANOUT_LOG_ERROR, "fail_rank: failing on purpose");
     return 3;
   }
-  if (host.rank() == host.param_int("crash_rank", -1)) std::raise(SIGSEGV);
-  if (host.rank() == host.param_int("hang_rank", -1)) {
+  if (host.rank() == host.param_int("crash_rank")) std::raise(SIGSEGV);
+  if (host.rank() == host.param_int("hang_rank")) {
     while (!host.should_stop()) {
       timespec ts{0, 10000000};
       nanosleep(&ts, nullptr);
@@ -79,8 +80,8 @@ int run_sleep(fanout_context* ctx, const fanout_host_ops* ops) {
   if (!rendezvous(host)) return 5;
   if (int rc = test_hooks(host)) return rc;
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  const int64_t warmup = host.param_int("warmup", 3), iterations = host.param_int("iterations", 50);
-  const int64_t sleep_ns = host.param_int("sleep_us", 1000) * 1000;
+  const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
+  const int64_t sleep_ns = host.param_int("sleep_us") * 1000;
   for (int64_t i = 0; i < warmup + iterations && !host.should_stop(); ++i) {
     int64_t t0 = host.now_ns();
     wait_until(t0 + sleep_ns, host);
@@ -94,8 +95,8 @@ int run_copy(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   if (!rendezvous(host)) return 5;
   if (int rc = test_hooks(host)) return rc;
-  const int64_t warmup = host.param_int("warmup", 3), iterations = host.param_int("iterations", 50);
-  const size_t bytes = size_t(std::max<int64_t>(1, host.param_int("copy_bytes", 1 << 20)));
+  const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
+  const size_t bytes = size_t(host.param_int("copy_bytes"));
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   for (int64_t i = 0; i < warmup + iterations && !host.should_stop(); ++i) {
     src[size_t(i) % bytes] = char(i);  // keep the copy from being optimised away
@@ -110,46 +111,22 @@ int run_copy(fanout_context* ctx, const fanout_host_ops* ops) {
   return std::memcmp(dst.data(), src.data(), bytes) == 0 ? 0 : 7;
 }
 
-// Ranges checked by the driver before anything runs (a negative sleep or a million ranks per node is refused,
-// naming the parameter).
-int check(const char* const* names, const char* const* values, uint32_t n, char* err, size_t err_len) {
-  struct Range {
-    const char* name;
-    long long lo, hi;
-  };
-  static const Range kRanges[] = {{"ranks_per_node", 1, 4096}, {"iterations", 0, 1000000000},
-                                  {"warmup", 0, 1000000000}, {"sleep_us", 0, 3600000000LL}, {"copy_bytes", 1, 1LL << 36}};
-  for (uint32_t i = 0; i < n; ++i)
-    for (const Range& r : kRanges) {
-      if (std::strcmp(names[i], r.name) != 0) continue;
-      const long long v = std::atoll(values[i]);
-      if (v < r.lo || v > r.hi) {
-        std::snprintf(err, err_len, "%s=%s is out of range (%lld to %lld)", r.name, values[i], r.lo, r.hi);
-        return 1;
-      }
-    }
-  return 0;
-}
-
 const fanout_role kRoles[] = {
-    {"sleep", "waits sleep_us per iteration (known cost)", run_sleep},
-    {"copy", "copies copy_bytes per iteration (memory bandwidth)", run_copy},
+    FANOUT_ROLE("sleep", "waits sleep_us per iteration (known cost)", run_sleep),
+    FANOUT_ROLE("copy", "copies copy_bytes per iteration (memory bandwidth)", run_copy),
 };
 
-const fanout_step_spec kSleepSteps[] = {{"sleep", "{nodes}", "{ranks_per_node}", "disjoint"}};
-const fanout_step_spec kCopySteps[] = {{"copy", "{nodes}", "{ranks_per_node}", "disjoint"}};
-const fanout_param_default kQuickstartDefaults[] = {{"sleep_us", "[500,1000,2000]"}, {"ranks_per_node", "[1,2]"}, {"iterations", "100"}};
+const fanout_step_spec kSleepSteps[] = {FANOUT_STEP("sleep", "{nodes}", "{ranks_per_node}", "disjoint")};
+const fanout_step_spec kCopySteps[] = {FANOUT_STEP("copy", "{nodes}", "{ranks_per_node}", "disjoint")};
+const fanout_param_default kQuickstartDefaults[] = {FANOUT_DEFAULT("sleep_us", "[500,1000,2000]"), FANOUT_DEFAULT("ranks_per_node", "[1,2]"), FANOUT_DEFAULT("iterations", "100")};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", kSleepSteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
-    {"calibration_copy", "memcpy bandwidth per rank", kCopySteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
-    {"quickstart", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us)", kSleepSteps, 1, kQuickstartDefaults, 3, nullptr, nullptr, nullptr},
+    FANOUT_EXPERIMENT("calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", FANOUT_ARRAY(kSleepSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("calibration_copy", "memcpy bandwidth per rank", FANOUT_ARRAY(kCopySteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("quickstart", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us)", FANOUT_ARRAY(kSleepSteps), FANOUT_ARRAY(kQuickstartDefaults), nullptr, nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION, "calibration", "benchmarks of known cost for checking the measurement path", "1.0.0",
-    kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 3, nullptr, nullptr, check,
-};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("calibration", "benchmarks of known cost for checking the measurement path", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
 
 }  // namespace
 

@@ -38,29 +38,32 @@ namespace {
 constexpr int kSetupTimeoutMs = 120000;
 constexpr int kEndTimeoutMs = 7 * 24 * 3600 * 1000;  // the run's wall time ends a stuck job first
 
+const char* const kModes[] = {"filesystem", "multicast"};
+const char* const kLogLevels[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
+// Bounds and choices are checked by the driver for every value; check() below keeps what spans parameters.
 const fanout_param_spec kParams[] = {
-    {"mode", FANOUT_PARAM_STRING, "filesystem", "filesystem (a shared folder) or multicast (UDP multicast of each version)"},
-    {"push_frequency", FANOUT_PARAM_FLOAT, "0.2", "seconds between two checkpoints of the trainer"},
-    {"data_size", FANOUT_PARAM_FLOAT, "10", "checkpoint payload in MB (10^6 bytes)"},
-    {"pull_frequency", FANOUT_PARAM_FLOAT, "0.2", "filesystem mode: seconds between two looks for a newer checkpoint"},
-    {"post_frequency", FANOUT_PARAM_FLOAT, "2", "seconds between two posts of a worker's mean version to the trainer"},
-    {"step_frequency", FANOUT_PARAM_FLOAT, "0.005", "seconds between two samples of the version a worker holds"},
-    {"max_version", FANOUT_PARAM_INT, "500", "the trainer stops after this version"},
-    {"max_time", FANOUT_PARAM_FLOAT, "60", "the trainer stops after this many seconds"},
-    {"workers", FANOUT_PARAM_INT, "4", "workers per benchmark"},
-    {"nworkers_per_node", FANOUT_PARAM_INT, "1", "workers sharing a node (1: one per node, as the seed)"},
-    {"LOGLEVEL", FANOUT_PARAM_STRING, "INFO", "DEBUG, INFO, WARNING or ERROR"},
-    {"trial_name", FANOUT_PARAM_STRING, "default", "a label recorded with the run (the seed's trial name)"},
-    {"benchmarks", FANOUT_PARAM_INT, "1", "concurrent benchmarks (trainer + workers each) sharing one parameter store"},
-    {"store_dir", FANOUT_PARAM_STRING, "auto", "filesystem mode: the parameter store folder (auto: <run>/parameter_db; point it at NFS/Lustre)"},
-    {"keep_versions", FANOUT_PARAM_INT, "3", "filesystem mode: checkpoints kept; older ones are removed"},
-    {"fsync", FANOUT_PARAM_BOOL, "false", "filesystem mode: fsync each checkpoint before publishing it"},
-    {"mcast_group", FANOUT_PARAM_STRING, "239.255.41.1", "multicast mode: IPv4 group"},
-    {"mcast_port", FANOUT_PARAM_INT, "30000", "multicast mode: UDP port (benchmark b uses port + b)"},
-    {"mcast_ttl", FANOUT_PARAM_INT, "1", "multicast mode: TTL (1 stays on the local network)"},
-    {"mcast_interface", FANOUT_PARAM_STRING, "auto", "multicast mode: interface name or IPv4 address (lo, eth0, ...; auto: the host name's address)"},
-    {"mcast_chunk", FANOUT_PARAM_INT, "0", "multicast mode: payload bytes per datagram (0: the interface MTU's worth)"},
-    {"mcast_rate", FANOUT_PARAM_FLOAT, "0", "multicast mode: sender pacing in MB/s (0: unpaced)"},
+    FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_STRING, "filesystem", "filesystem (a shared folder) or multicast (UDP multicast of each version)", kModes),
+    FANOUT_PARAM_RANGE_FLAGS("push_frequency", FANOUT_PARAM_FLOAT, "0.2", "seconds between two checkpoints of the trainer", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE_FLAGS("data_size", FANOUT_PARAM_FLOAT, "10", "checkpoint payload in MB (10^6 bytes)", "0", "64000", FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE_FLAGS("pull_frequency", FANOUT_PARAM_FLOAT, "0.2", "filesystem mode: seconds between two looks for a newer checkpoint", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE_FLAGS("post_frequency", FANOUT_PARAM_FLOAT, "2", "seconds between two posts of a worker's mean version to the trainer", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE_FLAGS("step_frequency", FANOUT_PARAM_FLOAT, "0.005", "seconds between two samples of the version a worker holds", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE("max_version", FANOUT_PARAM_INT, "500", "the trainer stops after this version", "1", NULL),
+    FANOUT_PARAM_RANGE_FLAGS("max_time", FANOUT_PARAM_FLOAT, "60", "the trainer stops after this many seconds", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE("workers", FANOUT_PARAM_INT, "4", "workers per benchmark", "1", NULL),
+    FANOUT_PARAM_RANGE("nworkers_per_node", FANOUT_PARAM_INT, "1", "workers sharing a node (1: one per node, as the seed)", "1", NULL),
+    FANOUT_PARAM_ONE_OF("LOGLEVEL", FANOUT_PARAM_STRING, "INFO", "DEBUG, INFO, WARNING or ERROR", kLogLevels),
+    FANOUT_PARAM("trial_name", FANOUT_PARAM_STRING, "default", "a label recorded with the run (the seed's trial name)"),
+    FANOUT_PARAM_RANGE("benchmarks", FANOUT_PARAM_INT, "1", "concurrent benchmarks (trainer + workers each) sharing one parameter store", "1", NULL),
+    FANOUT_PARAM("store_dir", FANOUT_PARAM_STRING, "auto", "filesystem mode: the parameter store folder (auto: <run>/parameter_db; point it at NFS/Lustre)"),
+    FANOUT_PARAM_RANGE("keep_versions", FANOUT_PARAM_INT, "3", "filesystem mode: checkpoints kept; older ones are removed", "1", NULL),
+    FANOUT_PARAM("fsync", FANOUT_PARAM_BOOL, "false", "filesystem mode: fsync each checkpoint before publishing it"),
+    FANOUT_PARAM("mcast_group", FANOUT_PARAM_STRING, "239.255.41.1", "multicast mode: IPv4 group"),
+    FANOUT_PARAM_RANGE("mcast_port", FANOUT_PARAM_INT, "30000", "multicast mode: UDP port (benchmark b uses port + b)", "1", "65535"),
+    FANOUT_PARAM_RANGE("mcast_ttl", FANOUT_PARAM_INT, "1", "multicast mode: TTL (1 stays on the local network)", "0", "255"),
+    FANOUT_PARAM("mcast_interface", FANOUT_PARAM_STRING, "auto", "multicast mode: interface name or IPv4 address (lo, eth0, ...; auto: the host name's address)"),
+    FANOUT_PARAM_RANGE("mcast_chunk", FANOUT_PARAM_INT, "0", "multicast mode: payload bytes per datagram (0: the interface MTU's worth)", "0", "65451"),
+    FANOUT_PARAM_RANGE("mcast_rate", FANOUT_PARAM_FLOAT, "0", "multicast mode: sender pacing in MB/s (0: unpaced)", "0", NULL),
 };
 
 double seconds(int64_t from_ns, int64_t to_ns) { return double(to_ns - from_ns) / 1e9; }
@@ -89,26 +92,26 @@ struct Settings {
   std::string store_dir, mcast_group, mcast_interface;
 
   explicit Settings(fanout_sdk::Host& h)
-      : mode(h.param("mode", "filesystem")),
-        push_s(h.param_double("push_frequency", 0.2)),
-        pull_s(h.param_double("pull_frequency", 0.2)),
-        post_s(h.param_double("post_frequency", 2)),
-        step_s(h.param_double("step_frequency", 0.005)),
-        max_time_s(h.param_double("max_time", 60)),
-        mcast_rate(h.param_double("mcast_rate", 0) * 1e6),
-        data_bytes(uint64_t(std::llround(h.param_double("data_size", 10) * 1e6))),
-        max_version(h.param_int("max_version", 500)),
-        workers(h.param_int("workers", 4)),
-        per_node(h.param_int("nworkers_per_node", 1)),
-        benchmarks(h.param_int("benchmarks", 1)),
-        keep(h.param_int("keep_versions", 3)),
-        mcast_port(h.param_int("mcast_port", 30000)),
-        mcast_ttl(h.param_int("mcast_ttl", 1)),
-        mcast_chunk(h.param_int("mcast_chunk", 0)),
+      : mode(h.param("mode")),
+        push_s(h.param_double("push_frequency")),
+        pull_s(h.param_double("pull_frequency")),
+        post_s(h.param_double("post_frequency")),
+        step_s(h.param_double("step_frequency")),
+        max_time_s(h.param_double("max_time")),
+        mcast_rate(h.param_double("mcast_rate") * 1e6),
+        data_bytes(uint64_t(std::llround(h.param_double("data_size") * 1e6))),
+        max_version(h.param_int("max_version")),
+        workers(h.param_int("workers")),
+        per_node(h.param_int("nworkers_per_node")),
+        benchmarks(h.param_int("benchmarks")),
+        keep(h.param_int("keep_versions")),
+        mcast_port(h.param_int("mcast_port")),
+        mcast_ttl(h.param_int("mcast_ttl")),
+        mcast_chunk(h.param_int("mcast_chunk")),
         fsync(h.param_bool("fsync")),
-        mcast_group(h.param("mcast_group", "239.255.41.1")),
-        mcast_interface(h.param("mcast_interface", "auto")) {
-    const std::string level = h.param("LOGLEVEL", "INFO");
+        mcast_group(h.param("mcast_group")),
+        mcast_interface(h.param("mcast_interface")) {
+    const std::string level = h.param("LOGLEVEL");
     log_level = level == "DEBUG" ? FANOUT_LOG_DEBUG : level == "WARNING" ? FANOUT_LOG_WARN : level == "ERROR" ? FANOUT_LOG_ERROR : FANOUT_LOG_INFO;
     // One folder per run and benchmark inside the store, named after the experiment, the sweep and the run
     // (results/<exp>/run-<stamp>/<session>), so that experiments sharing a store_dir never collide, even
@@ -116,7 +119,7 @@ struct Settings {
     const std::filesystem::path run_dir(h.run_dir());
     const std::string run = run_dir.parent_path().parent_path().filename().string() + "." +
                             run_dir.parent_path().filename().string() + "." + run_dir.filename().string();
-    const std::string base = h.param("store_dir", "auto");
+    const std::string base = h.param("store_dir");
     store_dir = base == "auto" ? h.run_dir() + "/parameter_db" : base + "/" + run;
   }
   std::string store_of(int64_t benchmark) const { return store_dir + "/bench" + std::to_string(benchmark); }
@@ -427,20 +430,8 @@ int check_values(const char* const* names, const char* const* values, uint32_t n
     std::snprintf(err, err_len, "%s", why.c_str());
     return 1;
   };
-  for (const char* f : {"push_frequency", "pull_frequency", "post_frequency", "step_frequency", "max_time", "data_size"})
-    if (!(std::stod(p[f]) > 0)) return fail(std::string(f) + " must be > 0, got " + p[f]);
-  for (const char* f : {"max_version", "workers", "nworkers_per_node", "benchmarks", "keep_versions"})
-    if (std::stoll(p[f]) < 1) return fail(std::string(f) + " must be >= 1, got " + p[f]);
-  if (std::stod(p["mcast_rate"]) < 0) return fail("mcast_rate must be >= 0, got " + p["mcast_rate"]);
-  if (std::stoll(p["mcast_chunk"]) < 0 || std::stoll(p["mcast_chunk"]) > 65451) return fail("mcast_chunk must be 0..65451, got " + p["mcast_chunk"]);
-  const std::string& mode = p["mode"];
-  if (mode != "filesystem" && mode != "multicast") return fail("mode must be filesystem or multicast, got '" + mode + "'");
-  const std::string& level = p["LOGLEVEL"];
-  if (level != "DEBUG" && level != "INFO" && level != "WARNING" && level != "ERROR")
-    return fail("LOGLEVEL must be DEBUG, INFO, WARNING or ERROR, got '" + level + "'");
   const double bytes = std::stod(p["data_size"]) * 1e6;
-  if (bytes > 64e9) return fail("data_size " + p["data_size"] + " MB is more than 64000 MB");
-  if (mode == "multicast") {
+  if (p["mode"] == "multicast") {
     in_addr a{};
     if (inet_pton(AF_INET, p["mcast_group"].c_str(), &a) != 1 || (ntohl(a.s_addr) >> 28) != 0xE)
       return fail("mcast_group must be an IPv4 multicast address (224.0.0.0/4), got '" + p["mcast_group"] + "'");
@@ -469,23 +460,19 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
 }
 
 const fanout_role kRoles[] = {
-    {"trainer", "publishes a checkpoint of data_size MB every push_frequency s (one rank per concurrent benchmark)", run_trainer},
-    {"worker", "pulls or receives the newest checkpoint, samples the version held every step_frequency s", run_worker},
+    FANOUT_ROLE("trainer", "publishes a checkpoint of data_size MB every push_frequency s (one rank per concurrent benchmark)", run_trainer),
+    FANOUT_ROLE("worker", "pulls or receives the newest checkpoint, samples the version held every step_frequency s", run_worker),
 };
 
 // One trainer node (the seed pins it); workers on nodes of their own, nworkers_per_node each.
-const fanout_step_spec kSteps[] = {{"trainer", "1", "{benchmarks}", "disjoint"},
-                                   {"worker", "{workers/nworkers_per_node}", "{nworkers_per_node*benchmarks}", "disjoint"}};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("trainer", "1", "{benchmarks}", "disjoint"),
+                                   FANOUT_STEP("worker", "{workers/nworkers_per_node}", "{nworkers_per_node*benchmarks}", "disjoint")};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"parameter_serving", "trainer publishes versioned checkpoints, workers pull or receive them: staleness (openpsi srl)", kSteps, 2, nullptr,
-     0, nullptr, nullptr, nullptr},
+    FANOUT_EXPERIMENT("parameter_serving", "trainer publishes versioned checkpoints, workers pull or receive them: staleness (openpsi srl)", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION, "parameter_serving", "checkpoint staleness between a trainer and its workers, filesystem or multicast",
-    "0.1.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 2, kExperiments, 1, nullptr, nullptr, check,
-};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("parameter_serving", "checkpoint staleness between a trainer and its workers, filesystem or multicast", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check);
 
 }  // namespace
 

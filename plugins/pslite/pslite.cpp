@@ -16,24 +16,26 @@ namespace {
 
 constexpr int kSetupTimeoutMs = 120000;
 
+const char* const kModes[] = {"push", "pull", "pushpull", "sync"};
+// Bounds and choices are checked by the driver for every value; check() below keeps what spans parameters.
 const fanout_param_spec kParams[] = {
-    {"len", FANOUT_PARAM_INT, "1048576", "bytes per value (test_benchmark's LEN)"},
-    {"keys_per_server", FANOUT_PARAM_INT, "40", "keys per server in each request (NUM_KEY_PER_SERVER)"},
-    {"mode", FANOUT_PARAM_STRING, "pushpull", "push, pull, pushpull (one request each way) or sync (one key, round trips: latency)"},
-    {"servers", FANOUT_PARAM_INT, "1", "server processes (DMLC_NUM_SERVER), one per node"},
-    {"workers", FANOUT_PARAM_INT, "1", "worker processes (DMLC_NUM_WORKER); pslite_colocated: servers x workers_per_node"},
-    {"workers_per_node", FANOUT_PARAM_INT, "1", "worker processes per node"},
-    {"threads", FANOUT_PARAM_INT, "1", "threads per worker, each with its own connections and keys"},
-    {"iterations", FANOUT_PARAM_INT, "100", "measured iterations per thread (0: bounded by duration)"},
-    {"duration", FANOUT_PARAM_FLOAT, "0", "measured seconds per thread (0: bounded by iterations)"},
-    {"warmup", FANOUT_PARAM_INT, "5", "iterations run first and recorded as warmup"},
-    {"transport", FANOUT_PARAM_STRING, "auto", "auto (shm between processes on one host, else tcp), tcp, shm, ibverbs"},
-    {"interface", FANOUT_PARAM_STRING, "auto", "interface or address nodes listen on (DMLC_INTERFACE): lo, eth0, auto"},
-    {"scheduler_port", FANOUT_PARAM_INT, "0", "the scheduler's port (DMLC_PS_ROOT_PORT; 0: any free port)"},
-    {"verify", FANOUT_PARAM_BOOL, "false", "compare the checksum of every pulled value with what was pushed"},
-    {"shm_ring_bytes", FANOUT_PARAM_INT, "4194304", "shm transport: ring size per direction"},
-    {"spin_us", FANOUT_PARAM_INT, "0", "microseconds a receiving thread keeps polling after a message before it sleeps (0: never poll; helps latency only with idle cores to spare)"},
-    {"kill_worker_after", FANOUT_PARAM_INT, "0", "testing: worker 0 kills itself (SIGKILL) after this many iterations (0: never)"},
+    FANOUT_PARAM_RANGE("len", FANOUT_PARAM_INT, "1048576", "bytes per value (test_benchmark's LEN)", "1", "4294967296"),
+    FANOUT_PARAM_RANGE("keys_per_server", FANOUT_PARAM_INT, "40", "keys per server in each request (NUM_KEY_PER_SERVER)", "1", NULL),
+    FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_STRING, "pushpull", "push, pull, pushpull (one request each way) or sync (one key, round trips: latency)", kModes),
+    FANOUT_PARAM_RANGE("servers", FANOUT_PARAM_INT, "1", "server processes (DMLC_NUM_SERVER), one per node", "1", NULL),
+    FANOUT_PARAM_RANGE("workers", FANOUT_PARAM_INT, "1", "worker processes (DMLC_NUM_WORKER); pslite_colocated: servers x workers_per_node", "1", NULL),
+    FANOUT_PARAM_RANGE("workers_per_node", FANOUT_PARAM_INT, "1", "worker processes per node", "1", NULL),
+    FANOUT_PARAM_RANGE("threads", FANOUT_PARAM_INT, "1", "threads per worker, each with its own connections and keys", "1", NULL),
+    FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "100", "measured iterations per thread (0: bounded by duration)", "0", NULL),
+    FANOUT_PARAM_RANGE("duration", FANOUT_PARAM_FLOAT, "0", "measured seconds per thread (0: bounded by iterations)", "0", NULL),
+    FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "5", "iterations run first and recorded as warmup", "0", NULL),
+    FANOUT_PARAM("transport", FANOUT_PARAM_STRING, "auto", "auto (shm between processes on one host, else tcp), tcp, shm, ibverbs"),
+    FANOUT_PARAM("interface", FANOUT_PARAM_STRING, "auto", "interface or address nodes listen on (DMLC_INTERFACE): lo, eth0, auto"),
+    FANOUT_PARAM_RANGE("scheduler_port", FANOUT_PARAM_INT, "0", "the scheduler's port (DMLC_PS_ROOT_PORT; 0: any free port)", "0", "65535"),
+    FANOUT_PARAM("verify", FANOUT_PARAM_BOOL, "false", "compare the checksum of every pulled value with what was pushed"),
+    FANOUT_PARAM_RANGE("shm_ring_bytes", FANOUT_PARAM_INT, "4194304", "shm transport: ring size per direction", "65536", NULL),
+    FANOUT_PARAM_RANGE("spin_us", FANOUT_PARAM_INT, "0", "microseconds a receiving thread keeps polling after a message before it sleeps (0: never poll; helps latency only with idle cores to spare)", "0", NULL),
+    FANOUT_PARAM_RANGE("kill_worker_after", FANOUT_PARAM_INT, "0", "testing: worker 0 kills itself (SIGKILL) after this many iterations (0: never)", "0", NULL),
 };
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -52,7 +54,7 @@ pslite::Recorder recorder(fanout_sdk::Host& host) {
 }
 
 pslite::Transport transport_of(fanout_sdk::Host& host) {
-  std::string t = host.param("transport", "auto");
+  std::string t = host.param("transport");
   if (t == "auto") t = env_or("DMLC_ENABLE_RDMA", "auto");
   return pslite::parse_transport(t);
 }
@@ -71,7 +73,7 @@ bool exchange(fanout_sdk::Host& host, pslite::Where& w) {
   return true;
 }
 
-std::string my_host(fanout_sdk::Host& host) { return fanout_sdk::interface_ipv4(env_or("DMLC_INTERFACE", host.param("interface", "auto"))); }
+std::string my_host(fanout_sdk::Host& host) { return fanout_sdk::interface_ipv4(env_or("DMLC_INTERFACE", host.param("interface"))); }
 
 template <typename F>
 int guarded(fanout_sdk::Host& host, F body) {
@@ -87,7 +89,7 @@ int run_scheduler(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return guarded(host, [&] {
     const std::string token = fanout_sdk::channel_token();
-    pslite::Scheduler scheduler(my_host(host), int(host.param_int("scheduler_port", 0)), token);
+    pslite::Scheduler scheduler(my_host(host), int(host.param_int("scheduler_port")), token);
     if (!host.put("pslite.scheduler", my_host(host) + " " + std::to_string(scheduler.port()) + " " + token)) return 2;
     pslite::Where w;
     if (!exchange(host, w)) return 3;
@@ -105,7 +107,7 @@ pslite::Where join(fanout_sdk::Host& host, const char* count_key) {
     throw std::runtime_error("the job's rendezvous failed (scheduler address, node counts)");
   w.my_host = my_host(host);
   w.timeout_ms = kSetupTimeoutMs;
-  w.spin_us = int(host.param_int("spin_us", w.spin_us));
+  w.spin_us = int(host.param_int("spin_us"));
   if (w.spin_us < 0) throw std::runtime_error("spin_us must be >= 0, got " + std::to_string(w.spin_us));
   return w;
 }
@@ -123,17 +125,17 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
   return guarded(host, [&] {
     const pslite::Where w = join(host, "pslite.workers");
     pslite::BenchConfig cfg;
-    cfg.mode = host.param("mode", "pushpull");
-    cfg.len = size_t(host.param_int("len", 1 << 20));
-    cfg.keys_per_server = int(host.param_int("keys_per_server", 40));
-    cfg.threads = int(host.param_int("threads", 1));
-    cfg.iterations = host.param_int("iterations", 100);
-    cfg.duration_s = host.param_double("duration", 0);
-    cfg.warmup = host.param_int("warmup", 5);
+    cfg.mode = host.param("mode");
+    cfg.len = size_t(host.param_int("len"));
+    cfg.keys_per_server = int(host.param_int("keys_per_server"));
+    cfg.threads = int(host.param_int("threads"));
+    cfg.iterations = host.param_int("iterations");
+    cfg.duration_s = host.param_double("duration");
+    cfg.warmup = host.param_int("warmup");
     cfg.transport = transport_of(host);
     cfg.verify = host.param_bool("verify");
-    cfg.shm_ring_bytes = size_t(host.param_int("shm_ring_bytes", 4 << 20));
-    cfg.kill_after = host.param_int("kill_worker_after", 0);
+    cfg.shm_ring_bytes = size_t(host.param_int("shm_ring_bytes"));
+    cfg.kill_after = host.param_int("kill_worker_after");
     pslite::run_worker(w, cfg, recorder(host));
     return 0;
   });
@@ -141,17 +143,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
 
 int check_values(const std::map<std::string, std::string>& p, std::string& why) {
   auto num = [&](const char* n) { return std::stod(p.at(n)); };
-  const std::string& mode = p.at("mode");
-  if (mode != "push" && mode != "pull" && mode != "pushpull" && mode != "sync")
-    return why = "mode must be push, pull, pushpull or sync, got '" + mode + "'", 1;
-  for (const char* n : {"len", "keys_per_server", "servers", "workers", "workers_per_node", "threads"})
-    if (num(n) < 1) return why = std::string(n) + " must be >= 1, got " + p.at(n), 1;
-  for (const char* n : {"iterations", "duration", "warmup", "kill_worker_after", "scheduler_port"})
-    if (num(n) < 0) return why = std::string(n) + " must be >= 0, got " + p.at(n), 1;
   if (num("iterations") == 0 && num("duration") == 0) return why = "iterations and duration are both 0: the run would never end", 1;
-  if (num("len") > double(1ull << 32)) return why = "len " + p.at("len") + " is more than 4 GiB", 1;
-  if (num("shm_ring_bytes") < 65536) return why = "shm_ring_bytes must be >= 65536, got " + p.at("shm_ring_bytes"), 1;
-  if (num("scheduler_port") > 65535) return why = "scheduler_port must be < 65536", 1;
   pslite::parse_transport(p.at("transport"));  // throws with the value
   return 0;
 }
@@ -170,29 +162,26 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
 }
 
 const fanout_role kRoles[] = {
-    {"scheduler", "ps-lite's scheduler: registration, node list, barriers; fails the job when a node leaves early", run_scheduler},
-    {"server", "KV server: stores pushed values by key range, answers pulls", run_server},
-    {"worker", "KV worker: pushes/pulls keys_per_server values of len bytes on every server, records goodput and latency", run_worker},
+    FANOUT_ROLE("scheduler", "ps-lite's scheduler: registration, node list, barriers; fails the job when a node leaves early", run_scheduler),
+    FANOUT_ROLE("server", "KV server: stores pushed values by key range, answers pulls", run_server),
+    FANOUT_ROLE("worker", "KV worker: pushes/pulls keys_per_server values of len bytes on every server, records goodput and latency", run_worker),
 };
 
 // The scheduler shares the first server's node (ps-lite: "it does not affect performance").
-const fanout_step_spec kSteps[] = {{"server", "{servers}", "1", "disjoint"},
-                                   {"scheduler", "1", "1", "colocated"},
-                                   {"worker", "{workers/workers_per_node}", "{workers_per_node}", "disjoint"}};
-const fanout_step_spec kColocatedSteps[] = {{"server", "{servers}", "1", "disjoint"},
-                                            {"scheduler", "1", "1", "colocated"},
-                                            {"worker", "{servers}", "{workers_per_node}", "colocated"}};
-const fanout_param_default kColocatedDefaults[] = {{"workers", "1"}};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("server", "{servers}", "1", "disjoint"),
+                                   FANOUT_STEP("scheduler", "1", "1", "colocated"),
+                                   FANOUT_STEP("worker", "{workers/workers_per_node}", "{workers_per_node}", "disjoint")};
+const fanout_step_spec kColocatedSteps[] = {FANOUT_STEP("server", "{servers}", "1", "disjoint"),
+                                            FANOUT_STEP("scheduler", "1", "1", "colocated"),
+                                            FANOUT_STEP("worker", "{servers}", "{workers_per_node}", "colocated")};
+const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("workers", "1")};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"pslite", "ps-lite push/pull benchmark: servers and workers on nodes of their own", kSteps, 3, nullptr, 0, nullptr, nullptr, nullptr},
-    {"pslite_colocated", "the same with workers_per_node workers on every server's node", kColocatedSteps, 3, kColocatedDefaults, 1, nullptr, nullptr, nullptr},
+    FANOUT_EXPERIMENT("pslite", "ps-lite push/pull benchmark: servers and workers on nodes of their own", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("pslite_colocated", "the same with workers_per_node workers on every server's node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), nullptr, nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION, "pslite", "ps-lite-style parameter server push/pull benchmark (tcp, shared memory)", "0.1.0", kParams,
-    sizeof kParams / sizeof kParams[0], kRoles, 3, kExperiments, 2, nullptr, nullptr, check,
-};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("pslite", "ps-lite-style parameter server push/pull benchmark (tcp, shared memory)", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check);
 
 }  // namespace
 

@@ -1,9 +1,11 @@
-/* Fanout plugin ABI, version 3 (2 added fanout_plugin.check and step-count expressions; 3 added session-name
- * templates, shared steps and fanout_host_ops.service_dir).
+/* Fanout plugin ABI, version 4 (2 added fanout_plugin.check and step-count expressions; 3 added session-name
+ * templates, shared steps and fanout_host_ops.service_dir; 4 made every struct carry its own size, so that
+ * later additions append fields without breaking built plugins, and added parameter choices and bounds and
+ * fanout_host_ops.experiment_dir). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
- * touching anything else in it and refuses a mismatch, naming the file and both versions.
+ * touching anything else in it and refuses a version it cannot read, naming the file and the versions.
  *
  * The plugin sees the host only through fanout_host_ops and an opaque fanout_context: rank and size, its
  * parameters, record(sample), a key-value store with a fence for rendezvous, a log, and a stop flag.
@@ -12,7 +14,10 @@
  * Rules that keep the ABI small and strict:
  *  - every string the host hands out stays valid until the role function returns;
  *  - every string the plugin hands out (descriptor, names) is static;
- *  - any change to a struct below bumps FANOUT_PLUGIN_ABI_VERSION.
+ *  - every struct starts with struct_size (fanout_plugin and fanout_host_ops: right after abi_version), set to
+ *    sizeof the struct the plugin was built with (the FANOUT_* macros and the SDK's builders do it). Fields are
+ *    only ever appended: a reader uses a field only when struct_size says it is there (FANOUT_HAS), and steps
+ *    through arrays by the elements' struct_size. Only an incompatible change bumps FANOUT_PLUGIN_ABI_VERSION.
  */
 #ifndef FANOUT_PLUGIN_H
 #define FANOUT_PLUGIN_H
@@ -24,8 +29,20 @@
 extern "C" {
 #endif
 
-#define FANOUT_PLUGIN_ABI_VERSION 3u
+#define FANOUT_PLUGIN_ABI_VERSION 4u
+#define FANOUT_PLUGIN_ABI_OLDEST 3u /* the oldest ABI the host still loads */
 #define FANOUT_PLUGIN_ENTRY_SYMBOL "fanout_plugin_entry"
+/* The files a shared step's service folder holds (service_dir below): rank 0 of the service creates READY once
+ * it is usable; the driver creates STOP once the service's last run has ended. */
+#define FANOUT_SERVICE_READY_FILE "ready"
+#define FANOUT_SERVICE_STOP_FILE "stop"
+
+/* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
+#define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
+#define FANOUT_ARRAY(a) (a), FANOUT_COUNT(a)
+#define FANOUT_NO_ARRAY NULL, 0u
+/* Whether a struct read from the other side holds `field` (it was built with a header that has it). */
+#define FANOUT_HAS(p, T, field) ((p)->struct_size >= offsetof(T, field) + sizeof(((T *)0)->field))
 
 typedef enum fanout_param_type {
   FANOUT_PARAM_INT = 1,    /* 64-bit signed integer */
@@ -34,12 +51,36 @@ typedef enum fanout_param_type {
   FANOUT_PARAM_BOOL = 4    /* true/false (also 1/0, yes/no) */
 } fanout_param_type;
 
+/* fanout_param_spec.flags */
+#define FANOUT_PARAM_MIN_EXCLUSIVE 1u /* the value must be > min (not >=) */
+#define FANOUT_PARAM_MAX_EXCLUSIVE 2u /* the value must be < max (not <=) */
+
 typedef struct fanout_param_spec {
-  const char *name;          /* flag name without dashes: [A-Za-z_][A-Za-z0-9_]* */
+  uint32_t struct_size;      /* sizeof(fanout_param_spec) */
   fanout_param_type type;
-  const char *default_value; /* text form; may be a list "[a,b]" to sweep by default */
+  const char *name;          /* flag name without dashes: [A-Za-z_][A-Za-z0-9_]* */
+  const char *default_value; /* text form; may be a list "[a,b]" to sweep by default. The one statement of the
+                              * default: the host passes every parameter to every rank, so code needs no fallback */
   const char *help;
+  /* Checked by the driver before anything is written or submitted, for every value of every permutation, and
+   * by the loader for the defaults. */
+  const char *const *choices; /* STRING or INT: the value must be one of these (NULL: any) */
+  uint32_t n_choices;
+  uint32_t flags;             /* FANOUT_PARAM_MIN_EXCLUSIVE, FANOUT_PARAM_MAX_EXCLUSIVE */
+  const char *min;            /* INT or FLOAT: bounds in text form, inclusive unless flags say (NULL: open) */
+  const char *max;
 } fanout_param_spec;
+
+/* Table rows, C and C++ alike: FANOUT_PARAM("iterations", FANOUT_PARAM_INT, "100", "measured iterations"),
+ * FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_STRING, "tcp", "tcp or uds", kModes) with
+ * static const char *const kModes[] = {"tcp", "uds"}, FANOUT_PARAM_RANGE(..., "1", NULL) for >= 1. */
+#define FANOUT_PARAM(name, type, def, help) {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, 0u, NULL, NULL}
+#define FANOUT_PARAM_ONE_OF(name, type, def, help, choices) \
+  {sizeof(fanout_param_spec), type, name, def, help, FANOUT_ARRAY(choices), 0u, NULL, NULL}
+#define FANOUT_PARAM_RANGE(name, type, def, help, min, max) \
+  {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, 0u, min, max}
+#define FANOUT_PARAM_RANGE_FLAGS(name, type, def, help, min, max, flags) \
+  {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, flags, min, max}
 
 typedef struct fanout_context fanout_context; /* opaque, owned by the host */
 typedef struct fanout_host_ops fanout_host_ops;
@@ -48,30 +89,37 @@ typedef struct fanout_host_ops fanout_host_ops;
 typedef int (*fanout_role_fn)(fanout_context *ctx, const fanout_host_ops *host);
 
 typedef struct fanout_role {
+  uint32_t struct_size; /* sizeof(fanout_role) */
   const char *name;
   const char *summary;
   fanout_role_fn run;
 } fanout_role;
+#define FANOUT_ROLE(name, summary, run) {sizeof(fanout_role), name, summary, run}
 
 /* One step of an experiment: a group of ranks running one role. nodes and tasks_per_node are either a
  * decimal integer ("1"), the name of a parameter in braces ("{client_nodes}"), or a product or rounded-up
  * quotient of two parameters ("{workers*benchmarks}", "{workers/nworkers_per_node}"). placement is
  * "disjoint" (the step gets nodes of its own) or "colocated" (it shares the nodes of the first step). */
 typedef struct fanout_step_spec {
+  uint32_t struct_size; /* sizeof(fanout_step_spec) */
   const char *role;
   const char *nodes;
   const char *tasks_per_node;
   const char *placement;
 } fanout_step_spec;
+#define FANOUT_STEP(role, nodes, tasks_per_node, placement) {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement}
 
 /* A parameter default that an experiment overrides (same text form as fanout_param_spec.default_value). */
 typedef struct fanout_param_default {
+  uint32_t struct_size; /* sizeof(fanout_param_default) */
   const char *name;
   const char *value;
 } fanout_param_default;
+#define FANOUT_DEFAULT(name, value) {sizeof(fanout_param_default), name, value}
 
 /* An experiment becomes a driver subcommand (e.g. `fanout calibration_sleep`): its steps and defaults. */
 typedef struct fanout_experiment_spec {
+  uint32_t struct_size; /* sizeof(fanout_experiment_spec) */
   const char *name;
   const char *summary;
   const fanout_step_spec *steps;
@@ -89,9 +137,13 @@ typedef struct fanout_experiment_spec {
   const char *shared_step;
   const char *shared_by;
 } fanout_experiment_spec;
+/* FANOUT_EXPERIMENT("name", "summary", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, NULL, NULL, NULL) */
+#define FANOUT_EXPERIMENT(name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by) \
+  {sizeof(fanout_experiment_spec), name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by}
 
 typedef struct fanout_plugin {
-  uint32_t abi_version; /* must be FANOUT_PLUGIN_ABI_VERSION; checked first */
+  uint32_t abi_version; /* FANOUT_PLUGIN_ABI_VERSION of the header it was built with; checked first, always first */
+  uint32_t struct_size; /* sizeof(fanout_plugin) */
   const char *name;     /* [a-z0-9_]+, unique among installed plugins */
   const char *summary;
   const char *version;  /* the plugin's own version, recorded in each run's provenance */
@@ -111,11 +163,17 @@ typedef struct fanout_plugin {
    * otherwise writes a reason naming the parameter into err (at most err_len bytes, NUL-terminated). */
   int (*check)(const char *const *names, const char *const *values, uint32_t n, char *err, size_t err_len);
 } fanout_plugin;
+/* FANOUT_PLUGIN("name", "summary", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments),
+ *               init, fini, check) */
+#define FANOUT_PLUGIN(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check) \
+  {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
+   experiments_and_count, init, fini, check}
 
 typedef enum fanout_log_level { FANOUT_LOG_DEBUG = 0, FANOUT_LOG_INFO = 1, FANOUT_LOG_WARN = 2, FANOUT_LOG_ERROR = 3 } fanout_log_level;
 
 struct fanout_host_ops {
   uint32_t abi_version; /* FANOUT_PLUGIN_ABI_VERSION of the host */
+  uint32_t struct_size; /* sizeof(fanout_host_ops) of the host: use an op added later only when FANOUT_HAS says so */
 
   /* Where this rank is. rank/size count the ranks of this role's step; node_index counts nodes in the job. */
   int (*rank)(const fanout_context *ctx);
@@ -126,8 +184,8 @@ struct fanout_host_ops {
   const char *(*role)(const fanout_context *ctx);
   const char *(*run_dir)(const fanout_context *ctx); /* the run's directory; per-rank scratch goes below it */
 
-  /* Parameters: text form, or NULL when the name is unknown. The typed getters return fallback when the
-   * name is unknown (the driver has already validated values against the schema). */
+  /* Parameters: text form, or NULL when the name is unknown. Every declared parameter is always present (its
+   * default when not given): the typed getters return fallback only for a name the plugin did not declare. */
   const char *(*param)(const fanout_context *ctx, const char *name);
   int64_t (*param_int)(const fanout_context *ctx, const char *name, int64_t fallback);
   double (*param_double)(const fanout_context *ctx, const char *name, double fallback);
@@ -160,6 +218,10 @@ struct fanout_host_ops {
    * creates <dir>/ready once the service is usable, and the ranks return after should_stop() turns non-zero.
    * The users' ranks start only after <dir>/ready exists. */
   const char *(*service_dir)(const fanout_context *ctx, int *provider);
+
+  /* ABI 4. The experiment's folder, shared by every run of the experiment (models, profiles, caches a plugin
+   * builds once per experiment go there). */
+  const char *(*experiment_dir)(const fanout_context *ctx);
 };
 
 /* The one symbol a plugin exports. */

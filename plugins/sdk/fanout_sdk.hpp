@@ -176,11 +176,7 @@ class Host {
   std::string role() const { return ops_->role(ctx_); }
   std::string run_dir() const { return ops_->run_dir(ctx_); }
   // The experiment's folder, shared by all its runs (run folders are <experiment>/run-<stamp>/<run>).
-  std::string experiment_dir() const {
-    std::string dir = run_dir();
-    for (int up = 0; up < 2 && dir.rfind('/') != std::string::npos; ++up) dir = dir.substr(0, dir.rfind('/'));
-    return dir;
-  }
+  std::string experiment_dir() const { return ops_->experiment_dir(ctx_); }
   std::string param(const char* name, const std::string& fallback = "") const {
     const char* v = ops_->param(ctx_, name);
     return v ? v : fallback;
@@ -243,7 +239,7 @@ class Host {
     return true;
   }
   // Rank 0 of a service, once it is usable: the runs of its group may start (creates <service_dir>/ready).
-  bool service_ready() { return write_private(service_dir() + "/ready", ""); }
+  bool service_ready() { return write_private(service_dir() + "/" FANOUT_SERVICE_READY_FILE, ""); }
 
   // A role's body: its exceptions are logged (the message names what failed) and make the role return 1.
   template <typename Body>

@@ -39,32 +39,33 @@ namespace {
 constexpr int kSetupTimeoutMs = 120000;
 constexpr int kRunTimeoutMs = 7 * 24 * 3600 * 1000;  // the run's wall time ends it first
 
+const char* const kNetTypes[] = {"tcp", "uds"};
+const char* const kDevices[] = {"CPU", "GPU"};
 const fanout_param_spec kParams[] = {
     // Sweep order (first outermost) as SmartSim-Scaling's throughput_standard: db_nodes x db_cpus outside,
     // then client_nodes, clients_per_node, tensor_bytes, languages.
-    {"db_nodes", FANOUT_PARAM_INT, "[12]", "database nodes (one redis-server each; a Redis Cluster when > 1)"},
-    {"db_cpus", FANOUT_PARAM_INT, "[2]", "CPUs per database node: the server is pinned to them and gets as many io-threads"},
-    {"nodes", FANOUT_PARAM_INT, "[16,32,64,128]", "colocated: application nodes, each with its own database"},
-    {"client_nodes", FANOUT_PARAM_INT, "[128,256,512]", "standard: client nodes"},
-    {"clients_per_node", FANOUT_PARAM_INT, "[32]", "client ranks per node"},
-    {"tensor_bytes", FANOUT_PARAM_INT, "[1024,8192,16384,32769,65538,131076,262152,524304,1024000,2048000,4096000]",
-     "bytes per tensor (a float32 tensor of tensor_bytes/4 elements)"},
-    {"tensors_per_dataset", FANOUT_PARAM_INT, "4", "aggregation: tensors in each producer's dataset"},
-    {"client_threads", FANOUT_PARAM_INT, "32", "aggregation: threads (and connections) the consumer fetches datasets with"},
-    {"fs_dir", FANOUT_PARAM_STRING, "auto", "filesystem aggregation: the shared folder (auto: <run>/aggregation_fs; point it at NFS/Lustre)"},
-    {"languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"},
-    {"iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client"},
-    {"warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)"},
-    {"db_port", FANOUT_PARAM_INT, "6780", "first database port (database rank r listens on db_port + r)"},
-    {"net_ifname", FANOUT_PARAM_STRING, "auto", "interface the database listens on: lo, ib0, ..., or auto (the host name's address)"},
-    {"net_type", FANOUT_PARAM_STRING, "tcp", "colocated: tcp or uds (a Unix socket on the node)"},
-    {"run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility: a reused database (throughput_standard, aggregation_scaling) always runs as a job of its own, otherwise as a step of the run's job"},
-    {"db_tpq", FANOUT_PARAM_INT, "[1]", "inference: threads per device queue in the database (RedisAI THREADS_PER_QUEUE)"},
-    {"batch_size", FANOUT_PARAM_INT, "[1]", "inference: the model's BATCHSIZE (concurrent requests run as one batch up to it)"},
-    {"device", FANOUT_PARAM_STRING, "GPU", "inference: CPU or GPU, where the database runs the model"},
-    {"num_devices", FANOUT_PARAM_INT, "1", "inference: GPUs per node (the model is stored on GPU:0..n-1; clients spread over them)"},
-    {"rebuild_model", FANOUT_PARAM_BOOL, "false", "inference: rebuild the ResNet-50 file even if it exists"},
-    {"model_dir", FANOUT_PARAM_STRING, "auto", "inference: folder of the model and script files (auto: <experiment>/models)"},
+    FANOUT_PARAM_RANGE("db_nodes", FANOUT_PARAM_INT, "[12]", "database nodes (one redis-server each; a Redis Cluster when > 1)", "1", NULL),
+    FANOUT_PARAM_RANGE("db_cpus", FANOUT_PARAM_INT, "[2]", "CPUs per database node: the server is pinned to them and gets as many io-threads", "1", NULL),
+    FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "[16,32,64,128]", "colocated: application nodes, each with its own database", "1", NULL),
+    FANOUT_PARAM_RANGE("client_nodes", FANOUT_PARAM_INT, "[128,256,512]", "standard: client nodes", "1", NULL),
+    FANOUT_PARAM_RANGE("clients_per_node", FANOUT_PARAM_INT, "[32]", "client ranks per node", "1", NULL),
+    FANOUT_PARAM_RANGE("tensor_bytes", FANOUT_PARAM_INT, "[1024,8192,16384,32769,65538,131076,262152,524304,1024000,2048000,4096000]", "bytes per tensor (a float32 tensor of tensor_bytes/4 elements)", "4", NULL),
+    FANOUT_PARAM_RANGE("tensors_per_dataset", FANOUT_PARAM_INT, "4", "aggregation: tensors in each producer's dataset", "1", NULL),
+    FANOUT_PARAM_RANGE("client_threads", FANOUT_PARAM_INT, "32", "aggregation: threads (and connections) the consumer fetches datasets with", "1", NULL),
+    FANOUT_PARAM("fs_dir", FANOUT_PARAM_STRING, "auto", "filesystem aggregation: the shared folder (auto: <run>/aggregation_fs; point it at NFS/Lustre)"),
+    FANOUT_PARAM("languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"),
+    FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client", "0", NULL),
+    FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)", "0", NULL),
+    FANOUT_PARAM_RANGE("db_port", FANOUT_PARAM_INT, "6780", "first database port (database rank r listens on db_port + r)", "1", "65535"),
+    FANOUT_PARAM("net_ifname", FANOUT_PARAM_STRING, "auto", "interface the database listens on: lo, ib0, ..., or auto (the host name's address)"),
+    FANOUT_PARAM_ONE_OF("net_type", FANOUT_PARAM_STRING, "tcp", "colocated: tcp or uds (a Unix socket on the node)", kNetTypes),
+    FANOUT_PARAM("run_db_as_batch", FANOUT_PARAM_BOOL, "true", "SmartSim-Scaling compatibility: a reused database (throughput_standard, aggregation_scaling) always runs as a job of its own, otherwise as a step of the run's job"),
+    FANOUT_PARAM_RANGE("db_tpq", FANOUT_PARAM_INT, "[1]", "inference: threads per device queue in the database (RedisAI THREADS_PER_QUEUE)", "1", NULL),
+    FANOUT_PARAM_RANGE("batch_size", FANOUT_PARAM_INT, "[1]", "inference: the model's BATCHSIZE (concurrent requests run as one batch up to it)", "0", NULL),
+    FANOUT_PARAM_ONE_OF("device", FANOUT_PARAM_STRING, "GPU", "inference: CPU or GPU, where the database runs the model", kDevices),
+    FANOUT_PARAM_RANGE("num_devices", FANOUT_PARAM_INT, "1", "inference: GPUs per node (the model is stored on GPU:0..n-1; clients spread over them)", "1", NULL),
+    FANOUT_PARAM("rebuild_model", FANOUT_PARAM_BOOL, "false", "inference: rebuild the ResNet-50 file even if it exists"),
+    FANOUT_PARAM("model_dir", FANOUT_PARAM_STRING, "auto", "inference: folder of the model and script files (auto: <experiment>/models)"),
 };
 
 // The address a database on this node listens on.
@@ -113,18 +114,18 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
     cfg.dir = host.run_dir() + "/database/" + std::to_string(host.rank());
     std::string mk = host.run_dir() + "/database";
     ::mkdir(mk.c_str(), 0700);
-    cfg.bind = listen_address(host.param("net_ifname", "auto"));
-    cfg.port = int(host.param_int("db_port", 6780) + host.rank());
+    cfg.bind = listen_address(host.param("net_ifname"));
+    cfg.port = int(host.param_int("db_port") + host.rank());
     cfg.password = password;
     cfg.module = module_path();
     cfg.cluster = cluster;
-    cfg.cpus = int(host.param_int("db_cpus", 1));
+    cfg.cpus = int(host.param_int("db_cpus"));
     // RedisAI's threading: db_tpq workers per device queue, the node's db_cpus shared among them for intra-op work.
-    const int64_t tpq = std::max<int64_t>(1, host.param_int("db_tpq", 1));
+    const int64_t tpq = std::max<int64_t>(1, host.param_int("db_tpq"));
     cfg.module_args = {"THREADS_PER_QUEUE", std::to_string(tpq), "INTRA_OP_PARALLELISM",
                        std::to_string(std::max<int64_t>(1, cfg.cpus / tpq)), "INTER_OP_PARALLELISM", "1"};
     std::string socket_dir;
-    if (colocated && host.param("net_type", "tcp") == "uds") {
+    if (colocated && host.param("net_type") == "uds") {
       // Socket paths must fit in 107 bytes: a private folder under /tmp, not the (long) run folder.
       char tmpl[] = "/tmp/fanout-db-XXXXXX";
       if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a folder for the database socket");
@@ -189,7 +190,7 @@ smartsim::ClientOptions database_options(fanout_sdk::Host& host, bool colocated)
   opts.password = password;
   if (colocated) {
     std::string mine;
-    int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node", 1)));
+    int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node")));
     if (!get(host, "smartsim.db." + std::to_string(node), mine)) throw std::runtime_error("no database on this node");
     opts.addresses = {mine};
     return opts;
@@ -236,13 +237,13 @@ int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocat
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
     auto client = timed_client(host, database_options(host, colocated));
-    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes", 1024) / 4);
+    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes") / 4);
     const size_t bytes = elements * 4;
     std::vector<float> out(elements), back(elements);
     for (size_t i = 0; i < elements; ++i) out[i] = float(host.rank()) + float(i) * 0.5f;
     const std::string key = "throughput_rank_" + std::to_string(host.rank());
     const std::vector<size_t> dims = {elements};
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
     for (int64_t i = -warmup; i < iterations && !host.should_stop(); ++i) {
       const bool w = i < 0;
       int64_t t0 = host.now_ns();
@@ -268,7 +269,7 @@ int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocat
 // Runs body(k, i) for each producer iteration k (i = k - warmup, negative while warming up), each one once
 // the consumer has finished the previous.
 void producer_iterations(fanout_sdk::Host& host, const std::function<void(int64_t k, int64_t i)>& body) {
-  const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+  const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
   for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
     std::string consumed;
     if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
@@ -283,8 +284,8 @@ void producer_iterations(fanout_sdk::Host& host, const std::function<void(int64_
 void consumer_iterations(fanout_sdk::Host& host, const std::function<std::vector<std::string>(int64_t k)>& wait,
                          const std::function<size_t(int thread, const std::string& item)>& fetch,
                          const std::function<void(int64_t k, const std::vector<std::string>& items)>& done) {
-  const int threads = int(std::max<int64_t>(1, host.param_int("client_threads", 1)));
-  const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+  const int threads = int(std::max<int64_t>(1, host.param_int("client_threads")));
+  const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
   for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
     const int64_t i = k - warmup;
     int64_t t0 = host.now_ns();
@@ -315,14 +316,14 @@ void consumer_iterations(fanout_sdk::Host& host, const std::function<std::vector
   }
 }
 
-int64_t producer_count(fanout_sdk::Host& host) { return host.param_int("client_nodes", 1) * host.param_int("clients_per_node", 1); }
+int64_t producer_count(fanout_sdk::Host& host) { return host.param_int("client_nodes") * host.param_int("clients_per_node"); }
 
 int run_producer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
     auto client = timed_client(host, database_options(host, false));
-    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes", 1024) / 4);
-    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset", 4)));
+    const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes") / 4);
+    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset")));
     std::vector<float> data(elements, float(host.rank()));
     std::vector<smartsim::TensorView> views;
     for (int t = 0; t < tensors; ++t)
@@ -345,7 +346,7 @@ int run_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
     const auto opts = database_options(host, false);
     auto client = timed_client(host, opts);
     std::vector<std::unique_ptr<smartsim::Client>> pool;  // one connection per fetching thread
-    for (int64_t t = 0; t < std::max<int64_t>(1, host.param_int("client_threads", 1)); ++t) pool.push_back(std::make_unique<smartsim::Client>(opts));
+    for (int64_t t = 0; t < std::max<int64_t>(1, host.param_int("client_threads")); ++t) pool.push_back(std::make_unique<smartsim::Client>(opts));
     auto list = [](int64_t k) { return "iteration_" + std::to_string(k); };
     consumer_iterations(
         host,
@@ -365,7 +366,7 @@ int run_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
 // The filesystem variant (SmartSim-Scaling's aggregation_scaling_python_fs): a shared folder instead of the
 // database, fs_dir or <run>/aggregation_fs.
 std::string fs_root(fanout_sdk::Host& host) {
-  std::string dir = host.param("fs_dir", "auto");
+  std::string dir = host.param("fs_dir");
   return dir == "auto" || dir.empty() ? host.run_dir() + "/aggregation_fs" : dir;
 }
 
@@ -374,8 +375,8 @@ std::string fs_iteration_dir(fanout_sdk::Host& host, int64_t k) { return fs_root
 int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
-    const size_t bytes = size_t(std::max<int64_t>(4, host.param_int("tensor_bytes", 1024)) / 4 * 4);
-    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset", 4)));
+    const size_t bytes = size_t(std::max<int64_t>(4, host.param_int("tensor_bytes")) / 4 * 4);
+    const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset")));
     std::vector<char> data(bytes * size_t(tensors), char(host.rank()));
     ::mkdir(fs_root(host).c_str(), 0700);
     producer_iterations(host, [&](int64_t k, int64_t i) {
@@ -448,7 +449,7 @@ std::string upper(std::string s) {
 }
 
 std::string model_dir(fanout_sdk::Host& host) {
-  std::string dir = host.param("model_dir", "auto");
+  std::string dir = host.param("model_dir");
   return dir != "auto" && !dir.empty() ? dir : host.experiment_dir() + "/models";
 }
 
@@ -484,7 +485,7 @@ void store_model(fanout_sdk::Host& host, smartsim::Client& client, const std::st
   const std::string blob = read_file(dir + "/resnet50." + (device == "CPU" ? "cpu" : "gpu") + ".pt");
   const std::string script = read_file(dir + "/data_processing_script.txt");
   smartsim::ModelOptions options;
-  options.batch_size = int(host.param_int("batch_size", 1));
+  options.batch_size = int(host.param_int("batch_size"));
   for (int64_t d = 0; d < devices; ++d) {
     const std::string on = device == "CPU" ? "CPU" : "GPU:" + std::to_string(d);
     client.set_script(kScriptName + (device == "CPU" ? std::string() : "." + on), on, script, {"pre_process_3ch"});
@@ -497,10 +498,10 @@ int run_inference(fanout_context* ctx, const fanout_host_ops* ops, bool colocate
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
     auto client = timed_client(host, database_options(host, colocated));
-    const std::string device = upper(host.param("device", "GPU"));
+    const std::string device = upper(host.param("device"));
     if (device != "CPU" && device != "GPU") throw std::runtime_error("device: " + device + " is neither CPU nor GPU");
-    const int64_t devices = device == "CPU" ? 1 : std::max<int64_t>(1, host.param_int("num_devices", 1));
-    const int64_t per_node = std::max<int64_t>(1, host.param_int("clients_per_node", 1));
+    const int64_t devices = device == "CPU" ? 1 : std::max<int64_t>(1, host.param_int("num_devices"));
+    const int64_t per_node = std::max<int64_t>(1, host.param_int("clients_per_node"));
     const bool stores = colocated ? host.rank() % per_node == 0 : host.rank() == 0;
     if (stores) store_model(host, *client, device, devices);
     const std::string model = model_name(device, host.rank() % devices);
@@ -515,7 +516,7 @@ int run_inference(fanout_context* ctx, const fanout_host_ops* ops, bool colocate
     std::vector<float> image(kImage), result(kClasses);
     uint32_t x = 2463534242u + uint32_t(host.rank());  // xorshift: an image of pixel values 0..255
     for (float& v : image) x ^= x << 13, x ^= x >> 17, x ^= x << 5, v = float(x % 256);
-    const int64_t warmup = host.param_int("warmup", 1), iterations = host.param_int("iterations", 100);
+    const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
     for (int64_t i = -warmup; i < iterations && !host.should_stop(); ++i) {
       const bool w = i < 0;
       const int64_t t0 = host.now_ns();
@@ -546,46 +547,46 @@ int inference_standard(fanout_context* c, const fanout_host_ops* o) { return run
 int inference_colocated(fanout_context* c, const fanout_host_ops* o) { return run_inference(c, o, true); }
 
 const fanout_role kRoles[] = {
-    {"db", "redis-server with the RedisAI tensor module on each database node (a cluster when several)", db_standard},
-    {"db_colocated", "one standalone redis-server on each application node", db_colocated},
-    {"throughput", "put_tensor + unpack_tensor per iteration against the database (SmartSim-Scaling's throughput app)", throughput_standard},
-    {"throughput_colocated", "the same against the database on the client's own node", throughput_colocated},
-    {"producer", "aggregation: put a dataset and append it to the iteration's list", run_producer},
-    {"consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer},
-    {"fs_producer", "filesystem aggregation: write a dataset file per iteration (atomically)", run_fs_producer},
-    {"fs_consumer", "filesystem aggregation: wait for every file, read them with client_threads threads", run_fs_consumer},
-    {"inference", "ResNet-50 per iteration: put_tensor, run_script, run_model, unpack_tensor (SmartSim-Scaling's inference app)", inference_standard},
-    {"inference_colocated", "the same against the database on the client's own node", inference_colocated},
+    FANOUT_ROLE("db", "redis-server with the RedisAI tensor module on each database node (a cluster when several)", db_standard),
+    FANOUT_ROLE("db_colocated", "one standalone redis-server on each application node", db_colocated),
+    FANOUT_ROLE("throughput", "put_tensor + unpack_tensor per iteration against the database (SmartSim-Scaling's throughput app)", throughput_standard),
+    FANOUT_ROLE("throughput_colocated", "the same against the database on the client's own node", throughput_colocated),
+    FANOUT_ROLE("producer", "aggregation: put a dataset and append it to the iteration's list", run_producer),
+    FANOUT_ROLE("consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer),
+    FANOUT_ROLE("fs_producer", "filesystem aggregation: write a dataset file per iteration (atomically)", run_fs_producer),
+    FANOUT_ROLE("fs_consumer", "filesystem aggregation: wait for every file, read them with client_threads threads", run_fs_consumer),
+    FANOUT_ROLE("inference", "ResNet-50 per iteration: put_tensor, run_script, run_model, unpack_tensor (SmartSim-Scaling's inference app)", inference_standard),
+    FANOUT_ROLE("inference_colocated", "the same against the database on the client's own node", inference_colocated),
 };
 
-const fanout_step_spec kStandardSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
-                                           {"throughput", "{client_nodes}", "{clients_per_node}", "disjoint"}};
-const fanout_step_spec kColocatedSteps[] = {{"throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"},
-                                            {"db_colocated", "{nodes}", "1", "colocated"}};
+const fanout_step_spec kStandardSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+                                           FANOUT_STEP("throughput", "{client_nodes}", "{clients_per_node}", "disjoint")};
+const fanout_step_spec kColocatedSteps[] = {FANOUT_STEP("throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
+                                            FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
 // Parameters are per plugin: each experiment pins the ones it does not use to one value.
-const fanout_param_default kStandardDefaults[] = {{"nodes", "1"}, {"net_type", "tcp"}};
-const fanout_step_spec kAggregationSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
-                                              {"producer", "{client_nodes}", "{clients_per_node}", "disjoint"},
-                                              {"consumer", "1", "1", "disjoint"}};
-const fanout_param_default kAggregationDefaults[] = {{"db_nodes", "[16]"}, {"clients_per_node", "[32]"}, {"tensors_per_dataset", "[4]"},
-                                                     {"client_threads", "[32]"}, {"nodes", "1"}, {"net_type", "tcp"}};
-const fanout_step_spec kAggregationFsSteps[] = {{"fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"},
-                                                {"fs_consumer", "1", "1", "disjoint"}};
-const fanout_param_default kAggregationFsDefaults[] = {{"db_nodes", "1"}, {"db_cpus", "1"}, {"clients_per_node", "[32]"},
-                                                       {"tensors_per_dataset", "[4]"}, {"client_threads", "[32]"}, {"nodes", "1"},
-                                                       {"net_type", "tcp"}};
+const fanout_param_default kStandardDefaults[] = {FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+const fanout_step_spec kAggregationSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+                                              FANOUT_STEP("producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
+                                              FANOUT_STEP("consumer", "1", "1", "disjoint")};
+const fanout_param_default kAggregationDefaults[] = {FANOUT_DEFAULT("db_nodes", "[16]"), FANOUT_DEFAULT("clients_per_node", "[32]"), FANOUT_DEFAULT("tensors_per_dataset", "[4]"),
+                                                     FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+const fanout_step_spec kAggregationFsSteps[] = {FANOUT_STEP("fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
+                                                FANOUT_STEP("fs_consumer", "1", "1", "disjoint")};
+const fanout_param_default kAggregationFsDefaults[] = {FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("db_cpus", "1"), FANOUT_DEFAULT("clients_per_node", "[32]"),
+                                                       FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
+                                                       FANOUT_DEFAULT("net_type", "tcp")};
 // Inference: SmartSim-Scaling's defaults (its driver's --help).
-const fanout_step_spec kInferenceSteps[] = {{"db", "{db_nodes}", "1", "disjoint"},
-                                            {"inference", "{client_nodes}", "{clients_per_node}", "disjoint"}};
-const fanout_param_default kInferenceDefaults[] = {{"db_nodes", "[12]"}, {"db_cpus", "[2]"}, {"client_nodes", "[12]"},
-                                                   {"clients_per_node", "[48]"}, {"batch_size", "[1000]"}, {"tensor_bytes", "1024"},
-                                                   {"nodes", "1"}, {"net_type", "tcp"}};
-const fanout_step_spec kInferenceColocatedSteps[] = {{"inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"},
-                                                     {"db_colocated", "{nodes}", "1", "colocated"}};
-const fanout_param_default kInferenceColocatedDefaults[] = {{"nodes", "[12]"}, {"clients_per_node", "[18]"}, {"db_cpus", "[2]"},
-                                                            {"batch_size", "[1]"}, {"tensor_bytes", "1024"}, {"db_nodes", "1"},
-                                                            {"client_nodes", "1"}};
-const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients_per_node", "[48]"}, {"db_nodes", "1"}, {"client_nodes", "1"}};
+const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+                                            FANOUT_STEP("inference", "{client_nodes}", "{clients_per_node}", "disjoint")};
+const fanout_param_default kInferenceDefaults[] = {FANOUT_DEFAULT("db_nodes", "[12]"), FANOUT_DEFAULT("db_cpus", "[2]"), FANOUT_DEFAULT("client_nodes", "[12]"),
+                                                   FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("batch_size", "[1000]"), FANOUT_DEFAULT("tensor_bytes", "1024"),
+                                                   FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+const fanout_step_spec kInferenceColocatedSteps[] = {FANOUT_STEP("inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
+                                                     FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
+const fanout_param_default kInferenceColocatedDefaults[] = {FANOUT_DEFAULT("nodes", "[12]"), FANOUT_DEFAULT("clients_per_node", "[18]"), FANOUT_DEFAULT("db_cpus", "[2]"),
+                                                            FANOUT_DEFAULT("batch_size", "[1]"), FANOUT_DEFAULT("tensor_bytes", "1024"), FANOUT_DEFAULT("db_nodes", "1"),
+                                                            FANOUT_DEFAULT("client_nodes", "1")};
+const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("db_cpus", "[8]"), FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("client_nodes", "1")};
 
 // Session names as SmartSim-Scaling's (fanout appends the parameter hash where it appends an id). The database
 // is reused where SmartSim-Scaling reuses it: per (db_nodes, db_cpus) for throughput_standard, per db_nodes for
@@ -593,29 +594,15 @@ const fanout_param_default kColocatedDefaults[] = {{"db_cpus", "[8]"}, {"clients
 // never share a database configured for another); inference_standard starts one per run, as it does.
 const char* kDbSharedBy = "db_nodes,db_cpus,db_tpq,db_port,net_ifname";
 const fanout_experiment_spec kExperiments[] = {
-    {"throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", kStandardSteps, 2, kStandardDefaults, 2,
-     "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db",
-     kDbSharedBy},
-    {"throughput_colocated", "tensor throughput against a database on every application node", kColocatedSteps, 2, kColocatedDefaults, 4,
-     "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr},
-    {"aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", kAggregationSteps, 3,
-     kAggregationDefaults, 6,
-     "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}",
-     "db", kDbSharedBy},
-    {"aggregation_scaling_fs", "the same through a shared folder instead of a database", kAggregationFsSteps, 2, kAggregationFsDefaults, 7,
-     "aggregate-sess-fs-{languages}-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}",
-     nullptr, nullptr},
-    {"inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", kInferenceSteps, 2, kInferenceDefaults, 8,
-     "infer-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr},
-    {"inference_colocated", "ResNet-50 inference in a database on every application node", kInferenceColocatedSteps, 2,
-     kInferenceColocatedDefaults, 7, "infer-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}",
-     nullptr, nullptr},
+    FANOUT_EXPERIMENT("throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy),
+    FANOUT_EXPERIMENT("throughput_colocated", "tensor throughput against a database on every application node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr),
+    FANOUT_EXPERIMENT("aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationSteps), FANOUT_ARRAY(kAggregationDefaults), "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy),
+    FANOUT_EXPERIMENT("aggregation_scaling_fs", "the same through a shared folder instead of a database", FANOUT_ARRAY(kAggregationFsSteps), FANOUT_ARRAY(kAggregationFsDefaults), "aggregate-sess-fs-{languages}-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr),
+    FANOUT_EXPERIMENT("inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kInferenceSteps), FANOUT_ARRAY(kInferenceDefaults), "infer-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr),
+    FANOUT_EXPERIMENT("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION, "smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands",
-    "0.2.0", kParams, sizeof kParams / sizeof kParams[0], kRoles, 10, kExperiments, 6, nullptr, nullptr, nullptr,
-};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands", "0.2.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
 
 }  // namespace
 

@@ -18,12 +18,14 @@ namespace {
 
 // Parameters: each becomes a flag of every experiment subcommand, validated by type before anything runs.
 // A default may be a list ("[1,2]") to sweep by default. Order matters: sweeps expand in this order, first
-// parameter outermost.
+// parameter outermost. FANOUT_PARAM_RANGE and FANOUT_PARAM_ONE_OF add bounds or choices the driver checks for
+// every value before anything is written; the default stated here is the only one (every rank gets every
+// parameter), so the code below needs no fallback of its own.
 const fanout_param_spec kParams[] = {
-    {"ranks", FANOUT_PARAM_INT, "1", "ranks on the node"},
-    {"iterations", FANOUT_PARAM_INT, "20", "measured iterations"},
-    {"work", FANOUT_PARAM_INT, "100000", "loop trips of synthetic work per iteration"},
-    {"message", FANOUT_PARAM_STRING, "hello", "text rank 0 publishes to the other ranks"},
+    FANOUT_PARAM_RANGE("ranks", FANOUT_PARAM_INT, "1", "ranks on the node", "1", NULL),
+    FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "20", "measured iterations", "0", NULL),
+    FANOUT_PARAM_RANGE("work", FANOUT_PARAM_INT, "100000", "loop trips of synthetic work per iteration", "0", NULL),
+    FANOUT_PARAM("message", FANOUT_PARAM_STRING, "hello", "text rank 0 publishes to the other ranks"),
 };
 
 // A role is one kind of rank. It returns 0 on success; anything else fails the rank and the run.
@@ -39,7 +41,7 @@ int run_hello(fanout_context* ctx, const fanout_host_ops* ops) {
 
   // Measurement: take times from host.now_ns() (monotonic), record one sample per iteration with its
   // start time and unit. One warmup iteration is recorded but flagged, so statistics exclude it.
-  const int64_t iterations = host.param_int("iterations", 20), work = host.param_int("work", 100000);
+  const int64_t iterations = host.param_int("iterations"), work = host.param_int("work");
   volatile double sink = 0;
   for (int64_t i = -1; i < iterations && !host.should_stop(); ++i) {
     int64_t t0 = host.now_ns();
@@ -50,25 +52,21 @@ int run_hello(fanout_context* ctx, const fanout_host_ops* ops) {
   return 0;
 }
 
-const fanout_role kRoles[] = {{"hello", "rendezvous, then time a loop of synthetic work", run_hello}};
+const fanout_role kRoles[] = {FANOUT_ROLE("hello", "rendezvous, then time a loop of synthetic work", run_hello)};
 
 // Experiments become subcommands: their steps say which role runs where ("{ranks}" takes the value of the
 // parameter per run), and they may override parameter defaults.
-const fanout_step_spec kSteps[] = {{"hello", "1", "{ranks}", "disjoint"}};
-const fanout_experiment_spec kExperiments[] = {{"template_hello", "the template plugin's example experiment", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr}};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("hello", "1", "{ranks}", "disjoint")};
+const fanout_experiment_spec kExperiments[] = {FANOUT_EXPERIMENT("template_hello", "the template plugin's example experiment", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr)};
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION,  // checked by the loader before anything else: rebuild when fanout's ABI changes
-    "template",
-    "a commented example plugin to copy",
-    "1.0.0",
-    kParams, sizeof kParams / sizeof kParams[0],
-    kRoles, sizeof kRoles / sizeof kRoles[0],
-    kExperiments, sizeof kExperiments / sizeof kExperiments[0],
-    nullptr,  // init: optional, runs once per rank before the role; return non-zero and write err to refuse
-    nullptr,  // fini: optional
-    nullptr,  // check: optional, the driver calls it per permutation before submitting; refuse bad combinations
-};
+// FANOUT_PLUGIN stamps the ABI version and struct size the loader checks before anything else: a plugin built
+// with this header keeps loading in later fanouts until an incompatible ABI change.
+const fanout_plugin kPlugin = FANOUT_PLUGIN(
+    "template", "a commented example plugin to copy", "1.0.0",
+    FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments),  // each array with its count
+    nullptr,   // init: optional, runs once per rank before the role; return non-zero and write err to refuse
+    nullptr,   // fini: optional
+    nullptr);  // check: optional, the driver calls it per permutation before submitting; refuse bad combinations
 
 }  // namespace
 

@@ -51,21 +51,22 @@ constexpr char kSeedWorkload[] =
     "vgg, 11, 512, 16, \"test-48worker-2node-mod3\",d3093, 23448, 1, [\"1 2\" \"1 2\"], 0, 1, 500, 1, 2\n"
     "googlenet, 1, 512, 16, \"test-48worker-2node-mod3\",d3093, 58448,  1, [\"0 2\" \"0 2\"], 0, 1, 500, 1, 2\n";
 
+const char* const kModes[] = {"1", "2", "3"};
 const fanout_param_spec kParams[] = {
-    {"workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"},
-    {"mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions"},
-    {"nodes", FANOUT_PARAM_INT, "2", "nodes running a Worker + Application Master"},
-    {"cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)"},
-    {"max_iterations", FANOUT_PARAM_INT, "0", "cap on each application's iterations (0: the workload's)"},
-    {"max_batch", FANOUT_PARAM_INT, "0", "cap on each application's batch (0: the workload's)"},
-    {"cost", FANOUT_PARAM_INT, "64", "CPU work per loaded sample (blur passes): at 64 one loader thread about feeds one training process"},
-    {"threads", FANOUT_PARAM_INT, "1", "compute threads per training process"},
-    {"tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"},
-    {"profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run"},
+    FANOUT_PARAM("workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"),
+    FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions", kModes),
+    FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "2", "nodes running a Worker + Application Master", "1", NULL),
+    FANOUT_PARAM_RANGE("cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)", "0", NULL),
+    FANOUT_PARAM_RANGE("max_iterations", FANOUT_PARAM_INT, "0", "cap on each application's iterations (0: the workload's)", "0", NULL),
+    FANOUT_PARAM_RANGE("max_batch", FANOUT_PARAM_INT, "0", "cap on each application's batch (0: the workload's)", "0", NULL),
+    FANOUT_PARAM_RANGE("cost", FANOUT_PARAM_INT, "64", "CPU work per loaded sample (blur passes): at 64 one loader thread about feeds one training process", "1", NULL),
+    FANOUT_PARAM_RANGE("threads", FANOUT_PARAM_INT, "1", "compute threads per training process", "1", NULL),
+    FANOUT_PARAM("tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"),
+    FANOUT_PARAM_RANGE("profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run", "1", NULL),
 };
 
 std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
-  const std::string file = host.param("workload", "seed");
+  const std::string file = host.param("workload");
   std::string text = kSeedWorkload;
   if (file != "seed") {
     std::ifstream f(file);
@@ -73,7 +74,7 @@ std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
     text.assign(std::istreambuf_iterator<char>(f), {});
   }
   std::vector<AppSpec> apps = parse_workload(text, file == "seed" ? "seed workload" : file);
-  const int64_t max_it = host.param_int("max_iterations", 0), max_batch = host.param_int("max_batch", 0);
+  const int64_t max_it = host.param_int("max_iterations"), max_batch = host.param_int("max_batch");
   for (auto& a : apps) {
     if (max_it > 0 && total_iterations(a) > max_it) a.end_iter = int(max_it + a.start_iter), a.end_epoch = a.start_epoch;
     if (max_batch > 0 && a.batch > max_batch) a.batch = int(max_batch);
@@ -91,7 +92,7 @@ std::vector<std::string> train_args(fanout_sdk::Host& host, const std::string& a
                                     int64_t iterations) {
   return {fanout_sdk::companion_program("fanout-torchloader-train"), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
           "--workers", std::to_string(workers), "--end_iter", std::to_string(iterations), "--cost",
-          std::to_string(host.param_int("cost", 64)), "--threads", std::to_string(host.param_int("threads", 1))};
+          std::to_string(host.param_int("cost")), "--threads", std::to_string(host.param_int("threads"))};
 }
 
 // --- TPM: profiling runs, fit, file ---------------------------------------------------------------------
@@ -107,7 +108,7 @@ std::string app_key(const AppSpec& a) { return a.arch + "-" + std::to_string(a.d
 std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int workers) {
   auto args = train_args(host, a.arch, a.depth, batch, workers, 1);
   args.push_back("--profile");
-  args.push_back(std::to_string(host.param_int("profile_iterations", 3)));
+  args.push_back(std::to_string(host.param_int("profile_iterations")));
   fanout_sdk::Child c = fanout_sdk::spawn_program(args, true);
   std::string out;
   char buf[4096];
@@ -159,7 +160,7 @@ nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpe
 }
 
 std::string tpm_path(fanout_sdk::Host& host) {
-  const std::string p = host.param("tpm", "auto");
+  const std::string p = host.param("tpm");
   return p == "auto" || p.empty() ? host.experiment_dir() + "/tpm.json" : p;
 }
 
@@ -213,10 +214,10 @@ class Master {
     bool covered = tpm.contains("apps");
     for (const auto& a : apps_) covered = covered && tpm["apps"].contains(app_key(a));
     if (!covered) tpm = profile_workload(host_, apps_, path, tpm);
-    const int nodes = int(host_.param_int("nodes", 1));
-    int cores = int(host_.param_int("cores", 0));
+    const int nodes = int(host_.param_int("nodes"));
+    int cores = int(host_.param_int("cores"));
     register_nodes(nodes, cores);
-    const Mode mode = Mode(std::clamp<int64_t>(host_.param_int("mode", 1), 1, 3));
+    const Mode mode = Mode(host_.param_int("mode"));  // one of 1, 2, 3: the driver checked
     Scheduler scheduler(apps_, demands(tpm, apps_), mode, nodes, cores);
     sched_ = &scheduler;
     t0_ = host_.now_ns();
@@ -506,25 +507,21 @@ int run_node(fanout_context* ctx, const fanout_host_ops* ops) {
 }
 
 const fanout_role kRoles[] = {
-    {"master", "the Submitter and Scheduler: arrivals, TPM demands, WAA allocations, pauses and resumes", run_master},
-    {"node", "a node's Worker and Application Master: runs, pauses and resumes training processes", run_node},
-    {"profile", "TPM profiling runs: compute time per iteration and loader throughput per application", run_profile},
+    FANOUT_ROLE("master", "the Submitter and Scheduler: arrivals, TPM demands, WAA allocations, pauses and resumes", run_master),
+    FANOUT_ROLE("node", "a node's Worker and Application Master: runs, pauses and resumes training processes", run_node),
+    FANOUT_ROLE("profile", "TPM profiling runs: compute time per iteration and loader throughput per application", run_profile),
 };
 
-const fanout_step_spec kSteps[] = {{"master", "1", "1", "disjoint"}, {"node", "{nodes}", "1", "disjoint"}};
-const fanout_step_spec kProfileSteps[] = {{"profile", "1", "1", "disjoint"}};
-const fanout_param_default kProfileDefaults[] = {{"mode", "1"}};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("master", "1", "1", "disjoint"), FANOUT_STEP("node", "{nodes}", "1", "disjoint")};
+const fanout_step_spec kProfileSteps[] = {FANOUT_STEP("profile", "1", "1", "disjoint")};
+const fanout_param_default kProfileDefaults[] = {FANOUT_DEFAULT("mode", "1")};
 
 const fanout_experiment_spec kExperiments[] = {
-    {"torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", kSteps, 2, nullptr, 0, nullptr, nullptr, nullptr},
-    {"torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", kProfileSteps, 1,
-     kProfileDefaults, 1, nullptr, nullptr, nullptr},
+    FANOUT_EXPERIMENT("torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", FANOUT_ARRAY(kProfileSteps), FANOUT_ARRAY(kProfileDefaults), nullptr, nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = {
-    FANOUT_PLUGIN_ABI_VERSION, "torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0",
-    kParams, sizeof kParams / sizeof kParams[0], kRoles, 3, kExperiments, 2, nullptr, nullptr, nullptr,
-};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
 
 }  // namespace
 }  // namespace torchloader

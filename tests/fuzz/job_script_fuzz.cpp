@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
+#include "schedulers/batch_script.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// The rendezvous KV service (launchers/kv_service.h) fed any bytes over a real loopback connection, with the
+// The rendezvous KV service (rendezvous/kv_service.h) fed any bytes over a real loopback connection, with the
 // job's AUTH line first when the input's first byte is odd (so PUT/GET/FENCE parsing is reached), then closed
 // (a peer that leaves mid-wait must leave nothing dangling: ASan sees a use after free). After each input a
 // real rank of the same job must still PUT and GET a key the input cannot know (random, new each round).
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fanout_sdk.hpp"
-#include "launchers/kv_service.h"
+#include "rendezvous/kv_service.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/socket_peer.h"
 

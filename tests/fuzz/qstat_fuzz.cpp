@@ -1,10 +1,10 @@
-// PBS qstat output (launchers/pbs.h), any bytes, as the text form (qstat -f) and as JSON (qstat -F json).
+// PBS qstat output (schedulers/pbs.h), any bytes, as the text form (qstat -f) and as JSON (qstat -F json).
 // Asserts: the text parser never throws; the JSON parser throws only UserError; every job either parser returns
 // maps to a job state without throwing (pbs_status on a run folder that holds no exit markers).
 #include <string>
 
 #include "common/error.h"
-#include "launchers/pbs.h"
+#include "schedulers/pbs.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

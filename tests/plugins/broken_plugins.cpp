@@ -5,15 +5,23 @@
 
 namespace {
 int ok_role(fanout_context*, const fanout_host_ops*) { return 0; }
-const fanout_role kRoles[] = {{"noop", "does nothing", ok_role}};
-int failing_init(char* err, size_t len) {
+const fanout_role kRoles[] = {FANOUT_ROLE("noop", "does nothing", ok_role)};
+[[maybe_unused]] int failing_init(char* err, size_t len) {
   std::snprintf(err, len, "the test plugin refuses to start");
   return 1;
 }
 #if BROKEN_KIND == 1  // built against a different ABI number
-const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION + 98, "wrong_abi", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, nullptr, nullptr, nullptr};
+const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION + 98, sizeof(fanout_plugin), "wrong_abi", "", "0", FANOUT_NO_ARRAY,
+                               FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr};
 #elif BROKEN_KIND == 2  // init fails
-const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, "init_fails", "", "0", nullptr, 0, kRoles, 1, nullptr, 0, failing_init, nullptr, nullptr};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("init_fails", "", "0", FANOUT_NO_ARRAY, FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, failing_init, nullptr, nullptr);
+#elif BROKEN_KIND == 4  // an array element without its struct_size (hand-written, not from FANOUT_PARAM)
+const fanout_param_spec kParams[] = {{0, FANOUT_PARAM_INT, "n", "1", "", nullptr, 0, 0, nullptr, nullptr}};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("no_struct_size", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr);
+#elif BROKEN_KIND == 5  // a choice that is not of the parameter's type
+const char* const kChoices[] = {"1", "two"};
+const fanout_param_spec kParams[] = {FANOUT_PARAM_ONE_OF("n", FANOUT_PARAM_INT, "1", "", kChoices)};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("bad_choice", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr);
 #endif
 }  // namespace
 

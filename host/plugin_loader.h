@@ -1,7 +1,8 @@
 // Loads plugins through the ABI in plugins/sdk/fanout_plugin.h. The checks run in a fixed order, each with
 // its own error, as Slurm's plugin loader does: the file opens; it exports the entry symbol ("not a fanout
-// plugin"); its ABI version matches ("built for ABI x, this fanout expects y"); its descriptor is well formed;
-// and only when a rank asks for it, init() succeeds ("init failed").
+// plugin"); its ABI version is one this host reads (4, or 3 through host/abi_v3.h); its descriptor is well
+// formed; and only when a rank asks for it, init() succeeds ("init failed"). Whatever the ABI, the descriptor
+// is read once into the model below: nothing else sees the plugin's raw structs.
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -26,9 +27,18 @@ class PluginError : public std::runtime_error {
 
 struct ParamSpec {
   std::string name;
-  fanout_param_type type;
+  fanout_param_type type = FANOUT_PARAM_STRING;
   std::string default_value;
   std::string help;
+  std::vector<std::string> choices;  // empty: any value of the type
+  std::string min, max;              // empty: open
+  bool min_exclusive = false, max_exclusive = false;
+};
+
+struct RoleSpec {
+  std::string name;
+  std::string summary;
+  fanout_role_fn run;
 };
 
 struct StepTemplate {
@@ -64,13 +74,13 @@ class Plugin {
   void init();
 
   const std::filesystem::path& path() const { return path_; }
-  const fanout_plugin& descriptor() const { return *desc_; }
-  std::string name() const { return desc_->name; }
-  std::string summary() const { return desc_->summary ? desc_->summary : ""; }
-  std::string version() const { return desc_->version ? desc_->version : ""; }
+  uint32_t abi_version() const { return abi_version_; }  // what the plugin was built for: the host ops it gets
+  const std::string& name() const { return name_; }
+  const std::string& summary() const { return summary_; }
+  const std::string& version() const { return version_; }
   const std::vector<ParamSpec>& params() const { return params_; }
   const ParamSpec* param(const std::string& name) const;
-  const fanout_role* role(const std::string& name) const;
+  const RoleSpec* role(const std::string& name) const;
   std::vector<std::string> role_names() const;
   const std::vector<ExperimentTemplate>& experiments() const { return experiments_; }
   // The plugin's own check of one permutation (names and values in order); empty when it accepts them or has
@@ -79,11 +89,21 @@ class Plugin {
 
  private:
   Plugin() = default;
+  void read_abi3(const void* descriptor);
+  void read_abi4(const void* descriptor);
+  void check_and_complete();  // the descriptor checks, shared by every ABI; fills defaults (placement, shared_by)
+
   std::filesystem::path path_;
   void* handle_ = nullptr;
-  const fanout_plugin* desc_ = nullptr;
+  uint32_t abi_version_ = 0;
+  std::string name_, summary_, version_;
   std::vector<ParamSpec> params_;
+  std::vector<RoleSpec> roles_;
   std::vector<ExperimentTemplate> experiments_;
+  std::vector<std::string> shared_by_text_;  // per experiment, as declared (validated into shared_by)
+  int (*init_)(char*, size_t) = nullptr;
+  void (*fini_)(void) = nullptr;
+  int (*check_)(const char* const*, const char* const*, uint32_t, char*, size_t) = nullptr;
   bool initialised_ = false;
 };
 
@@ -100,8 +120,11 @@ std::optional<CountExpr> parse_count_expr(const std::string& text);
 const char* param_type_name(fanout_param_type t);
 // Parameter names a plugin may not use: they are the driver's own flags.
 const std::vector<std::string>& reserved_flag_names();
-// Checks one value against a parameter type; returns an empty string when valid, else why it is not.
-std::string check_param_value(fanout_param_type t, const std::string& value);
+// Checks one value against a parameter's type, choices and bounds; returns an empty string when valid, else why
+// it is not ("'udp' is not one of tcp, uds").
+std::string check_param_value(const ParamSpec& p, const std::string& value);
+// The constraints in words for --help and `fanout plugins`: "one of tcp, uds", ">= 1", "> 0 and <= 64000", or "".
+std::string describe_constraints(const ParamSpec& p);
 
 // Where plugins are looked for, in order: $FANOUT_PLUGIN_PATH (colon-separated), then the directories next
 // to the running executable (<exe dir>/plugins for the build tree, <exe dir>/../lib/fanout/plugins when

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launchers/job_spec.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -17,8 +18,8 @@ namespace fanout {
 std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<std::string>>& step_prefixes,
                               const std::string& setup = "");
 
-constexpr const char* kJobExitMarker = "job.exit";
-constexpr const char* kStepExitMarker = "steps.exit";
+using layout::kJobExitMarker;
+using layout::kStepExitMarker;
 
 // Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
 // or an empty string when no step failed (or no markers exist).

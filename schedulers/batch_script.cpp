@@ -1,4 +1,4 @@
-#include "launchers/batch_script.h"
+#include "schedulers/batch_script.h"
 
 #include <csignal>
 #include <cstring>

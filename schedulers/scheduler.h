@@ -47,7 +47,10 @@ class Scheduler {
 // An unknown name is a UserError listing the known ones.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 std::vector<std::string> scheduler_names();
-// The job script a launcher would run, without contacting any scheduler (for --dry-run).
+// What a name means here: itself, or for `auto` the scheduler detected on this host (without contacting it).
+std::string resolve_scheduler_name(const std::string& name);
+// The job script a launcher would run, without contacting any scheduler (for --dry-run); `auto` resolves as
+// make_scheduler resolves it.
 std::string render_job_script(const std::string& launcher, const JobSpec& job);
 
 }  // namespace fanout

@@ -2,13 +2,13 @@
 // the same request is passed to slurm_submit_batch_job as a job descriptor), steps start with srun
 // (--mpi=pmix when fanout-rank has PMIx), all jobs are polled with ONE slurm_load_jobs per cycle, and jobs
 // the controller has forgotten (MinJobAge) are resolved from the exit markers in their run folders.
-// Inside an allocation (SLURM_JOB_ID set) the registry uses AllocationScheduler (launchers/allocation.h) with
+// Inside an allocation (SLURM_JOB_ID set) the registry uses AllocationScheduler (schedulers/allocation.h) with
 // this script instead, so the steps are srun's in the current allocation.
 #pragma once
 #include <map>
 #include <memory>
 
-#include "launchers/scheduler.h"
+#include "schedulers/scheduler.h"
 
 namespace fanout {
 

@@ -8,7 +8,7 @@
 #pragma once
 #include <map>
 
-#include "launchers/scheduler.h"
+#include "schedulers/scheduler.h"
 
 namespace fanout {
 

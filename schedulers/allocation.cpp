@@ -1,4 +1,4 @@
-#include "launchers/allocation.h"
+#include "schedulers/allocation.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -6,7 +6,8 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
+#include "schedulers/batch_script.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -53,7 +54,7 @@ void AllocationScheduler::check(const std::vector<JobSpec>& jobs) {
 }
 
 std::vector<LocalScheduler::Process> AllocationScheduler::processes(const JobSpec& job, const EnvList&) const {
-  return {{0, 0, {"/bin/bash", (job.run_dir / "job.sh").string()}, job.env, job.run_dir / "job.out", job.run_dir / "job.err"}};
+  return {{0, 0, {"/bin/bash", (job.run_dir / layout::kJobScript).string()}, job.env, job.run_dir / "job.out", job.run_dir / "job.err"}};
 }
 
 void AllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) const {

@@ -4,8 +4,8 @@
 #include <map>
 #include <memory>
 
-#include "launchers/kv_service.h"
-#include "launchers/scheduler.h"
+#include "rendezvous/kv_service.h"
+#include "schedulers/scheduler.h"
 
 namespace fanout {
 

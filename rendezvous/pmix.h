@@ -5,8 +5,8 @@
 #include <memory>
 #include <optional>
 
-#include "rank/place.h"
-#include "rank/rendezvous.h"
+#include "rendezvous/place.h"
+#include "rendezvous/rendezvous.h"
 
 namespace fanout {
 

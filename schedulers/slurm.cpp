@@ -1,4 +1,4 @@
-#include "launchers/slurm.h"
+#include "schedulers/slurm.h"
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -13,9 +13,10 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
+#include "schedulers/batch_script.h"
 #include "launchers/step_launcher.h"
-#include "rank/pmix.h"
+#include "rendezvous/pmix.h"
+#include "results/layout.h"
 
 extern char** environ;
 
@@ -233,7 +234,7 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     const JobSpec& first = jobs[members.front()];
     std::string body = "case \"$SLURM_ARRAY_TASK_ID\" in\n";
     for (size_t k = 0; k < members.size(); ++k)
-      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / "job.sh").string()) + " ;;\n";
+      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / layout::kJobScript).string()) + " ;;\n";
     body += "esac\necho \"fanout: no run for array task $SLURM_ARRAY_TASK_ID\" >&2\nexit 1\n";
     SlurmRequest r = slurm_request(first);
     r.name = "fanout-array";

@@ -1,4 +1,4 @@
-#include "launchers/pbs.h"
+#include "schedulers/pbs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -11,9 +11,10 @@
 #include "common/files.h"
 #include "common/subprocess.h"
 #include "common/text.h"
-#include "launchers/batch_script.h"
+#include "schedulers/batch_script.h"
 #include "launchers/step_launcher.h"
-#include "rank/pmix.h"
+#include "rendezvous/pmix.h"
+#include "results/layout.h"
 
 namespace fanout {
 
@@ -298,7 +299,7 @@ std::string PbsScheduler::qsub(const std::vector<std::string>& args, const fs::p
 
 std::string PbsScheduler::submit(const JobSpec& job) {
   job.validate();
-  fs::path script = job.run_dir / "job.sh";
+  fs::path script = job.run_dir / layout::kJobScript;
   write_file_atomic(script, render_script(job), 0755);
   std::string id = qsub({script.string()}, job.run_dir, "run " + job.name);
   tracked_[id] = {job, 0, ""};
@@ -327,8 +328,8 @@ std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& 
     body += std::to_string(members.size() - 1) + "\n";
     body += "idx=${PBS_ARRAY_INDEX:-${PBS_ARRAYID:-${SLURM_ARRAY_TASK_ID:-}}}\ncase \"$idx\" in\n";
     for (size_t k = 0; k < members.size(); ++k) {
-      write_file_atomic(jobs[members[k]].run_dir / "job.sh", render_script(jobs[members[k]]), 0755);
-      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / "job.sh").string()) + " ;;\n";
+      write_file_atomic(jobs[members[k]].run_dir / layout::kJobScript, render_script(jobs[members[k]]), 0755);
+      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / layout::kJobScript).string()) + " ;;\n";
     }
     body += "esac\necho \"fanout: no run for array index '$idx'\" >&2\nexit 1\n";
     fs::path script = root / ("pbs-array-" + std::to_string(++array_count_) + ".sh");

@@ -1,4 +1,4 @@
-#include "rank/rendezvous.h"
+#include "rendezvous/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "rank/pmix.h"
+#include "rendezvous/pmix.h"
 
 namespace fanout {
 
@@ -26,7 +26,7 @@ bool valid_key(const std::string& key) {
   return true;
 }
 
-// Client of launchers/kv_service.h over one blocking TCP connection.
+// Client of rendezvous/kv_service.h over one blocking TCP connection.
 class KvRendezvous : public Rendezvous {
  public:
   KvRendezvous(const std::string& address, const std::string& token) {

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "rank/pmix.h"
+#include "rendezvous/pmix.h"
 
 namespace fanout {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <functional>
 
-#include "launchers/local.h"
+#include "schedulers/local.h"
 
 namespace fanout {
 

@@ -1,4 +1,4 @@
-#include "rank/pmix.h"
+#include "rendezvous/pmix.h"
 
 namespace fanout {
 

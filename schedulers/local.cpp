@@ -1,4 +1,4 @@
-#include "launchers/local.h"
+#include "schedulers/local.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "launchers/kv_service.h"
+#include "rendezvous/kv_service.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

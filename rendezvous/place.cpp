@@ -1,4 +1,4 @@
-#include "rank/place.h"
+#include "rendezvous/place.h"
 
 #include <unistd.h>
 

@@ -1,0 +1,428 @@
+#include "host/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <set>
+
+#include "common/text.h"
+#include "host/abi_v3.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string str(const char* s) { return s ? s : ""; }
+
+bool valid_identifier(const std::string& s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(s, re);
+}
+
+}  // namespace
+
+std::vector<std::string> CountExpr::names() const {
+  std::vector<std::string> out;
+  if (!lhs.empty()) out.push_back(lhs);
+  if (!rhs.empty()) out.push_back(rhs);
+  return out;
+}
+
+std::optional<CountExpr> parse_count_expr(const std::string& text) {
+  CountExpr e;
+  if (text.size() > 2 && text.front() == '{' && text.back() == '}') {
+    std::string inner = text.substr(1, text.size() - 2);
+    size_t op = inner.find_first_of("*/");
+    e.lhs = inner.substr(0, op);
+    if (op != std::string::npos) e.op = inner[op], e.rhs = inner.substr(op + 1);
+    if (!valid_identifier(e.lhs) || (e.op && !valid_identifier(e.rhs))) return std::nullopt;
+    return e;
+  }
+  auto v = parse_int(text);
+  if (!v || *v < 1) return std::nullopt;
+  e.literal = *v;
+  return e;
+}
+
+const std::vector<std::string>& reserved_flag_names() {
+  static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
+                                                 "dry_run", "zip", "exclude", "partition", "account",
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "no_reuse", "help", "version"};
+  return names;
+}
+
+const char* param_type_name(fanout_param_type t) {
+  switch (t) {
+    case FANOUT_PARAM_INT: return "int";
+    case FANOUT_PARAM_FLOAT: return "float";
+    case FANOUT_PARAM_STRING: return "string";
+    case FANOUT_PARAM_BOOL: return "bool";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string type_error(fanout_param_type t, const std::string& value) {
+  switch (t) {
+    case FANOUT_PARAM_INT: return parse_int(value) ? "" : "'" + value + "' is not an integer";
+    case FANOUT_PARAM_FLOAT: return parse_double(value) ? "" : "'" + value + "' is not a number";
+    case FANOUT_PARAM_BOOL: return parse_bool(value) ? "" : "'" + value + "' is not a boolean (true/false)";
+    case FANOUT_PARAM_STRING: return "";
+  }
+  return "unknown parameter type";
+}
+
+// A number of the parameter's type (INT as an exact integer, FLOAT as a double) for comparing with a bound.
+std::optional<long double> number(fanout_param_type t, const std::string& text) {
+  if (t == FANOUT_PARAM_INT) {
+    if (auto v = parse_int(text)) return (long double)*v;
+  } else if (auto v = parse_double(text)) {
+    return *v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string check_param_value(const ParamSpec& p, const std::string& value) {
+  if (auto why = type_error(p.type, value); !why.empty()) return why;
+  if (!p.choices.empty() && std::find(p.choices.begin(), p.choices.end(), value) == p.choices.end())
+    return "'" + value + "' is not one of " + join(p.choices, ", ");
+  const auto v = number(p.type, value);
+  if (!p.min.empty() && v) {
+    const long double lo = *number(p.type, p.min);
+    if (p.min_exclusive ? !(*v > lo) : !(*v >= lo)) return "'" + value + "' is not " + (p.min_exclusive ? "> " : ">= ") + p.min;
+  }
+  if (!p.max.empty() && v) {
+    const long double hi = *number(p.type, p.max);
+    if (p.max_exclusive ? !(*v < hi) : !(*v <= hi)) return "'" + value + "' is not " + (p.max_exclusive ? "< " : "<= ") + p.max;
+  }
+  return "";
+}
+
+std::string describe_constraints(const ParamSpec& p) {
+  if (!p.choices.empty()) return "one of " + join(p.choices, ", ");
+  std::string out;
+  if (!p.min.empty()) out = (p.min_exclusive ? "> " : ">= ") + p.min;
+  if (!p.max.empty()) out += (out.empty() ? "" : " and ") + std::string(p.max_exclusive ? "< " : "<= ") + p.max;
+  return out;
+}
+
+Plugin::~Plugin() {
+  if (initialised_ && fini_) fini_();
+  if (handle_) dlclose(handle_);
+}
+
+namespace {
+
+PluginError malformed(const std::string& path, const std::string& why) {
+  return PluginError(PluginErrorKind::BadDescriptor, "plugin " + path + " has a malformed descriptor: " + why);
+}
+
+// ABI 4 reading: a struct is copied up to the size the plugin declares (fields it predates stay zero; fields
+// of a newer header than ours are skipped), and arrays are stepped through by their elements' struct_size.
+// kAbi4Size<T> is where T ended in ABI 4.0: anything smaller was not built from an ABI 4 header.
+template <class T> constexpr uint32_t kAbi4Size = sizeof(T);
+template <> constexpr uint32_t kAbi4Size<fanout_param_spec> = offsetof(fanout_param_spec, max) + sizeof(const char*);
+template <> constexpr uint32_t kAbi4Size<fanout_role> = offsetof(fanout_role, run) + sizeof(fanout_role_fn);
+template <> constexpr uint32_t kAbi4Size<fanout_step_spec> = offsetof(fanout_step_spec, placement) + sizeof(const char*);
+template <> constexpr uint32_t kAbi4Size<fanout_param_default> = offsetof(fanout_param_default, value) + sizeof(const char*);
+template <> constexpr uint32_t kAbi4Size<fanout_experiment_spec> = offsetof(fanout_experiment_spec, shared_by) + sizeof(const char*);
+template <> constexpr uint32_t kAbi4Size<fanout_plugin> = offsetof(fanout_plugin, check) + sizeof(void*);
+
+ParamSpec unconstrained(const char* name, fanout_param_type type, const char* default_value, const char* help) {
+  ParamSpec p;
+  p.name = str(name), p.type = type, p.default_value = str(default_value), p.help = str(help);
+  return p;
+}
+
+template <class T>
+T read_sized(const void* at, uint32_t size) {
+  T out{};
+  std::memcpy(static_cast<void*>(&out), at, std::min<size_t>(size, sizeof(T)));
+  return out;
+}
+
+template <class T>
+std::vector<T> read_array(const T* base, uint32_t n, const std::string& what, const std::string& path) {
+  std::vector<T> out;
+  if (n == 0) return out;
+  if (!base) throw malformed(path, what + " is NULL with a count of " + std::to_string(n));
+  uint32_t stride = 0;
+  std::memcpy(&stride, base, sizeof stride);
+  if (stride < kAbi4Size<T>)
+    throw malformed(path, what + "[0].struct_size is " + std::to_string(stride) + ", smaller than ABI 4's " +
+                              std::to_string(kAbi4Size<T>) + " (set it with the FANOUT_* macros or the SDK's builders)");
+  for (uint32_t i = 0; i < n; ++i) {
+    const char* element = reinterpret_cast<const char*>(base) + size_t(i) * stride;
+    uint32_t size = 0;
+    std::memcpy(&size, element, sizeof size);
+    if (size != stride)
+      throw malformed(path, what + "[" + std::to_string(i) + "].struct_size is " + std::to_string(size) + ", not " +
+                                std::to_string(stride) + " as the array's first element");
+    out.push_back(read_sized<T>(element, stride));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
+  const std::string p = path.string();
+  std::unique_ptr<Plugin> plugin(new Plugin());
+  plugin->path_ = path;
+  plugin->handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!plugin->handle_) throw PluginError(PluginErrorKind::CannotOpen, "cannot open plugin " + p + ": " + str(dlerror()));
+  auto entry = reinterpret_cast<fanout_plugin_entry_fn>(dlsym(plugin->handle_, FANOUT_PLUGIN_ENTRY_SYMBOL));
+  if (!entry)
+    throw PluginError(PluginErrorKind::NotAPlugin,
+                      p + " is not a fanout plugin: it does not export " FANOUT_PLUGIN_ENTRY_SYMBOL "()");
+  const void* d = entry();
+  if (!d) throw PluginError(PluginErrorKind::NotAPlugin, p + " is not a fanout plugin: its entry returned no descriptor");
+  std::memcpy(&plugin->abi_version_, d, sizeof(uint32_t));  // the first field in every ABI
+  if (plugin->abi_version_ == 3) {
+    plugin->read_abi3(d);
+  } else if (plugin->abi_version_ == FANOUT_PLUGIN_ABI_VERSION) {
+    plugin->read_abi4(d);
+  } else {
+    throw PluginError(PluginErrorKind::BadVersion,
+                      "plugin " + p + " was built for fanout plugin ABI " + std::to_string(plugin->abi_version_) +
+                          ", this fanout expects ABI " + std::to_string(FANOUT_PLUGIN_ABI_VERSION) + " (and still loads " +
+                          std::to_string(FANOUT_PLUGIN_ABI_OLDEST) + "); rebuild it");
+  }
+  plugin->check_and_complete();
+  return plugin;
+}
+
+void Plugin::read_abi3(const void* descriptor) {
+  const auto* d = static_cast<const abi3::Plugin*>(descriptor);
+  name_ = str(d->name), summary_ = str(d->summary), version_ = str(d->version);
+  init_ = d->init, fini_ = d->fini, check_ = d->check;
+  if (d->n_params && !d->params) throw malformed(path_.string(), "params is NULL with a count");
+  for (uint32_t i = 0; i < d->n_params; ++i)
+    params_.push_back(unconstrained(d->params[i].name, d->params[i].type, d->params[i].default_value, d->params[i].help));
+  if (d->n_roles && !d->roles) throw malformed(path_.string(), "roles is NULL with a count");
+  for (uint32_t i = 0; i < d->n_roles; ++i) roles_.push_back({str(d->roles[i].name), str(d->roles[i].summary), d->roles[i].run});
+  if (d->n_experiments && !d->experiments) throw malformed(path_.string(), "experiments is NULL with a count");
+  for (uint32_t i = 0; i < d->n_experiments; ++i) {
+    const auto& e = d->experiments[i];
+    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}};
+    for (uint32_t k = 0; e.steps && k < e.n_steps; ++k)
+      t.steps.push_back({str(e.steps[k].role), str(e.steps[k].nodes), str(e.steps[k].tasks_per_node), str(e.steps[k].placement)});
+    for (uint32_t k = 0; e.defaults && k < e.n_defaults; ++k) t.defaults.emplace_back(str(e.defaults[k].name), str(e.defaults[k].value));
+    experiments_.push_back(std::move(t));
+    shared_by_text_.push_back(str(e.shared_by));
+  }
+}
+
+void Plugin::read_abi4(const void* descriptor) {
+  const std::string p = path_.string();
+  uint32_t size = 0;
+  std::memcpy(&size, static_cast<const char*>(descriptor) + offsetof(fanout_plugin, struct_size), sizeof size);
+  if (size < kAbi4Size<fanout_plugin>)
+    throw malformed(p, "its struct_size is " + std::to_string(size) + ", smaller than ABI 4's " +
+                           std::to_string(kAbi4Size<fanout_plugin>) + " (build it with FANOUT_PLUGIN or the SDK)");
+  const auto d = read_sized<fanout_plugin>(descriptor, size);
+  name_ = str(d.name), summary_ = str(d.summary), version_ = str(d.version);
+  init_ = d.init, fini_ = d.fini, check_ = d.check;
+  for (const auto& ps : read_array(d.params, d.n_params, "params", p)) {
+    ParamSpec spec = unconstrained(ps.name, ps.type, ps.default_value, ps.help);
+    if (ps.n_choices && !ps.choices) throw malformed(p, "parameter '" + spec.name + "' has n_choices but no choices");
+    for (uint32_t k = 0; k < ps.n_choices; ++k) spec.choices.push_back(str(ps.choices[k]));
+    spec.min = str(ps.min), spec.max = str(ps.max);
+    spec.min_exclusive = ps.flags & FANOUT_PARAM_MIN_EXCLUSIVE, spec.max_exclusive = ps.flags & FANOUT_PARAM_MAX_EXCLUSIVE;
+    params_.push_back(std::move(spec));
+  }
+  for (const auto& r : read_array(d.roles, d.n_roles, "roles", p)) roles_.push_back({str(r.name), str(r.summary), r.run});
+  for (const auto& e : read_array(d.experiments, d.n_experiments, "experiments", p)) {
+    const std::string where = "experiment '" + str(e.name) + "' ";
+    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}};
+    for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p))
+      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement)});
+    for (const auto& df : read_array(e.defaults, e.n_defaults, where + "defaults", p)) t.defaults.emplace_back(str(df.name), str(df.value));
+    experiments_.push_back(std::move(t));
+    shared_by_text_.push_back(str(e.shared_by));
+  }
+}
+
+void Plugin::check_and_complete() {
+  const std::string p = path_.string();
+  auto bad = [&](const std::string& why) { return malformed(p, why); };
+  if (!std::regex_match(name_, std::regex("[a-z0-9_]+"))) throw bad("name must match [a-z0-9_]+");
+  if (roles_.empty()) throw bad("it declares no roles");
+  std::set<std::string> seen;
+  for (const auto& ps : params_) {
+    const std::string& name = ps.name;
+    if (!valid_identifier(name)) throw bad("parameter name '" + name + "' is not an identifier");
+    if (!seen.insert(name).second) throw bad("parameter '" + name + "' is declared twice");
+    const auto& reserved = reserved_flag_names();
+    if (std::find(reserved.begin(), reserved.end(), name) != reserved.end())
+      throw bad("parameter '" + name + "' collides with the driver's own --" + name + " flag");
+    if (ps.type < FANOUT_PARAM_INT || ps.type > FANOUT_PARAM_BOOL) throw bad("parameter '" + name + "' has an unknown type");
+    if (!ps.choices.empty() && ps.type != FANOUT_PARAM_STRING && ps.type != FANOUT_PARAM_INT)
+      throw bad("parameter '" + name + "' has choices, which only string and int parameters may have");
+    for (const auto& c : ps.choices)
+      if (auto why = type_error(ps.type, c); !why.empty()) throw bad("parameter '" + name + "' choice " + why);
+    for (const auto* bound : {&ps.min, &ps.max}) {
+      if (bound->empty()) continue;
+      if (ps.type != FANOUT_PARAM_INT && ps.type != FANOUT_PARAM_FLOAT)
+        throw bad("parameter '" + name + "' has a min or max, which only int and float parameters may have");
+      if (!number(ps.type, *bound)) throw bad("parameter '" + name + "' bound '" + *bound + "' is not a " + param_type_name(ps.type));
+    }
+    if (!ps.min.empty() && !ps.max.empty() && *number(ps.type, ps.min) > *number(ps.type, ps.max))
+      throw bad("parameter '" + name + "' has min " + ps.min + " above max " + ps.max);
+  }
+  for (size_t i = 0; i < roles_.size(); ++i)
+    if (roles_[i].name.empty() || !roles_[i].run) throw bad("role " + std::to_string(i) + " has no name or entry function");
+  for (size_t i = 0; i < experiments_.size(); ++i) {
+    ExperimentTemplate& t = experiments_[i];
+    if (!valid_identifier(t.name)) throw bad("experiment name '" + t.name + "' is not an identifier");
+    if (t.steps.empty()) throw bad("experiment '" + t.name + "' has no steps");
+    for (auto& st : t.steps) {
+      if (st.placement.empty()) st.placement = "disjoint";
+      if (!role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
+      if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node))
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N, {a}, {a*b} or {a/b}");
+      if (st.placement != "disjoint" && st.placement != "colocated")
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
+    }
+    for (auto& [n, v] : t.defaults)
+      if (!param(n)) throw bad("experiment '" + t.name + "' overrides unknown parameter '" + n + "'");
+    auto refs = template_references(t.session_name);
+    if (!refs) throw bad("experiment '" + t.name + "' has a malformed session_name '" + t.session_name + "'");
+    for (auto& r : *refs)
+      if (!param(r)) throw bad("experiment '" + t.name + "' session_name refers to unknown parameter '" + r + "'");
+    if (!t.shared_step.empty()) {
+      auto is_shared = [&](const StepTemplate& st) { return st.role == t.shared_step; };
+      if (std::count_if(t.steps.begin(), t.steps.end(), is_shared) != 1 || t.steps.size() < 2)
+        throw bad("experiment '" + t.name + "' shares step '" + t.shared_step + "', which is not exactly one of its several steps");
+      for (size_t k = 1; k < t.steps.size(); ++k)
+        if (t.steps[k].placement == "colocated" && is_shared(t.steps[0]))
+          throw bad("experiment '" + t.name + "' step '" + t.steps[k].role + "' is colocated with the shared step");
+      for (auto& n : split(shared_by_text_[i], ',')) {
+        std::string name = trim(n);
+        if (name.empty()) continue;  // no names: one group of every permutation
+        if (!param(name)) throw bad("experiment '" + t.name + "' shared_by names unknown parameter '" + name + "'");
+        t.shared_by.push_back(name);
+      }
+    }
+  }
+}
+
+std::optional<std::vector<std::string>> template_references(const std::string& text) {
+  std::vector<std::string> refs;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '}') return std::nullopt;
+    if (text[i] != '{') continue;
+    size_t end = text.find('}', i);
+    if (end == std::string::npos || end == i + 1) return std::nullopt;
+    refs.push_back(text.substr(i + 1, end - i - 1));
+    i = end;
+  }
+  return refs;
+}
+
+void Plugin::init() {
+  if (initialised_ || !init_) {
+    initialised_ = true;
+    return;
+  }
+  char err[512] = {0};
+  if (init_(err, sizeof err) != 0)
+    throw PluginError(PluginErrorKind::InitFailed,
+                      "plugin " + path_.string() + " init failed: " + (err[0] ? std::string(err) : "no reason given"));
+  initialised_ = true;
+}
+
+std::string Plugin::check(const std::vector<std::pair<std::string, std::string>>& values) const {
+  if (!check_) return "";
+  std::vector<const char*> names, texts;
+  for (auto& [n, v] : values) names.push_back(n.c_str()), texts.push_back(v.c_str());
+  char err[512] = {0};
+  if (check_(names.data(), texts.data(), uint32_t(values.size()), err, sizeof err) == 0) return "";
+  return err[0] ? std::string(err) : "refused without a reason";
+}
+
+const ParamSpec* Plugin::param(const std::string& name) const {
+  for (auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const RoleSpec* Plugin::role(const std::string& name) const {
+  for (auto& r : roles_)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::vector<std::string> Plugin::role_names() const {
+  std::vector<std::string> out;
+  for (auto& r : roles_) out.push_back(r.name);
+  return out;
+}
+
+std::vector<fs::path> plugin_search_path() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("FANOUT_PLUGIN_PATH"))
+    for (auto& d : split(env, ':'))
+      if (!d.empty() && d != ".") dirs.emplace_back(d);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path() / "plugins");
+    dirs.push_back(exe.parent_path().parent_path() / "lib" / "fanout" / "plugins");
+  }
+  // Never the current directory, even when a relative entry would resolve to it.
+  fs::path cwd = fs::current_path(ec);
+  dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
+                            [&](const fs::path& d) { return d.is_relative() || fs::equivalent(d, cwd, ec); }),
+             dirs.end());
+  return dirs;
+}
+
+PluginScan scan_plugins() {
+  PluginScan scan;
+  std::set<std::string> names;
+  for (auto& dir : plugin_search_path()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      auto fn = e.path().filename().string();
+      if (starts_with(fn, "fanout_") && e.path().extension() == ".so") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (auto& f : files) {
+      try {
+        auto p = Plugin::open(f);
+        if (names.insert(p->name()).second) scan.plugins.push_back(std::move(p));
+      } catch (const PluginError& e) {
+        scan.refused.push_back(e.what());
+      }
+    }
+  }
+  return scan;
+}
+
+std::unique_ptr<Plugin> find_plugin(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos) return Plugin::open(name_or_path);
+  for (auto& dir : plugin_search_path()) {
+    fs::path candidate = dir / ("fanout_" + name_or_path + ".so");
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) return Plugin::open(candidate);
+  }
+  std::vector<std::string> dirs;
+  for (auto& d : plugin_search_path()) dirs.push_back(d.string());
+  throw PluginError(PluginErrorKind::NotFound, "unknown plugin '" + name_or_path + "' (searched " + join(dirs, ":") +
+                                                   "; `fanout plugins` lists what is installed)");
+}
+
+}  // namespace fanout

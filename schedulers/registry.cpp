@@ -1,0 +1,96 @@
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "schedulers/allocation.h"
+#include "schedulers/local.h"
+#include "schedulers/pbs.h"
+#include "schedulers/scheduler.h"
+#include "schedulers/slurm.h"
+
+namespace fanout {
+
+namespace {
+
+bool inside_slurm_allocation() { return std::getenv("SLURM_JOB_ID") != nullptr; }
+
+std::string pbs_pro_script(const JobSpec& job) { return pbs_job_script(job, PbsFlavor::Pro); }
+
+std::string local_script(const JobSpec& job) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return local_job_script(job, host);
+}
+
+std::unique_ptr<Scheduler> make_slurm() {
+  if (inside_slurm_allocation()) return std::make_unique<AllocationScheduler>("slurm", slurm_job_script);
+  return std::make_unique<SlurmScheduler>();
+}
+
+// Inside any batch allocation (a PBS job, or a Slurm job behind a PBS front end) steps start in it directly.
+std::unique_ptr<Scheduler> make_pbs() {
+  if (inside_allocation()) return std::make_unique<AllocationScheduler>("pbs", pbs_pro_script);
+  return std::make_unique<PbsScheduler>();
+}
+
+std::unique_ptr<Scheduler> make_local() { return std::make_unique<LocalScheduler>(); }
+
+// One row per scheduler: how to make it, the job script it would run (for --dry-run, without contacting
+// anything), and whether it is the one `auto` means on this host. `auto` takes the first row that detects.
+struct SchedulerEntry {
+  const char* name;
+  std::unique_ptr<Scheduler> (*make)();
+  std::string (*render)(const JobSpec&);
+  bool (*detect)();
+};
+const SchedulerEntry kSchedulers[] = {
+    {"slurm", make_slurm, slurm_job_script, [] { return inside_slurm_allocation() || slurm_configured(); }},
+    {"pbs", make_pbs, pbs_pro_script, [] { return std::getenv("PBS_JOBID") != nullptr || pbs_available(); }},
+    {"local", make_local, local_script, [] { return true; }},
+};
+
+const SchedulerEntry& entry(const std::string& name) {
+  for (auto& e : kSchedulers)
+    if (name == e.name) return e;
+  throw UserError("--launcher: unknown launcher '" + name + "' (known: " + join(scheduler_names(), ", ") + ")");
+}
+
+// The schedulers `auto` may mean here, in order of preference.
+std::vector<const SchedulerEntry*> detected() {
+  std::vector<const SchedulerEntry*> out;
+  for (auto& e : kSchedulers)
+    if (e.detect()) out.push_back(&e);
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
+  if (name != "auto") return entry(name).make();
+  const auto candidates = detected();
+  for (size_t i = 0; i + 1 < candidates.size(); ++i) {
+    try {
+      return candidates[i]->make();
+    } catch (const UserError&) {
+      // configured but not answering (a Slurm controller that is down): try the next one
+    }
+  }
+  return candidates.back()->make();  // local always detects
+}
+
+std::vector<std::string> scheduler_names() {
+  std::vector<std::string> names;
+  for (auto& e : kSchedulers) names.push_back(e.name);
+  names.push_back("auto");
+  return names;
+}
+
+std::string resolve_scheduler_name(const std::string& name) { return name == "auto" ? detected().front()->name : entry(name).name; }
+
+std::string render_job_script(const std::string& launcher, const JobSpec& job) {
+  return entry(resolve_scheduler_name(launcher)).render(job);
+}
+
+}  // namespace fanout
