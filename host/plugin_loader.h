@@ -118,7 +118,8 @@ struct CountExpr {
 std::optional<CountExpr> parse_count_expr(const std::string& text);
 
 const char* param_type_name(fanout_param_type t);
-// Parameter names a plugin may not use: they are the driver's own flags.
+// Parameter names a plugin may not use: they are the driver's own flags (orchestrator/settings.h; a test keeps
+// the two lists equal: the host cannot see the driver's table).
 const std::vector<std::string>& reserved_flag_names();
 // Checks one value against a parameter's type, choices and bounds; returns an empty string when valid, else why
 // it is not ("'udp' is not one of tcp, uds").

@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "orchestrator/list_value.h"
+#include "orchestrator/settings.h"
 
 namespace fanout {
 
@@ -228,47 +229,56 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       throw UserError(at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude)");
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
-  static const std::set<std::string> exp_keys = {"name", "plugin", "template", "launcher", "walltime", "results_dir",
-                                                 "max_parallel", "partition", "account", "constraint", "exclusive", "array", "step_launcher",
-                                                 "max_retries", "stall_timeout", "no_reuse", "max_runs"};
   for (auto& entry : *exp) {
     const toml::node& v = entry.second;  // not a structured binding: the lambda below captures it (clang 14)
-    std::string key(entry.first.str());
-    std::string where = at(file, v);
-    if (!exp_keys.count(key)) throw UserError(where + ": unknown key 'experiment." + key + "'");
+    const std::string key(entry.first.str()), where = at(file, v), origin = where + ": experiment." + key;
     auto str = [&]() {
       auto s = v.value_exact<std::string>();
-      if (!s) throw UserError(where + ": experiment." + key + " must be a string");
+      if (!s) throw UserError(origin + " must be a string");
       return *s;
     };
-    if (key == "name") req.settings.exp_name = str();
-    else if (key == "plugin") req.plugin = str();
-    else if (key == "template") req.subcommand = str();
-    else if (key == "launcher") req.settings.launcher = str();
-    else if (key == "results_dir") req.settings.results_dir = str();
-    else if (key == "partition") req.settings.options.partition = str();
-    else if (key == "account") req.settings.options.account = str();
-    else if (key == "constraint") req.settings.options.constraint = str();
-    else if (key == "step_launcher") req.settings.options.step_launcher = str();
-    else if (key == "walltime") {
-      if (auto i = v.value_exact<int64_t>()) req.settings.walltime_s = parse_walltime(std::to_string(*i), where);
-      else req.settings.walltime_s = parse_walltime(str(), where);
-    } else if (key == "max_parallel" || key == "max_retries" || key == "stall_timeout" || key == "max_runs") {
-      auto i = v.value_exact<int64_t>();
-      if (!i) throw UserError(where + ": experiment." + key + " must be an integer");
-      const std::string origin = where + ": experiment." + key;
-      if (key == "max_parallel") require_range(origin, *i, 0, kMaxParallel), req.settings.max_parallel = int(*i);
-      else if (key == "max_retries") require_range(origin, *i, 0, kMaxRetries), req.settings.max_retries = int(*i);
-      else if (key == "max_runs") require_range(origin, *i, 1, kMaxRunsLimit), req.settings.max_runs = *i;
-      else require_range(origin, *i, 0, kMaxSeconds), req.settings.stall_timeout_s = *i;
-    } else if (key == "array" || key == "no_reuse") {
-      auto b = v.value_exact<bool>();
-      if (!b) throw UserError(where + ": experiment." + key + " must be true or false");
-      (key == "array" ? req.settings.array : req.settings.no_reuse) = *b;
-    } else if (key == "exclusive") {
-      auto b = v.value_exact<bool>();
-      if (!b) throw UserError(where + ": experiment.exclusive must be true or false");
-      req.settings.options.exclusive = *b;
+    if (key == "plugin") {
+      req.plugin = str();
+      continue;
+    }
+    if (key == "template") {
+      req.subcommand = str();
+      continue;
+    }
+    const DriverSetting* setting = setting_for_file_key(key);
+    if (!setting) {
+      std::vector<std::string> known = {"plugin", "template"};
+      for (auto& s : driver_settings())
+        if (!s.file_key.empty()) known.push_back(s.file_key);
+      throw UserError(where + ": unknown key 'experiment." + key + "' (known: " + join(known, ", ") + ")");
+    }
+    // The file's TOML types, then the one check every setting has wherever it comes from.
+    switch (setting->kind) {
+      case DriverSetting::Kind::Int:
+        if (!v.value_exact<int64_t>()) throw UserError(origin + " must be an integer");
+        setting->apply(req, std::to_string(*v.value_exact<int64_t>()), origin);
+        break;
+      case DriverSetting::Kind::Bool:
+        if (!v.value_exact<bool>()) throw UserError(origin + " must be true or false");
+        setting->apply(req, *v.value_exact<bool>() ? "true" : "false", origin);
+        break;
+      case DriverSetting::Kind::Walltime:
+        setting->apply(req, v.value_exact<int64_t>() ? std::to_string(*v.value_exact<int64_t>()) : str(), origin);
+        break;
+      case DriverSetting::Kind::List:
+        if (auto* items = v.as_array()) {
+          for (auto& item : *items) {
+            auto s = item.value_exact<std::string>();
+            if (!s) throw UserError(at(file, item) + ": experiment." + key + " must hold strings");
+            setting->apply(req, *s, origin);
+          }
+        } else {
+          setting->apply(req, str(), origin);
+        }
+        break;
+      case DriverSetting::Kind::Text:
+        setting->apply(req, str(), origin);
+        break;
     }
   }
   if (req.plugin.empty()) throw UserError(at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");

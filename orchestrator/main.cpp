@@ -19,6 +19,7 @@
 #include "schedulers/scheduler.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
+#include "orchestrator/settings.h"
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
 #include "results/compare.h"
@@ -41,78 +42,41 @@ void on_interrupt(int) {
 
 fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 
-// The driver's own flags, shared by every experiment subcommand and `run`.
+// The driver's own flags, shared by every experiment subcommand and `run`: one CLI option per row of the
+// settings table (orchestrator/settings.h), which also checks and applies them.
 struct SettingsFlags {
-  std::string exp_name, launcher = "local", results_dir = "results", walltime = "01:00:00";
-  int64_t max_parallel = 0, max_retries = 0, max_runs = kDefaultMaxRuns;
-  int64_t stall_timeout = 0;
-  bool dry_run = false, exclusive = false, array = false, resume = false, no_reuse = false;
-  std::string partition, account, constraint, step_launcher;
-  std::vector<std::string> zips, excludes, batch_args;
+  std::map<std::string, std::string> text;
+  std::map<std::string, bool> flag;
+  std::map<std::string, std::vector<std::string>> items;
   std::map<std::string, CLI::Option*> opts;
+  bool dry_run = false;
 
-  void add_to(CLI::App* app, const std::string& default_exp_name) {
-    exp_name = default_exp_name;
-    opts["exp_name"] = app->add_option("--exp_name", exp_name, "name of the experiment (its folder under results_dir)")->capture_default_str();
-    opts["launcher"] = app->add_option("--launcher", launcher, "where runs go: local, slurm, pbs, auto")->capture_default_str();
-    opts["step_launcher"] = app->add_option("--step_launcher", step_launcher, "how steps start inside a batch job: srun (slurm default), mpirun (pbs default)")
-                                ->check(CLI::IsMember({"srun", "mpirun"}));
-    opts["results_dir"] = app->add_option("--results_dir", results_dir, "folder that holds one folder per experiment")->capture_default_str();
-    opts["walltime"] = app->add_option("--walltime", walltime, "wall time of each run (HH:MM:SS or seconds)")->capture_default_str();
-    opts["max_parallel"] = app->add_option("--max_parallel", max_parallel, "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)")->capture_default_str();
-    opts["array"] = app->add_flag("--array", array, "submit runs as job arrays, one per resource shape (slurm)");
-    opts["max_retries"] = app->add_option("--max_retries", max_retries, "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times")
-                              ->capture_default_str();
-    opts["stall_timeout"] = app->add_option("--stall_timeout", stall_timeout, "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)")
-                                ->capture_default_str();
-    opts["max_runs"] = app->add_option("--max_runs", max_runs, "refuse an experiment of more permutations than this")->capture_default_str();
-    opts["no_reuse"] = app->add_flag("--no_reuse", no_reuse, "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs");
-    opts["resume"] = app->add_flag("--resume", resume, "run only the permutations without a COMPLETED run in this experiment's database");
-    opts["partition"] = app->add_option("--partition", partition, "scheduler partition / queue");
-    opts["account"] = app->add_option("--account", account, "scheduler account");
-    opts["constraint"] = app->add_option("--constraint", constraint, "node features the runs need");
-    opts["exclusive"] = app->add_flag("--exclusive", exclusive, "ask for whole nodes");
-    opts["batch_args"] = app->add_option("--batch_args", batch_args, "more batch options as key=value (slurm: qos, reservation, mem, gres, nodelist, exclude_nodes, comment; repeatable)");
-    opts["zip"] = app->add_option("--zip", zips, "parameters whose lists advance together, e.g. --zip=a,b (repeatable)");
-    opts["exclude"] = app->add_option("--exclude", excludes, "drop permutations matching all of name=value[,name=value] (repeatable)");
+  void add_to(CLI::App* app) {
+    for (auto& s : driver_settings()) {
+      const std::string flag_name = "--" + s.name;
+      if (s.kind == DriverSetting::Kind::Bool) {
+        opts[s.name] = app->add_flag(flag_name, flag[s.name], s.help);
+      } else if (s.kind == DriverSetting::Kind::List) {
+        opts[s.name] = app->add_option(flag_name, items[s.name], s.help);
+      } else {
+        opts[s.name] = app->add_option(flag_name, text[s.name], s.help);
+        if (s.kind == DriverSetting::Kind::Int) opts[s.name]->type_name("INT");
+        if (!s.default_text.empty()) opts[s.name]->default_str(s.default_text);
+      }
+    }
     app->add_flag("--dry-run,--dry_run", dry_run, "print the runs and their job scripts; submit and write nothing");
   }
-  bool given(const std::string& n) const { return opts.at(n)->count() > 0; }
 
-  // Flags given on the command line override the request's (an experiment file's) settings.
-  void apply(ExperimentRequest& req, bool only_given) const {
-    auto& s = req.settings;
-    require_range("--max_parallel", max_parallel, 0, kMaxParallel);
-    require_range("--max_retries", max_retries, 0, kMaxRetries);
-    require_range("--stall_timeout", stall_timeout, 0, kMaxSeconds);
-    require_range("--max_runs", max_runs, 1, kMaxRunsLimit);
-    if (!only_given || given("max_runs")) s.max_runs = max_runs;
-    if (!only_given || given("exp_name")) s.exp_name = exp_name;
-    if (!only_given || given("launcher")) s.launcher = launcher;
-    if (!only_given || given("results_dir")) s.results_dir = results_dir;
-    if (!only_given || given("walltime")) s.walltime_s = parse_walltime(walltime, "--walltime");
-    if (!only_given || given("max_parallel")) s.max_parallel = max_parallel;
-    if (!only_given || given("partition")) s.options.partition = partition;
-    if (!only_given || given("account")) s.options.account = account;
-    if (!only_given || given("constraint")) s.options.constraint = constraint;
-    if (!only_given || given("exclusive")) s.options.exclusive = exclusive;
-    if (!only_given || given("array")) s.array = array;
-    if (!only_given || given("max_retries")) s.max_retries = max_retries;
-    if (!only_given || given("resume")) s.resume = resume;
-    if (!only_given || given("no_reuse")) s.no_reuse = no_reuse;
-    if (!only_given || given("stall_timeout")) s.stall_timeout_s = stall_timeout;
-    if (!only_given || given("step_launcher")) s.options.step_launcher = step_launcher;
-    for (auto& kv : batch_args) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw UserError("--batch_args: '" + kv + "' is not key=value");
-      s.options.batch_args.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  // Flags given on the command line override the request's (an experiment file's, or the defaults) settings.
+  void apply(ExperimentRequest& req) const {
+    for (auto& s : driver_settings()) {
+      if (opts.at(s.name)->count() == 0) continue;
+      const std::string origin = "--" + s.name;
+      if (s.kind == DriverSetting::Kind::Bool) s.apply(req, flag.at(s.name) ? "true" : "false", origin);
+      else if (s.kind == DriverSetting::Kind::List)
+        for (auto& item : items.at(s.name)) s.apply(req, item, origin);
+      else s.apply(req, text.at(s.name), origin);
     }
-    for (auto& z : zips) {
-      std::vector<std::string> names;
-      for (auto& n : split(z, ',')) names.push_back(trim(n));
-      req.zips.push_back({names, "--zip=" + z});
-    }
-    for (auto& e : excludes) req.excludes.push_back(parse_exclude_flag(e, "--exclude=" + e));
   }
 };
 
@@ -258,7 +222,7 @@ int drive(int argc, char** argv) {
   std::string exp_file;
   run_cmd->add_option("file", exp_file, "experiment file")->required();
   SettingsFlags run_flags;
-  run_flags.add_to(run_cmd, "");
+  run_flags.add_to(run_cmd);
 
   auto* results_cmd = app.add_subcommand("results", "work with stored results");
   results_cmd->require_subcommand(1);
@@ -318,7 +282,7 @@ int drive(int argc, char** argv) {
         slot.second = tc.app->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + "; a list [a,b] sweeps)")
                           ->default_str(def);
       }
-      tc.flags.add_to(tc.app, t.name);
+      tc.flags.add_to(tc.app);
     }
 
   if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* a) { return a->get_name() == argv[1]; }).empty()) {
@@ -355,7 +319,7 @@ int drive(int argc, char** argv) {
     ExperimentRequest req = parse_experiment_file(exp_file);
     if (req.plugin.find('/') != std::string::npos && fs::path(req.plugin).is_relative())
       req.plugin = (fs::absolute(exp_file).parent_path() / req.plugin).lexically_normal().string();
-    run_flags.apply(req, /*only_given=*/true);
+    run_flags.apply(req);
     auto plugin = find_plugin(req.plugin);
     return execute(req, *plugin, run_flags.dry_run, cmdline, args);
   }
@@ -421,7 +385,8 @@ int drive(int argc, char** argv) {
       auto& [value, opt] = tc.params.at(ps.name);
       if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
     }
-    tc.flags.apply(req, /*only_given=*/false);
+    req.settings.exp_name = tc.tmpl->name;  // unless --exp_name says otherwise
+    tc.flags.apply(req);
     return execute(req, *tc.plugin, tc.flags.dry_run, cmdline, args);
   }
   return 2;

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/error.h"
 #include "orchestrator/experiment.h"
+#include "orchestrator/settings.h"
 #include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
@@ -186,4 +188,41 @@ TEST(Experiment, NonAsciiOnlyInStringsAndComments) {
     std::string m = error_of([&] { fanout::parse_experiment_text(text, "bad.toml"); });
     EXPECT_NE(m.find("bad.toml" + line + " a non-ASCII character outside a string or comment"), std::string::npos) << m;
   }
+}
+
+// The driver's settings are one table: files and the command line accept the same keys with the same checks, and
+// a plugin may use none of their names for a parameter.
+TEST(Settings, EveryDriverSettingIsReservedFromPlugins) {
+  const auto& reserved = reserved_flag_names();
+  for (auto& s : driver_settings())
+    EXPECT_NE(std::find(reserved.begin(), reserved.end(), s.name), reserved.end()) << s.name << " is not reserved";
+  EXPECT_NE(std::find(reserved.begin(), reserved.end(), "dry_run"), reserved.end());
+}
+
+TEST(Settings, AnExperimentFileTakesEverySettingTheCommandLineTakes) {
+  auto req = parse_experiment_text(R"([experiment]
+plugin = "calibration"
+resume = true
+batch_args = ["qos=high", "comment=nightly"]
+max_parallel = 0
+step_launcher = "mpirun"
+walltime = "00:10:00"
+)", "exp.toml");
+  EXPECT_TRUE(req.settings.resume);
+  ASSERT_EQ(req.settings.options.batch_args.size(), 2u);
+  EXPECT_EQ(req.settings.options.batch_args[1], (std::pair<std::string, std::string>{"comment", "nightly"}));
+  EXPECT_EQ(req.settings.max_parallel, 0);
+  EXPECT_EQ(req.settings.options.step_launcher, "mpirun");
+  EXPECT_EQ(req.settings.walltime_s, 600);
+  for (auto& s : driver_settings()) {
+    if (s.name == "zip" || s.name == "exclude") continue;  // the file's [[zip]] and [[exclude]] tables
+    EXPECT_NE(setting_for_file_key(s.file_key), nullptr) << s.name << " has no file key";
+  }
+  // The same bounds and choices, named by where the value came from.
+  EXPECT_THROW_WITH(parse_experiment_text("[experiment]\nplugin = \"c\"\nmax_parallel = -1\n", "exp.toml"), UserError,
+                    "exp.toml:3: experiment.max_parallel: -1 is out of range (0 to 100000)");
+  EXPECT_THROW_WITH(parse_experiment_text("[experiment]\nplugin = \"c\"\nstep_launcher = \"aprun\"\n", "exp.toml"), UserError,
+                    "experiment.step_launcher: 'aprun' is not one of srun, mpirun");
+  EXPECT_THROW_WITH(parse_experiment_text("[experiment]\nplugin = \"c\"\nbatch_args = \"qos\"\n", "exp.toml"), UserError,
+                    "experiment.batch_args: 'qos' is not key=value");
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "fanout_files.hpp"
 #include "fanout_plugin.h"
 
 namespace fanout_sdk {
@@ -260,14 +261,14 @@ class Host {
     if (key.empty() || key[0] == '.') throw std::invalid_argument("shared key '" + key + "' is empty or starts with '.'");
     return key;
   }
-  // Written to <path>.tmp then renamed: a reader sees the whole value or nothing.
+  // Written aside then renamed (fanout_files.hpp): a reader sees the whole value or nothing.
   static bool write_private(const std::string& path, const std::string& value) {
-    const std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return false;
-    bool ok = ::write(fd, value.data(), value.size()) == ssize_t(value.size());
-    ok = ::close(fd) == 0 && ok;
-    return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+    try {
+      write_file_atomic(path, value, 0600);
+      return true;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
   }
   fanout_context* ctx_;
   const fanout_host_ops* ops_;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fanout_files.hpp"
 #include "resnet50.h"
 
 namespace fs = std::filesystem;
@@ -27,16 +28,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 double mib(const fs::path& p) { return double(fs::file_size(p)) / (1024.0 * 1024.0); }
 
-void write_text(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());  // per process: builders may race
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
+void write_text(const fs::path& path, const std::string& text) { fanout_sdk::write_file_atomic(path.string(), text); }
 
 void build_model(const fs::path& path, const std::string& device, uint64_t seed, bool force) {
   if (fs::exists(path) && !force) {

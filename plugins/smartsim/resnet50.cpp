@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "fanout_files.hpp"
+
 namespace smartsim_model {
 
 namespace {
@@ -135,15 +137,7 @@ int64_t write_resnet50(const std::string& path, const std::string& device, uint6
   m.eval();
   // Write-then-rename: a reader (or a crashed run) never sees a half-written model under the real name.
   // The temporary name is per process: colocated runs on several nodes may build into one shared folder at once.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    m.save(tmp);
-    std::filesystem::rename(tmp, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
-  }
+  fanout_sdk::replace_file_atomic(path, [&](const std::string& tmp) { m.save(tmp); });
   return parameter_count(m);
 }
 

@@ -383,12 +383,9 @@ int run_fs_producer(fanout_context* ctx, const fanout_host_ops* ops) {
       const std::string dir = fs_iteration_dir(host, k);
       ::mkdir(dir.c_str(), 0700);
       // Written aside, then renamed: the consumer never sees half a file.
-      const std::string file = dir + "/aggregation_rank_" + std::to_string(host.rank()), tmp = file + ".tmp";
+      const std::string file = dir + "/aggregation_rank_" + std::to_string(host.rank());
       int64_t t0 = host.now_ns();
-      FILE* f = std::fopen(tmp.c_str(), "wb");
-      if (!f || std::fwrite(data.data(), 1, data.size(), f) != data.size() || std::fclose(f) != 0)
-        throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-      if (std::rename(tmp.c_str(), file.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + ": " + std::strerror(errno));
+      fanout_sdk::write_file_atomic(file, std::string_view(data.data(), data.size()), 0600);
       host.record("put_dataset", i, t0, seconds(t0, host.now_ns()), "s", i < 0);
     });
   });

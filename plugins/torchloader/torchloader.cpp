@@ -152,9 +152,7 @@ nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpe
   } catch (const std::exception& e) {
     j["compute_model_error"] = e.what();  // too few distinct observations: the measured times are used
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::ofstream(tmp) << j.dump(2) << "\n";
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
+  fanout_sdk::write_file_atomic(path, j.dump(2) + "\n");  // checked: a full disk is an error, not a short TPM
   host.log(FANOUT_LOG_INFO, "TPM written to " + path);
   return j;
 }

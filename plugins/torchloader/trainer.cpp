@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include "fanout_files.hpp"
 #include "gradient_exchange.h"
 
 #include <algorithm>
@@ -255,10 +256,8 @@ void save_checkpoint(const std::string& path, const TrainOptions& o, uint64_t se
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // a failure shows up in save_to
-  std::string tmp = path + ".tmp";
-  ar.save_to(tmp);
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("torchloader: cannot rename " + tmp + " to " + path + ": " + ec.message());
+  // A temporary name per process and thread: a fixed "<path>.tmp" was shared by every trainer saving there.
+  fanout_sdk::replace_file_atomic(path, [&](const std::string& tmp) { ar.save_to(tmp); });
 }
 
 CheckpointInfo read_info(torch::serialize::InputArchive& ar) {
