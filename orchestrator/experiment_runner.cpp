@@ -17,6 +17,8 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -300,72 +302,66 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
   }
 }
 
-ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts) {
-  std::ostream& log = opts.progress ? *opts.progress : std::cerr;
-  const auto& st = plan.request.settings;
-  auto scheduler = make_scheduler(st.launcher);
-  ExperimentOutcome outcome;
-  if (st.exp_name.empty()) throw UserError("--exp_name: an experiment needs a name");
-  outcome.exp_dir = fs::absolute(st.results_dir) / st.exp_name;
-  {
-    // Before anything is written or submitted: can every run go where it is asked to?
-    std::vector<JobSpec> probe = service_jobs(plan, plugin, opts, outcome.exp_dir);
-    for (const auto& r : plan.runs) probe.push_back(job_for(plan, r, plugin, opts, outcome.exp_dir / r.session));
-    scheduler->check(probe);
-  }
-  make_private_dirs(outcome.exp_dir);
-  // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending
-  // permutations again). Held until this function returns.
-  DriverLock lock(outcome.exp_dir, st.resume);
-  outcome.database = outcome.exp_dir / layout::kDatabase;
-  ResultsDb db(outcome.database);
-  db.require_writable();
-  // csv/ after every driver, also one that found nothing left to run.
-  auto write_csv = [&] {
-    outcome.csv_dir = outcome.exp_dir / layout::kCsvDir;
-    return export_csv(db, outcome.csv_dir);
-  };
-  std::vector<const RunPlan*> todo;
-  std::vector<std::pair<const RunPlan*, Straggler>> adopted;  // jobs of a dead driver, followed instead of resubmitted
-  if (st.resume) {
-    size_t recovered = 0;
-    std::vector<Straggler> live = recover_stragglers(outcome.exp_dir, db, recovered);
-    std::set<std::string> completed;
-    for (auto& r : db.runs())
-      if (r.status == "COMPLETED") completed.insert(r.param_hash);
-    std::map<std::string, const RunPlan*> by_hash;
-    for (const auto& r : plan.runs) by_hash[r.param_hash] = &r;
-    std::set<std::string> followed;
-    for (auto& sg : live) {
-      if (sg.meta.service_provider) {
-        // A shared step's service the dead driver left up: nothing will use it again (its runs get a new one).
-        stop_service(sg.dir);
-        continue;
-      }
-      auto it = by_hash.find(sg.meta.param_hash);
-      if (it == by_hash.end() || completed.count(sg.meta.param_hash) || followed.count(sg.meta.param_hash)) continue;
-      if (!scheduler->adopt(sg.job_id, job_for(plan, *it->second, plugin, opts, sg.dir))) continue;
-      followed.insert(sg.meta.param_hash);
-      adopted.emplace_back(it->second, std::move(sg));
-    }
-    for (const auto& r : plan.runs)
-      if (!completed.count(r.param_hash) && !followed.count(r.param_hash)) todo.push_back(&r);
-    log << "fanout: resume: " << completed.size() << " of " << plan.runs.size() << " permutation(s) already COMPLETED";
-    if (recovered) log << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
-    if (!adopted.empty()) log << ", " << adopted.size() << " still in the " << scheduler->name() << " queue followed again";
-    log << "; running " << todo.size() << "\n";
-    if (todo.empty() && adopted.empty()) {
-      CsvFiles csv = write_csv();
-      log << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
-      return outcome;
-    }
-  } else {
-    for (const auto& r : plan.runs) todo.push_back(&r);
-  }
-  if (!st.resume || !fs::exists(outcome.exp_dir / kCommandFile)) save_command(outcome.exp_dir, opts);
-  outcome.run_root = unique_run_root(outcome.exp_dir);
-  make_private_dirs(outcome.run_root);
+namespace {
 
+// The driver's own cost, reported at the end (bench/driver_scale_bench.sh reads it).
+struct DriverCost {
+  double submit_s = 0, poll_s = 0, ingest_s = 0;
+  uint64_t polls = 0;
+};
+
+template <typename Fn>
+void timed(double& into, Fn&& fn) {
+  const int64_t a = monotonic_ns();
+  fn();
+  into += double(monotonic_ns() - a) / 1e9;
+}
+
+// One experiment carried out by one driver, in named steps (run() takes them in order):
+//   open()          check where runs go, create the folder, take the driver lock, open the database, and (resume)
+//                   choose what is left; false when nothing is
+//   queue()         lay out every run folder (and a shared step's service before its group), in order
+//   interrupt()     on Ctrl-C: cancel what runs, record what never started
+//   submit_ready()  submit what may go now (services, --max_parallel, arrays, a group's runs one at a time)
+//   poll_once()     one scheduler query for every active job; finish() each that ended
+//   check_stalls()  --stall_timeout
+//   back_off()      poll fast while things change, slower while they do not
+//   report()        csv/, the summary, the driver's own cost
+// Members outlive every step; the destructor stops any service this session started and did not see end.
+class ExperimentSession {
+ public:
+  ExperimentSession(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts)
+      : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : std::cerr),
+        scheduler_(make_scheduler(st_.launcher)) {}
+  ~ExperimentSession() {
+    try {
+      for (auto& g : groups_)
+        if (!slots_[g.service].ended && !slots_[g.service].job_id.empty()) stop_service(slots_[g.service].dir);
+    } catch (...) {
+    }
+  }
+  ExperimentSession(const ExperimentSession&) = delete;
+  ExperimentSession& operator=(const ExperimentSession&) = delete;
+
+  ExperimentOutcome run() {
+    if (!open()) return outcome_;
+    queue();
+    t0_ = monotonic_ns();
+    max_parallel_ = st_.max_parallel > 0 ? st_.max_parallel : scheduler_->default_max_parallel();
+    while (done_ < slots_.size()) {
+      if (opts_.interrupt && *opts_.interrupt && !cancelling_) interrupt();
+      bool changed = submit_ready();
+      if (active_.empty()) continue;
+      changed |= poll_once();
+      check_stalls();
+      back_off(changed);
+    }
+    outcome_.interrupted = cancelling_;
+    report();
+    return outcome_;
+  }
+
+ private:
   struct Slot {
     const RunPlan* run;
     int attempt;
@@ -381,7 +377,6 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     bool service = false;  // the slot is the group's service
     bool ended = false;
   };
-  std::deque<Slot> slots;  // a retry is appended while others are referenced: a deque keeps them in place
   // A shared step's group: its service slot, started first; its runs start once the service has written
   // <dir>/ready, one at a time (as SmartSim-Scaling's inner loop: runs measured against one database must not
   // share it with each other), and the driver writes <dir>/stop when the last of them has ended (retries included).
@@ -391,303 +386,391 @@ ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugi
     bool ready = false;
     bool run_active = false;
   };
-  std::vector<Group> groups;
-  // However this function ends (an exception included), no service it started is left waiting for runs.
-  struct StopServices {
-    std::function<void()> stop;
-    ~StopServices() {
-      try {
-        stop();
-      } catch (...) {
-      }
+  // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is recorded
+  // FAILED without running when the service ended first.
+  enum class Gate { Go, Wait, Gone };
+
+  JobSpec job(const RunPlan& r, const fs::path& dir) const { return job_for(plan_, r, plugin_, opts_, dir); }
+  RunMetadata metadata(const RunPlan& r) const { return metadata_for(plan_, r, plugin_, opts_, scheduler_->name()); }
+
+  bool open() {
+    if (st_.exp_name.empty()) throw UserError("--exp_name: an experiment needs a name");
+    outcome_.exp_dir = fs::absolute(st_.results_dir) / st_.exp_name;
+    {
+      // Before anything is written or submitted: can every run go where it is asked to?
+      std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
+      for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
+      scheduler_->check(probe);
     }
-  } stop_services{[&] {
-    for (auto& g : groups)
-      if (!slots[g.service].ended && !slots[g.service].job_id.empty()) stop_service(slots[g.service].dir);
-  }};
+    make_private_dirs(outcome_.exp_dir);
+    // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending
+    // permutations again). Held until the session ends.
+    lock_.emplace(outcome_.exp_dir, st_.resume);
+    outcome_.database = outcome_.exp_dir / layout::kDatabase;
+    db_.emplace(outcome_.database);
+    db_->require_writable();
+    if (!st_.resume) {
+      for (const auto& r : plan_.runs) todo_.push_back(&r);
+      return true;
+    }
+    if (!resume()) {
+      CsvFiles csv = write_csv();  // csv/ after every driver, also one that found nothing left to run
+      log_ << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
+      return false;
+    }
+    return true;
+  }
+
+  // The permutations without a COMPLETED run; a dead driver's live jobs are followed instead of resubmitted.
+  bool resume() {
+    size_t recovered = 0;
+    std::vector<Straggler> live = recover_stragglers(outcome_.exp_dir, *db_, recovered);
+    std::set<std::string> completed;
+    for (auto& r : db_->runs())
+      if (r.status == "COMPLETED") completed.insert(r.param_hash);
+    std::map<std::string, const RunPlan*> by_hash;
+    for (const auto& r : plan_.runs) by_hash[r.param_hash] = &r;
+    std::set<std::string> followed;
+    for (auto& sg : live) {
+      if (sg.meta.service_provider) {
+        // A shared step's service the dead driver left up: nothing will use it again (its runs get a new one).
+        stop_service(sg.dir);
+        continue;
+      }
+      auto it = by_hash.find(sg.meta.param_hash);
+      if (it == by_hash.end() || completed.count(sg.meta.param_hash) || followed.count(sg.meta.param_hash)) continue;
+      if (!scheduler_->adopt(sg.job_id, job(*it->second, sg.dir))) continue;
+      followed.insert(sg.meta.param_hash);
+      adopted_.emplace_back(it->second, std::move(sg));
+    }
+    for (const auto& r : plan_.runs)
+      if (!completed.count(r.param_hash) && !followed.count(r.param_hash)) todo_.push_back(&r);
+    log_ << "fanout: resume: " << completed.size() << " of " << plan_.runs.size() << " permutation(s) already COMPLETED";
+    if (recovered) log_ << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
+    if (!adopted_.empty()) log_ << ", " << adopted_.size() << " still in the " << scheduler_->name() << " queue followed again";
+    log_ << "; running " << todo_.size() << "\n";
+    return !todo_.empty() || !adopted_.empty();
+  }
+
+  void queue() {
+    if (!st_.resume || !fs::exists(outcome_.exp_dir / kCommandFile)) save_command(outcome_.exp_dir, opts_);
+    outcome_.run_root = unique_run_root(outcome_.exp_dir);
+    make_private_dirs(outcome_.run_root);
+    for (auto& [r, sg] : adopted_) {
+      Slot s{r, 0, sg.dir, job(*r, sg.dir), sg.meta, sg.job_id, JobState::Pending, monotonic_ns()};
+      if (auto a = parse_int(s.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
+      slots_.push_back(std::move(s));
+      active_[sg.job_id] = next_++;
+    }
+    for (size_t i = 0; i < todo_.size(); ++i) {
+      const RunPlan& r = *todo_[i];
+      if (r.service < 0) {
+        add_slot(r, 0, -1);
+        continue;
+      }
+      if (i == 0 || todo_[i - 1]->service != r.service) {
+        size_t runs = 1;
+        while (i + runs < todo_.size() && todo_[i + runs]->service == r.service) ++runs;
+        add_service(plan_.services[size_t(r.service)], runs);
+      }
+      add_slot(r, 0, int(groups_.size()) - 1);
+    }
+    outcome_.runs = slots_.size();
+    log_ << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
+         << st_.launcher;
+    if (!groups_.empty()) log_ << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
+    log_ << " -> " << outcome_.run_root.string() << "\n";
+  }
+
   // A slot's folder: private, with its run.toml and job.sh.
-  auto lay_out = [&](const Slot& s) {
+  void lay_out(const Slot& s) {
     make_private_dirs(s.dir);
     write_run_metadata(s.dir, s.meta);
-    write_file_atomic(s.dir / layout::kJobScript, scheduler->render_script(s.job), 0755);
-  };
+    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(s.job), 0755);
+  }
+
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
-  auto add_slot = [&](const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
+  void add_slot(const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
-    Slot s{&r, attempt, outcome.run_root / folder, {}, metadata_for(plan, r, plugin, opts, scheduler->name()), "", JobState::Pending, 0};
+    Slot s{&r, attempt, outcome_.run_root / folder, {}, metadata(r), "", JobState::Pending, 0};
     s.meta.session = folder;
     s.meta.provenance["attempt"] = std::to_string(attempt + 1);
-    s.job = job_for(plan, r, plugin, opts, s.dir);
+    s.job = job(r, s.dir);
     s.group = group;
     if (group >= 0) {
-      ++groups[size_t(group)].runs_left;
-      s.meta.service_dir = slots[groups[size_t(group)].service].dir.string();
+      ++groups_[size_t(group)].runs_left;
+      s.meta.service_dir = slots_[groups_[size_t(group)].service].dir.string();
       s.meta.provenance["service"] = fs::absolute(s.meta.service_dir).lexically_normal().string();  // its runs.path
     }
     lay_out(s);
-    if (at >= slots.size()) {
-      slots.push_back(std::move(s));
+    if (at >= slots_.size()) {
+      slots_.push_back(std::move(s));
       return;
     }
-    slots.insert(slots.begin() + long(at), std::move(s));  // only slots not yet submitted move
-    for (auto& g : groups)
+    slots_.insert(slots_.begin() + long(at), std::move(s));  // only slots not yet submitted move
+    for (auto& g : groups_)
       if (g.service >= at) ++g.service;
-  };
+  }
+
   // The service of the group that `runs` (consecutive, same service) use.
-  auto add_service = [&](const RunPlan& service, size_t runs) {
-    Slot s{&service, 0, outcome.run_root / service.session, {}, metadata_for(plan, service, plugin, opts, scheduler->name()), "",
-           JobState::Pending, 0};
+  void add_service(const RunPlan& service, size_t runs) {
+    Slot s{&service, 0, outcome_.run_root / service.session, {}, metadata(service), "", JobState::Pending, 0};
     s.meta.provenance["attempt"] = "1";
     s.meta.provenance["shared_step"] = service.steps[0].role;
     s.meta.service_dir = s.dir.string();
     s.meta.service_provider = true;
-    s.job = service_job_for(plan, service, runs, plugin, opts, s.dir);
+    s.job = service_job_for(plan_, service, runs, plugin_, opts_, s.dir);
     s.meta.walltime_s = s.job.walltime_s;
     s.service = true;
-    s.group = int(groups.size());
-    groups.push_back({slots.size()});
+    s.group = int(groups_.size());
+    groups_.push_back({slots_.size()});
     lay_out(s);
-    slots.push_back(std::move(s));
-  };
-  size_t next = 0, done = 0, running = 0, active_services = 0;
-  std::map<std::string, size_t> active;  // job id -> slot
+    slots_.push_back(std::move(s));
+  }
+
   // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
-  auto track_submitted = [&](size_t i, const std::string& id) {
-    if (slots[i].group >= 0 && !slots[i].service) groups[size_t(slots[i].group)].run_active = true;
-    slots[i].started_ns = monotonic_ns();
-    slots[i].job_id = id;
-    write_file_atomic(slots[i].dir / kJobIdFile, id + "\n", 0644);
-    slots[i].state = JobState::Pending;
-    active[id] = i;
-  };
-  for (auto& [r, sg] : adopted) {
-    Slot s{r, 0, sg.dir, job_for(plan, *r, plugin, opts, sg.dir), sg.meta, sg.job_id, JobState::Pending, monotonic_ns()};
-    if (auto a = parse_int(s.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
-    slots.push_back(std::move(s));
-    active[sg.job_id] = next++;
+  void track_submitted(size_t i, const std::string& id) {
+    if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
+    slots_[i].started_ns = monotonic_ns();
+    slots_[i].job_id = id;
+    write_file_atomic(slots_[i].dir / kJobIdFile, id + "\n", 0644);
+    slots_[i].state = JobState::Pending;
+    active_[id] = i;
   }
-  for (size_t i = 0; i < todo.size(); ++i) {
-    const RunPlan& r = *todo[i];
-    if (r.service < 0) {
-      add_slot(r, 0, -1);
-      continue;
-    }
-    if (i == 0 || todo[i - 1]->service != r.service) {
-      size_t runs = 1;
-      while (i + runs < todo.size() && todo[i + runs]->service == r.service) ++runs;
-      add_service(plan.services[size_t(r.service)], runs);
-    }
-    add_slot(r, 0, int(groups.size()) - 1);
-  }
-  outcome.runs = slots.size();
-  log << "fanout: " << slots.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand << "' on launcher "
-      << st.launcher;
-  if (!groups.empty()) log << " (" << groups.size() << " of them shared " << plan.services[0].steps[0].role << " service(s))";
-  log << " -> " << outcome.run_root.string() << "\n";
 
-  // The driver's own cost, reported at the end (bench/driver_scale_bench.sh reads it).
-  struct Cost {
-    double submit_s = 0, poll_s = 0, ingest_s = 0;
-    uint64_t polls = 0;
-  } cost;
-  auto timed = [](double& into, auto&& fn) {
-    const int64_t a = monotonic_ns();
-    fn();
-    into += double(monotonic_ns() - a) / 1e9;
-  };
   // One counter instead of counting running slots per event (that was quadratic in the number of runs).
-  auto set_state = [&](Slot& s, JobState st) {
-    running += (st == JobState::Running) - (s.state == JobState::Running);
-    if (st == JobState::Running && s.state != JobState::Running) s.running_since_wall_ns = wall_ns();
-    s.state = st;
-  };
-  double busy_s = 0;
-  const int64_t t0 = monotonic_ns();
-  const int max_parallel = st.max_parallel > 0 ? st.max_parallel : scheduler->default_max_parallel();
-  double interval = 0.005;
-  bool cancelling = false;
-  int64_t last_stall_check_ns = 0;
+  void set_state(Slot& s, JobState state) {
+    running_ += (state == JobState::Running) - (s.state == JobState::Running);
+    if (state == JobState::Running && s.state != JobState::Running) s.running_since_wall_ns = wall_ns();
+    s.state = state;
+  }
 
-  auto finish = [&](Slot& s, JobStatus js) {
+  CsvFiles write_csv() {
+    outcome_.csv_dir = outcome_.exp_dir / layout::kCsvDir;
+    return export_csv(*db_, outcome_.csv_dir);
+  }
+
+  // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
+  void finish(Slot& s, JobStatus js) {
     if (s.stalled && js.state != JobState::Completed) {
       js.state = JobState::Timeout;
-      js.reason = "no rank recorded a sample for " + std::to_string(st.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
+      js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
                   s.dir.string();
     }
     set_state(s, js.state);
     s.ended = true;
-    if (s.service && !s.job_id.empty()) --active_services;
-    else if (s.group >= 0) groups[size_t(s.group)].run_active = false;
+    if (s.service && !s.job_id.empty()) --active_services_;
+    else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
     IngestReport report;
-    timed(cost.ingest_s, [&] { report = db.ingest_run(s.dir); });
-    ++done;
+    timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir); });
+    ++done_;
     // A service is not retried; the runs of its group are, next in order and against the same service, while
     // it is up (its wall time allows for their retries).
-    const bool service_gone = s.group >= 0 && !s.service && slots[groups[size_t(s.group)].service].ended;
-    const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st.max_retries && !cancelling;
-    if (js.state == JobState::Completed) ++outcome.completed;
-    else if (!retry) ++outcome.failed;
+    const bool service_gone = s.group >= 0 && !s.service && slots_[groups_[size_t(s.group)].service].ended;
+    const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st_.max_retries && !cancelling_;
+    if (js.state == JobState::Completed) ++outcome_.completed;
+    else if (!retry) ++outcome_.failed;
     double dur = double(monotonic_ns() - s.started_ns) / 1e9;
-    busy_s += dur;
-    size_t remaining = slots.size() - done;
-    double eta = done ? busy_s / double(done) * double(remaining) / double(max_parallel) : NAN;
-    log << "[" << done << "/" << slots.size() << " done | " << running << " running | " << slots.size() - done - running
-        << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
-        << format_duration(dur) << ", " << report.samples << " samples";
-    if (js.state != JobState::Completed) log << " -- " << js.reason;
-    log << "\n";
-    for (auto& w : report.warnings) log << "  warning: " << w << "\n";
+    busy_s_ += dur;
+    size_t remaining = slots_.size() - done_;
+    double eta = done_ ? busy_s_ / double(done_) * double(remaining) / double(max_parallel_) : NAN;
+    log_ << "[" << done_ << "/" << slots_.size() << " done | " << running_ << " running | " << slots_.size() - done_ - running_
+         << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
+         << format_duration(dur) << ", " << report.samples << " samples";
+    if (js.state != JobState::Completed) log_ << " -- " << js.reason;
+    log_ << "\n";
+    for (auto& w : report.warnings) log_ << "  warning: " << w << "\n";
     const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
     const bool run_of_group = group >= 0 && !s.service;
     if (retry) {
-      log << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st.max_retries + 1 << ")\n";
-      if (run_of_group) add_slot(*s.run, s.attempt + 1, group, next);
+      log_ << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st_.max_retries + 1 << ")\n";
+      if (run_of_group) add_slot(*s.run, s.attempt + 1, group, next_);
       else add_slot(*s.run, s.attempt + 1, -1);
-      ++outcome.retries;
+      ++outcome_.retries;
     }
-    if (run_of_group && --groups[size_t(group)].runs_left == 0) {
+    if (run_of_group && --groups_[size_t(group)].runs_left == 0) {
       // The group's last run has ended: its service may stop (rank runners watch for this file).
-      stop_service(slots[groups[size_t(group)].service].dir);
+      stop_service(slots_[groups_[size_t(group)].service].dir);
     }
-  };
-  // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is
-  // recorded FAILED without running when the service ended first.
-  enum class Gate { Go, Wait, Gone };
-  auto gate = [&](size_t i) {
-    const Slot& s = slots[i];
+  }
+
+  Gate gate(size_t i) {
+    const Slot& s = slots_[i];
     if (s.group < 0 || s.service) return Gate::Go;
-    Group& g = groups[size_t(s.group)];
-    const Slot& service = slots[g.service];
+    Group& g = groups_[size_t(s.group)];
+    const Slot& service = slots_[g.service];
     if (!g.ready && fs::exists(service.dir / layout::kServiceReady)) g.ready = true;
     if (service.ended) return Gate::Gone;
     return g.ready && !g.run_active ? Gate::Go : Gate::Wait;
-  };
+  }
+
   // The gate of the next slot in order, after recording the runs whose service is gone.
-  auto next_gate = [&]() {
-    for (; next < slots.size(); ++next) {
-      Gate g = gate(next);
+  Gate next_gate() {
+    for (; next_ < slots_.size(); ++next_) {
+      Gate g = gate(next_);
       if (g != Gate::Gone) return g;
-      const Slot& service = slots[groups[size_t(slots[next].group)].service];
+      const Slot& service = slots_[groups_[size_t(slots_[next_].group)].service];
       JobStatus js;
       js.state = JobState::Failed;
       js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.meta.session + " ended (" +
                   service.meta.status->state + "); logs: " + service.dir.string();
-      slots[next].started_ns = monotonic_ns();
-      finish(slots[next], js);
+      slots_[next_].started_ns = monotonic_ns();
+      finish(slots_[next_], js);
     }
     return Gate::Wait;
-  };
+  }
 
-  while (done < slots.size()) {
-    if (opts.interrupt && *opts.interrupt && !cancelling) {
-      cancelling = true;
-      log << "fanout: interrupted: cancelling " << active.size() << " running job(s); " << slots.size() - next
-          << " run(s) not started\n";
-      std::vector<std::string> ids;
-      for (auto& [id, i] : active) ids.push_back(id);
-      scheduler->cancel(ids);
-      // Runs never started are recorded as CANCELLED so that the folder and database say what happened.
-      for (; next < slots.size(); ++next) {
-        JobStatus js;
-        js.state = JobState::Cancelled;
-        js.reason = "not started: the experiment was interrupted";
-        slots[next].started_ns = monotonic_ns();
-        finish(slots[next], js);
-      }
+  void interrupt() {
+    cancelling_ = true;
+    log_ << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
+         << " run(s) not started\n";
+    std::vector<std::string> ids;
+    for (auto& [id, i] : active_) ids.push_back(id);
+    scheduler_->cancel(ids);
+    // Runs never started are recorded as CANCELLED so that the folder and database say what happened.
+    for (; next_ < slots_.size(); ++next_) {
+      JobStatus js;
+      js.state = JobState::Cancelled;
+      js.reason = "not started: the experiment was interrupted";
+      slots_[next_].started_ns = monotonic_ns();
+      finish(slots_[next_], js);
     }
+  }
+
+  // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs one by
+  // one up to --max_parallel, or with --array every run that may go, in as few submissions as the scheduler can
+  // make (arrays per resource shape). True when anything was submitted.
+  bool submit_ready() {
     bool changed = false;
-    // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs
-    // one by one up to --max_parallel, or with --array every run that may go, in as few submissions as the
-    // scheduler can make (arrays per resource shape).
-    while (!cancelling && next < slots.size() && next_gate() == Gate::Go) {
-      if (slots[next].service) {
+    while (!cancelling_ && next_ < slots_.size() && next_gate() == Gate::Go) {
+      if (slots_[next_].service) {
         std::string id;
-        timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
-        ++active_services;
-        track_submitted(next++, id);
-      } else if (st.array) {
+        timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
+        ++active_services_;
+        track_submitted(next_++, id);
+      } else if (st_.array) {
         std::vector<JobSpec> jobs;
         std::set<int> groups_taken;  // a group's runs go one at a time: one of each per submission
-        for (size_t i = next; i < slots.size() && !slots[i].service && gate(i) == Gate::Go &&
-                              (slots[i].group < 0 || groups_taken.insert(slots[i].group).second);
+        for (size_t i = next_; i < slots_.size() && !slots_[i].service && gate(i) == Gate::Go &&
+                               (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
              ++i)
-          jobs.push_back(slots[i].job);
+          jobs.push_back(slots_[i].job);
         std::vector<std::string> ids;
-        timed(cost.submit_s, [&] { ids = scheduler->submit_array(jobs, st.max_parallel); });
-        for (size_t k = 0; k < ids.size(); ++k, ++next) track_submitted(next, ids[k]);
-      } else if (active.size() - active_services < size_t(max_parallel)) {
+        timed(cost_.submit_s, [&] { ids = scheduler_->submit_array(jobs, st_.max_parallel); });
+        for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k]);
+      } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
         std::string id;
-        timed(cost.submit_s, [&] { id = scheduler->submit(slots[next].job); });
-        track_submitted(next++, id);
+        timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
+        track_submitted(next_++, id);
       } else {
         break;
       }
       changed = true;
     }
-    if (active.empty()) continue;
+    return changed;
+  }
+
+  // One scheduler query for every active job. True when any job changed state.
+  bool poll_once() {
+    bool changed = false;
     std::vector<std::string> ids;
-    for (auto& [id, i] : active) ids.push_back(id);
+    for (auto& [id, i] : active_) ids.push_back(id);
     std::vector<JobStatus> states;
-    timed(cost.poll_s, [&] { states = scheduler->poll(ids); });
-    ++cost.polls;
+    timed(cost_.poll_s, [&] { states = scheduler_->poll(ids); });
+    ++cost_.polls;
     for (const auto& js : states) {
       if (!job_state_final(js.state)) {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
-          auto& slot = slots[active.at(js.job_id)];
+          auto& slot = slots_[active_.at(js.job_id)];
           changed |= slot.state != js.state;
           set_state(slot, js.state);
         }
         continue;
       }
-      size_t slot = active.at(js.job_id);
-      active.erase(js.job_id);
-      finish(slots[slot], js);
+      size_t slot = active_.at(js.job_id);
+      active_.erase(js.job_id);
+      finish(slots_[slot], js);
       changed = true;
     }
-    if (st.stall_timeout_s > 0 && !cancelling && monotonic_ns() - last_stall_check_ns > 1000000000) {
-      last_stall_check_ns = monotonic_ns();
-      std::vector<std::string> stalled;
-      for (auto& [id, i] : active) {
-        Slot& s = slots[i];
-        if (s.state != JobState::Running || s.stalled || s.service) continue;  // a service records nothing while it serves
-        const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir));
-        if (wall_ns() - last < st.stall_timeout_s * 1000000000) continue;
-        s.stalled = true;
-        stalled.push_back(id);
-        log << "fanout: " << s.run->session << ": no sample from any rank for " << st.stall_timeout_s << " s: stopping it\n";
-      }
-      if (!stalled.empty()) scheduler->cancel(stalled);
-    }
-    // Poll fast while things change, back off toward the scheduler's maximum while they do not.
-    interval = changed ? 0.005 : std::min(interval * 1.5, scheduler->max_poll_interval_s());
-    if (done < slots.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    return changed;
   }
-  outcome.interrupted = cancelling;
 
-  double csv_s = 0;
-  CsvFiles csv;
-  timed(csv_s, [&] { csv = write_csv(); });
-  double wall = double(monotonic_ns() - t0) / 1e9;
-  log << "fanout: " << outcome.completed << "/" << outcome.runs << " run(s) COMPLETED";
-  if (outcome.failed) log << ", " << outcome.failed << " did not (see the reasons above)";
-  log << " in " << format_duration(wall) << "\n";
-  log << "fanout: results  " << outcome.database.string() << "\n"
-      << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
-      << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
-      << "fanout: runs     " << outcome.run_root.string() << "\n";
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  char line[320];
-  std::snprintf(line, sizeof line,
-                "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
-                "cpu %.3f s, peak memory %.1f MiB\n",
-                slots.size(), cost.submit_s, (unsigned long long)cost.polls, cost.poll_s, (unsigned long long)scheduler->queries(),
-                cost.ingest_s, csv_s, double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-                double(ru.ru_maxrss) / 1024);
-  log << line;
-  return outcome;
+  void check_stalls() {
+    if (st_.stall_timeout_s <= 0 || cancelling_ || monotonic_ns() - last_stall_check_ns_ <= 1000000000) return;
+    last_stall_check_ns_ = monotonic_ns();
+    std::vector<std::string> stalled;
+    for (auto& [id, i] : active_) {
+      Slot& s = slots_[i];
+      if (s.state != JobState::Running || s.stalled || s.service) continue;  // a service records nothing while it serves
+      const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir));
+      if (wall_ns() - last < st_.stall_timeout_s * 1000000000) continue;
+      s.stalled = true;
+      stalled.push_back(id);
+      log_ << "fanout: " << s.run->session << ": no sample from any rank for " << st_.stall_timeout_s << " s: stopping it\n";
+    }
+    if (!stalled.empty()) scheduler_->cancel(stalled);
+  }
+
+  // Poll fast while things change, back off toward the scheduler's maximum while they do not.
+  void back_off(bool changed) {
+    interval_ = changed ? 0.005 : std::min(interval_ * 1.5, scheduler_->max_poll_interval_s());
+    if (done_ < slots_.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
+  }
+
+  void report() {
+    double csv_s = 0;
+    CsvFiles csv;
+    timed(csv_s, [&] { csv = write_csv(); });
+    double wall = double(monotonic_ns() - t0_) / 1e9;
+    log_ << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
+    if (outcome_.failed) log_ << ", " << outcome_.failed << " did not (see the reasons above)";
+    log_ << " in " << format_duration(wall) << "\n";
+    log_ << "fanout: results  " << outcome_.database.string() << "\n"
+         << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
+         << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
+         << "fanout: runs     " << outcome_.run_root.string() << "\n";
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
+                  "cpu %.3f s, peak memory %.1f MiB\n",
+                  slots_.size(), cost_.submit_s, (unsigned long long)cost_.polls, cost_.poll_s, (unsigned long long)scheduler_->queries(),
+                  cost_.ingest_s, csv_s, double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+                  double(ru.ru_maxrss) / 1024);
+    log_ << line;
+  }
+
+  const ExperimentPlan& plan_;
+  const Plugin& plugin_;
+  const RunnerOptions& opts_;
+  const ExperimentSettings& st_;
+  std::ostream& log_;
+  std::unique_ptr<Scheduler> scheduler_;  // destroyed last: the members below may refer to its jobs
+  ExperimentOutcome outcome_;
+  std::optional<DriverLock> lock_;  // released after the database is closed
+  std::optional<ResultsDb> db_;
+  std::vector<const RunPlan*> todo_;
+  std::vector<std::pair<const RunPlan*, Straggler>> adopted_;  // jobs of a dead driver, followed instead of resubmitted
+  std::deque<Slot> slots_;  // a retry is inserted while others are referenced: a deque keeps them in place
+  std::vector<Group> groups_;
+  size_t next_ = 0, done_ = 0, running_ = 0, active_services_ = 0;
+  std::map<std::string, size_t> active_;  // job id -> slot
+  DriverCost cost_;
+  double busy_s_ = 0;
+  int64_t t0_ = 0;
+  int max_parallel_ = 1;
+  double interval_ = 0.005;
+  bool cancelling_ = false;
+  int64_t last_stall_check_ns_ = 0;
+};
+
+}  // namespace
+
+ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts) {
+  return ExperimentSession(plan, plugin, opts).run();
 }
 
 }  // namespace fanout
