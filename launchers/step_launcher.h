@@ -1,5 +1,6 @@
 // How the ranks of one step are started inside an allocation (ReFrame's "launcher"), independent of how the
-// allocation was obtained (the Scheduler). Each returns the argv prefix that precedes fanout-rank's argv.
+// allocation was obtained (the Scheduler): one row per launcher, found by name. Each gives the argv prefix that
+// precedes fanout-rank's argv in the job script.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,10 +9,21 @@
 
 namespace fanout {
 
+struct StepLauncher {
+  const char* name;
+  std::vector<std::string> (*prefix)(const JobSpec& job, size_t step);
+};
+
 // srun: disjoint steps on their own nodes (--relative), colocated steps on the first step's nodes; steps
-// overlap so they may share CPUs; a failing task ends the step (--kill-on-bad-exit).
-std::vector<std::string> srun_prefix(const JobSpec& job, size_t step, bool pmix);
-// mpirun (Open MPI): -np ranks, ranks per node, on the step's hosts from a host file.
-std::vector<std::string> mpirun_prefix(const JobSpec& job, size_t step, const std::string& hostfile);
+// overlap so they may share CPUs; a failing task ends the step (--kill-on-bad-exit); --mpi=pmix when fanout-rank
+// has PMIx. mpirun (Open MPI): -np ranks, ranks per node, on the hosts of mpirun_hostfile(role), which the
+// scheduler writes before the steps start.
+const StepLauncher& srun_launcher();
+const StepLauncher& mpirun_launcher();
+// By name ("srun", "mpirun"); nullptr when there is none of that name.
+const StepLauncher* find_step_launcher(const std::string& name);
+std::vector<std::string> step_launcher_names();
+// The host file a scheduler writes for mpirun's step `role`.
+std::string mpirun_hostfile(const std::string& role);
 
 }  // namespace fanout

@@ -401,6 +401,8 @@ class ExperimentSession {
       std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
       for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
       scheduler_->check(probe);
+      // A script the scheduler refuses to write (a --step_launcher it cannot start steps with) is refused now.
+      if (!probe.empty()) scheduler_->render_script(probe.front());
     }
     make_private_dirs(outcome_.exp_dir);
     // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending

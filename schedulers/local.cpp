@@ -64,6 +64,9 @@ LocalScheduler::~LocalScheduler() {
 std::string LocalScheduler::render_script(const JobSpec& job) const { return local_job_script(job, host_); }
 
 std::string local_job_script(const JobSpec& job, const std::string& host_) {
+  if (!job.options.step_launcher.empty())
+    throw UserError("--step_launcher: the local launcher starts every rank itself; " + job.options.step_launcher +
+                    " applies to batch jobs (--launcher=slurm or pbs)");
   std::string s = "#!/bin/bash\n# fanout local job " + job.name + ": " + std::to_string(job.total_ranks()) +
                   " rank(s); fanout runs these processes itself and serves their rendezvous (FANOUT_KV).\n";
   s += "cd " + shell_quote(job.run_dir.string()) + " || exit 1\n";

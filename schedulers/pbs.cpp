@@ -13,7 +13,6 @@
 #include "common/text.h"
 #include "schedulers/batch_script.h"
 #include "launchers/step_launcher.h"
-#include "rendezvous/pmix.h"
 #include "results/layout.h"
 
 namespace fanout {
@@ -52,7 +51,7 @@ std::string hostfile_setup(const JobSpec& job) {
     auto nodes = job.step_nodes(i);
     // Open MPI counts one slot per host-file line unless told: give each host the step's ranks per node.
     s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{s/$/ slots=" +
-         std::to_string(job.steps[i].tasks_per_node) + "/;p}' hosts.all > " + shell_quote("hosts." + job.steps[i].role) + "\n";
+         std::to_string(job.steps[i].tasks_per_node) + "/;p}' hosts.all > " + shell_quote(mpirun_hostfile(job.steps[i].role)) + "\n";
   }
   return s;
 }
@@ -102,12 +101,12 @@ std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
   line("-j oe");
   line("-o " + (job.run_dir / "pbs.out").string());
   s += "# fanout job " + job.name + "\n";
-  std::string launcher = o.step_launcher.empty() ? "mpirun" : o.step_launcher;
+  // mpirun on the nodes of $PBS_NODEFILE by default; srun on a PBS front end to Slurm.
+  const StepLauncher* launcher = o.step_launcher.empty() ? &mpirun_launcher() : find_step_launcher(o.step_launcher);
+  if (!launcher) throw UserError("--step_launcher: unknown step launcher '" + o.step_launcher + "' (known: " + join(step_launcher_names(), ", ") + ")");
   std::vector<std::vector<std::string>> prefixes;
-  for (size_t i = 0; i < job.steps.size(); ++i)
-    prefixes.push_back(launcher == "srun" ? srun_prefix(job, i, pmix_compiled_in())
-                                          : mpirun_prefix(job, i, "hosts." + job.steps[i].role));
-  return s + batch_script_body(job, prefixes, launcher == "srun" ? "" : hostfile_setup(job));
+  for (size_t i = 0; i < job.steps.size(); ++i) prefixes.push_back(launcher->prefix(job, i));
+  return s + batch_script_body(job, prefixes, launcher == &mpirun_launcher() ? hostfile_setup(job) : "");
 }
 
 QstatJobs parse_qstat_text(const std::string& text) {

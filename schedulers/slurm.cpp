@@ -15,7 +15,6 @@
 #include "common/text.h"
 #include "schedulers/batch_script.h"
 #include "launchers/step_launcher.h"
-#include "rendezvous/pmix.h"
 #include "results/layout.h"
 
 extern char** environ;
@@ -151,8 +150,11 @@ std::string sbatch_preamble(const SlurmRequest& r) {
 }
 
 std::string slurm_job_script(const JobSpec& job) {
+  // Steps start with srun: it knows the allocation's nodes (mpirun would need host files fanout does not write here).
+  if (!job.options.step_launcher.empty() && job.options.step_launcher != "srun")
+    throw UserError("--step_launcher: a Slurm job starts its steps with srun, not " + job.options.step_launcher);
   std::vector<std::vector<std::string>> prefixes;
-  for (size_t s = 0; s < job.steps.size(); ++s) prefixes.push_back(srun_prefix(job, s, pmix_compiled_in()));
+  for (size_t s = 0; s < job.steps.size(); ++s) prefixes.push_back(srun_launcher().prefix(job, s));
   return sbatch_preamble(slurm_request(job)) + "# fanout job " + job.name + "\n" + batch_script_body(job, prefixes);
 }
 

@@ -59,7 +59,7 @@ TEST(Hardening, ControlCharactersInResultsDirAreRefusedBeforeAnyScriptIsWritten)
   // Every other value that becomes a line of a batch script, on both schedulers' dry runs.
   for (const std::string flag : {"--partition", "--account", "--constraint"})
     for (const std::string launcher : {"slurm", "pbs"})
-      for (const std::string bad : {std::string("a\ntouch pwned"), std::string("a\rb"), std::string("a\x1b[2Jb")}) {
+      for (const std::string& bad : {std::string("a\ntouch pwned"), std::string("a\rb"), std::string("a\x1b[2Jb")}) {
         auto r = fanout_cmd(d, {"calibration_sleep", "--launcher=" + launcher, "--dry-run", flag + "=" + bad});
         EXPECT_EQ(r.exit_code, 2) << flag << " " << launcher << r.out << r.err;
         EXPECT_NE(r.err.find(flag + ": control characters"), std::string::npos) << r.err;
@@ -166,6 +166,12 @@ TEST(Hardening, EveryBadNumberAndUsageErrorIsExitTwoNamingTheFlag) {
   expect_refused(d, {"calibration_sleep", "--sleep_uss=3"}, "unknown flag '--sleep_uss' (did you mean --sleep_us?)");
   expect_refused(d, {"calibration_sleep", "--iterations=3", "--iterations=4"}, "--iterations");
   expect_refused(d, {"calibration_sleep", "--launcher=nosuch", "--dry-run"}, "--launcher: unknown launcher 'nosuch'");
+  // A step launcher the scheduler does not start steps with is refused, never silently replaced by another.
+  expect_refused(d, {"calibration_sleep", "--launcher=slurm", "--step_launcher=mpirun", "--dry-run"},
+                 "--step_launcher: a Slurm job starts its steps with srun, not mpirun");
+  expect_refused(d, {"calibration_sleep", "--step_launcher=srun"}, "--step_launcher: the local launcher starts every rank itself");
+  expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--step_launcher=aprun", "--dry-run"},
+                 "--step_launcher: 'aprun' is not one of srun, mpirun");
   expect_refused(d, {"calibration_sleep", "--sleep_us=-5"}, "sleep_us");
   expect_refused(d, {"calibration_sleep", "--ranks_per_node=1000000"}, "ranks_per_node");
   expect_refused(d, {}, "a subcommand is required");
