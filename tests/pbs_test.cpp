@@ -157,7 +157,7 @@ class ReplayedPbs : public ::testing::Test {
         << "echo \"$*\" >> \"$d/calls\"\n"
         << "if [ \"$1\" = --version ]; then echo 'pbs_version = 23.06.06'; exit 0; fi\n"
         << "case \"$*\" in *'-F json'*) cat \"$d/answer.json\" ;; *) cat \"$d/answer.txt\" ;; esac\n"
-        << "rc=0\nfor id; do case \"$id\" in 104.pbs01) echo \"qstat: Unknown Job Id $id\" >&2; rc=153 ;; esac; done\nexit $rc\n";
+        << "rc=0\nfor id; do case \"$id\" in 104.pbs01|1102.pbs01) echo \"qstat: Unknown Job Id $id\" >&2; rc=153 ;; esac; done\nexit $rc\n";
     std::ofstream(d.path / "shim" / "qsub") << "#!/bin/sh\nexit 1\n";
     ::chmod((d.path / "shim" / "qstat").c_str(), 0755);
     ::chmod((d.path / "shim" / "qsub").c_str(), 0755);
@@ -269,6 +269,29 @@ TEST_F(ReplayedPbs, IdsTheJsonLeftOutAreAskedAgain) {
   auto c = calls();
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[2], "-x -f 102.pbs01 103.pbs01") << "104.pbs01 was reported unknown: not asked again";
+}
+
+// An id is "reported" only when the server's error names it as a whole word: 1102.pbs01 unknown says nothing of
+// 102.pbs01, which the JSON left out and is asked again (a substring test had taken it for reported, then vanished).
+TEST_F(ReplayedPbs, AnUnknownIdThatContainsOursDoesNotHideIt) {
+  auto doc = nlohmann::json::parse(read_file(fixture("openpbs_qstat_x_f.json")));
+  doc["Jobs"].erase("102.pbs01");
+  write_file_atomic(d.path / "answer.json", doc.dump(1, '\t'));
+  PbsScheduler pbs;
+  const std::vector<std::string> ids = {"101.pbs01", "102.pbs01", "1102.pbs01"};
+  for (auto& id : ids) {
+    JobSpec j = two_step_job();
+    j.run_dir = d.path / id;
+    fs::create_directories(j.run_dir);
+    pbs.adopt(id, j);
+  }
+  std::map<std::string, JobStatus> s;
+  for (auto& st : pbs.poll(ids)) s[st.job_id] = st;
+  EXPECT_EQ(s["102.pbs01"].state, JobState::Completed) << "read from the text form asked again: " << s["102.pbs01"].reason;
+  auto c = calls();
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[1], "-x -f -F json 101.pbs01 102.pbs01 1102.pbs01");
+  EXPECT_EQ(c[2], "-x -f 102.pbs01") << "1102.pbs01 was reported unknown, 102.pbs01 was not";
 }
 
 // --- PBS's default step launcher for real: mpirun (Open MPI, from Debian) with host files cut from a
