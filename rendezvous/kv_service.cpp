@@ -22,7 +22,8 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/text.h"
-#include "plugins/sdk/fanout_sdk.hpp"
+#include "plugins/sdk/fanout_net.hpp"
+#include "plugins/sdk/fanout_token.hpp"
 
 namespace fanout {
 

@@ -1,171 +1,25 @@
-// Optional C++ conveniences over the C ABI in fanout_plugin.h (header-only; depends on nothing else of ours).
+// Optional C++ conveniences over the C ABI in fanout_plugin.h (header-only; depends on nothing else of ours): the
+// Host wrapper a role works through, here, and one header per concept beside it, all included by this one:
+//   fanout_files.hpp     write-then-rename            fanout_net.hpp       this node's addresses
+//   fanout_token.hpp     tokens and passwords         fanout_checksum.hpp  a fast checksum of moved bytes
+//   fanout_process.hpp   companion programs, spawning, waiting
 #pragma once
-#include <arpa/inet.h>
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/random.h>
-#include <sys/wait.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
+#include "fanout_checksum.hpp"
 #include "fanout_files.hpp"
+#include "fanout_net.hpp"
 #include "fanout_plugin.h"
+#include "fanout_process.hpp"
+#include "fanout_token.hpp"
 
 namespace fanout_sdk {
 
-// This host's IPv4 address as other nodes reach it (its name resolved), else 127.0.0.1.
-inline std::string node_ipv4() {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  std::string ip = "127.0.0.1";
-  if (getaddrinfo(name, nullptr, &hints, &res) == 0 && res) {
-    char buf[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf)) ip = buf;
-    freeaddrinfo(res);
-  }
-  return ip;
-}
-
-// The IPv4 address to use for an interface setting: "auto" or "" (the host name's address), "lo", an interface
-// name (its first IPv4 address), or an IPv4 address as it is. Throws std::runtime_error naming the interface.
-inline std::string interface_ipv4(const std::string& name_or_ip) {
-  in_addr probe{};
-  if (inet_pton(AF_INET, name_or_ip.c_str(), &probe) == 1) return name_or_ip;
-  if (name_or_ip == "lo") return "127.0.0.1";
-  if (name_or_ip == "auto" || name_or_ip.empty()) return node_ipv4();
-  ifaddrs* list = nullptr;
-  std::string ip;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* a = list; a && ip.empty(); a = a->ifa_next)
-      if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && name_or_ip == a->ifa_name) {
-        char buf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-        ip = buf;
-      }
-    freeifaddrs(list);
-  }
-  if (ip.empty()) throw std::runtime_error("interface '" + name_or_ip + "' has no IPv4 address on this node");
-  return ip;
-}
-
-// Random hex text from the kernel's CSPRNG: 2 characters per byte (passwords, tokens).
-inline std::string random_hex(size_t bytes = 16) {
-  std::vector<unsigned char> raw(bytes);
-  for (size_t got = 0; got < bytes;) {
-    const ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) got += size_t(n);
-    else if (errno != EINTR) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string t;
-  for (unsigned char c : raw) t += hex[c >> 4], t += hex[c & 15];
-  return t;
-}
-
-// A plugin's own listening port (a scheduler, a master, a trainer) hears only its job's peers: the server makes
-// a token, publishes it with its address through the rendezvous (already per-job and authenticated), and every
-// peer presents it first. 32 hex characters.
-inline std::string channel_token() { return random_hex(16); }
-
-// Compares a presented token with the expected one in time independent of where they differ.
-inline bool token_matches(const std::string& presented, const std::string& expected) {
-  if (presented.size() != expected.size() || expected.empty()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(presented[i] ^ expected[i]);
-  return diff == 0;
-}
-
-// A fast 64-bit checksum of a buffer (multiply-xor over 8-byte words, four lanes: near memory bandwidth), for
-// benchmarks that verify the bytes they moved without the check dominating the measurement.
-inline uint64_t checksum64(const void* data, size_t len) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
-  size_t i = 0;
-  uint64_t a = h, b = h + 1, c = h + 2, d = h + 3;
-  for (; i + 32 <= len; i += 32) {
-    uint64_t w[4];
-    std::memcpy(w, p + i, 32);
-    a = (a ^ w[0]) * 0xff51afd7ed558ccdull;
-    b = (b ^ w[1]) * 0xc4ceb9fe1a85ec53ull;
-    c = (c ^ w[2]) * 0xff51afd7ed558ccdull;
-    d = (d ^ w[3]) * 0xc4ceb9fe1a85ec53ull;
-  }
-  h = a ^ (b >> 1) ^ (c << 1) ^ (d >> 3);
-  for (; i < len; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
-}
-
 // Thin wrapper over the context and host ops that a role function receives.
-// The folder holding the plugin that calls this. Hidden, so that every plugin has its own copy and dladdr
-// names that plugin's shared object.
-__attribute__((visibility("hidden"))) inline std::string plugin_dir() {
-  Dl_info info{};
-  dladdr(reinterpret_cast<void*>(&plugin_dir), &info);
-  const std::string self = info.dli_fname ? info.dli_fname : "";
-  const auto slash = self.rfind('/');
-  return slash == std::string::npos ? "." : self.substr(0, slash);
-}
-
-// A program shipped with the plugins: <build>/<name> (plugins in <build>/plugins), or <prefix>/bin/<name> (plugins
-// in <prefix>/lib/fanout/plugins); else the bare name, found on PATH.
-inline std::string companion_program(const std::string& name) {
-  const std::string plugins = plugin_dir();
-  const std::string parent = plugins.substr(0, plugins.rfind('/'));
-  for (const std::string& p : {parent + "/" + name, parent + "/../../bin/" + name})
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  return name;
-}
-
-// A program a role starts: argv only, never through a shell. With capture_stdout, `out` reads its standard output
-// (the caller closes it); otherwise it writes to the rank's own output.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-};
-inline Child spawn_program(const std::vector<std::string>& args, bool capture_stdout) {
-  int fds[2] = {-1, -1};
-  if (capture_stdout && ::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("cannot start " + args.at(0) + ": no pipe");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (capture_stdout) posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  Child c;
-  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (capture_stdout) ::close(fds[1]);
-  if (rc != 0) {
-    if (capture_stdout) ::close(fds[0]);
-    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
-  }
-  c.out = fds[0];
-  return c;
-}
-// Waits for a started program: its exit status, or 128 + the signal that killed it.
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 class Host {
  public:
   Host(fanout_context* ctx, const fanout_host_ops* ops) : ctx_(ctx), ops_(ops) {}
