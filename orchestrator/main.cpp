@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <iostream>
 #include <algorithm>
+#include <tuple>
 #include <list>
 #include <map>
 
 #include <CLI/CLI.hpp>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
@@ -202,6 +204,50 @@ int ingest_tree(const fs::path& dir, ResultsDb& db) {
   return runs;
 }
 
+// `fanout ls`: one line per experiment folder (one holding fanout.sqlite) under dir, newest last. Exit 1 when a
+// database could not be read (named on stderr), 2 when dir is not a folder.
+int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UserError(dir.string() + ": not a folder (fanout ls [results_dir])");
+  struct Row {
+    std::string name;
+    ExperimentSummary s;
+    std::string report;
+  };
+  std::vector<Row> rows;
+  bool unreadable = false;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    const fs::path db = e.path() / layout::kDatabase;
+    if (!fs::exists(db, ec)) continue;
+    try {
+      Row r{e.path().filename().string(), summarize_experiment_db(db), ""};
+      if (fs::exists(e.path() / "processed" / "report.html", ec)) r.report = (e.path() / "processed" / "report.html").string();
+      rows.push_back(std::move(r));
+    } catch (const UserError& x) {
+      err << "fanout: error: " << x.what() << "\n";
+      unreadable = true;
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tie(a.s.last_end_s, a.name) < std::tie(b.s.last_end_s, b.name);
+  });
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %6s %9s %6s %6s  %-20s  %s\n", "EXPERIMENT", "RUNS", "COMPLETED", "FAILED", "OTHER",
+                "LAST END (UTC)", "REPORT");
+  out << line;
+  for (auto& r : rows) {
+    auto count = [&](const char* status) { auto it = r.s.runs_by_status.find(status); return it == r.s.runs_by_status.end() ? int64_t(0) : it->second; };
+    const int64_t completed = count("COMPLETED"), failed = count("FAILED");
+    const std::string last = r.s.last_end_s > 0 ? iso8601_utc(int64_t(r.s.last_end_s * 1e9)).substr(0, 19) : "-";
+    std::snprintf(line, sizeof line, "%-28s %6lld %9lld %6lld %6lld  %-20s  %s\n", r.name.c_str(), (long long)r.s.runs,
+                  (long long)completed, (long long)failed, (long long)(r.s.runs - completed - failed), last.c_str(),
+                  r.report.empty() ? "-" : r.report.c_str());
+    out << line;
+  }
+  if (rows.empty() && !unreadable) out << "(no experiments under " << dir.string() << ")\n";
+  return unreadable ? 1 : 0;
+}
+
 int drive(int argc, char** argv) {
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + shell_quote(argv[i]);
@@ -235,6 +281,9 @@ int drive(int argc, char** argv) {
   auto* ingest_cmd = results_cmd->add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
   std::string ingest_exp;
   ingest_cmd->add_option("exp_dir", ingest_exp, "experiment folder")->required();
+  auto* ls_cmd = app.add_subcommand("ls", "list the experiments under a results folder: runs by status, last end, report");
+  std::string ls_dir = "results";
+  ls_cmd->add_option("results_dir", ls_dir, "folder that holds one folder per experiment")->capture_default_str();
   auto* resume_cmd = app.add_subcommand("resume", "run the permutations of an experiment that are missing or failed, after any interruption "
                                                   "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
   std::string resume_exp;
@@ -268,7 +317,8 @@ int drive(int argc, char** argv) {
   for (auto& p : scan.plugins)
     for (auto& t : p->experiments()) {
       if (app.get_subcommands([&](CLI::App* a) { return a->get_name() == t.name; }).size() ||
-          t.name == "plugins" || t.name == "run" || t.name == "results" || t.name == "process_scaling_results") {
+          t.name == "plugins" || t.name == "run" || t.name == "results" || t.name == "process_scaling_results" || t.name == "ls" ||
+          t.name == "resume") {
         scan.refused.push_back("experiment '" + t.name + "' of " + p->path().string() + " is shadowed by an earlier one");
         continue;
       }
@@ -309,12 +359,13 @@ int drive(int argc, char** argv) {
     if (!check_path.empty()) {
       auto p = Plugin::open(check_path);
       std::cout << "ok: " << p->path().string() << " is plugin " << p->name() << " " << p->version() << " (ABI "
-                << FANOUT_PLUGIN_ABI_VERSION << ")\n";
+                << p->abi_version() << ")\n";
       return 0;
     }
     print_plugins(scan, std::cout);
     return 0;
   }
+  if (ls_cmd->parsed()) return list_experiments(ls_dir, std::cout, std::cerr);
   if (run_cmd->parsed()) {
     ExperimentRequest req = parse_experiment_file(exp_file);
     if (req.plugin.find('/') != std::string::npos && fs::path(req.plugin).is_relative())

@@ -512,4 +512,35 @@ void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, 
   for_each_row("", [&](int64_t run, int64_t metric, int rank, const SampleRowText& row) { fn(run, rank, metric, row); });
 }
 
+ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  // Read-only, and never created: another driver may be writing this experiment, and a missing file is an error.
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : "cannot open";
+    sqlite3_close(db);
+    throw UserError(file.string() + ": " + why);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  ExperimentSummary summary;
+  sqlite3_stmt* st = nullptr;
+  const char* sql = "SELECT status, count(*), max(ended_at) FROM runs GROUP BY status";
+  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
+    std::string why = sqlite3_errmsg(db);
+    sqlite3_close(db);
+    throw UserError(file.string() + ": not a fanout results database (" + why + ")");
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const int64_t n = sqlite3_column_int64(st, 1);
+    summary.runs_by_status[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = n;
+    summary.runs += n;
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) summary.last_end_s = std::max(summary.last_end_s, sqlite3_column_double(st, 2));
+  }
+  const std::string why = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (!why.empty()) throw UserError(file.string() + ": " + why);
+  return summary;
+}
+
 }  // namespace fanout

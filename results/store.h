@@ -34,6 +34,15 @@ struct MetricSummaryRow {
   std::vector<double> values;  // non-warmup sample values of this run and metric
 };
 
+// What `fanout ls` shows of one experiment's database, read without writing to it (another driver may be running
+// the experiment). Throws UserError naming the file when it is missing or not a fanout results database.
+struct ExperimentSummary {
+  std::map<std::string, int64_t> runs_by_status;  // COMPLETED, FAILED, ... -> runs
+  int64_t runs = 0;
+  double last_end_s = 0;  // Unix seconds of the newest run's end, 0 when none ended
+};
+ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
+
 class ResultsDb {
  public:
   explicit ResultsDb(const std::filesystem::path& file);  // creates the schema when new

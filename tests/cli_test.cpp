@@ -387,3 +387,36 @@ TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {
   EXPECT_EQ(roots.size(), 2u);
   EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*) FROM samples")[0][0], std::to_string(12 * 6)) << "5 iterations + 1 rendezvous each";
 }
+
+// `fanout ls`: every experiment under a results folder with its runs by status, newest last; a folder that is not
+// there is a usage error, an unreadable database an error naming it (exit 1) while the others are still listed.
+TEST(Cli, LsListsExperimentsWithTheirRunsByStatus) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=good", "--iterations=2", "--sleep_us=[10,20]"}).exit_code, 0);
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=mixed", "--iterations=2", "--ranks_per_node=2", "--fail_rank=[-1,1]"}).exit_code, 1);
+  auto r = fanout_cmd(d, {"ls"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    rows.push_back(w);
+  }
+  ASSERT_EQ(rows.size(), 3u) << r.out;  // header + two experiments, the later one last
+  EXPECT_EQ(rows[0][0], "EXPERIMENT");
+  EXPECT_EQ(std::vector<std::string>(rows[1].begin(), rows[1].begin() + 5), (std::vector<std::string>{"good", "2", "2", "0", "0"})) << r.out;
+  EXPECT_EQ(std::vector<std::string>(rows[2].begin(), rows[2].begin() + 5), (std::vector<std::string>{"mixed", "2", "1", "1", "0"})) << r.out;
+  EXPECT_NE(rows[2][5].find('T'), std::string::npos) << "an ISO time of the last end: " << r.out;
+
+  fs::create_directories(d.path / "results" / "broken");
+  std::ofstream(d.path / "results" / "broken" / "fanout.sqlite") << "not a database";
+  auto bad = fanout_cmd(d, {"ls", "results"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("broken/fanout.sqlite"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.out.find("mixed"), std::string::npos) << "the readable ones are still listed";
+  auto none = fanout_cmd(d, {"ls", "no-such-folder"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no-such-folder: not a folder"), std::string::npos) << none.err;
+}
