@@ -1,6 +1,9 @@
 #include <pmix.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -104,19 +107,46 @@ class PmixRendezvous : public Rendezvous {
     return "timeout (key '" + key + "' not visible through PMIx; peers' keys appear after a fence)";
   }
 
+  // PMIX_TIMEOUT is the server's to enforce, and a server that lost a peer (slurmstepd: "pmixp_read_buf:
+  // Connection reset by peer", seen under load) never answers: a blocking PMIx_Fence then hung the rank until the
+  // job's wall time. The fence is non-blocking and waited for here, so the timeout holds whatever the server does.
   std::string fence(int timeout_ms) override {
-    pmix_info_t info[2];
-    bool collect = true;
-    int timeout_s = std::max(1, timeout_ms / 1000);
-    PMIX_INFO_CONSTRUCT(&info[0]);
-    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIX_INFO_CONSTRUCT(&info[1]);
-    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout_s, PMIX_INT);
-    pmix_proc_t w = c_->wildcard();
-    pmix_status_t rc = PMIx_Fence(&w, 1, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
-    return rc == PMIX_SUCCESS ? "" : pmix_error("PMIx_Fence", rc);
+    struct Pending {  // shared with the callback, which may come after we gave up waiting (or never)
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      pmix_status_t rc = PMIX_SUCCESS;
+      pmix_info_t info[2];
+      pmix_proc_t proc;
+      bool collect = true;
+      int timeout_s = 1;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->timeout_s = std::max(1, timeout_ms / 1000);
+    PMIX_INFO_CONSTRUCT(&pending->info[0]);
+    PMIX_INFO_LOAD(&pending->info[0], PMIX_COLLECT_DATA, &pending->collect, PMIX_BOOL);
+    PMIX_INFO_CONSTRUCT(&pending->info[1]);
+    PMIX_INFO_LOAD(&pending->info[1], PMIX_TIMEOUT, &pending->timeout_s, PMIX_INT);
+    pending->proc = c_->wildcard();
+    auto* keep = new std::shared_ptr<Pending>(pending);  // released by the callback
+    pmix_status_t rc = PMIx_Fence_nb(&pending->proc, 1, pending->info, 2, [](pmix_status_t status, void* cbdata) {
+      auto* p = static_cast<std::shared_ptr<Pending>*>(cbdata);
+      {
+        std::lock_guard<std::mutex> lock((*p)->mu);
+        (*p)->rc = status;
+        (*p)->done = true;
+      }
+      (*p)->cv.notify_all();
+      delete p;
+    }, keep);
+    if (rc != PMIX_SUCCESS) {
+      delete keep;  // no callback will come: done at once, or refused
+      return rc == PMIX_OPERATION_SUCCEEDED ? "" : pmix_error("PMIx_Fence_nb", rc);
+    }
+    std::unique_lock<std::mutex> lock(pending->mu);
+    if (!pending->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(1), [&] { return pending->done; }))
+      return "timeout: the PMIx fence did not complete in " + std::to_string(timeout_ms) + " ms (a peer or the PMIx server is gone)";
+    return pending->rc == PMIX_SUCCESS ? "" : pmix_error("PMIx_Fence", pending->rc);
   }
 
  private:
