@@ -67,13 +67,17 @@ bool file_contains(const fs::path& file, const std::string& text) {
 // qstat's stderr when it failed only because some ids are gone from the server (finished and out of its
 // history, or never known): "qstat: Unknown Job Id 12.srv" (also "Job has finished, use -x ..."). Those jobs
 // are resolved from their exit markers; any other error makes the poll a failed one.
+bool names_a_gone_job(const std::string& line) {
+  return line.find("Unknown Job Id") != std::string::npos || line.find("Job has finished") != std::string::npos;
+}
+
 bool only_unknown_job_errors(const std::string& err) {
   std::istringstream in(err);
   bool any = false;
   for (std::string line; std::getline(in, line);) {
     if (trim(line).empty()) continue;
     any = true;
-    if (line.find("Unknown Job Id") == std::string::npos && line.find("Job has finished") == std::string::npos) return false;
+    if (!names_a_gone_job(line)) return false;
   }
   return any;
 }
@@ -84,7 +88,7 @@ std::set<std::string> ids_named_in_errors(const std::string& err) {
   std::set<std::string> ids;
   std::istringstream in(err);
   for (std::string line; std::getline(in, line);) {
-    if (line.find("Unknown Job Id") == std::string::npos && line.find("Job has finished") == std::string::npos) continue;
+    if (!names_a_gone_job(line)) continue;
     std::istringstream words(line);
     for (std::string w; words >> w;) ids.insert(w);
   }
