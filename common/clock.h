@@ -4,19 +4,12 @@
 #include <ctime>
 #include <string>
 
+#include "plugins/sdk/fanout_clock.hpp"
+
 namespace fanout {
 
-inline int64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-inline int64_t wall_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using fanout_sdk::monotonic_ns;
+using fanout_sdk::wall_ns;
 
 // ISO 8601 UTC with milliseconds, e.g. 2026-11-22T01:38:37.123Z.
 std::string iso8601_utc(int64_t wall_ns_value);

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "plugins/sdk/fanout_net.hpp"
+#include "plugins/sdk/fanout_socket.hpp"
 #include "plugins/sdk/fanout_token.hpp"
 
 namespace fanout {
@@ -191,8 +192,7 @@ struct KvService::Impl {
         if (fd >= 0 && conns.size() >= kMaxConnections) {
           ::close(fd);  // every slot holds an authenticated rank: the newcomer is turned away, the service lives
         } else if (fd >= 0) {
-          int one = 1;
-          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          fanout_sdk::set_nodelay(fd);
           conns.push_back(Conn{});
           conns.back().fd = fd;
           conns.back().accepted_ns = monotonic_ns();
@@ -240,17 +240,11 @@ struct KvService::Impl {
 
 KvService::KvService(bool all_interfaces) : impl_(std::make_unique<Impl>()) {
   impl_->advertised = all_interfaces ? fanout_sdk::node_ipv4() : "127.0.0.1";
-  impl_->listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(all_interfaces ? INADDR_ANY : INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (impl_->listen_fd < 0 || ::bind(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(impl_->listen_fd, 1024) != 0)
-    throw UserError("rendezvous service: cannot listen on " + impl_->advertised + ": " + std::strerror(errno));
-  socklen_t len = sizeof a;
-  ::getsockname(impl_->listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
-  impl_->port = ntohs(a.sin_port);
+  try {
+    impl_->listen_fd = fanout_sdk::tcp_listen(all_interfaces ? "*" : "127.0.0.1", 0, 1024, impl_->port, SOCK_NONBLOCK);
+  } catch (const std::runtime_error& e) {
+    throw UserError("rendezvous service on " + impl_->advertised + ": " + e.what());
+  }
   if (::pipe2(impl_->wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw UserError("rendezvous service: pipe failed");
   impl_->thread = std::thread([this] { impl_->loop(); });
 }

@@ -1,8 +1,5 @@
 #include "rendezvous/rendezvous.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "plugins/sdk/fanout_socket.hpp"
 #include "rendezvous/pmix.h"
 
 namespace fanout {
@@ -30,18 +28,18 @@ bool valid_key(const std::string& key) {
 class KvRendezvous : public Rendezvous {
  public:
   KvRendezvous(const std::string& address, const std::string& token) {
-    auto colon = address.rfind(':');
-    auto port = parse_int(address.substr(colon + 1));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    if (colon == std::string::npos || !port || inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr) != 1)
+    std::pair<std::string, int> endpoint;
+    try {
+      endpoint = fanout_sdk::split_host_port(address);
+    } catch (const std::runtime_error&) {
       throw UserError("FANOUT_KV: malformed address '" + address + "'");
-    a.sin_port = htons(uint16_t(*port));
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-      throw UserError("cannot reach the rendezvous service at " + address + ": " + std::strerror(errno));
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    try {
+      fd_ = fanout_sdk::tcp_connect(endpoint.first, endpoint.second, 0);  // the service is up before any rank starts
+    } catch (const std::runtime_error& e) {
+      throw UserError("cannot reach the rendezvous service: " + std::string(e.what()));
+    }
+    fanout_sdk::set_nodelay(fd_);
     std::string reply;
     if (auto err = request("AUTH " + token + "\n", reply); !err.empty())
       throw UserError("rendezvous service at " + address + " refused this rank: " + err);
@@ -68,13 +66,7 @@ class KvRendezvous : public Rendezvous {
  private:
   // Sends a request and reads one reply: "OK", "VAL <len>\n<bytes>" (into value) or "ERR <why>".
   std::string request(const std::string& req, std::string& value) {
-    size_t off = 0;
-    while (off < req.size()) {
-      ssize_t n = ::send(fd_, req.data() + off, req.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::string("rendezvous connection lost: ") + std::strerror(errno);
-      off += size_t(n);
-    }
+    if (!fanout_sdk::send_all(fd_, req.data(), req.size())) return std::string("rendezvous connection lost: ") + std::strerror(errno);
     std::string line;
     if (!read_line(line)) return "rendezvous connection closed";
     if (line == "OK") return "";

@@ -25,14 +25,6 @@ namespace {
 constexpr uint32_t kMagic = 0x4d535046;  // "FPSM" read little-endian
 constexpr size_t kMaxUdpPayload = 65507;
 
-int64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-std::runtime_error sys_error(const std::string& what) { return std::runtime_error(what + ": " + std::strerror(errno)); }
-
 in_addr parse_ipv4(const std::string& ip, const char* what) {
   in_addr a{};
   if (inet_pton(AF_INET, ip.c_str(), &a) != 1) throw std::runtime_error(std::string(what) + " '" + ip + "' is not an IPv4 address");
@@ -83,7 +75,7 @@ size_t default_chunk_bytes(const std::string& interface_ip) {
 McastSender::McastSender(const McastConfig& cfg, uint64_t token) : cfg_(cfg), token_(token) {
   chunk_ = cfg.chunk_bytes ? std::min(cfg.chunk_bytes, kMaxUdpPayload - sizeof(McastHeader)) : default_chunk_bytes(cfg.interface_ip);
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) throw sys_error("multicast socket");
+  if (fd_ < 0) throw fanout_sdk::errno_error("multicast socket");
   in_addr ifaddr = parse_ipv4(cfg.interface_ip, "mcast_interface");
   unsigned char ttl = (unsigned char)std::clamp(cfg.ttl, 0, 255), loop = 1;
   if (setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof ifaddr) != 0 ||
@@ -92,7 +84,7 @@ McastSender::McastSender(const McastConfig& cfg, uint64_t token) : cfg_(cfg), to
     int e = errno;
     close(fd_);
     errno = e;
-    throw sys_error("multicast sender on " + cfg.interface_ip);
+    throw fanout_sdk::errno_error("multicast sender on " + cfg.interface_ip);
   }
   set_buffer(fd_, SO_SNDBUFFORCE, SO_SNDBUF, 8 << 20);
 }
@@ -117,7 +109,7 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
   h.checksum = le(fanout_sdk::checksum64(payload.data(), payload.size()));
   h.n_chunks = le(n);
   h.chunk_bytes = le(uint32_t(chunk_));
-  const int64_t t0 = mono_ns();
+  const int64_t t0 = fanout_sdk::monotonic_ns();
   for (uint32_t c = 0; c < n; ++c) {
     h.chunk = le(c);
     size_t off = size_t(c) * chunk_, len = std::min(chunk_, payload.size() - off);
@@ -134,10 +126,10 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
         nanosleep(&ts, nullptr);
         continue;
       }
-      throw sys_error("multicast send to " + cfg_.group + ":" + std::to_string(cfg_.port));
+      throw fanout_sdk::errno_error("multicast send to " + cfg_.group + ":" + std::to_string(cfg_.port));
     }
     if (cfg_.rate_bytes_per_s > 0) {
-      int64_t due = t0 + int64_t(double(off + len) / cfg_.rate_bytes_per_s * 1e9), now = mono_ns();
+      int64_t due = t0 + int64_t(double(off + len) / cfg_.rate_bytes_per_s * 1e9), now = fanout_sdk::monotonic_ns();
       if (due > now) {
         timespec ts{time_t((due - now) / 1000000000), long((due - now) % 1000000000)};
         nanosleep(&ts, nullptr);
@@ -150,7 +142,7 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
 McastReceiver::McastReceiver(const McastConfig& cfg, uint64_t token, std::function<void(const McastVersion&)> on_version)
     : cfg_(cfg), token_(token), on_version_(std::move(on_version)) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) throw sys_error("multicast socket");
+  if (fd_ < 0) throw fanout_sdk::errno_error("multicast socket");
   int one = 1;
   setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // several workers per node share the port
   set_buffer(fd_, SO_RCVBUFFORCE, SO_RCVBUF, 256 << 20);
@@ -166,7 +158,7 @@ McastReceiver::McastReceiver(const McastConfig& cfg, uint64_t token, std::functi
     int e = errno;
     close(fd_);
     errno = e;
-    throw sys_error("cannot join multicast group " + cfg.group + ":" + std::to_string(cfg.port) + " on " + cfg.interface_ip +
+    throw fanout_sdk::errno_error("cannot join multicast group " + cfg.group + ":" + std::to_string(cfg.port) + " on " + cfg.interface_ip +
                     " (does the interface have MULTICAST set?)");
   }
   socklen_t len = sizeof a;
@@ -212,14 +204,14 @@ void McastReceiver::loop() {
     // version's datagrams on a busy machine): leave after 20 ms without a datagram, or 500 ms at most (another
     // run may keep sending to the same group).
     const bool draining = stopping_;
-    if (draining && drain_until == 0) drain_until = mono_ns() + 500000000;
-    if (poll(&p, 1, draining ? 20 : 50) <= 0 || (draining && mono_ns() > drain_until)) {
+    if (draining && drain_until == 0) drain_until = fanout_sdk::monotonic_ns() + 500000000;
+    if (poll(&p, 1, draining ? 20 : 50) <= 0 || (draining && fanout_sdk::monotonic_ns() > drain_until)) {
       if (draining) break;
       continue;
     }
     ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
     if (n < ssize_t(sizeof(McastHeader))) continue;
-    int64_t now = mono_ns();
+    int64_t now = fanout_sdk::monotonic_ns();
     ++counts_.datagrams;
     McastHeader h;
     std::memcpy(&h, buf.data(), sizeof h);

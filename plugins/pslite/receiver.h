@@ -6,8 +6,6 @@
 // a polling one 12 us). It pays only with idle cores to spare (on a busy 2-core machine it makes round trips
 // slower), so the default is 0: sleep at once, never poll.
 #pragma once
-#include <time.h>
-
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -15,15 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "fanout_clock.hpp"
 #include "link.h"
 
 namespace pslite {
 
-inline int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+inline int64_t now_ns() { return fanout_sdk::monotonic_ns(); }
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -25,10 +25,6 @@ std::string env(const char* name, const std::string& fallback = "") {
   return v && *v ? v : fallback;
 }
 
-int64_t mono_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -67,7 +63,7 @@ int main(int argc, char** argv) {
 
     std::map<std::string, std::vector<double>> samples;
     pslite::Recorder rec;
-    rec.now_ns = mono_ns;
+    rec.now_ns = fanout_sdk::monotonic_ns;
     rec.record = [&](const char* m, int64_t, int64_t, double v, const char*, bool warm) {
       if (!warm) samples[m].push_back(v);
     };

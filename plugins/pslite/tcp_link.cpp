@@ -1,49 +1,25 @@
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
-#include <thread>
 
+#include "fanout_socket.hpp"
 #include "link.h"
 
 namespace pslite {
 
 namespace {
 
-std::runtime_error sys_error(const std::string& what) { return std::runtime_error(what + ": " + std::strerror(errno)); }
-
-sockaddr_in address_of(const std::string& host, int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  if (host.empty() || host == "*") {
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) throw std::runtime_error("cannot resolve host '" + host + "'");
-    a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-    freeaddrinfo(res);
-  }
-  return a;
-}
-
 class TcpLink : public Link {
  public:
   TcpLink(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fanout_sdk::set_nodelay(fd_);
     fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
   }
   ~TcpLink() override {
@@ -69,7 +45,7 @@ class TcpLink : public Link {
           ::poll(&p, 1, 1000);
           continue;
         }
-        throw sys_error("send to " + peer_);
+        throw fanout_sdk::errno_error("send to " + peer_);
       }
       size_t left = size_t(n);
       while (n_iov > 0 && left >= v->iov_len) left -= v->iov_len, ++v, --n_iov;
@@ -106,40 +82,10 @@ class TcpLink : public Link {
 
 std::unique_ptr<Link> tcp_link(int fd, const std::string& peer) { return std::make_unique<TcpLink>(fd, peer); }
 
-int tcp_connect(const std::string& host, int port, int timeout_ms) {
-  const sockaddr_in a = address_of(host, port);
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw sys_error("socket");
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) return fd;
-    int e = errno;
-    ::close(fd);
-    if ((e != ECONNREFUSED && e != ETIMEDOUT && e != EINTR) || std::chrono::steady_clock::now() > until) {
-      errno = e;
-      throw sys_error("cannot connect to " + host + ":" + std::to_string(port));
-    }
-    // DMLC-style start: nodes may start before the scheduler listens; ps-lite retries the same way.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
+// DMLC-style start: nodes may start before the scheduler listens; ps-lite retries the same way (every 50 ms).
+int tcp_connect(const std::string& host, int port, int timeout_ms) { return fanout_sdk::tcp_connect(host, port, timeout_ms, 50); }
 
-int tcp_listen(const std::string& host, int port, int& bound_port) {
-  sockaddr_in a = address_of(host, port);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1024) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    if (fd >= 0) ::close(fd);
-    errno = e;
-    throw sys_error("cannot listen on " + host + ":" + std::to_string(port));
-  }
-  bound_port = ntohs(a.sin_port);
-  return fd;
-}
+int tcp_listen(const std::string& host, int port, int& bound_port) { return fanout_sdk::tcp_listen(host, port, 1024, bound_port); }
 
 std::string host_identity() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");

@@ -3,6 +3,7 @@
 //   fanout_files.hpp     write-then-rename            fanout_net.hpp       this node's addresses
 //   fanout_token.hpp     tokens and passwords         fanout_checksum.hpp  a fast checksum of moved bytes
 //   fanout_process.hpp   companion programs, spawning, waiting
+//   fanout_socket.hpp    TCP listen/connect-with-retry/send_all   fanout_clock.hpp   monotonic and wall clocks
 #pragma once
 #include <cctype>
 #include <cstdint>
@@ -11,10 +12,12 @@
 #include <string>
 
 #include "fanout_checksum.hpp"
+#include "fanout_clock.hpp"
 #include "fanout_files.hpp"
 #include "fanout_net.hpp"
 #include "fanout_plugin.h"
 #include "fanout_process.hpp"
+#include "fanout_socket.hpp"
 #include "fanout_token.hpp"
 
 namespace fanout_sdk {

@@ -1,9 +1,5 @@
 #include "gradient_exchange.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 #include "fanout_sdk.hpp"
 
@@ -23,29 +18,17 @@ namespace {
 constexpr int kHandshakeMs = 5000;  // a peer presents its token and rank at once; a silent stranger is dropped
 
 void send_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) throw std::runtime_error(std::string("gradient exchange: send failed: ") + std::strerror(errno));
-    c += k, n -= size_t(k);
-  }
+  if (!fanout_sdk::send_all(fd, p, n)) throw fanout_sdk::errno_error("gradient exchange: send failed");
 }
 
 void recv_all(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t k = ::recv(fd, c, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k == 0) throw std::runtime_error("gradient exchange: a peer closed its connection");
-    if (k < 0) throw std::runtime_error(std::string("gradient exchange: receive failed: ") + std::strerror(errno));
-    c += k, n -= size_t(k);
-  }
+  if (fanout_sdk::recv_all(fd, p, n)) return;
+  if (errno == 0) throw std::runtime_error("gradient exchange: a peer closed its connection");
+  throw fanout_sdk::errno_error("gradient exchange: receive failed");
 }
 
 void tune(int fd, int timeout_ms) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  fanout_sdk::set_nodelay(fd);
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -75,15 +58,14 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
   if (world == 1) return;
   if (token.empty()) throw std::invalid_argument("gradient exchange: no channel token");
   if (rank == 0) {
-    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1) throw std::invalid_argument("gradient exchange: bad address " + address);
-    if (::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd, world) != 0)
-      throw std::runtime_error("gradient exchange: cannot listen on " + address + ": " + std::strerror(errno));
-    socklen_t len = sizeof a;
-    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-    if (on_listening) on_listening(ntohs(a.sin_port));
+    int port = 0;
+    int lfd = -1;
+    try {
+      lfd = fanout_sdk::tcp_listen(address, 0, world, port);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string("gradient exchange: ") + e.what());
+    }
+    if (on_listening) on_listening(port);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     peers_.assign(size_t(world - 1), -1);
     for (int got = 0; got < world - 1;) {
@@ -110,28 +92,24 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
     ::close(lfd);
     return;
   }
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) throw std::invalid_argument("gradient exchange: '" + address + "' is not ip:port");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(std::atoi(address.c_str() + colon + 1)));
-  if (::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr) != 1) throw std::invalid_argument("gradient exchange: bad address " + address);
-  for (;;) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      tune(fd, timeout_ms);
-      const int32_t r = rank;
-      std::string hello = token;
-      hello.append(reinterpret_cast<const char*>(&r), sizeof r);
-      send_all(fd, hello.data(), hello.size());
-      peers_.push_back(fd);
-      return;
-    }
-    ::close(fd);
-    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("gradient exchange: cannot reach process 0 at " + address);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry pacing while process 0 starts listening
+  int fd = -1;
+  try {
+    const auto [host, port] = fanout_sdk::split_host_port(address);
+    fd = fanout_sdk::tcp_connect(host, port, timeout_ms);  // retried while process 0 starts listening
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("gradient exchange: cannot reach process 0: ") + e.what());
   }
+  tune(fd, timeout_ms);
+  const int32_t r = rank;
+  std::string hello = token;
+  hello.append(reinterpret_cast<const char*>(&r), sizeof r);
+  if (!fanout_sdk::send_all(fd, hello.data(), hello.size())) {  // a throwing constructor runs no destructor
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    throw fanout_sdk::errno_error("gradient exchange: send failed");
+  }
+  peers_.push_back(fd);
 }
 
 GradientExchange::~GradientExchange() {

@@ -2,35 +2,20 @@
 
 #include "fanout_sdk.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 namespace torchloader {
 namespace {
 
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += size_t(n);
-  }
-  return true;
-}
+bool write_all(int fd, const std::string& s) { return fanout_sdk::send_all(fd, s.data(), s.size()); }
 
 // Reads what is available on fd into buf and moves complete lines to out; false on EOF or error.
 bool read_lines(int fd, std::string& buf, std::vector<std::string>& out) {
@@ -56,17 +41,11 @@ std::vector<std::string> words(const std::string& line) {
 }
 
 LineServer::LineServer(const std::string& bind_ip, std::string token) : token_(std::move(token)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, bind_ip.c_str(), &a.sin_addr) != 1) throw std::runtime_error("bad master address " + bind_ip);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 64) != 0)
-    throw std::runtime_error("master cannot listen on " + bind_ip + ": " + std::strerror(errno));
-  socklen_t len = sizeof a;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
+  try {
+    listen_fd_ = fanout_sdk::tcp_listen(bind_ip, 0, 64, port_);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("the torchloader master ") + e.what());
+  }
 }
 
 LineServer::~LineServer() {
@@ -83,8 +62,7 @@ std::vector<Line> LineServer::poll(int timeout_ms) {
   if (fds[0].revents & POLLIN) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) {
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fanout_sdk::set_nodelay(fd);
       conns_.push_back({fd, "", false});
     }
   }
@@ -129,35 +107,19 @@ struct LineClient::SendLock {
 };
 
 LineClient::LineClient(const std::string& host_port, const std::string& token, int timeout_ms) : lock_(new SendLock) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("master address '" + host_port + "' is not host:port");
-  const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::string why;
-  while (std::chrono::steady_clock::now() < deadline) {
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0) {
-      fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (::connect(fd_, res->ai_addr, res->ai_addrlen) == 0) {
-        ::freeaddrinfo(res);
-        int one = 1;
-        ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (!write_all(fd_, "AUTH " + token + "\n")) throw std::runtime_error("the torchloader master at " + host_port + " closed the connection");
-        return;
-      }
-      why = std::strerror(errno);
-      ::close(fd_);
-      fd_ = -1;
-      ::freeaddrinfo(res);
-    } else {
-      why = "cannot resolve " + host;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry pacing while the master starts, not synchronisation
+  try {
+    const auto [host, port] = fanout_sdk::split_host_port(host_port);
+    fd_ = fanout_sdk::tcp_connect(host, port, timeout_ms, 50);  // retried while the master starts
+  } catch (const std::runtime_error& e) {
+    delete lock_;
+    throw std::runtime_error("cannot connect to the torchloader master: " + std::string(e.what()));
   }
-  delete lock_;
-  throw std::runtime_error("cannot connect to the torchloader master at " + host_port + ": " + why);
+  fanout_sdk::set_nodelay(fd_);
+  if (!write_all(fd_, "AUTH " + token + "\n")) {
+    ::close(fd_);
+    delete lock_;
+    throw std::runtime_error("the torchloader master at " + host_port + " closed the connection");
+  }
 }
 
 LineClient::~LineClient() {
