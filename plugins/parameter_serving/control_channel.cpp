@@ -12,77 +12,39 @@
 
 namespace parameter_serving {
 
-ControlServer::ControlServer(const std::string& bind_ip, std::string token) : token_(std::move(token)) {
-  listen_fd_ = fanout_sdk::tcp_listen(bind_ip, 0, 1024, port_, SOCK_NONBLOCK);
-}
-
-ControlServer::~ControlServer() {
-  for (auto& c : conns_)
-    if (c.fd >= 0) close(c.fd);
-  if (listen_fd_ >= 0) close(listen_fd_);
-}
-
-size_t ControlServer::open_connections() const {
-  size_t n = 0;
-  for (auto& c : conns_) n += c.fd >= 0;
-  return n;
-}
-
 void ControlServer::poll_messages(int timeout_ms, std::vector<ControlMessage>& out) {
-  std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
-  std::vector<size_t> which;  // fds[k + 1] is conns_[which[k]]
-  for (size_t i = 0; i < conns_.size(); ++i)
-    if (conns_[i].fd >= 0) fds.push_back({conns_[i].fd, POLLIN, 0}), which.push_back(i);
-  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) throw fanout_sdk::errno_error("control poll");
-  if (fds[0].revents & POLLIN)
-    for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) conns_.push_back({fd, {}, false, -1});
-  for (size_t k = 0; k < which.size(); ++k) {
-    if (!(fds[k + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    Conn& c = conns_[which[k]];
-    char buf[4096];
-    ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0) {
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (!c.authed) ++refused_;  // connected and left without the token
-      close(c.fd);
-      c.fd = -1;
-      continue;
-    }
-    c.in.append(buf, size_t(n));
+  for (const auto& event : gate_.poll(timeout_ms)) {
+    auto& c = gate_.conn(event.conn);
     if (!c.authed) {
-      if (c.in.size() < kTokenBytes) continue;
+      if (c.in.size() < kTokenBytes) {
+        if (event.eof) gate_.refuse(event.conn);  // connected and left without the token
+        continue;
+      }
       if (!fanout_sdk::token_matches(c.in.substr(0, kTokenBytes), token_)) {
-        refuse(c);
+        gate_.refuse(event.conn);
         continue;
       }
       c.authed = true;
       c.in.erase(0, kTokenBytes);
     }
-    while (c.fd >= 0 && c.in.size() >= sizeof(ControlMessage)) {
+    bool forged = false;
+    while (!forged && c.in.size() >= sizeof(ControlMessage)) {
       ControlMessage m;
       std::memcpy(&m, c.in.data(), sizeof m);
       c.in.erase(0, sizeof m);
-      const bool first_hello = m.type == kHello && c.worker < 0;
-      if (!first_hello && !(m.type == kPost && int64_t(m.worker) == c.worker)) {
-        refuse(c);
-        break;
-      }
-      if (first_hello) c.worker = m.worker, ++hellos_;
+      const bool first_hello = m.type == kHello && c.peer < 0;
+      forged = !first_hello && !(m.type == kPost && int64_t(m.worker) == c.peer);
+      if (forged) break;
+      if (first_hello) c.peer = m.worker, ++hellos_;
       out.push_back(m);
     }
+    if (forged) gate_.refuse(event.conn);
+    else if (event.eof) gate_.close(event.conn);
   }
 }
 
-void ControlServer::refuse(Conn& c) {
-  ++refused_;
-  close(c.fd);
-  c.fd = -1;
-  c.in.clear();
-}
-
 void ControlServer::send_done() {
-  for (auto& c : conns_)
-    if (c.fd >= 0) (void)::send(c.fd, &kDone, 1, MSG_NOSIGNAL);
+  for (size_t i = 0; i < gate_.size(); ++i) (void)gate_.send(i, &kDone, 1);
 }
 
 ControlClient::ControlClient(const std::string& ip, int port, const std::string& token, int timeout_ms) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "fanout_gate.hpp"
+
 namespace parameter_serving {
 
 struct ControlMessage {
@@ -27,28 +29,18 @@ constexpr size_t kTokenBytes = 32;
 // The trainer's side: listens, accepts its workers, collects their messages.
 class ControlServer {
  public:
-  ControlServer(const std::string& bind_ip, std::string token);
-  ~ControlServer();
-  int port() const { return port_; }
+  ControlServer(const std::string& bind_ip, std::string token) : token_(std::move(token)), gate_(bind_ip, 1024) {}
+  int port() const { return gate_.port(); }
   // Waits up to timeout_ms for messages (and new connections), appending what arrived.
   void poll_messages(int timeout_ms, std::vector<ControlMessage>& out);
   size_t hellos() const { return hellos_; }
-  size_t open_connections() const;
+  size_t open_connections() const { return gate_.open_connections(); }
   void send_done();  // to every open connection
-  size_t refused() const { return refused_; }
+  size_t refused() const { return gate_.refused(); }
 
  private:
-  struct Conn {
-    int fd;
-    std::string in;
-    bool authed = false;
-    int64_t worker = -1;  // from its HELLO
-  };
-  void refuse(Conn& c);
   std::string token_;
-  size_t refused_ = 0;
-  int listen_fd_ = -1, port_ = 0;
-  std::vector<Conn> conns_;
+  fanout_sdk::GatedServer gate_;  // a connection's peer is the worker its HELLO named
   size_t hellos_ = 0;
 };
 

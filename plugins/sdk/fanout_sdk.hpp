@@ -3,7 +3,8 @@
 //   fanout_files.hpp     write-then-rename            fanout_net.hpp       this node's addresses
 //   fanout_token.hpp     tokens and passwords         fanout_checksum.hpp  a fast checksum of moved bytes
 //   fanout_process.hpp   companion programs, spawning, waiting
-//   fanout_socket.hpp    TCP listen/connect-with-retry/send_all   fanout_clock.hpp   monotonic and wall clocks
+//   fanout_socket.hpp    TCP listen/connect-with-retry/send_all   fanout_clock.hpp     monotonic and wall clocks
+//   fanout_gate.hpp      the server side of a token-gated channel (accept, buffer, refuse strangers)
 #pragma once
 #include <cctype>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "fanout_checksum.hpp"
 #include "fanout_clock.hpp"
 #include "fanout_files.hpp"
+#include "fanout_gate.hpp"
 #include "fanout_net.hpp"
 #include "fanout_plugin.h"
 #include "fanout_process.hpp"

@@ -40,66 +40,39 @@ std::vector<std::string> words(const std::string& line) {
   return w;
 }
 
-LineServer::LineServer(const std::string& bind_ip, std::string token) : token_(std::move(token)) {
-  try {
-    listen_fd_ = fanout_sdk::tcp_listen(bind_ip, 0, 64, port_);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("the torchloader master ") + e.what());
-  }
-}
-
-LineServer::~LineServer() {
-  for (auto& c : conns_)
-    if (c.fd >= 0) ::close(c.fd);
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-}
-
 std::vector<Line> LineServer::poll(int timeout_ms) {
-  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
-  for (auto& c : conns_) fds.push_back({c.fd, short(c.fd >= 0 ? POLLIN : 0), 0});
   std::vector<Line> out;
-  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return out;
-  if (fds[0].revents & POLLIN) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) {
-      fanout_sdk::set_nodelay(fd);
-      conns_.push_back({fd, "", false});
-    }
-  }
-  for (size_t i = 1; i < fds.size(); ++i) {
-    Conn& c = conns_[i - 1];
-    if (c.fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    std::vector<std::string> lines;
-    bool open = read_lines(c.fd, c.in, lines);
+  for (const auto& event : gate_.poll(timeout_ms)) {
+    const int id = int(event.conn);
+    auto& c = gate_.conn(event.conn);
     const bool was_authed = c.authed;
-    for (auto& l : lines) {
-      if (!c.authed) {
-        // The first line decides: the token, or the connection is closed (a stranger never reaches the master).
-        const auto w = words(l);
-        c.authed = w.size() == 2 && w[0] == "AUTH" && fanout_sdk::token_matches(w[1], token_);
-        if (!c.authed) {
-          ++refused_;
-          open = false;
-          break;
-        }
+    bool refused = false;
+    for (size_t nl; !refused && (nl = c.in.find('\n')) != std::string::npos;) {
+      std::string line = c.in.substr(0, nl);
+      c.in.erase(0, nl + 1);
+      if (c.authed) {
+        out.push_back({id, std::move(line)});
         continue;
       }
-      out.push_back({int(i - 1), l});
+      // The first line decides: the token, or the connection is closed (a stranger never reaches the master).
+      const auto w = words(line);
+      c.authed = w.size() == 2 && w[0] == "AUTH" && fanout_sdk::token_matches(w[1], token_);
+      refused = !c.authed;
     }
-    if (!c.authed && c.in.size() > 256) ++refused_, open = false;  // no line within 256 bytes: not a peer
-    if (!open) {
-      ::close(c.fd);
-      c.fd = -1;
-      if (was_authed || c.authed) out.push_back({int(i - 1), "CLOSED"});  // only a peer's leaving matters
-      else if (lines.empty()) ++refused_;  // closed without a word
+    if (!refused && !c.authed && (event.eof || c.in.size() > 256)) refused = true;  // left without a word, or no line within 256 bytes
+    if (refused) {
+      gate_.refuse(event.conn);
+    } else if (event.eof) {
+      gate_.close(event.conn);
+      if (was_authed || c.authed) out.push_back({id, "CLOSED"});  // only a peer's leaving matters
     }
   }
   return out;
 }
 
 bool LineServer::send(int conn, const std::string& text) {
-  if (conn < 0 || size_t(conn) >= conns_.size() || conns_[size_t(conn)].fd < 0) return false;
-  return write_all(conns_[size_t(conn)].fd, text + "\n");
+  const std::string line = text + "\n";
+  return conn >= 0 && gate_.send(size_t(conn), line.data(), line.size());
 }
 
 struct LineClient::SendLock {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "fanout_gate.hpp"
+
 namespace torchloader {
 
 struct Line {
@@ -16,27 +18,17 @@ struct Line {
 // until then nothing it sends is delivered; a wrong or malformed first line closes it, counted in refused().
 class LineServer {
  public:
-  LineServer(const std::string& bind_ip, std::string token);  // an ephemeral port
-  ~LineServer();
-  LineServer(const LineServer&) = delete;
-  LineServer& operator=(const LineServer&) = delete;
-  int port() const { return port_; }
+  LineServer(const std::string& bind_ip, std::string token) : token_(std::move(token)), gate_(bind_ip, 64) {}  // an ephemeral port
+  int port() const { return gate_.port(); }
   // Accepts new connections and reads what arrived, for up to timeout_ms. A closed connection yields a line
   // "CLOSED" for it.
   std::vector<Line> poll(int timeout_ms);
   bool send(int conn, const std::string& text);  // false when that connection is gone
-  size_t refused() const { return refused_; }
+  size_t refused() const { return gate_.refused(); }
 
  private:
-  struct Conn {
-    int fd;
-    std::string in;
-    bool authed = false;
-  };
   std::string token_;
-  size_t refused_ = 0;
-  int listen_fd_ = -1, port_ = 0;
-  std::vector<Conn> conns_;  // index = connection id; fd -1 once closed
+  fanout_sdk::GatedServer gate_;  // index = connection id
 };
 
 class LineClient {
