@@ -1,18 +1,15 @@
 #include "common/subprocess.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <thread>
 
 #include "common/files.h"
+#include "plugins/sdk/fanout_process.hpp"
 
 extern char** environ;
 
@@ -52,19 +49,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::files
   int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc == 0) {
-    int st = 0;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
-      if (waitpid(pid, &st, WNOHANG) == pid) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        r.err = argv[0] + ": killed after " + std::to_string(int(timeout_s)) + " s\n";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-    }
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const auto exit = fanout_sdk::wait_exit_within(pid, int64_t(timeout_s * 1000));
+    if (exit.killed) r.err = argv[0] + ": killed after " + std::to_string(int(timeout_s)) + " s\n";
+    r.exit_code = exit.status;
   } else {
     r.err = "cannot run " + argv[0] + ": " + std::strerror(rc) + "\n";
   }

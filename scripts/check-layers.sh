@@ -9,7 +9,7 @@ set -eu
 ORDER="plugins/sdk common results rendezvous host launchers schedulers rank orchestrator"
 ALLOW='
 plugins/sdk:
-common:       plugins/sdk/fanout_clock.hpp
+common:       plugins/sdk/fanout_clock.hpp plugins/sdk/fanout_process.hpp
 results:      common plugins/sdk/fanout_plugin.h
 rendezvous:   common plugins/sdk
 host:         common plugins/sdk

@@ -3,14 +3,18 @@
 #pragma once
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fanout_sdk {
@@ -68,6 +72,31 @@ inline int wait_exit(pid_t pid) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits up to timeout_ms for a started program, then kills it (SIGKILL) and reaps it. Polls with growing pauses
+// (100 us up to 20 ms) rather than catching SIGCHLD: the host process owns its signal handlers.
+struct Exit {
+  int status = 0;       // the exit status, or 128 + the signal that ended it
+  bool killed = false;  // true when the deadline passed and this call killed it
+};
+inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
+  Exit e;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      e.killed = true;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+  e.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return e;
 }
 
 }  // namespace fanout_sdk

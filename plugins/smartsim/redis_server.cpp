@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "fanout_process.hpp"
+
 extern char** environ;
 
 namespace smartsim {
@@ -145,8 +147,7 @@ bool RedisServer::start() {
     if (Clock::now() > deadline) {
       // The constructor throws, so no destructor will stop it: a server left running would hold its port (and a
       // node's memory) for every later run.
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &st, 0);
+      (void)fanout_sdk::wait_exit_within(pid_, 0);
       pid_ = -1;
       throw std::runtime_error("redis-server on " + address() + " did not answer PING in " + std::to_string(kStartSeconds) + " s: " + log_tail(log));
     }
@@ -158,16 +159,7 @@ bool RedisServer::start() {
 RedisServer::~RedisServer() {
   if (pid_ <= 0) return;
   ask(cfg_.bind, cfg_.port, cfg_.password, {"SHUTDOWN", "NOSAVE"});
-  auto deadline = Clock::now() + std::chrono::seconds(5);
-  int st = 0;
-  while (waitpid(pid_, &st, WNOHANG) != pid_) {
-    if (Clock::now() > deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  (void)fanout_sdk::wait_exit_within(pid_, 5000);  // SHUTDOWN NOSAVE ends it at once; a wedged one is killed
 }
 
 double create_cluster(const std::vector<std::string>& addresses, const std::string& password, int timeout_s) {
