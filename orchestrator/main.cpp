@@ -9,7 +9,8 @@
 #include <iostream>
 #include <algorithm>
 #include <tuple>
-#include <list>
+#include <functional>
+#include <memory>
 #include <map>
 
 #include <CLI/CLI.hpp>
@@ -248,99 +249,205 @@ int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) 
   return unreadable ? 1 : 0;
 }
 
-int drive(int argc, char** argv) {
+int drive(int argc, char** argv);
+
+// A subcommand: the CLI11 node its flags hang on, and what it does once the command line chose it. Each maker
+// below owns its flags' storage (shared with its handler), so drive() only builds the table and dispatches.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// The command line as typed, for run.toml/resume and the experiment's log.
+struct Invocation {
   std::string cmdline;
-  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + shell_quote(argv[i]);
-  const std::vector<std::string> args(argv, argv + argc);
+  std::vector<std::string> args;
+};
 
-  CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "fanout " FANOUT_VERSION " (" FANOUT_GIT_REVISION ", plugin ABI " +
-                                        std::to_string(FANOUT_PLUGIN_ABI_VERSION) + ")");
+Command plugins_command(CLI::App& app, const PluginScan& scan) {
+  auto* cmd = app.add_subcommand("plugins", "list installed plugins, their roles, experiments and parameters");
+  auto check_path = std::make_shared<std::string>();
+  cmd->add_option("--check", *check_path, "check one plugin file and report why it is refused, if it is");
+  return {cmd, [check_path, &scan] {
+            if (check_path->empty()) return print_plugins(scan, std::cout), 0;
+            auto p = Plugin::open(*check_path);
+            std::cout << "ok: " << p->path().string() << " is plugin " << p->name() << " " << p->version() << " (ABI "
+                      << p->abi_version() << ")\n";
+            return 0;
+          }};
+}
 
-  PluginScan scan = scan_plugins();
+Command run_command(CLI::App& app, const Invocation& inv) {
+  auto* cmd = app.add_subcommand("run", "run an experiment file (TOML: plugin, steps, parameters, zip, exclude)");
+  struct State {
+    std::string file;
+    SettingsFlags flags;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("file", st->file, "experiment file")->required();
+  st->flags.add_to(cmd);
+  return {cmd, [st, &inv] {
+            ExperimentRequest req = parse_experiment_file(st->file);
+            if (req.plugin.find('/') != std::string::npos && fs::path(req.plugin).is_relative())
+              req.plugin = (fs::absolute(st->file).parent_path() / req.plugin).lexically_normal().string();
+            st->flags.apply(req);
+            auto plugin = find_plugin(req.plugin);
+            return execute(req, *plugin, st->flags.dry_run, inv.cmdline, inv.args);
+          }};
+}
 
-  auto* plugins_cmd = app.add_subcommand("plugins", "list installed plugins, their roles, experiments and parameters");
-  std::string check_path;
-  plugins_cmd->add_option("--check", check_path, "check one plugin file and report why it is refused, if it is");
+Command ls_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("ls", "list the experiments under a results folder: runs by status, last end, report");
+  auto dir = std::make_shared<std::string>("results");
+  cmd->add_option("results_dir", *dir, "folder that holds one folder per experiment")->capture_default_str();
+  return {cmd, [dir] { return list_experiments(*dir, std::cout, std::cerr); }};
+}
 
-  auto* run_cmd = app.add_subcommand("run", "run an experiment file (TOML: plugin, steps, parameters, zip, exclude)");
-  std::string exp_file;
-  run_cmd->add_option("file", exp_file, "experiment file")->required();
-  SettingsFlags run_flags;
-  run_flags.add_to(run_cmd);
+Command csv_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("csv", "export samples.csv and statistics.csv from an experiment's database");
+  struct State {
+    std::string exp, out;
+    bool gzip = false;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("exp_dir", st->exp, "experiment folder (holds fanout.sqlite)")->required();
+  cmd->add_option("--out", st->out, "output folder (default <exp_dir>/csv)");
+  cmd->add_flag("--gzip", st->gzip, "write samples.csv.gz");
+  return {cmd, [st] {
+            const fs::path db_file = fs::path(st->exp) / layout::kDatabase;
+            if (!fs::exists(db_file)) throw UserError(st->exp + ": no fanout.sqlite here (is it an experiment folder?)");
+            ResultsDb db(db_file);
+            auto files = export_csv(db, st->out.empty() ? fs::path(st->exp) / layout::kCsvDir : fs::path(st->out), st->gzip);
+            std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
+                      << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
+                      << files.runs.string() << " (" << files.run_rows << " rows)\n";
+            return 0;
+          }};
+}
 
-  auto* results_cmd = app.add_subcommand("results", "work with stored results");
-  results_cmd->require_subcommand(1);
-  auto* csv_cmd = results_cmd->add_subcommand("csv", "export samples.csv and statistics.csv from an experiment's database");
-  std::string csv_exp, csv_out;
-  csv_cmd->add_option("exp_dir", csv_exp, "experiment folder (holds fanout.sqlite)")->required();
-  csv_cmd->add_option("--out", csv_out, "output folder (default <exp_dir>/csv)");
-  bool csv_gzip = false;
-  csv_cmd->add_flag("--gzip", csv_gzip, "write samples.csv.gz");
-  auto* ingest_cmd = results_cmd->add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
-  std::string ingest_exp;
-  ingest_cmd->add_option("exp_dir", ingest_exp, "experiment folder")->required();
-  auto* ls_cmd = app.add_subcommand("ls", "list the experiments under a results folder: runs by status, last end, report");
-  std::string ls_dir = "results";
-  ls_cmd->add_option("results_dir", ls_dir, "folder that holds one folder per experiment")->capture_default_str();
-  auto* resume_cmd = app.add_subcommand("resume", "run the permutations of an experiment that are missing or failed, after any interruption "
-                                                  "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
-  std::string resume_exp;
-  resume_cmd->add_option("exp_dir", resume_exp, "experiment folder (results/<exp_name>)")->required();
-  auto* compare_cmd = results_cmd->add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
-  std::string cmp_a, cmp_b;
-  CompareOptions cmp_opts;
-  compare_cmd->add_option("a", cmp_a, "baseline experiment folder")->required();
-  compare_cmd->add_option("b", cmp_b, "candidate experiment folder")->required();
-  compare_cmd->add_option("--threshold", cmp_opts.threshold_pct, "percent change of the median that counts")->capture_default_str();
-  compare_cmd->add_option("--ignore", cmp_opts.ignore, "parameter left out of the run matching (repeatable)");
-  compare_cmd->add_option("--metric", cmp_opts.metrics, "compare only this metric (repeatable)");
+Command ingest_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("ingest", "(re)ingest run folders into <exp_dir>/fanout.sqlite");
+  auto exp = std::make_shared<std::string>();
+  cmd->add_option("exp_dir", *exp, "experiment folder")->required();
+  return {cmd, [exp] {
+            if (!fs::is_directory(*exp)) throw UserError(*exp + ": not a folder");
+            ResultsDb db(fs::path(*exp) / layout::kDatabase);
+            const int n = ingest_tree(*exp, db);
+            std::cout << n << " run(s) ingested into " << (fs::path(*exp) / layout::kDatabase).string() << "\n";
+            return 0;
+          }};
+}
 
-  auto* process_cmd = app.add_subcommand("process_scaling_results",
-                                         "statistics, CSV, plots and an HTML report for an experiment (or a SmartSim-Scaling results folder)");
-  std::string scaling_dir = "results";
-  ProcessOptions process_opts;
-  process_cmd->add_option("--scaling_dir", scaling_dir, "experiment folder: fanout's, or SmartSim-Scaling's (imported first)")->capture_default_str();
-  process_cmd->add_flag("--overwrite", process_opts.overwrite, "replace an existing <scaling_dir>/processed (--overwrite=false refuses)")->capture_default_str();
-  process_cmd->add_flag("--gzip", process_opts.gzip_samples, "write samples.csv.gz");
+Command compare_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
+  struct State {
+    std::string a, b;
+    CompareOptions opts;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("a", st->a, "baseline experiment folder")->required();
+  cmd->add_option("b", st->b, "candidate experiment folder")->required();
+  cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts")->capture_default_str();
+  cmd->add_option("--ignore", st->opts.ignore, "parameter left out of the run matching (repeatable)");
+  cmd->add_option("--metric", st->opts.metrics, "compare only this metric (repeatable)");
+  return {cmd, [st] {
+            auto report = compare_experiments(st->a, st->b, st->opts);
+            // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
+            if (report.rows.empty())
+              throw UserError("results compare: no run of " + st->a + " matches one of " + st->b + " (" +
+                              std::to_string(report.unmatched_a) + " and " + std::to_string(report.unmatched_b) +
+                              " unmatched; --ignore a parameter that differs, or check --metric)");
+            print_comparison(report, st->opts, std::cout);
+            return report.regressions ? 1 : 0;
+          }};
+}
 
-  // One subcommand per experiment template of every plugin.
-  struct TemplateCmd {
-    CLI::App* app;
-    const Plugin* plugin;
-    const ExperimentTemplate* tmpl;
+Command resume_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("resume", "run the permutations of an experiment that are missing or failed, after any interruption "
+                                           "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
+  auto exp = std::make_shared<std::string>();
+  cmd->add_option("exp_dir", *exp, "experiment folder (results/<exp_name>)")->required();
+  return {cmd, [exp] {
+            SavedCommand saved = read_saved_command(*exp);
+            // The experiment is where it is now (it may have been moved since): its folder, not the saved flags,
+            // says where results go.
+            const fs::path here = fs::absolute(*exp).lexically_normal();
+            const fs::path exp_dir = here.filename().empty() ? here.parent_path() : here;
+            std::error_code ec;
+            fs::current_path(saved.cwd, ec);
+            if (ec) throw UserError(*exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());
+            set_flag(saved.argv, "--results_dir", exp_dir.parent_path().string());
+            set_flag(saved.argv, "--exp_name", exp_dir.filename().string());
+            saved.argv.push_back("--resume");
+            std::vector<char*> cargv;
+            for (auto& a : saved.argv) cargv.push_back(a.data());
+            cargv.push_back(nullptr);
+            return drive(int(saved.argv.size()), cargv.data());
+          }};
+}
+
+Command process_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("process_scaling_results",
+                                 "statistics, CSV, plots and an HTML report for an experiment (or a SmartSim-Scaling results folder)");
+  struct State {
+    std::string dir = "results";
+    ProcessOptions opts;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("--scaling_dir", st->dir, "experiment folder: fanout's, or SmartSim-Scaling's (imported first)")->capture_default_str();
+  cmd->add_flag("--overwrite", st->opts.overwrite, "replace an existing <scaling_dir>/processed (--overwrite=false refuses)")->capture_default_str();
+  cmd->add_flag("--gzip", st->opts.gzip_samples, "write samples.csv.gz");
+  return {cmd, [st] {
+            auto report = process_scaling_results(st->dir, st->opts);
+            if (report.imported_runs) std::cout << "imported " << report.imported_runs << " SmartSim-Scaling run(s)\n";
+            for (auto& w : report.warnings) std::cerr << "warning: " << w << "\n";
+            for (auto& f : report.files)
+              if (f.extension() != ".dat" && f.extension() != ".gp") std::cout << f.string() << "\n";
+            // What could be read is processed; a session that could not be is an error, not a warning.
+            for (auto& u : report.unreadable) std::cerr << "fanout: error: session not imported: " << u << "\n";
+            return report.unreadable.empty() ? 0 : 1;
+          }};
+}
+
+// One subcommand per experiment template: every plugin parameter as a flag (with the template's default), plus
+// the driver's settings.
+Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTemplate& tmpl, const Invocation& inv) {
+  auto* cmd = app.add_subcommand(tmpl.name, tmpl.summary + " [plugin " + plugin.name() + "]");
+  struct State {
     SettingsFlags flags;
     std::map<std::string, std::pair<std::string, CLI::Option*>> params;
   };
-  std::list<TemplateCmd> templates;
-  for (auto& p : scan.plugins)
-    for (auto& t : p->experiments()) {
-      if (app.get_subcommands([&](CLI::App* a) { return a->get_name() == t.name; }).size() ||
-          t.name == "plugins" || t.name == "run" || t.name == "results" || t.name == "process_scaling_results" || t.name == "ls" ||
-          t.name == "resume") {
-        scan.refused.push_back("experiment '" + t.name + "' of " + p->path().string() + " is shadowed by an earlier one");
-        continue;
-      }
-      templates.push_back({app.add_subcommand(t.name, t.summary + " [plugin " + p->name() + "]"), p.get(), &t, {}, {}});
-      auto& tc = templates.back();
-      for (auto& ps : p->params()) {
-        std::string def = ps.default_value;
-        for (auto& [n, v] : t.defaults)
-          if (n == ps.name) def = v;
-        auto& slot = tc.params[ps.name];
-        slot.second = tc.app->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + "; a list [a,b] sweeps)")
-                          ->default_str(def);
-      }
-      tc.flags.add_to(tc.app);
-    }
-
-  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* a) { return a->get_name() == argv[1]; }).empty()) {
-    std::vector<std::string> names;
-    for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(a->get_name());
-    throw UserError("unknown subcommand '" + std::string(argv[1]) + "' (known: " + join(names, ", ") + ")");
+  auto st = std::make_shared<State>();
+  for (auto& ps : plugin.params()) {
+    std::string def = ps.default_value;
+    for (auto& [n, v] : tmpl.defaults)
+      if (n == ps.name) def = v;
+    auto& slot = st->params[ps.name];
+    slot.second = cmd->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + "; a list [a,b] sweeps)")
+                      ->default_str(def);
   }
-  // "--message=" is an empty value; CLI11 would take the next argument as the value instead.
+  st->flags.add_to(cmd);
+  return {cmd, [st, &plugin, &tmpl, &inv] {
+            ExperimentRequest req;
+            req.plugin = plugin.path().string();
+            req.subcommand = tmpl.name;
+            for (auto& ps : plugin.params()) {
+              auto& [value, opt] = st->params.at(ps.name);
+              if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
+            }
+            req.settings.exp_name = tmpl.name;  // unless --exp_name says otherwise
+            st->flags.apply(req);
+            return execute(req, plugin, st->flags.dry_run, inv.cmdline, inv.args);
+          }};
+}
+
+bool has_subcommand(CLI::App& app, const std::string& name) {
+  return !app.get_subcommands([&](CLI::App* a) { return a->get_name() == name; }).empty();
+}
+
+// CLI11 reads "--message=" as a flag whose value is the next argument; an explicit empty value is kept here.
+// Returned last first, as CLI11's parse(vector) takes them.
+std::vector<std::string> words_for_cli11(int argc, char** argv) {
   std::vector<std::string> words;
   for (int i = argc - 1; i >= 1; --i) {
     std::string a = argv[i];
@@ -348,98 +455,50 @@ int drive(int argc, char** argv) {
     if (empty_value) words.push_back(""), a.pop_back();
     words.push_back(a);
   }
+  return words;
+}
+
+int drive(int argc, char** argv) {
+  Invocation inv;
+  for (int i = 0; i < argc; ++i) inv.cmdline += (i ? " " : "") + shell_quote(argv[i]);
+  inv.args.assign(argv, argv + argc);
+
+  CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "fanout " FANOUT_VERSION " (" FANOUT_GIT_REVISION ", plugin ABI " +
+                                        std::to_string(FANOUT_PLUGIN_ABI_VERSION) + ")");
+  PluginScan scan = scan_plugins();
+
+  std::vector<Command> commands = {plugins_command(app, scan), run_command(app, inv)};
+  auto* results = app.add_subcommand("results", "work with stored results");
+  results->require_subcommand(1);
+  for (auto* make : {csv_command, ingest_command, compare_command}) commands.push_back(make(*results));
+  commands.push_back(ls_command(app));
+  commands.push_back(resume_command(app));
+  commands.push_back(process_command(app));
+  // The driver's own names come first: a template named like one of them (or an earlier template) is refused.
+  for (auto& p : scan.plugins)
+    for (auto& t : p->experiments()) {
+      if (has_subcommand(app, t.name)) {
+        scan.refused.push_back("experiment '" + t.name + "' of " + p->path().string() + " is shadowed by an earlier one");
+        continue;
+      }
+      commands.push_back(template_command(app, *p, t, inv));
+    }
+
+  if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {
+    std::vector<std::string> names;
+    for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(a->get_name());
+    throw UserError("unknown subcommand '" + std::string(argv[1]) + "' (known: " + join(names, ", ") + ")");
+  }
   try {
-    app.parse(words);  // CLI11 takes them last first
+    app.parse(words_for_cli11(argc, argv));
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     throw UserError(usage_error(app, e));
   }
-
-  if (plugins_cmd->parsed()) {
-    if (!check_path.empty()) {
-      auto p = Plugin::open(check_path);
-      std::cout << "ok: " << p->path().string() << " is plugin " << p->name() << " " << p->version() << " (ABI "
-                << p->abi_version() << ")\n";
-      return 0;
-    }
-    print_plugins(scan, std::cout);
-    return 0;
-  }
-  if (ls_cmd->parsed()) return list_experiments(ls_dir, std::cout, std::cerr);
-  if (run_cmd->parsed()) {
-    ExperimentRequest req = parse_experiment_file(exp_file);
-    if (req.plugin.find('/') != std::string::npos && fs::path(req.plugin).is_relative())
-      req.plugin = (fs::absolute(exp_file).parent_path() / req.plugin).lexically_normal().string();
-    run_flags.apply(req);
-    auto plugin = find_plugin(req.plugin);
-    return execute(req, *plugin, run_flags.dry_run, cmdline, args);
-  }
-  if (csv_cmd->parsed()) {
-    fs::path db_file = fs::path(csv_exp) / layout::kDatabase;
-    if (!fs::exists(db_file)) throw UserError(csv_exp + ": no fanout.sqlite here (is it an experiment folder?)");
-    ResultsDb db(db_file);
-    auto files = export_csv(db, csv_out.empty() ? fs::path(csv_exp) / layout::kCsvDir : fs::path(csv_out), csv_gzip);
-    std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
-              << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
-              << files.runs.string() << " (" << files.run_rows << " rows)\n";
-    return 0;
-  }
-  if (resume_cmd->parsed()) {
-    SavedCommand saved = read_saved_command(resume_exp);
-    // The experiment is where it is now (it may have been moved since): its folder, not the saved flags, says
-    // where results go.
-    const fs::path here = fs::absolute(resume_exp).lexically_normal();
-    const fs::path exp_dir = here.filename().empty() ? here.parent_path() : here;
-    std::error_code ec;
-    fs::current_path(saved.cwd, ec);
-    if (ec) throw UserError(resume_exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());
-    set_flag(saved.argv, "--results_dir", exp_dir.parent_path().string());
-    set_flag(saved.argv, "--exp_name", exp_dir.filename().string());
-    saved.argv.push_back("--resume");
-    std::vector<char*> cargv;
-    for (auto& a : saved.argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    return drive(int(saved.argv.size()), cargv.data());
-  }
-  if (compare_cmd->parsed()) {
-    auto report = compare_experiments(cmp_a, cmp_b, cmp_opts);
-    // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
-    if (report.rows.empty())
-      throw UserError("results compare: no run of " + cmp_a + " matches one of " + cmp_b + " (" + std::to_string(report.unmatched_a) +
-                      " and " + std::to_string(report.unmatched_b) + " unmatched; --ignore a parameter that differs, or check --metric)");
-    print_comparison(report, cmp_opts, std::cout);
-    return report.regressions ? 1 : 0;
-  }
-  if (process_cmd->parsed()) {
-    auto report = process_scaling_results(scaling_dir, process_opts);
-    if (report.imported_runs) std::cout << "imported " << report.imported_runs << " SmartSim-Scaling run(s)\n";
-    for (auto& w : report.warnings) std::cerr << "warning: " << w << "\n";
-    for (auto& f : report.files)
-      if (f.extension() != ".dat" && f.extension() != ".gp") std::cout << f.string() << "\n";
-    // What could be read is processed; a session that could not be is an error, not a warning.
-    for (auto& u : report.unreadable) std::cerr << "fanout: error: session not imported: " << u << "\n";
-    return report.unreadable.empty() ? 0 : 1;
-  }
-  if (ingest_cmd->parsed()) {
-    if (!fs::is_directory(ingest_exp)) throw UserError(ingest_exp + ": not a folder");
-    ResultsDb db(fs::path(ingest_exp) / layout::kDatabase);
-    int n = ingest_tree(ingest_exp, db);
-    std::cout << n << " run(s) ingested into " << (fs::path(ingest_exp) / layout::kDatabase).string() << "\n";
-    return 0;
-  }
-  for (auto& tc : templates) {
-    if (!tc.app->parsed()) continue;
-    ExperimentRequest req;
-    req.plugin = tc.plugin->path().string();
-    req.subcommand = tc.tmpl->name;
-    for (auto& ps : tc.plugin->params()) {
-      auto& [value, opt] = tc.params.at(ps.name);
-      if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
-    }
-    req.settings.exp_name = tc.tmpl->name;  // unless --exp_name says otherwise
-    tc.flags.apply(req);
-    return execute(req, *tc.plugin, tc.flags.dry_run, cmdline, args);
-  }
+  for (auto& c : commands)
+    if (c.app->parsed()) return c.run();
   return 2;
 }
 
