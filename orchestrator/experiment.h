@@ -37,6 +37,7 @@ struct ExperimentSettings {
   bool array = false;    // submit runs as job arrays (one submission per resource shape)
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
+  int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
   bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
   int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded

@@ -29,6 +29,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "orchestrator/progress.h"
 #include "schedulers/scheduler.h"
 #include "results/csv_export.h"
 #include "results/run_folder.h"
@@ -139,17 +140,6 @@ RunStatusRecord status_record(const JobStatus& s, const JobSpec& job) {
   return r;
 }
 
-std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  char buf[32];
-  if (s < 60) {
-    std::snprintf(buf, sizeof buf, "%.1fs", s);
-    return buf;
-  }
-  int64_t t = int64_t(std::llround(s));
-  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
-  return buf;
-}
 
 // Creates the folder: two drivers started in the same second on one experiment get one each.
 fs::path unique_run_root(const fs::path& exp_dir) {
@@ -332,6 +322,7 @@ class ExperimentSession {
  public:
   ExperimentSession(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts)
       : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : std::cerr),
+        progress_(log_, !opts.progress && isatty(STDERR_FILENO), double(st_.status_interval_s)),
         scheduler_(make_scheduler(st_.launcher)) {}
   ~ExperimentSession() {
     try {
@@ -352,10 +343,13 @@ class ExperimentSession {
       if (opts_.interrupt && *opts_.interrupt && !cancelling_) interrupt();
       bool changed = submit_ready();
       if (active_.empty()) continue;
+      progress_.status(counts(), monotonic_ns());  // before the poll: the first one shows every run still to end
       changed |= poll_once();
       check_stalls();
       back_off(changed);
     }
+    if (progress_.terminal()) progress_.status(counts(), monotonic_ns(), true);  // the last state stays on screen
+    progress_.end_status();
     outcome_.interrupted = cancelling_;
     report();
     return outcome_;
@@ -376,6 +370,8 @@ class ExperimentSession {
     int group = -1;        // the shared-step group this slot belongs to (its service or one of its runs)
     bool service = false;  // the slot is the group's service
     bool ended = false;
+    bool failed = false;   // ended without completing, and not retried
+    std::string waiting{};  // why the scheduler keeps it pending, when it says
   };
   // A shared step's group: its service slot, started first; its runs start once the service has written
   // <dir>/ready, one at a time (as SmartSim-Scaling's inner loop: runs measured against one database must not
@@ -389,6 +385,34 @@ class ExperimentSession {
   // Whether a slot may be submitted now: a run of a group waits for its service to be ready, and is recorded
   // FAILED without running when the service ended first.
   enum class Gate { Go, Wait, Gone };
+
+  std::ostream& log() { return progress_.event(); }
+
+  // The sweep as the status line shows it: runs (retries included) apart from services; ETA from the rate at
+  // which runs have ended so far (it holds for any parallelism, queueing included).
+  SweepCounts counts() const {
+    SweepCounts c;
+    const Slot* oldest_pending = nullptr;
+    for (const Slot& s : slots_) {
+      if (s.service) {
+        c.services_up += !s.job_id.empty() && !s.ended;
+        continue;
+      }
+      ++c.runs;
+      if (s.ended) c.done += 1, c.failed += s.failed;
+      else if (s.state == JobState::Running) ++c.running;
+      else {
+        ++c.pending;
+        if (!oldest_pending && !s.job_id.empty()) oldest_pending = &s;
+      }
+    }
+    c.retried = size_t(outcome_.retries);
+    c.elapsed_s = double(monotonic_ns() - t0_) / 1e9;
+    if (c.done > 0) c.eta_s = c.elapsed_s / double(c.done) * double(c.runs - c.done);
+    if (oldest_pending && !oldest_pending->waiting.empty())
+      c.waiting = oldest_pending->run->session + " (job " + oldest_pending->job_id + "): " + oldest_pending->waiting;
+    return c;
+  }
 
   JobSpec job(const RunPlan& r, const fs::path& dir) const { return job_for(plan_, r, plugin_, opts_, dir); }
   RunMetadata metadata(const RunPlan& r) const { return metadata_for(plan_, r, plugin_, opts_, scheduler_->name()); }
@@ -417,7 +441,7 @@ class ExperimentSession {
     }
     if (!resume()) {
       CsvFiles csv = write_csv();  // csv/ after every driver, also one that found nothing left to run
-      log_ << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
+      log() << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n";
       return false;
     }
     return true;
@@ -447,10 +471,10 @@ class ExperimentSession {
     }
     for (const auto& r : plan_.runs)
       if (!completed.count(r.param_hash) && !followed.count(r.param_hash)) todo_.push_back(&r);
-    log_ << "fanout: resume: " << completed.size() << " of " << plan_.runs.size() << " permutation(s) already COMPLETED";
-    if (recovered) log_ << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
-    if (!adopted_.empty()) log_ << ", " << adopted_.size() << " still in the " << scheduler_->name() << " queue followed again";
-    log_ << "; running " << todo_.size() << "\n";
+    log() << "fanout: resume: " << completed.size() << " of " << plan_.runs.size() << " permutation(s) already COMPLETED";
+    if (recovered) log() << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
+    if (!adopted_.empty()) log() << ", " << adopted_.size() << " still in the " << scheduler_->name() << " queue followed again";
+    log() << "; running " << todo_.size() << "\n";
     return !todo_.empty() || !adopted_.empty();
   }
 
@@ -478,10 +502,10 @@ class ExperimentSession {
       add_slot(r, 0, int(groups_.size()) - 1);
     }
     outcome_.runs = slots_.size();
-    log_ << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
+    log() << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
          << st_.launcher;
-    if (!groups_.empty()) log_ << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
-    log_ << " -> " << outcome_.run_root.string() << "\n";
+    if (!groups_.empty()) log() << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
+    log() << " -> " << outcome_.run_root.string() << "\n";
   }
 
   // A slot's folder: private, with its run.toml and job.sh.
@@ -540,9 +564,7 @@ class ExperimentSession {
     active_[id] = i;
   }
 
-  // One counter instead of counting running slots per event (that was quadratic in the number of runs).
   void set_state(Slot& s, JobState state) {
-    running_ += (state == JobState::Running) - (s.state == JobState::Running);
     if (state == JobState::Running && s.state != JobState::Running) s.running_since_wall_ns = wall_ns();
     s.state = state;
   }
@@ -573,21 +595,22 @@ class ExperimentSession {
     const bool service_gone = s.group >= 0 && !s.service && slots_[groups_[size_t(s.group)].service].ended;
     const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st_.max_retries && !cancelling_;
     if (js.state == JobState::Completed) ++outcome_.completed;
-    else if (!retry) ++outcome_.failed;
-    double dur = double(monotonic_ns() - s.started_ns) / 1e9;
-    busy_s_ += dur;
-    size_t remaining = slots_.size() - done_;
-    double eta = done_ ? busy_s_ / double(done_) * double(remaining) / double(max_parallel_) : NAN;
-    log_ << "[" << done_ << "/" << slots_.size() << " done | " << running_ << " running | " << slots_.size() - done_ - running_
-         << " pending | ETA " << format_duration(eta) << "] " << s.run->session << " " << job_state_name(js.state) << " in "
-         << format_duration(dur) << ", " << report.samples << " samples";
-    if (js.state != JobState::Completed) log_ << " -- " << js.reason;
-    log_ << "\n";
-    for (auto& w : report.warnings) log_ << "  warning: " << w << "\n";
+    else if (!retry) ++outcome_.failed, s.failed = true;
+    const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
+    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : s.dir.filename().string();
+    log() << "fanout: " << name << " " << job_state_name(js.state) << " in " << format_duration(dur) << ", " << report.samples << " samples";
+    if (js.state != JobState::Completed) log() << " -- " << js.reason;
+    log() << "\n";
+    if (js.state != JobState::Completed) {
+      std::string line = name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + ": " + js.reason;
+      if (js.reason.find(s.dir.string()) == std::string::npos) line += "; logs: " + s.dir.string();
+      failures_.push_back(line);
+    }
+    for (auto& w : report.warnings) log() << "  warning: " << w << "\n";
     const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
     const bool run_of_group = group >= 0 && !s.service;
     if (retry) {
-      log_ << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st_.max_retries + 1 << ")\n";
+      log() << "fanout: retrying " << s.run->session << " (attempt " << s.attempt + 2 << " of " << st_.max_retries + 1 << ")\n";
       if (run_of_group) add_slot(*s.run, s.attempt + 1, group, next_);
       else add_slot(*s.run, s.attempt + 1, -1);
       ++outcome_.retries;
@@ -626,7 +649,7 @@ class ExperimentSession {
 
   void interrupt() {
     cancelling_ = true;
-    log_ << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
+    log() << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
          << " run(s) not started\n";
     std::vector<std::string> ids;
     for (auto& [id, i] : active_) ids.push_back(id);
@@ -651,6 +674,7 @@ class ExperimentSession {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
         ++active_services_;
+        log() << "fanout: submitted " << slots_[next_].run->steps[0].role << " service " << slots_[next_].run->session << " (job " << id << ")\n";
         track_submitted(next_++, id);
       } else if (st_.array) {
         std::vector<JobSpec> jobs;
@@ -661,10 +685,14 @@ class ExperimentSession {
           jobs.push_back(slots_[i].job);
         std::vector<std::string> ids;
         timed(cost_.submit_s, [&] { ids = scheduler_->submit_array(jobs, st_.max_parallel); });
+        if (!ids.empty())
+          log() << "fanout: submitted " << ids.size() << " run(s) from " << slots_[next_].run->session << " as job(s) " << ids.front()
+                << (ids.size() > 1 ? " .. " + ids.back() : "") << "\n";
         for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k]);
       } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
+        log() << "fanout: submitted " << slots_[next_].dir.filename().string() << " (job " << id << ")\n";
         track_submitted(next_++, id);
       } else {
         break;
@@ -686,7 +714,11 @@ class ExperimentSession {
       if (!job_state_final(js.state)) {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
           auto& slot = slots_[active_.at(js.job_id)];
+          if (js.state == JobState::Running && slot.state != JobState::Running)
+            log() << "fanout: " << slot.dir.filename().string() << " running (job " << js.job_id << ")"
+                  << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
           changed |= slot.state != js.state;
+          slot.waiting = js.state == JobState::Pending ? js.reason : "";
           set_state(slot, js.state);
         }
         continue;
@@ -710,7 +742,7 @@ class ExperimentSession {
       if (wall_ns() - last < st_.stall_timeout_s * 1000000000) continue;
       s.stalled = true;
       stalled.push_back(id);
-      log_ << "fanout: " << s.run->session << ": no sample from any rank for " << st_.stall_timeout_s << " s: stopping it\n";
+      log() << "fanout: " << s.run->session << ": no sample from any rank for " << st_.stall_timeout_s << " s: stopping it\n";
     }
     if (!stalled.empty()) scheduler_->cancel(stalled);
   }
@@ -726,10 +758,14 @@ class ExperimentSession {
     CsvFiles csv;
     timed(csv_s, [&] { csv = write_csv(); });
     double wall = double(monotonic_ns() - t0_) / 1e9;
-    log_ << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
-    if (outcome_.failed) log_ << ", " << outcome_.failed << " did not (see the reasons above)";
-    log_ << " in " << format_duration(wall) << "\n";
-    log_ << "fanout: results  " << outcome_.database.string() << "\n"
+    log() << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
+    if (outcome_.failed) log() << ", " << outcome_.failed << " did not (listed below)";
+    log() << " in " << format_duration(wall) << "\n";
+    if (!failures_.empty()) {
+      log() << "fanout: " << failures_.size() << " attempt(s) did not complete:\n";
+      for (auto& f : failures_) log() << "  " << f << "\n";
+    }
+    log() << "fanout: results  " << outcome_.database.string() << "\n"
          << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
          << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
          << "fanout: runs     " << outcome_.run_root.string() << "\n";
@@ -742,7 +778,7 @@ class ExperimentSession {
                   slots_.size(), cost_.submit_s, (unsigned long long)cost_.polls, cost_.poll_s, (unsigned long long)scheduler_->queries(),
                   cost_.ingest_s, csv_s, double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
                   double(ru.ru_maxrss) / 1024);
-    log_ << line;
+    log() << line;
   }
 
   const ExperimentPlan& plan_;
@@ -750,6 +786,7 @@ class ExperimentSession {
   const RunnerOptions& opts_;
   const ExperimentSettings& st_;
   std::ostream& log_;
+  ProgressDisplay progress_;
   std::unique_ptr<Scheduler> scheduler_;  // destroyed last: the members below may refer to its jobs
   ExperimentOutcome outcome_;
   std::optional<DriverLock> lock_;  // released after the database is closed
@@ -758,15 +795,15 @@ class ExperimentSession {
   std::vector<std::pair<const RunPlan*, Straggler>> adopted_;  // jobs of a dead driver, followed instead of resubmitted
   std::deque<Slot> slots_;  // a retry is inserted while others are referenced: a deque keeps them in place
   std::vector<Group> groups_;
-  size_t next_ = 0, done_ = 0, running_ = 0, active_services_ = 0;
+  size_t next_ = 0, done_ = 0, active_services_ = 0;
   std::map<std::string, size_t> active_;  // job id -> slot
   DriverCost cost_;
-  double busy_s_ = 0;
   int64_t t0_ = 0;
   int max_parallel_ = 1;
   double interval_ = 0.005;
   bool cancelling_ = false;
   int64_t last_stall_check_ns_ = 0;
+  std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end
 };
 
 }  // namespace

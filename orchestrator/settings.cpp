@@ -71,6 +71,8 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, int64_t v) { st.max_retries = int(v); }));
   s.push_back(integer("stall_timeout", "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)",
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.stall_timeout_s = v; }));
+  s.push_back(integer("status_interval", "seconds between status lines (done / running / pending / failed, ETA) when the output is not a terminal; a terminal's line is redrawn in place (0: none)",
+                      30, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.status_interval_s = v; }));
   s.push_back(integer("max_runs", "refuse an experiment of more permutations than this", kDefaultMaxRuns, 1, kMaxRunsLimit,
                       [](ExperimentSettings& st, int64_t v) { st.max_runs = v; }));
   s.push_back(boolean("no_reuse", "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs",

@@ -18,6 +18,8 @@
 #include "results/layout.h"
 
 extern char** environ;
+// Exported by libslurm (squeue's REASON column comes from it) but declared only in Slurm's internal headers.
+extern "C" char* slurm_job_reason_string(enum job_state_reason inx);
 
 namespace fanout {
 
@@ -290,6 +292,8 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
       s.end_wall_ns = int64_t(j.end_time) * 1000000000;
       if (WIFSIGNALED(j.exit_code)) s.signal = WTERMSIG(j.exit_code);
       else s.exit_code = WEXITSTATUS(j.exit_code);
+      if (s.state == JobState::Pending && j.state_reason != WAIT_NO_REASON)  // why it waits, as squeue says it
+        s.reason = j.state_desc && *j.state_desc ? j.state_desc : slurm_job_reason_string(job_state_reason(j.state_reason));
       if (tr != tracked_.end()) {
         tr->second.seen = true;
         if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());

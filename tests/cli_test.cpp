@@ -300,6 +300,50 @@ TEST(Cli, FailedRunsAreRetriedUpToMaxRetries) {
   EXPECT_NE(r.err.find("1/2 run(s) COMPLETED, 1 did not"), std::string::npos) << r.err;
 }
 
+// Issue 21 item 4: a sweep says what it submitted, what started where, how far it is (status lines in a log),
+// and recaps every attempt that did not complete, with its logs, at the end.
+TEST(Cli, ProgressShowsSubmissionsStartsStatusAndAFailureRecap) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=prog", "--fail_rank=[-1,0]", "--iterations=2", "--max_retries=1",
+                          "--status_interval=1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string ok = "calibration_sleep-sess-fail_rank-1-", bad = "calibration_sleep-sess-fail_rank0-";
+  for (const std::string& s : {ok, bad}) {
+    EXPECT_NE(r.err.find("fanout: submitted " + s), std::string::npos) << s << "\n" << r.err;
+    EXPECT_NE(r.err.find("running (job local-"), std::string::npos) << r.err;
+  }
+  // The first status line comes before any run has ended; counts exclude nothing and ETA waits for a run.
+  EXPECT_NE(r.err.find("fanout: [0/2 done | "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ETA after the first run]"), std::string::npos) << r.err;
+  // The recap: both attempts of the failing permutation, the first marked retried, each with where its logs are.
+  const auto recap = r.err.find("fanout: 2 attempt(s) did not complete:\n");
+  ASSERT_NE(recap, std::string::npos) << r.err;
+  const std::string tail = r.err.substr(recap);
+  const auto first = tail.find("\n  " + bad), retry = tail.find("-retry1 FAILED: ");
+  ASSERT_NE(first, std::string::npos) << tail;
+  ASSERT_NE(retry, std::string::npos) << tail;
+  EXPECT_NE(tail.find("FAILED (retried): "), std::string::npos) << tail;
+  EXPECT_NE(tail.find("logs: " + (d.path / "results" / "prog").string()), std::string::npos) << tail;
+  EXPECT_EQ(tail.find(ok), std::string::npos) << "a completed run is not in the recap";
+  // --status_interval=0: no status line in a log.
+  auto quiet = fanout_cmd(d, {"calibration_sleep", "--exp_name=quiet", "--iterations=2", "--status_interval=0"});
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find(" done | "), std::string::npos) << quiet.err;
+}
+
+// On a terminal the status is one line redrawn in place (carriage return + erase line), and the last one stays.
+TEST(Cli, OnATerminalTheStatusLineIsRedrawnInPlace) {
+  test::TempDir d;
+  // script(1) (util-linux, in every Debian) gives the driver a pseudo-terminal; the command is ours, not user input.
+  const std::string cmd = test::build_dir().string() + "/fanout calibration_sleep --exp_name=tty --sleep_us=[1000,2000] --iterations=3";
+  auto r = test::run_command({"script", "-qfec", cmd, "/dev/null"}, d.path);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\r\033[K[0/2 done | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\r\033[K[2/2 done | 0 running | 0 pending | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2/2 run(s) COMPLETED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fanout: [0/2"), std::string::npos) << "no log-style status lines on a terminal";
+}
+
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   test::TempDir d;
   // Six runs of about half a second each, one at a time; the driver is SIGKILLed (no chance to clean up) once

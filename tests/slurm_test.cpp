@@ -65,6 +65,21 @@ std::string two_step_file(const std::string& name, const std::string& placement)
 
 }  // namespace
 
+// Issue 21 item 4: a job Slurm keeps waiting is named in the status line with Slurm's own reason (squeue's
+// REASON): here the second of two runs that each need all four debug nodes to themselves waits for Resources.
+TEST_F(Slurm, StatusLinesNameWhyAJobIsPending) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--partition=debug", "--exp_name=waits", "--nodes=4", "--exclusive",
+                   "--sleep_us=[20000,20001]", "--iterations=100", "--status_interval=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("fanout: submitted calibration_sleep-sess-sleep_us20001-"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" running (job "), std::string::npos) << r.err;
+  // Which job waits first is Slurm's choice; that one of them waits, and why, is what the line must say.
+  const auto waiting = r.err.find(" waiting: calibration_sleep-sess-sleep_us2000");
+  ASSERT_NE(waiting, std::string::npos) << r.err;
+  const std::string why = r.err.substr(waiting, r.err.find('\n', waiting) - waiting);
+  EXPECT_TRUE(why.find("): Resources") != std::string::npos || why.find("): Priority") != std::string::npos) << why;
+}
+
 // --max_retries: this test cluster's Slurm PMIx plugin (all virtual nodes on one host) now and then loses a
 // stepd-to-stepd message of a ring fence under load ("pmixp_read_buf: Connection reset by peer", "wait contrib:
 // n3"); the rank's fence then times out and the run FAILs (it hung until wall time before 6f4efb9). What this test
