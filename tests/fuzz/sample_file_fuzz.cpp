@@ -46,7 +46,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(i == kept.size());
   try {
     fanout::SampleBlockReader any(bytes, "fuzz");
-    while (any.next(row)) g_sink = size_t(fanout::stored_real(row.value));
+    while (any.next(row)) {  // the value's bits, not a conversion: a double beyond size_t's range is UB to convert
+      const double v = fanout::stored_real(row.value);
+      size_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      g_sink = bits;
+    }
   } catch (const fanout::UserError&) {
   }
   return 0;
