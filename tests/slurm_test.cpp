@@ -253,10 +253,16 @@ TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
   EXPECT_NE(last.reason.find("vanished"), std::string::npos) << last.reason;
 }
 
+// The batch script as `cmake --install` (scripts/install.sh) leaves it: no FANOUT in the environment and no fanout
+// on PATH, it finds the installed driver, which finds its installed plugins and rank runner (issue 21 item 7).
 TEST_F(Slurm, BatchScriptRunsTheSweepInsideOneAllocation) {
-  fs::path script = fs::path(FANOUT_SOURCE_DIR) / "batch_scripts" / "slurm_sweep.sh";
+  const fs::path prefix = d.path / "prefix";
+  auto inst = test::run_command({"cmake", "--install", test::build_dir().string(), "--prefix", prefix.string()}, d.path, {}, 120);
+  ASSERT_EQ(inst.exit_code, 0) << inst.out << inst.err;
+  fs::path script = prefix / "share" / "fanout" / "batch_scripts" / "slurm_sweep.sh";
+  ASSERT_NE(read_file(script).find("FANOUT=${FANOUT:-" + (prefix / "bin" / "fanout").string() + "}"), std::string::npos);
   auto sub = test::run_command({"/usr/bin/sbatch", "--parsable", "--chdir=" + d.path.string(), script.string()}, d.path,
-                               {{"FANOUT", test::fanout_exe().string()}, {"RESULTS_DIR", (d.path / "results").string()}}, 30);
+                               {{"RESULTS_DIR", (d.path / "results").string()}, {"PATH", "/usr/sbin:/usr/bin:/sbin:/bin"}}, 30);
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   std::string job = trim(sub.out);
   ASSERT_TRUE(test::wait_for_slurm_job_end(job, 240)) << "allocation job " << job << " did not finish";
@@ -265,6 +271,16 @@ TEST_F(Slurm, BatchScriptRunsTheSweepInsideOneAllocation) {
   // Inside the allocation the runs are steps of that one job, not jobs of their own.
   for (auto& row : query("slurm-sweep", "SELECT job_id FROM runs")) EXPECT_TRUE(starts_with(row[0], "local-")) << row[0];
   EXPECT_EQ(one("slurm-sweep", "SELECT count(DISTINCT node) FROM rank_nodes"), "4");
+  // Every run was started by the installed rank runner with the installed plugin.
+  size_t scripts = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "slurm-sweep"))
+    if (e.path().filename() == "job.sh") {
+      ++scripts;
+      const std::string text = read_file(e.path());
+      EXPECT_NE(text.find((prefix / "bin" / "fanout-rank").string()), std::string::npos) << e.path();
+      EXPECT_NE(text.find((prefix / "lib" / "fanout" / "plugins" / "fanout_calibration.so").string()), std::string::npos) << e.path();
+    }
+  EXPECT_EQ(scripts, 6u);
 }
 
 TEST_F(Slurm, AutoPicksSlurmWhenItsControllerAnswers) {
