@@ -42,9 +42,15 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   fs::create_directories(staging / "plots");
   ResultsDb::ReadSnapshot snapshot(db);  // statistics, samples and plots of the same runs
   ExperimentStats stats = compute_statistics(db, dir.filename().string());
-  write_samples_csv(db, staging / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
-  write_statistics_csv(stats, staging / "statistics.csv");
-  write_runs_csv(stats, staging / "runs.csv");
+  // The CSVs go where the driver writes them (DIR/csv), refreshed from this snapshot: one copy, not two. Each
+  // file is written aside and renamed.
+  const fs::path csv_dir = dir / layout::kCsvDir;
+  fs::create_directories(csv_dir);
+  write_samples_csv(db, csv_dir / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
+  write_statistics_csv(stats, csv_dir / "statistics.csv");
+  write_runs_csv(stats, csv_dir / "runs.csv");
+  for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
+    report.files.push_back(csv_dir / name);
   auto plots = draw_plots(stats, db, staging / "plots", report.warnings);
   write_html_report(stats, plots, staging / "report.html");
   // Each PNG keeps its gnuplot script and data beside it, so a plot can be restyled without fanout.

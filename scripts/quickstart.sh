@@ -12,9 +12,9 @@ build/fanout throughput_standard --exp_name=quickstart --results_dir=results \
   --db_nodes=[1,3] --db_cpus=1 --client_nodes=1 --clients_per_node=2 \
   --tensor_bytes=[1024,1048576] --iterations=100 --net_ifname=lo
 echo
-build/fanout process_scaling_results --scaling_dir=results/quickstart | grep -E 'report.html|runs.csv'
+build/fanout process_scaling_results --scaling_dir=results/quickstart | grep -E 'report.html|csv/runs.csv'
 echo
-echo "Mean put_tensor / unpack_tensor per run (seconds, warmup excluded; medians and percentiles: processed/statistics.csv):"
+echo "Mean put_tensor / unpack_tensor per run (seconds, warmup excluded; medians and percentiles: results/quickstart/csv/statistics.csv):"
 sqlite3 -header -column results/quickstart/fanout.sqlite \
   "SELECT r.session, s.metric, count(*) AS samples, printf('%.6f', avg(s.value)) AS mean_s
      FROM samples s JOIN runs r ON r.id = s.run_id

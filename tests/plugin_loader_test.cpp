@@ -35,7 +35,7 @@ TEST(PluginLoader, OpensTheCalibrationPluginAndReadsItsDescription) {
   EXPECT_EQ(p->role("nope"), nullptr);
   std::vector<std::string> experiments;
   for (auto& e : p->experiments()) experiments.push_back(e.name);
-  ASSERT_EQ(experiments, (std::vector<std::string>{"calibration_sleep", "calibration_copy", "quickstart"}));
+  ASSERT_EQ(experiments, (std::vector<std::string>{"calibration_sleep", "calibration_copy", "calibration_sweep"}));
   EXPECT_EQ(p->experiments()[0].steps[0].nodes, "{nodes}");
 }
 

@@ -166,13 +166,15 @@ TEST(ProcessScalingResults, DropInOnASmartSimFolderProducesCsvPlotsAndReport) {
   EXPECT_NE(r.out.find("imported 2 SmartSim-Scaling run(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("fanout: error: session not imported: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank_0_timing.csv:3:"), std::string::npos) << "names the file and line: " << r.err;
-  fs::path out = exp / "processed";
-  std::string runs = read_file(out / "runs.csv");
+  fs::path out = exp / "processed", csv = exp / "csv";  // plots + report; the CSVs once, in csv/
+  std::string runs = read_file(csv / "runs.csv");
   EXPECT_EQ(test::line_count_summary(runs), "3");  // header + 2 runs
   EXPECT_NE(runs.find("put_tensor.median"), std::string::npos);
   EXPECT_NE(runs.find("put_tensor.median_ci_low"), std::string::npos);
-  EXPECT_EQ(test::line_count_summary(read_file(out / "statistics.csv")), std::to_string(1 + 2 * 5));  // 5 functions
-  EXPECT_EQ(test::line_count_summary(read_file(out / "samples.csv")), "55");
+  EXPECT_EQ(test::line_count_summary(read_file(csv / "statistics.csv")), std::to_string(1 + 2 * 5));  // 5 functions
+  EXPECT_EQ(test::line_count_summary(read_file(csv / "samples.csv")), "55");
+  for (const char* copy : {"runs.csv", "statistics.csv", "samples.csv"}) EXPECT_FALSE(fs::exists(out / copy)) << "no second copy: " << copy;
+  EXPECT_NE(r.out.find((csv / "runs.csv").string()), std::string::npos) << "the command names where the CSVs are: " << r.out;
   expect_png(out / "plots" / "violin_client_put_tensor.png");
   const std::string report = read_file(out / "report.html");
   EXPECT_NE(report.find("<table class=\"stats\">"), std::string::npos);
@@ -198,8 +200,8 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   auto r = run(d, {"process_scaling_results", "--scaling_dir=results/bw", "--gzip"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path out = d.path / "results" / "bw" / "processed";
-  EXPECT_TRUE(fs::exists(out / "samples.csv.gz"));
-  auto gunzip = test::run_command({"/usr/bin/gzip", "-dc", (out / "samples.csv.gz").string()}, d.path);
+  EXPECT_TRUE(fs::exists(d.path / "results" / "bw" / "csv" / "samples.csv.gz"));
+  auto gunzip = test::run_command({"/usr/bin/gzip", "-dc", (d.path / "results" / "bw" / "csv" / "samples.csv.gz").string()}, d.path);
   // 4 runs with 1+2+1+2 = 6 ranks; each rank: 1 rendezvous + (30 + 3 warmup) x (copy, copy_bandwidth) samples.
   EXPECT_EQ(test::line_count_summary(gunzip.out), std::to_string(1 + 6 * (1 + 33 * 2)));
   expect_png(out / "plots" / "bandwidth_copy_copy_bandwidth.png");  // a bytes/s metric over a size parameter
