@@ -1,5 +1,6 @@
 #include "results/html_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "results/display_unit.h"
 #include "results/metric_stats.h"
 #include "results/plots.h"
 
@@ -82,17 +84,48 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     for (auto& v : exp.varied) h << " <code>" << html_escape(v) << "</code>";
     h << "</p>\n";
   }
-  h << "<h2>Plots</h2>\n";
-  for (auto& p : plots)
-    h << "<figure><figcaption>" << html_escape(p.title) << "</figcaption><img class=\"plot\" alt=\"" << html_escape(p.title)
-      << "\" src=\"data:image/png;base64," << base64(read_file(p.png)) << "\"></figure>\n";
-  if (plots.empty()) h << "<p>No plots (see the warnings of process_scaling_results).</p>\n";
+  // Sections in the order a reader wants them: what the study is for, then distributions, then setup costs.
+  struct Section {
+    Plot::Section kind;
+    const char *id, *title, *note;
+  };
+  const Section sections[] = {
+      {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them (the clients); aggregate bandwidth where a size was varied"},
+      {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
+      {Plot::Section::Bookkeeping, "bookkeeping", "Setup and teardown", "metrics each rank records once (rendezvous, database start, cluster creation)"}};
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>> groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
-  h << "<h2>Statistics</h2>\n";
+  auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
+  h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
+  for (auto& sec : sections)
+    if (std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))
+      h << "<li><a href=\"#" << sec.id << "\">" << sec.title << "</a></li>";
+  h << "<li><a href=\"#statistics\">Statistics</a><ol>";
+  for (auto& [key, rows] : groups)
+    h << "<li><a href=\"#" << anchor(std::get<0>(key), std::get<1>(key)) << "\">" << html_escape(std::get<1>(key)) << " ("
+      << html_escape(std::get<0>(key)) << ")</a></li>";
+  h << "</ol></li></ol></nav>\n";
+  for (auto& sec : sections) {
+    bool any = false;
+    for (auto& p : plots) {
+      if (p.section != sec.kind) continue;
+      if (!any) h << "<h2 id=\"" << sec.id << "\">" << sec.title << "</h2>\n<p>" << sec.note << "</p>\n";
+      any = true;
+      h << "<figure><figcaption>" << html_escape(p.title) << "</figcaption><img class=\"plot\" alt=\"" << html_escape(p.title)
+        << "\" src=\"data:image/png;base64," << base64(read_file(p.png)) << "\"></figure>\n";
+    }
+  }
+  if (plots.empty()) h << "<p>No plots (see the warnings of process_scaling_results).</p>\n";
+  h << "<h2 id=\"statistics\">Statistics</h2>\n";
   for (auto& [key, rows] : groups) {
     auto& [role, metric, unit] = key;
-    h << "<h3>" << html_escape(metric) << " <small>(" << html_escape(role) << ", " << html_escape(unit) << ")</small></h3>\n"
+    std::vector<double> medians;
+    for (auto* m : rows) medians.push_back(m->summary.median);
+    std::sort(medians.begin(), medians.end());
+    const DisplayUnit du = display_unit(unit, medians[medians.size() / 2]);
+    auto shown = [&](double v) { return num(v * du.factor); };
+    h << "<h3 id=\"" << anchor(role, metric) << "\">" << html_escape(metric) << " <small>(" << html_escape(role) << ", "
+      << html_escape(du.label) << ")</small></h3>\n"
       << "<table class=\"stats\"><tr><th class=\"l\">run</th>";
     for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
     h << "<th>ranks</th><th>n</th><th>median</th><th>95% CI</th><th>p95</th><th>p99</th><th>mean</th><th>std</th><th>outliers</th></tr>\n";
@@ -105,15 +138,16 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
         h << "<td>" << html_escape(val) << "</td>";
       }
       const Summary& s = m->summary;
-      h << "<td>" << m->ranks << "</td><td>" << s.count << "</td><td>" << num(s.median) << "</td><td>" << num(s.median_ci_low)
-        << " &ndash; " << num(s.median_ci_high) << "</td><td>" << num(s.p95) << "</td><td>" << num(s.p99) << "</td><td>"
-        << num(s.mean) << "</td><td>" << num(s.stddev) << "</td><td>" << s.outliers << "</td></tr>\n";
+      h << "<td>" << m->ranks << "</td><td>" << s.count << "</td><td>" << shown(s.median) << "</td><td>" << shown(s.median_ci_low)
+        << " &ndash; " << shown(s.median_ci_high) << "</td><td>" << shown(s.p95) << "</td><td>" << shown(s.p99) << "</td><td>"
+        << shown(s.mean) << "</td><td>" << shown(s.stddev) << "</td><td>" << s.outliers << "</td></tr>\n";
     }
     h << "</table>\n";
   }
   // Marks the page once every plot has decoded, so a headless browser check can tell rendered from present.
   h << "<script>window.addEventListener('load',function(){var i=document.querySelectorAll('img.plot'),n=0;"
-       "i.forEach(function(e){if(e.complete&&e.naturalWidth>0)n++;});document.body.setAttribute('data-plots-rendered',n);});"
+       "i.forEach(function(e){if(e.complete&&e.naturalWidth>0)n++;});document.body.setAttribute('data-plots-rendered',n);"
+       "if(i.length)document.body.setAttribute('data-first-plot',i[0].alt);});"
        "</script>\n</body></html>\n";
   write_file_atomic(file, h.str());
 }

@@ -4,11 +4,14 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/subprocess.h"
 #include "common/text.h"
+#include "results/display_unit.h"
 #include "results/metric_stats.h"
 #include "results/store.h"
 
@@ -55,11 +58,25 @@ std::vector<std::string> series_params(const std::vector<const MetricStats*>& gr
   return keep;
 }
 
+// The group's display unit, chosen by the median of its runs' medians.
+DisplayUnit unit_of(const std::vector<const MetricStats*>& group) {
+  std::vector<double> medians;
+  for (auto* m : group) medians.push_back(m->summary.median);
+  std::sort(medians.begin(), medians.end());
+  return display_unit(group.front()->unit, medians.empty() ? 0.0 : medians[medians.size() / 2]);
+}
+
+// A metric every rank records at most once per run (setup or teardown, not the measured loop).
+bool is_bookkeeping(const std::vector<const MetricStats*>& group) {
+  return std::all_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count <= size_t(std::max(1, m->ranks)); });
+}
+
 std::string file_stem(const std::string& role, const std::string& metric) { return filename_safe(role + "_" + metric, 80); }
 
 void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
-            std::vector<std::string>& warnings) {
+            std::vector<std::string>& warnings, Plot::Section section) {
   const MetricStats& first = *group.front();
+  const DisplayUnit du = unit_of(group);
   auto axis = [](const MetricStats& m) { return std::to_string(m.ranks); };
   auto params = series_params(group, e.varied, axis);
   std::vector<int> xs;
@@ -96,7 +113,7 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq(first.metric + " (" + first.role + ") by ranks, one violin per run") << "\n"
-    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel " << gq(first.metric + " [" + first.unit + "]") << "\n"
+    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
     << "set key outside right top\nset grid ytics\nset style fill transparent solid 0.45 border\n"
     << "set xrange [-0.6:" << double(xs.size()) - 0.4 << "]\nset xtics (";
   for (size_t i = 0; i < xs.size(); ++i) g << (i ? ", " : "") << "'" << xs[i] << "' " << i;
@@ -104,16 +121,18 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
   if (lo > 0 && hi / lo > 100) g << "set logscale y\n";
   g << "plot ";
   for (size_t s = 0; s < labels.size(); ++s)
-    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " with filledcurves closed lc " << s + 1 << " title " << gq(labels[s])
-      << ", " << gq(stem + "_median.dat") << " index " << s << " with points pt 7 ps 0.8 lc rgb 'black' notitle";
+    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " using 1:($2*" << du.factor << ") with filledcurves closed lc " << s + 1
+      << " title " << gq(labels[s]) << ", " << gq(stem + "_median.dat") << " index " << s << " using 1:($2*" << du.factor
+      << ") with points pt 7 ps 0.8 lc rgb 'black' notitle";
   g << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
-  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): distribution by ranks", dir / (stem + ".png")});
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): distribution by ranks", dir / (stem + ".png"), section});
 }
 
-void histogram(const std::vector<const MetricStats*>& group, const ResultsDb& db, const fs::path& dir, std::vector<Plot>& plots,
-               std::vector<std::string>& warnings) {
+void histogram(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const ResultsDb& db, const fs::path& dir,
+               std::vector<Plot>& plots, std::vector<std::string>& warnings, Plot::Section section) {
   const MetricStats& first = *group.front();
+  const DisplayUnit du = unit_of(group);
   double lo = INFINITY, hi = -INFINITY;
   std::map<int64_t, size_t> series;  // run -> index
   for (auto* m : group) {
@@ -145,19 +164,20 @@ void histogram(const std::vector<const MetricStats*>& group, const ResultsDb& db
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq(first.metric + " (" + first.role + "): histogram per run, dashed line = median") << "\n"
-    << "set xlabel " << gq(first.metric + " [" + first.unit + "]") << "\nset ylabel 'samples'\nset key outside right top\nset grid\n"
+    << "set xlabel " << gq(first.metric + " [" + du.label + "]") << "\nset ylabel 'samples'\nset key outside right top\nset grid\n"
     << (logx ? "set logscale x\n" : "");
   for (auto* m : group)
-    g << "set arrow from " << m->summary.median << ", graph 0 to " << m->summary.median << ", graph 1 nohead dt 2 lc "
+    g << "set arrow from " << m->summary.median * du.factor << ", graph 0 to " << m->summary.median * du.factor << ", graph 1 nohead dt 2 lc "
       << series.at(m->run_id) + 1 << "\n";
   g << "plot ";
   for (auto* m : group) {
     size_t s = series.at(m->run_id);
-    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " with steps lw 1.5 lc " << s + 1 << " title " << gq(m->session);
+    g << (s ? ", " : "") << gq(stem + ".dat") << " index " << s << " using ($1*" << du.factor << "):2 with steps lw 1.5 lc " << s + 1
+      << " title " << gq(series_label(*m, e.varied));
   }
   g << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
-  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): histograms", dir / (stem + ".png")});
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): histograms", dir / (stem + ".png"), section});
 }
 
 bool is_size_param(const std::string& n) {
@@ -169,6 +189,7 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
                std::vector<std::string>& warnings) {
   const MetricStats& first = *group.front();
   if (first.unit.find("bytes/s") == std::string::npos && first.unit.find("B/s") == std::string::npos) return;
+  const DisplayUnit du = unit_of(group);
   std::string size_param;
   for (auto& v : e.varied)
     if (is_size_param(v)) size_param = v;
@@ -194,16 +215,80 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq("median " + first.metric + " (" + first.role + ") by " + size_param) << "\n"
-    << "set xlabel " << gq(size_param) << "\nset ylabel " << gq(first.metric + " [" + first.unit + "]") << "\n"
+    << "set xlabel " << gq(size_param + " [bytes]") << "\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
     << "set logscale x 2\nset key outside right top\nset grid\nplot ";
   size_t i = 0;
   for (auto& [label, pts] : lines) {
-    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " with linespoints lw 2 pt 7 lc " << i + 1 << " title " << gq(label);
+    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " using 1:($2*" << du.factor << ") with linespoints lw 2 pt 7 lc "
+      << i + 1 << " title " << gq(label);
     ++i;
   }
   g << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
-  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({"bandwidth: " + first.metric + " by " + size_param, dir / (stem + ".png")});
+  if (run_gnuplot(dir / (stem + ".gp"), warnings))
+    plots.push_back({"bandwidth: median " + first.metric + " by " + size_param, dir / (stem + ".png"), Plot::Section::Headline, 2});
+}
+
+// Headline: the metric's median against the ranks recording it (the clients), one line per combination of the
+// other varied parameters. A time metric with a varied size parameter is shown as the aggregate bandwidth those
+// ranks moved, ranks x size / median time (SmartSim-Scaling's throughput plots), one line per size.
+void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
+             std::vector<std::string>& warnings) {
+  const MetricStats& first = *group.front();
+  std::set<int> ranks;
+  for (auto* m : group) ranks.insert(m->ranks);
+  if (ranks.size() < 2) return;  // nothing scales: the distributions say it all
+  std::string size_param;
+  for (auto& v : e.varied)
+    if (is_size_param(v)) size_param = v;
+  const bool aggregate = is_time_unit(first.unit) && !size_param.empty();
+  auto params = series_params(group, e.varied, [](const MetricStats& m) { return std::to_string(m.ranks); });
+  std::map<std::string, std::vector<std::pair<double, double>>> lines;
+  std::vector<double> ys;
+  for (auto* m : group) {
+    double y = m->summary.median;
+    if (aggregate) {
+      std::optional<double> size;
+      for (auto& [k, v] : m->parameters)
+        if (k == size_param) size = parse_double(v);
+      if (!size || !(y > 0)) continue;
+      y = double(m->ranks) * *size / (y * seconds_per(first.unit));
+    }
+    lines[series_label(*m, params)].emplace_back(double(m->ranks), y);
+    ys.push_back(y);
+  }
+  if (ys.empty()) return;
+  std::sort(ys.begin(), ys.end());
+  const DisplayUnit du = aggregate ? display_unit("bytes/s", ys[ys.size() / 2]) : unit_of(group);
+  const std::string stem = (aggregate ? "aggregate_bandwidth_" : "scaling_") + file_stem(first.role, first.metric);
+  std::ofstream data(dir / (stem + ".dat"));
+  for (auto& [label, pts] : lines) {
+    std::sort(pts.begin(), pts.end());
+    for (auto& [x, y] : pts) data << x << " " << y << "\n";
+    data << "\n\n";
+  }
+  data.close();
+  const std::string title = aggregate ? "aggregate bandwidth from " + first.metric + " (" + first.role + "): ranks x " + size_param + " / median"
+                                      : "median " + first.metric + " (" + first.role + ") by ranks";
+  std::ostringstream g;
+  g << kTerminal << "set output " << gq(stem + ".png") << "\nset title " << gq(title) << "\n"
+    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel "
+    << gq((aggregate ? std::string("aggregate bandwidth") : "median " + first.metric) + " [" + du.label + "]") << "\n"
+    << (*ranks.rbegin() >= 4 * *ranks.begin() ? "set logscale x 2\n" : "")
+    << (ys.front() > 0 && ys.back() / ys.front() > 100 ? "set logscale y\n" : "")  // small and large sizes on one plot
+    << "set xtics (";
+  size_t t = 0;
+  for (int r : ranks) g << (t++ ? ", " : "") << "'" << r << "' " << r;
+  g << ")\nset key outside right top\nset grid\nplot ";
+  size_t i = 0;
+  for (auto& [label, pts] : lines) {
+    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " using 1:($2*" << du.factor << ") with linespoints lw 2 pt 7 lc "
+      << i + 1 << " title " << gq(label);
+    ++i;
+  }
+  g << "\n";
+  std::ofstream(dir / (stem + ".gp")) << g.str();
+  if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({title, dir / (stem + ".png"), Plot::Section::Headline, aggregate ? 0 : 1});
 }
 
 }  // namespace
@@ -216,10 +301,16 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   }
   fs::create_directories(dir);
   for (auto& [key, group] : by_metric(exp)) {
-    violin(group, exp, dir, plots, warnings);
-    histogram(group, db, dir, plots, warnings);
-    bandwidth(group, exp, dir, plots, warnings);
+    const bool bookkeeping = is_bookkeeping(group);
+    if (!bookkeeping) {
+      scaling(group, exp, dir, plots, warnings);
+      bandwidth(group, exp, dir, plots, warnings);
+    }
+    const auto section = bookkeeping ? Plot::Section::Bookkeeping : Plot::Section::Distribution;
+    violin(group, exp, dir, plots, warnings, section);
+    histogram(group, exp, db, dir, plots, warnings, section);
   }
+  std::stable_sort(plots.begin(), plots.end(), [](const Plot& a, const Plot& b) { return std::tie(a.section, a.order) < std::tie(b.section, b.order); });
   return plots;
 }
 

@@ -1,7 +1,11 @@
-// Plots drawn with gnuplot (pngcairo) from statistics already computed: violins of each metric against the
-// number of ranks that recorded it, one series per combination of the other varied parameters (any number
-// of series); a histogram of each metric with its median; bandwidth against message size when a bytes/s
-// metric and a size parameter exist.
+// Plots drawn with gnuplot (pngcairo) from statistics already computed, in the order a reader wants them:
+//   headline      what a scaling study is for: each metric's median against the ranks recording it (the
+//                 clients), one line per combination of the other varied parameters; for a time metric with a
+//                 size parameter, the aggregate bandwidth (ranks x size / median time); a bytes/s metric
+//                 against message size
+//   distribution  violins of each metric by ranks (one per run) and histograms per run
+//   bookkeeping   metrics a rank records once (setup and teardown: rendezvous, cluster_create, db_start)
+// Values are shown in human units (results/display_unit.h); legends name the varied parameters' values.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -13,11 +17,14 @@ struct ExperimentStats;
 class ResultsDb;
 
 struct Plot {
+  enum class Section { Headline, Distribution, Bookkeeping };
   std::string title;
   std::filesystem::path png;
+  Section section = Section::Distribution;
+  int order = 0;  // within a section, lower first: aggregate bandwidth, then medians by ranks, then by size
 };
 
-// Writes PNGs into out_dir; what cannot be drawn (no gnuplot, no data) becomes a warning, not an error.
+// Writes PNGs into out_dir, returned headline first, then distributions, then bookkeeping; what cannot be drawn (no gnuplot, no data) becomes a warning, not an error.
 std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const std::filesystem::path& out_dir,
                              std::vector<std::string>& warnings);
 

@@ -7,6 +7,7 @@
 
 #include "common/files.h"
 #include "common/text.h"
+#include "results/display_unit.h"
 #include "results/processing.h"
 #include "results/smartsim_import.h"
 #include "results/store.h"
@@ -221,6 +222,47 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   ASSERT_TRUE(std::regex_search(page.out, m, rendered)) << "the page did not run its load handler\n" << page.err.substr(0, 2000);
   EXPECT_EQ(size_t(std::stoi(m[1])), images) << "every plot decoded and rendered";
   EXPECT_NE(page.out.find("<table class=\"stats\">"), std::string::npos);
+  // Issue 21 item 5: the page leads with what the study is for, the headline plot (aggregate bandwidth against
+  // the clients), after a table of contents; setup costs (rendezvous: one sample per rank) come last.
+  std::regex first("data-first-plot=\"([^\"]*)\"");
+  ASSERT_TRUE(std::regex_search(page.out, m, first)) << page.out.substr(0, 2000);
+  EXPECT_EQ(m[1].str(), "aggregate bandwidth from copy (copy): ranks x copy_bytes / median");
+  const auto toc = page.out.find("<nav id=\"toc\">"), headline = page.out.find("<h2 id=\"headline\">Scaling</h2>"),
+             distributions = page.out.find("<h2 id=\"distributions\">"), bookkeeping = page.out.find("<h2 id=\"bookkeeping\">");
+  ASSERT_NE(toc, std::string::npos);
+  ASSERT_NE(headline, std::string::npos);
+  ASSERT_NE(distributions, std::string::npos);
+  ASSERT_NE(bookkeeping, std::string::npos);
+  EXPECT_LT(toc, headline);
+  EXPECT_LT(headline, distributions);
+  EXPECT_LT(distributions, bookkeeping);
+  EXPECT_GT(page.out.find("rendezvous (copy): distribution by ranks"), bookkeeping) << "setup costs come last";
+  // Human units: copies of 4 KiB and 64 KiB take well under a millisecond; the table and the axes say so.
+  EXPECT_EQ(page.out.find("<small>(copy, s)</small>"), std::string::npos) << "not in seconds";
+  EXPECT_TRUE(page.out.find("<small>(copy, ns)</small>") != std::string::npos || page.out.find("<small>(copy, us)</small>") != std::string::npos);
+  EXPECT_NE(read_file(out / "plots" / "aggregate_bandwidth_copy_copy.gp").find("[GB/s]"), std::string::npos) << "tens of GB/s in memory";
+  // Legends name parameter values, never session names with their hashes.
+  const std::string hist = read_file(out / "plots" / "hist_copy_copy.gp");
+  EXPECT_NE(hist.find("title 'ranks_per_node=1, copy_bytes=4096'"), std::string::npos) << hist;
+  EXPECT_EQ(hist.find("-sess-"), std::string::npos) << hist;
+}
+
+TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
+  auto is = [](const std::string& unit, double v, const std::string& label, double factor) {
+    const auto d = fanout::display_unit(unit, v);
+    EXPECT_EQ(d.label, label) << unit << " " << v;
+    EXPECT_DOUBLE_EQ(d.factor, factor) << unit << " " << v;
+  };
+  is("s", 2.5e-6, "us", 1e6);
+  is("s", 0.004, "ms", 1e3);
+  is("s", 3.0, "s", 1.0);
+  is("us", 20000, "ms", 1e-3);
+  is("us", 0.5, "ns", 1e3);
+  is("bytes/s", 3.2e10, "GB/s", 1e-9);
+  is("bytes/s", 5e5, "KB/s", 1e-3);
+  is("bytes", 4.0 * 1048576, "MiB", 1.0 / 1048576);
+  is("items", 12345, "items", 1.0);  // unknown units as they are
+  is("s", 0, "s", 1.0);
 }
 
 TEST(Compare, FlagsAPlantedRegressionAndNotNoise) {

@@ -1,0 +1,49 @@
+#include "results/display_unit.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace fanout {
+
+namespace {
+
+using Scale = std::vector<std::pair<const char*, double>>;  // label, size of one in the base unit; ascending
+
+DisplayUnit pick(const Scale& scale, double base_value) {
+  const double v = std::fabs(base_value);
+  auto chosen = scale.front();
+  for (auto& s : scale)
+    if (v >= s.second) chosen = s;
+  return {chosen.first, 1.0 / chosen.second};
+}
+
+const Scale kTime = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+const Scale kRate = {{"B/s", 1.0}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9}, {"TB/s", 1e12}};
+const Scale kSize = {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+
+}  // namespace
+
+double seconds_per(const std::string& unit) {
+  if (unit == "s" || unit == "sec" || unit == "seconds") return 1.0;
+  if (unit == "ms") return 1e-3;
+  if (unit == "us") return 1e-6;
+  if (unit == "ns") return 1e-9;
+  return 0.0;
+}
+
+bool is_time_unit(const std::string& unit) { return seconds_per(unit) > 0; }
+
+DisplayUnit display_unit(const std::string& unit, double typical) {
+  if (!std::isfinite(typical) || typical == 0) return {unit, 1.0};
+  if (const double per = seconds_per(unit); per > 0) {
+    DisplayUnit d = pick(kTime, typical * per);
+    d.factor *= per;
+    return d;
+  }
+  if (unit == "bytes/s" || unit == "B/s") return pick(kRate, typical);
+  if (unit == "bytes" || unit == "B") return pick(kSize, typical);
+  return {unit, 1.0};
+}
+
+}  // namespace fanout
