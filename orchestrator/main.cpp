@@ -28,6 +28,7 @@
 #include "results/compare.h"
 #include "results/csv_export.h"
 #include "results/processing.h"
+#include "results/smartsim_export.h"
 #include "results/run_folder.h"
 #include "results/store.h"
 #include "version.h"
@@ -338,6 +339,27 @@ Command ingest_command(CLI::App& results) {
           }};
 }
 
+Command export_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("export-smartsim", "write an experiment's runs in SmartSim-Scaling's layout (run.cfg + rank_<r>_timing.csv) for its scripts");
+  struct State {
+    std::string exp, out;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("exp_dir", st->exp, "experiment folder (holds fanout.sqlite)")->required();
+  cmd->add_option("--out", st->out, "a new folder for the tree (default <exp_dir>/smartsim-scaling)");
+  return {cmd, [st] {
+            const fs::path db_file = fs::path(st->exp) / layout::kDatabase;
+            if (!fs::exists(db_file)) throw UserError(st->exp + ": no fanout.sqlite here (is it an experiment folder?)");
+            ResultsDb db(db_file);
+            const fs::path out = st->out.empty() ? fs::path(st->exp) / "smartsim-scaling" : fs::path(st->out);
+            auto r = export_smartsim_layout(db, fs::absolute(out));
+            std::cout << r.run_dir.string() << ": " << r.runs << " session(s), " << r.lines << " timing line(s)";
+            if (r.left_out) std::cout << "; " << r.left_out << " sample(s) left out (warmup, not a time, or another role)";
+            std::cout << "\n";
+            return 0;
+          }};
+}
+
 Command compare_command(CLI::App& results) {
   auto* cmd = results.add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
   struct State {
@@ -472,7 +494,7 @@ int drive(int argc, char** argv) {
   std::vector<Command> commands = {plugins_command(app, scan), run_command(app, inv)};
   auto* results = app.add_subcommand("results", "work with stored results");
   results->require_subcommand(1);
-  for (auto* make : {csv_command, ingest_command, compare_command}) commands.push_back(make(*results));
+  for (auto* make : {csv_command, ingest_command, compare_command, export_command}) commands.push_back(make(*results));
   commands.push_back(ls_command(app));
   commands.push_back(resume_command(app));
   commands.push_back(process_command(app));

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "common/files.h"
 #include "common/text.h"
@@ -245,6 +246,63 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   const std::string hist = read_file(out / "plots" / "hist_copy_copy.gp");
   EXPECT_NE(hist.find("title 'ranks_per_node=1, copy_bytes=4096'"), std::string::npos) << hist;
   EXPECT_EQ(hist.find("-sess-"), std::string::npos) << hist;
+}
+
+// Issue 21 item 10: fanout runs in SmartSim-Scaling's own layout, written as its utils.write_run_config and C++
+// clients write them; our own importer (which reads real SmartSim-Scaling trees) reads the export back whole.
+TEST(SmartSimExport, WritesTheirLayoutAndRoundTripsThroughTheImporter) {
+  test::TempDir d;
+  ASSERT_EQ(run(d, {"calibration_sleep", "--exp_name=ex", "--ranks_per_node=[1,2]", "--iterations=5", "--warmup=1", "--sleep_us=1000"}).exit_code, 0);
+  auto r = run(d, {"results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": 2 session(s), 18 timing line(s); 3 sample(s) left out"), std::string::npos) << r.out;  // the 3 ranks' warmup
+  fs::path run_dir;
+  for (auto& e : fs::directory_iterator(d.path / "tree")) run_dir = e.path();
+  ASSERT_TRUE(std::regex_match(run_dir.filename().string(), std::regex(R"(run-\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d)"))) << run_dir;
+  const std::string sweep = read_file(run_dir / "run.cfg");
+  EXPECT_NE(sweep.find("\n\n[attributes]\n"), std::string::npos) << sweep;
+  EXPECT_NE(sweep.find("\nranks_per_node = [1, 2]\n"), std::string::npos) << "a varied parameter as Python's list repr: " << sweep;
+  size_t sessions = 0;
+  const std::regex line(R"((\d+),(rendezvous|sleep),([0-9.e+-]+))");
+  for (auto& e : fs::directory_iterator(run_dir)) {
+    if (!e.is_directory()) continue;
+    ++sessions;
+    const std::string session = e.path().filename().string(), cfg = read_file(e.path() / "run.cfg");
+    EXPECT_EQ(cfg.rfind("[run]\nname = " + session + "\npath = ", 0), 0u) << cfg;
+    EXPECT_NE(cfg.find("\nlanguage = cpp\n\n[attributes]\n"), std::string::npos) << cfg;
+    EXPECT_EQ(cfg.substr(cfg.size() - 2), "\n\n") << "a blank line after each section, as configparser writes";
+    const int ranks = cfg.find("\nranks_per_node = 2\n") != std::string::npos ? 2 : 1;
+    for (int rank = 0; rank < ranks; ++rank) {
+      std::istringstream in(read_file(e.path() / ("rank_" + std::to_string(rank) + "_timing.csv")));
+      std::vector<std::string> lines;
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+      ASSERT_EQ(lines.size(), 6u) << "rendezvous + 5 iterations, warmup left out";
+      std::smatch m;
+      for (auto& l : lines) {
+        ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+        EXPECT_EQ(m[1].str(), std::to_string(rank));
+        // Seconds, formatted as the C++ clients' ostream does (6 significant digits): 1000 us sleeps read ~0.001.
+        std::ostringstream again;
+        again << std::stod(m[3].str());
+        EXPECT_EQ(again.str(), m[3].str()) << l;
+        if (m[2] == "sleep") {
+          EXPECT_TRUE(std::stod(m[3].str()) >= 0.001 && std::stod(m[3].str()) < 1.0) << l;
+        }
+      }
+      EXPECT_EQ(lines.front().find(std::to_string(rank) + ",rendezvous,"), 0u) << "lines in the order their timers stopped";
+    }
+  }
+  EXPECT_EQ(sessions, 2u);
+  // Read back by the importer that reads real SmartSim-Scaling trees: every line lands.
+  ResultsDb db(d.path / "back.sqlite");
+  auto back = import_smartsim_tree(d.path / "tree", db);
+  EXPECT_EQ(back.runs, 2);
+  EXPECT_EQ(back.samples, 18u);
+  EXPECT_TRUE(back.skipped.empty()) << back.skipped.front();
+  // An existing folder is never overwritten.
+  auto again = run(d, {"results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
 }
 
 TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
