@@ -214,12 +214,13 @@ void Plugin::read_abi3(const void* descriptor) {
   if (d->n_experiments && !d->experiments) throw malformed(path_.string(), "experiments is NULL with a count");
   for (uint32_t i = 0; i < d->n_experiments; ++i) {
     const auto& e = d->experiments[i];
-    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}};
+    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
     for (uint32_t k = 0; e.steps && k < e.n_steps; ++k)
       t.steps.push_back({str(e.steps[k].role), str(e.steps[k].nodes), str(e.steps[k].tasks_per_node), str(e.steps[k].placement)});
     for (uint32_t k = 0; e.defaults && k < e.n_defaults; ++k) t.defaults.emplace_back(str(e.defaults[k].name), str(e.defaults[k].value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));
+    uses_text_.push_back("");
   }
 }
 
@@ -244,12 +245,13 @@ void Plugin::read_abi4(const void* descriptor) {
   for (const auto& r : read_array(d.roles, d.n_roles, "roles", p)) roles_.push_back({str(r.name), str(r.summary), r.run});
   for (const auto& e : read_array(d.experiments, d.n_experiments, "experiments", p)) {
     const std::string where = "experiment '" + str(e.name) + "' ";
-    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}};
+    ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
     for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p))
       t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement)});
     for (const auto& df : read_array(e.defaults, e.n_defaults, where + "defaults", p)) t.defaults.emplace_back(str(df.name), str(df.value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));
+    uses_text_.push_back(str(e.uses));  // NULL in an ABI 4.0 plugin: its struct_size ends before `uses`
   }
 }
 
@@ -314,6 +316,19 @@ void Plugin::check_and_complete() {
         t.shared_by.push_back(name);
       }
     }
+    // The parameters it uses, in the plugin's declaration order (the sweep's order); none declared: all of them.
+    std::vector<std::string> declared;
+    for (auto& n : split(uses_text_[i], ',')) {
+      const std::string name = trim(n);
+      if (name.empty()) continue;
+      if (!param(name)) throw bad("experiment '" + t.name + "' uses unknown parameter '" + name + "'");
+      declared.push_back(name);
+    }
+    for (auto& ps : params_)
+      if (declared.empty() || std::find(declared.begin(), declared.end(), ps.name) != declared.end()) t.uses.push_back(ps.name);
+    if (refs)
+      for (auto& r : *refs)
+        if (!t.uses_param(r)) throw bad("experiment '" + t.name + "' names its sessions by '" + r + "', which it does not use");
   }
 }
 

@@ -4,6 +4,7 @@
 // formed; and only when a rank asks for it, init() succeeds ("init failed"). Whatever the ABI, the descriptor
 // is read once into the model below: nothing else sees the plugin's raw structs.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -56,6 +57,8 @@ struct ExperimentTemplate {
   std::string session_name;            // "" or a template with {param}
   std::string shared_step;             // "" or the role of a step shared by a group of runs
   std::vector<std::string> shared_by;  // the parameters that define a group
+  std::vector<std::string> uses;       // the parameters it uses, in the plugin's order (every one when it says none)
+  bool uses_param(const std::string& name) const { return std::find(uses.begin(), uses.end(), name) != uses.end(); }
 };
 
 // The {name} references of a session-name template (empty names and unbalanced braces are errors: nullopt).
@@ -101,6 +104,7 @@ class Plugin {
   std::vector<RoleSpec> roles_;
   std::vector<ExperimentTemplate> experiments_;
   std::vector<std::string> shared_by_text_;  // per experiment, as declared (validated into shared_by)
+  std::vector<std::string> uses_text_;       // per experiment, as declared (validated into uses)
   int (*init_)(char*, size_t) = nullptr;
   void (*fini_)(void) = nullptr;
   int (*check_)(const char* const*, const char* const*, uint32_t, char*, size_t) = nullptr;

@@ -56,6 +56,7 @@ struct SettingsFlags {
   bool dry_run = false;
 
   void add_to(CLI::App* app) {
+    app->option_defaults()->group("Driver options");
     for (auto& s : driver_settings()) {
       const std::string flag_name = "--" + s.name;
       if (s.kind == DriverSetting::Kind::Bool) {
@@ -119,6 +120,7 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
     std::string best;
     size_t best_d = 3;  // at most two edits away
     for (const CLI::Option* o : at->get_options()) {
+      if (o->get_group().empty()) continue;  // hidden: another experiment's parameter, not a suggestion here
       for (const std::string& name : o->get_lnames()) {
         size_t d = distance(word, "--" + name);
         if (d < best_d) best_d = d, best = "--" + name;
@@ -440,22 +442,42 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
     std::map<std::string, std::pair<std::string, CLI::Option*>> params;
   };
   auto st = std::make_shared<State>();
+  std::vector<std::string> sweepable;  // for the example: parameters whose default is a list
   for (auto& ps : plugin.params()) {
     std::string def = ps.default_value;
     for (auto& [n, v] : tmpl.defaults)
       if (n == ps.name) def = v;
     auto& slot = st->params[ps.name];
-    slot.second = cmd->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + "; a list [a,b] sweeps)")
-                      ->default_str(def);
+    if (!tmpl.uses_param(ps.name)) {
+      // Not this experiment's: hidden, and refused by name below rather than as an unknown flag.
+      slot.second = cmd->add_option("--" + ps.name, slot.first)->group("");
+      continue;
+    }
+    slot.second = cmd->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + ")")
+                      ->default_str(def)
+                      ->type_name(ps.type == FANOUT_PARAM_INT ? "INT" : ps.type == FANOUT_PARAM_FLOAT ? "FLOAT" : ps.type == FANOUT_PARAM_BOOL ? "BOOL" : "TEXT")
+                      ->group("Benchmark parameters (each a value or a list [a,b] to sweep)");
+    if (!def.empty() && def.front() == '[' && sweepable.size() < 2) sweepable.push_back("--" + ps.name + "=" + def);
   }
   st->flags.add_to(cmd);
+  cmd->footer("Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) +
+              " --dry-run     # the runs and their job scripts, nothing submitted");
   return {cmd, [st, &plugin, &tmpl, &inv] {
             ExperimentRequest req;
             req.plugin = plugin.path().string();
             req.subcommand = tmpl.name;
             for (auto& ps : plugin.params()) {
               auto& [value, opt] = st->params.at(ps.name);
-              if (opt->count()) req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
+              if (!opt->count()) continue;
+              if (!tmpl.uses_param(ps.name)) {
+                std::vector<std::string> users;
+                for (auto& t : plugin.experiments())
+                  if (t.uses_param(ps.name)) users.push_back(t.name);
+                throw UserError("--" + ps.name + ": " + tmpl.name + " does not use this parameter" +
+                                (users.empty() ? std::string() : " (" + join(users, ", ") + " do)") + "; its parameters: " +
+                                join(tmpl.uses, ", "));
+              }
+              req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
             }
             req.settings.exp_name = tmpl.name;  // unless --exp_name says otherwise
             st->flags.apply(req);

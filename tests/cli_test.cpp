@@ -344,6 +344,37 @@ TEST(Cli, OnATerminalTheStatusLineIsRedrawnInPlace) {
   EXPECT_EQ(r.out.find("fanout: [0/2"), std::string::npos) << "no log-style status lines on a terminal";
 }
 
+// Issue 21 item 2: an experiment declares the parameters it uses; its help lists only those (typed, grouped apart
+// from the driver's options, with an example), another experiment's parameter is refused by name, and dry-run
+// lines show only what it uses.
+TEST(Cli, AnExperimentShowsAndTakesOnlyTheParametersItUses) {
+  test::TempDir d;
+  auto help = fanout_cmd(d, {"throughput_standard", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  const auto bench = help.out.find("Benchmark parameters"), driver = help.out.find("Driver options:"), example = help.out.find("Example:\n  fanout throughput_standard ");
+  ASSERT_NE(bench, std::string::npos) << help.out;
+  ASSERT_NE(driver, std::string::npos) << help.out;
+  ASSERT_NE(example, std::string::npos) << help.out;
+  EXPECT_LT(bench, driver);
+  EXPECT_NE(help.out.find("--tensor_bytes INT=[1024,"), std::string::npos) << help.out;
+  for (const char* other : {"--device", "--batch_size", "--model_dir", "--fs_dir", "--net_type", "--nodes "})
+    EXPECT_EQ(help.out.find(other), std::string::npos) << other << " is not throughput_standard's";
+  EXPECT_EQ(help.out.find(" in ["), std::string::npos) << "no CLI11 range artefacts";
+  auto inference = fanout_cmd(d, {"inference_standard", "--help"});
+  EXPECT_NE(inference.out.find("--device TEXT=GPU"), std::string::npos) << inference.out;
+  auto refused = fanout_cmd(d, {"throughput_standard", "--device=CPU", "--dry-run"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("fanout: error: --device: throughput_standard does not use this parameter (inference_standard, inference_colocated do); "
+                             "its parameters: db_nodes, db_cpus, client_nodes,"), std::string::npos) << refused.err;
+  auto dry = fanout_cmd(d, {"throughput_standard", "--client_nodes=1", "--tensor_bytes=1024", "--db_nodes=1", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  const std::string first = dry.out.substr(dry.out.find("[1/"), dry.out.find('\n', dry.out.find("[1/")) - dry.out.find("[1/"));
+  EXPECT_NE(first.find(" tensor_bytes=1024"), std::string::npos) << first;
+  EXPECT_EQ(first.find("device="), std::string::npos) << first;
+  // A plugin that declares nothing (calibration) keeps every parameter.
+  EXPECT_NE(fanout_cmd(d, {"calibration_sleep", "--help"}).out.find("--copy_bytes"), std::string::npos);
+}
+
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   test::TempDir d;
   // Six runs of about half a second each, one at a time; the driver is SIGKILLed (no chance to clean up) once

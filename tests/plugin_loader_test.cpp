@@ -103,7 +103,19 @@ TEST(PluginLoader, ScanFindsBuiltPluginsAndReportsRefusals) {
   }
   EXPECT_TRUE(calibration);
   EXPECT_TRUE(init_fails);
-  EXPECT_EQ(scan.refused.size(), 4u);  // wrong ABI, not a plugin, no struct_size, bad choice
+  EXPECT_EQ(scan.refused.size(), 5u);  // wrong ABI, not a plugin, no struct_size, bad choice, uses an unknown parameter
+  bool named = false;
+  for (auto& why : scan.refused) named |= why.find("experiment 'uses_unknown' uses unknown parameter 'm'") != std::string::npos;
+  EXPECT_TRUE(named) << "the refusal names the experiment and the parameter";
+}
+
+// ABI 4.1 appended `uses` to fanout_experiment_spec: an experiment array laid out by ABI 4.0 (smaller
+// struct_size) still loads, and its experiments use every parameter.
+TEST(PluginLoader, AnAbi40ExperimentWithoutUsesUsesEveryParameter) {
+  auto p = Plugin::open(std::string(FANOUT_BROKEN_DIR) + "/fanout_broken_7.so");
+  ASSERT_EQ(p->experiments().size(), 2u);
+  EXPECT_EQ(p->experiments()[1].name, "abi40_other") << "stepped through by the 4.0 struct_size";
+  for (auto& e : p->experiments()) EXPECT_EQ(e.uses, (std::vector<std::string>{"n", "m"}));
 }
 
 TEST(PluginLoader, LoadsAPluginBuiltForAbi3FromTheFrozenHeader) {

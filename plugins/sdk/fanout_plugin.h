@@ -136,10 +136,17 @@ typedef struct fanout_experiment_spec {
    * last of them has ended; the runs carry the other steps. See service_dir in fanout_host_ops. */
   const char *shared_step;
   const char *shared_by;
+  /* Appended in ABI 4.1 (an ABI 4.0 plugin's struct_size ends before it: read as NULL). Optional (NULL: every
+   * parameter): the parameters this experiment uses, comma-separated. Only these are its command-line flags and
+   * appear in its help and dry-run lines; the others keep their defaults (a role may still read them). */
+  const char *uses;
 } fanout_experiment_spec;
-/* FANOUT_EXPERIMENT("name", "summary", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, NULL, NULL, NULL) */
+/* FANOUT_EXPERIMENT("name", "summary", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, NULL, NULL, NULL): every parameter */
 #define FANOUT_EXPERIMENT(name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by) \
-  {sizeof(fanout_experiment_spec), name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by}
+  {sizeof(fanout_experiment_spec), name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by, NULL}
+/* The same with the parameters it uses: FANOUT_EXPERIMENT_USING(..., "nodes,iterations,warmup") */
+#define FANOUT_EXPERIMENT_USING(name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by, uses) \
+  {sizeof(fanout_experiment_spec), name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by, uses}
 
 typedef struct fanout_plugin {
   uint32_t abi_version; /* FANOUT_PLUGIN_ABI_VERSION of the header it was built with; checked first, always first */

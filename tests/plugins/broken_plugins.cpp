@@ -22,6 +22,28 @@ const fanout_plugin kPlugin = FANOUT_PLUGIN("no_struct_size", "", "0", FANOUT_AR
 const char* const kChoices[] = {"1", "two"};
 const fanout_param_spec kParams[] = {FANOUT_PARAM_ONE_OF("n", FANOUT_PARAM_INT, "1", "", kChoices)};
 const fanout_plugin kPlugin = FANOUT_PLUGIN("bad_choice", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr);
+#elif BROKEN_KIND == 6  // an experiment that says it uses a parameter the plugin does not have
+const fanout_param_spec kParams[] = {FANOUT_PARAM("n", FANOUT_PARAM_INT, "1", "")};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
+const fanout_experiment_spec kExperiments[] = {
+    FANOUT_EXPERIMENT_USING("uses_unknown", "", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, "n,m")};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("uses_unknown", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+#elif BROKEN_KIND == 7  // not broken: experiments laid out as ABI 4.0 built them, before `uses` was appended
+struct ExperimentSpec40 {  // fanout_experiment_spec up to shared_by
+  uint32_t struct_size;
+  const char *name, *summary;
+  const fanout_step_spec* steps;
+  uint32_t n_steps;
+  const fanout_param_default* defaults;
+  uint32_t n_defaults;
+  const char *session_name, *shared_step, *shared_by;
+};
+const fanout_param_spec kParams[] = {FANOUT_PARAM("n", FANOUT_PARAM_INT, "1", ""), FANOUT_PARAM("m", FANOUT_PARAM_INT, "2", "")};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
+const ExperimentSpec40 kExperiments[] = {{sizeof(ExperimentSpec40), "abi40_noop", "", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
+                                         {sizeof(ExperimentSpec40), "abi40_other", "", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr}};
+const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), "abi40", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles),
+                               reinterpret_cast<const fanout_experiment_spec*>(kExperiments), 2, nullptr, nullptr, nullptr};
 #endif
 }  // namespace
 
