@@ -329,6 +329,15 @@ void Plugin::check_and_complete() {
     if (refs)
       for (auto& r : *refs)
         if (!t.uses_param(r)) throw bad("experiment '" + t.name + "' names its sessions by '" + r + "', which it does not use");
+    // A parameter the experiment does not use cannot be given, so a list default would multiply its runs unseen.
+    for (auto& ps : params_) {
+      if (t.uses_param(ps.name)) continue;
+      std::string def = ps.default_value;
+      for (auto& [n, v] : t.defaults)
+        if (n == ps.name) def = v;
+      if (!trim(def).empty() && trim(def).front() == '[')
+        throw bad("experiment '" + t.name + "' does not use '" + ps.name + "' but its default is a list (" + def + "): give it a single default");
+    }
   }
 }
 

@@ -103,10 +103,15 @@ TEST(PluginLoader, ScanFindsBuiltPluginsAndReportsRefusals) {
   }
   EXPECT_TRUE(calibration);
   EXPECT_TRUE(init_fails);
-  EXPECT_EQ(scan.refused.size(), 5u);  // wrong ABI, not a plugin, no struct_size, bad choice, uses an unknown parameter
-  bool named = false;
-  for (auto& why : scan.refused) named |= why.find("experiment 'uses_unknown' uses unknown parameter 'm'") != std::string::npos;
+  // wrong ABI, not a plugin, no struct_size, bad choice, uses an unknown parameter, an unused list default
+  EXPECT_EQ(scan.refused.size(), 6u);
+  bool named = false, hidden = false;
+  for (auto& why : scan.refused) {
+    named |= why.find("experiment 'uses_unknown' uses unknown parameter 'm'") != std::string::npos;
+    hidden |= why.find("experiment 'hidden_list' does not use 'm' but its default is a list ([1,2])") != std::string::npos;
+  }
   EXPECT_TRUE(named) << "the refusal names the experiment and the parameter";
+  EXPECT_TRUE(hidden) << "an unused parameter may not sweep unseen";
 }
 
 // ABI 4.1 appended `uses` to fanout_experiment_spec: an experiment array laid out by ABI 4.0 (smaller

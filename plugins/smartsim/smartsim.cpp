@@ -561,17 +561,20 @@ const fanout_step_spec kStandardSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", 
 const fanout_step_spec kColocatedSteps[] = {FANOUT_STEP("throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
                                             FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
 // Parameters are per plugin: each experiment pins the ones it does not use to one value.
-const fanout_param_default kStandardDefaults[] = {FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+// An experiment's unused parameters get single defaults (a list would multiply its runs; the loader refuses it).
+const fanout_param_default kStandardDefaults[] = {FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"),
+                                                  FANOUT_DEFAULT("batch_size", "1")};
 const fanout_step_spec kAggregationSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
                                               FANOUT_STEP("producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
                                               FANOUT_STEP("consumer", "1", "1", "disjoint")};
 const fanout_param_default kAggregationDefaults[] = {FANOUT_DEFAULT("db_nodes", "[16]"), FANOUT_DEFAULT("clients_per_node", "[32]"), FANOUT_DEFAULT("tensors_per_dataset", "[4]"),
-                                                     FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+                                                     FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"),
+                                                     FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
 const fanout_step_spec kAggregationFsSteps[] = {FANOUT_STEP("fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
                                                 FANOUT_STEP("fs_consumer", "1", "1", "disjoint")};
 const fanout_param_default kAggregationFsDefaults[] = {FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("db_cpus", "1"), FANOUT_DEFAULT("clients_per_node", "[32]"),
                                                        FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
-                                                       FANOUT_DEFAULT("net_type", "tcp")};
+                                                       FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
 // Inference: SmartSim-Scaling's defaults (its driver's --help).
 const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
                                             FANOUT_STEP("inference", "{client_nodes}", "{clients_per_node}", "disjoint")};
@@ -583,7 +586,8 @@ const fanout_step_spec kInferenceColocatedSteps[] = {FANOUT_STEP("inference_colo
 const fanout_param_default kInferenceColocatedDefaults[] = {FANOUT_DEFAULT("nodes", "[12]"), FANOUT_DEFAULT("clients_per_node", "[18]"), FANOUT_DEFAULT("db_cpus", "[2]"),
                                                             FANOUT_DEFAULT("batch_size", "[1]"), FANOUT_DEFAULT("tensor_bytes", "1024"), FANOUT_DEFAULT("db_nodes", "1"),
                                                             FANOUT_DEFAULT("client_nodes", "1")};
-const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("db_cpus", "[8]"), FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("client_nodes", "1")};
+const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("db_cpus", "[8]"), FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("client_nodes", "1"),
+                                                   FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
 
 // Session names as SmartSim-Scaling's (fanout appends the parameter hash where it appends an id). The database
 // is reused where SmartSim-Scaling reuses it: per (db_nodes, db_cpus) for throughput_standard, per db_nodes for

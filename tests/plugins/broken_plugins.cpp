@@ -28,6 +28,12 @@ const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
 const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT_USING("uses_unknown", "", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, "n,m")};
 const fanout_plugin kPlugin = FANOUT_PLUGIN("uses_unknown", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+#elif BROKEN_KIND == 8  // an unused parameter with a list default: it would multiply the runs unseen
+const fanout_param_spec kParams[] = {FANOUT_PARAM("n", FANOUT_PARAM_INT, "1", ""), FANOUT_PARAM("m", FANOUT_PARAM_INT, "[1,2]", "")};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
+const fanout_experiment_spec kExperiments[] = {
+    FANOUT_EXPERIMENT_USING("hidden_list", "", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, "n")};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("hidden_list", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
 #elif BROKEN_KIND == 7  // not broken: experiments laid out as ABI 4.0 built them, before `uses` was appended
 struct ExperimentSpec40 {  // fanout_experiment_spec up to shared_by
   uint32_t struct_size;
