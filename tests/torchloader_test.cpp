@@ -212,9 +212,33 @@ TEST(MasterChannel, StrangersAreRefusedAndOnlyThePeersLinesArrive) {
   EXPECT_EQ(server.refused(), 3u);
   EXPECT_TRUE(server.send(got[0].conn, "EXIT"));
   std::vector<std::string> back;
-  for (int i = 0; i < 50 && back.empty(); ++i) back = peer.poll(100);
+  bool master_gone = false;
+  for (int i = 0; i < 50 && back.empty(); ++i) back = peer.poll(100, master_gone);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0], "EXIT");
+  EXPECT_FALSE(master_gone);
+}
+
+// A connection's end is out of band (Line::closed): a peer's line reading "CLOSED" is a line like any other (the
+// long fuzz run found the in-band marker: such a line ended the harness's wait and was taken for the agent leaving).
+TEST(MasterChannel, APeersLineReadingClosedIsNotItsEnd) {
+  const std::string token = fanout_sdk::channel_token();
+  torchloader::LineServer server("127.0.0.1", token);
+  std::vector<torchloader::Line> got;
+  {
+    torchloader::LineClient peer("127.0.0.1:" + std::to_string(server.port()), token, 5000);
+    ASSERT_TRUE(peer.send("CLOSED"));
+    for (int i = 0; i < 50 && got.empty(); ++i)
+      for (auto& l : server.poll(100)) got.push_back(l);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].text, "CLOSED");
+    EXPECT_FALSE(got[0].closed);
+  }  // the peer leaves
+  for (int i = 0; i < 50 && got.size() < 2; ++i)
+    for (auto& l : server.poll(100)) got.push_back(l);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[1].closed);
+  EXPECT_EQ(got[1].conn, got[0].conn);
 }
 
 // Issue 19: the data-parallel gradient exchange was the one torchloader port without the job's token. Process 0

@@ -64,7 +64,7 @@ std::vector<Line> LineServer::poll(int timeout_ms) {
       gate_.refuse(event.conn);
     } else if (event.eof) {
       gate_.close(event.conn);
-      if (was_authed || c.authed) out.push_back({id, "CLOSED"});  // only a peer's leaving matters
+      if (was_authed || c.authed) out.push_back({id, "", true});  // only a peer's leaving matters
     }
   }
   return out;
@@ -105,11 +105,11 @@ bool LineClient::send(const std::string& text) {
   return write_all(fd_, text + "\n");
 }
 
-std::vector<std::string> LineClient::poll(int timeout_ms) {
+std::vector<std::string> LineClient::poll(int timeout_ms, bool& closed) {
   std::vector<std::string> out;
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, timeout_ms) <= 0) return out;
-  if (!read_lines(fd_, in_, out)) out.push_back("CLOSED");
+  if (!read_lines(fd_, in_, out)) closed = true;
   return out;
 }
 

@@ -10,8 +10,9 @@
 namespace torchloader {
 
 struct Line {
-  int conn;          // which connection (LineServer), or 0
-  std::string text;  // without the newline
+  int conn;             // which connection (LineServer), or 0
+  std::string text;     // without the newline
+  bool closed = false;  // the connection ended (text empty): out of band, so no peer's line can fake it
 };
 
 // Every connection's first line must be "AUTH <token>" (the job's channel token, fanout_sdk::channel_token):
@@ -20,8 +21,8 @@ class LineServer {
  public:
   LineServer(const std::string& bind_ip, std::string token) : token_(std::move(token)), gate_(bind_ip, 64) {}  // an ephemeral port
   int port() const { return gate_.port(); }
-  // Accepts new connections and reads what arrived, for up to timeout_ms. A closed connection yields a line
-  // "CLOSED" for it.
+  // Accepts new connections and reads what arrived, for up to timeout_ms. A peer's connection that ended
+  // yields a Line with closed set.
   std::vector<Line> poll(int timeout_ms);
   bool send(int conn, const std::string& text);  // false when that connection is gone
   size_t refused() const { return gate_.refused(); }
@@ -39,8 +40,8 @@ class LineClient {
   LineClient(const LineClient&) = delete;
   LineClient& operator=(const LineClient&) = delete;
   bool send(const std::string& text);  // thread-safe
-  // Complete lines that arrived within timeout_ms; "CLOSED" when the master went away.
-  std::vector<std::string> poll(int timeout_ms);
+  // Complete lines that arrived within timeout_ms; `closed` is set once the master went away.
+  std::vector<std::string> poll(int timeout_ms, bool& closed);
 
  private:
   int fd_ = -1;

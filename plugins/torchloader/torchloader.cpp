@@ -293,7 +293,7 @@ class Master {
   // A peer's line that does not parse (agent_message.h), or names an application or process that does not
   // exist, is logged and dropped; it never ends the run.
   void handle_checked(const Line& l) {
-    if (l.text == "CLOSED") throw std::runtime_error("a node agent went away before the workload finished");
+    if (l.closed) throw std::runtime_error("a node agent went away before the workload finished");
     const auto m = parse_agent_message(l.text);
     if (!m || size_t(m->app) >= apps_.size() || m->process >= sched_->processes(m->app)) {
       host_.log(FANOUT_LOG_WARN, "ignored a malformed message: " + l.text.substr(0, 80));
@@ -385,11 +385,11 @@ class NodeAgent {
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
     link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
     try {
-      for (bool running = true; running;) {
-        for (const auto& line : link.poll(500)) {
+      for (bool running = true, master_gone = false; running && !master_gone;) {
+        for (const auto& line : link.poll(500, master_gone)) {
           auto w = words(line);
           if (w.empty()) continue;
-          if (w[0] == "EXIT" || w[0] == "CLOSED") running = false;
+          if (w[0] == "EXIT") running = false;
           else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
           else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
         }
