@@ -180,6 +180,24 @@ void histogram(const std::vector<const MetricStats*>& group, const ExperimentSta
   if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({first.metric + " (" + first.role + "): histograms", dir / (stem + ".png"), section});
 }
 
+// One data block per line (points sorted by x) in <stem>.dat, and the plot clauses that draw them, y scaled by
+// `factor` (the display unit), one colour and legend entry per line.
+using Lines = std::map<std::string, std::vector<std::pair<double, double>>>;
+std::string write_line_series(const fs::path& dir, const std::string& stem, Lines& lines, double factor) {
+  std::ofstream data(dir / (stem + ".dat"));
+  std::ostringstream clauses;
+  size_t i = 0;
+  for (auto& [label, pts] : lines) {
+    std::sort(pts.begin(), pts.end());
+    for (auto& [x, y] : pts) data << x << " " << y << "\n";
+    data << "\n\n";
+    clauses << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " using 1:($2*" << factor << ") with linespoints lw 2 pt 7 lc "
+            << i + 1 << " title " << gq(label);
+    ++i;
+  }
+  return clauses.str();
+}
+
 bool is_size_param(const std::string& n) {
   return n.find("bytes") != std::string::npos || n.find("size") != std::string::npos || n == "len" ||
          n.find("_len") != std::string::npos;
@@ -201,29 +219,17 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
   };
   auto params = series_params(group, e.varied, axis);
   params.erase(std::remove(params.begin(), params.end(), size_param), params.end());
-  std::map<std::string, std::vector<std::pair<double, double>>> lines;
+  Lines lines;
   for (auto* m : group)
     if (auto x = parse_double(axis(*m))) lines[series_label(*m, params)].emplace_back(*x, m->summary.median);
   std::string stem = "bandwidth_" + file_stem(first.role, first.metric);
-  std::ofstream data(dir / (stem + ".dat"));
-  for (auto& [label, pts] : lines) {
-    std::sort(pts.begin(), pts.end());
-    for (auto& [x, y] : pts) data << x << " " << y << "\n";
-    data << "\n\n";
-  }
-  data.close();
+  const std::string clauses = write_line_series(dir, stem, lines, du.factor);
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq("median " + first.metric + " (" + first.role + ") by " + size_param) << "\n"
     << "set xlabel " << gq(size_param + " [bytes]") << "\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
     << "set logscale x 2\nset key outside right top\nset grid\nplot ";
-  size_t i = 0;
-  for (auto& [label, pts] : lines) {
-    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " using 1:($2*" << du.factor << ") with linespoints lw 2 pt 7 lc "
-      << i + 1 << " title " << gq(label);
-    ++i;
-  }
-  g << "\n";
+  g << clauses << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
   if (run_gnuplot(dir / (stem + ".gp"), warnings))
     plots.push_back({"bandwidth: median " + first.metric + " by " + size_param, dir / (stem + ".png"), Plot::Section::Headline, 2});
@@ -243,7 +249,7 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
     if (is_size_param(v)) size_param = v;
   const bool aggregate = is_time_unit(first.unit) && !size_param.empty();
   auto params = series_params(group, e.varied, [](const MetricStats& m) { return std::to_string(m.ranks); });
-  std::map<std::string, std::vector<std::pair<double, double>>> lines;
+  Lines lines;
   std::vector<double> ys;
   for (auto* m : group) {
     double y = m->summary.median;
@@ -261,13 +267,7 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
   std::sort(ys.begin(), ys.end());
   const DisplayUnit du = aggregate ? display_unit("bytes/s", ys[ys.size() / 2]) : unit_of(group);
   const std::string stem = (aggregate ? "aggregate_bandwidth_" : "scaling_") + file_stem(first.role, first.metric);
-  std::ofstream data(dir / (stem + ".dat"));
-  for (auto& [label, pts] : lines) {
-    std::sort(pts.begin(), pts.end());
-    for (auto& [x, y] : pts) data << x << " " << y << "\n";
-    data << "\n\n";
-  }
-  data.close();
+  const std::string clauses = write_line_series(dir, stem, lines, du.factor);
   const std::string title = aggregate ? "aggregate bandwidth from " + first.metric + " (" + first.role + "): ranks x " + size_param + " / median"
                                       : "median " + first.metric + " (" + first.role + ") by ranks";
   std::ostringstream g;
@@ -280,13 +280,7 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
   size_t t = 0;
   for (int r : ranks) g << (t++ ? ", " : "") << "'" << r << "' " << r;
   g << ")\nset key outside right top\nset grid\nplot ";
-  size_t i = 0;
-  for (auto& [label, pts] : lines) {
-    g << (i ? ", " : "") << gq(stem + ".dat") << " index " << i << " using 1:($2*" << du.factor << ") with linespoints lw 2 pt 7 lc "
-      << i + 1 << " title " << gq(label);
-    ++i;
-  }
-  g << "\n";
+  g << clauses << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
   if (run_gnuplot(dir / (stem + ".gp"), warnings)) plots.push_back({title, dir / (stem + ".png"), Plot::Section::Headline, aggregate ? 0 : 1});
 }
