@@ -81,8 +81,9 @@ void expect_every_dataset_fetched(const fs::path& db, int producers, int tensor_
 // one client node, loopback unless given, a port of its own); returns the experiment's database.
 fs::path throughput_sweep(const test::TempDir& d, const std::string& exp, int port_offset, std::vector<std::string> flags,
                           int expect_exit = 0) {
-  std::vector<std::string> args = {"throughput_standard", "--exp_name=" + exp, "--db_cpus=1", "--client_nodes=1",
-                                   "--db_port=" + std::to_string(base_port() + port_offset)};
+  std::vector<std::string> args = {"throughput_standard", "--exp_name=" + exp, "--db_cpus=1", "--client_nodes=1"};
+  if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) { return f.rfind("--db_port=", 0) == 0; }))
+    args.push_back("--db_port=" + std::to_string(base_port() + port_offset));
   args.insert(args.end(), flags.begin(), flags.end());
   if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) { return f.rfind("--net_ifname=", 0) == 0; }))
     args.push_back("--net_ifname=lo");
@@ -545,11 +546,12 @@ TEST(ThroughputSweep, RunsOfADatabaseThatNeverStartsFailNamingIt) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE role='throughput'"), "0");
 }
 
-// Groups are consecutive runs: when the database's parameters are not the outermost axes (db_tpq is declared
+// Groups are consecutive runs: when the database's parameters are not the outermost axes (db_port is declared
 // after tensor_bytes), groups with equal values come back, and each gets a database of its own.
 TEST(ThroughputSweep, GroupsThatComeBackGetTheirOwnDatabase) {
   test::TempDir d;
-  fs::path db = throughput_sweep(d, "alt", 50, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]", "--db_tpq=[1,2]",
+  fs::path db = throughput_sweep(d, "alt", 50, {"--db_nodes=1", "--clients_per_node=1", "--tensor_bytes=[1024,2048]",
+                                               "--db_port=[" + std::to_string(base_port() + 50) + "," + std::to_string(base_port() + 60) + "]",
                                                "--iterations=2"});
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "8") << "4 runs, 4 databases";
   EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT path) FROM runs WHERE session LIKE 'db-service-%'"), "4");
