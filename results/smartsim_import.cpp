@@ -56,12 +56,13 @@ bool is_run_level_config(const fs::path& cfg) {
   return false;
 }
 
+// Timing files make a folder a session whatever its run.cfg says (the long fuzz run found a session whose [run]
+// name began with "run-": it was taken for the run folder's config and neither imported nor reported).
 bool is_session_dir(const fs::path& d) {
   std::error_code ec;
-  if (fs::exists(d / "run.cfg", ec)) return !is_run_level_config(d / "run.cfg");
   for (auto& e : fs::directory_iterator(d, ec))
     if (std::regex_match(e.path().filename().string(), kRankFile)) return true;
-  return false;
+  return fs::exists(d / "run.cfg", ec) && !is_run_level_config(d / "run.cfg");
 }
 
 std::vector<fs::path> session_dirs(const fs::path& dir) {

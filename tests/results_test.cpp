@@ -123,6 +123,21 @@ TEST(SmartSimImport, EveryLineLandsOnceAndBrokenSessionsAreSkipped) {
   EXPECT_EQ(count(file, "SELECT count(*) FROM samples"), 54) << "re-import replaces";
 }
 
+// A folder with timing files is a session even when its run.cfg's [run] name begins with "run-" like the run
+// folder's own config (found by the long fuzz run: such a session was neither imported nor reported).
+TEST(SmartSimImport, ASessionWhoseConfigLooksLikeTheRunFoldersIsStillASession) {
+  test::TempDir d;
+  fs::path exp = d.path / "results" / "odd";
+  fs::path session = exp / "run-2023-07-17-13:21:17" / "throughput-sess-cpp-N1-T1-DBN1-DBCPU2-ITER1-TB1024-0001";
+  fs::create_directories(session);
+  write_run_config(session, "run-2023-07-17-13:21:17", {{"client_nodes", "1"}, {"language", "cpp"}}, "cpp");
+  write_cpp_throughput_rank(session, 0, 1, 0.001);
+  ResultsDb db(exp / "fanout.sqlite");
+  auto r = import_smartsim_tree(exp, db);
+  EXPECT_EQ(r.runs, 1) << (r.skipped.empty() ? "" : r.skipped.front());
+  EXPECT_EQ(r.samples, 5u);  // client(), put, unpack, loop_time, main()
+}
+
 // The aggregation experiment's tree: producer sessions write no timing file, the consumer (one task) writes
 // rank_0_timing.csv; a Fortran inference session writes its loop lines with E25.16 (leading blanks).
 TEST(SmartSimImport, AggregationAndFortranSessionsAsTheirClientsWriteThem) {
