@@ -6,6 +6,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -67,27 +68,28 @@ std::string language_of(const std::vector<std::pair<std::string, std::string>>& 
   return "cpp";  // fanout's clients are C++
 }
 
-bool is_service(const ResultsDb& db, int64_t run_id) {
+// The first column of `sql`'s first row for one run (its one parameter), as text; nullopt when there is no row.
+// What the export needs of a run beyond StoredRun: its start, its experiment's subcommand, whether it is a service.
+std::optional<std::string> run_value(const ResultsDb& db, const char* sql, int64_t run_id) {
   sqlite3_stmt* st = nullptr;
-  bool yes = false;
-  if (sqlite3_prepare_v2(db.handle(), "SELECT 1 FROM provenance WHERE run_id=? AND key='shared_step'", -1, &st, nullptr) == SQLITE_OK) {
+  std::optional<std::string> out;
+  if (sqlite3_prepare_v2(db.handle(), sql, -1, &st, nullptr) == SQLITE_OK) {
     sqlite3_bind_int64(st, 1, run_id);
-    yes = sqlite3_step(st) == SQLITE_ROW;
-  }
-  sqlite3_finalize(st);
-  return yes;
-}
-
-std::string subcommand_of(const ResultsDb& db, int64_t run_id) {
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  if (sqlite3_prepare_v2(db.handle(), "SELECT e.subcommand FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id=?", -1, &st,
-                         nullptr) == SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, run_id);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    if (sqlite3_step(st) == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(st, 0);
+      out = text ? reinterpret_cast<const char*>(text) : "";
+    }
   }
   sqlite3_finalize(st);
   return out;
+}
+
+bool is_service(const ResultsDb& db, int64_t run_id) {
+  return run_value(db, "SELECT 1 FROM provenance WHERE run_id=? AND key='shared_step'", run_id).has_value();
+}
+
+std::string subcommand_of(const ResultsDb& db, int64_t run_id) {
+  return run_value(db, "SELECT e.subcommand FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id=?", run_id).value_or("");
 }
 
 // A run's [attributes] as SmartSim-Scaling's drivers write them for the same experiment (driverthroughput and
@@ -128,14 +130,7 @@ std::vector<std::pair<std::string, std::string>> attributes_of(const StoredRun& 
 }
 
 double started_at(const ResultsDb& db, int64_t run_id) {
-  sqlite3_stmt* st = nullptr;
-  double t = 0;
-  if (sqlite3_prepare_v2(db.handle(), "SELECT coalesce(started_at, created_at, ingested_at) FROM runs WHERE id=?", -1, &st, nullptr) == SQLITE_OK) {
-    sqlite3_bind_int64(st, 1, run_id);
-    if (sqlite3_step(st) == SQLITE_ROW) t = sqlite3_column_double(st, 0);
-  }
-  sqlite3_finalize(st);
-  return t;
+  return parse_double(run_value(db, "SELECT coalesce(started_at, created_at, ingested_at) FROM runs WHERE id=?", run_id).value_or("")).value_or(0);
 }
 
 }  // namespace
