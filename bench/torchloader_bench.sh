@@ -18,7 +18,10 @@ for default in --nodes=1 --max_iterations=60 --max_batch=64 --cost=64; do
   case " $* " in *" ${default%%=*}="*) ;; *) common+=("$default") ;; esac
 done
 common+=("$@")
-"$build/fanout" torchloader_profile --exp_name=profile "${common[@]}" >/dev/null
+# Profiling takes no --nodes (it runs each application alone).
+profile=()
+for a in "${common[@]}"; do case "$a" in --nodes=*) ;; *) profile+=("$a") ;; esac; done
+"$build/fanout" torchloader_profile --exp_name=profile "${profile[@]}" >/dev/null
 "$build/fanout" torchloader --exp_name=modes --mode=[1,2,3] "${common[@]}" | grep -E 'COMPLETED|FAILED' || true
 echo
 sqlite3 -header -column "$out/modes/fanout.sqlite" "

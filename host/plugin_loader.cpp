@@ -329,12 +329,17 @@ void Plugin::check_and_complete() {
     if (refs)
       for (auto& r : *refs)
         if (!t.uses_param(r)) throw bad("experiment '" + t.name + "' names its sessions by '" + r + "', which it does not use");
+    // A parameter the experiment does not use has one value in all its runs, so it never splits a group.
+    std::erase_if(t.shared_by, [&](const std::string& n) { return !t.uses_param(n); });
+    for (auto& st : t.steps)
+      for (auto& expr : {st.nodes, st.tasks_per_node})
+        for (auto& r : parse_count_expr(expr)->names())
+          if (param(r) && !t.uses_param(r))
+            throw bad("experiment '" + t.name + "' sizes step '" + st.role + "' by '" + r + "', which it does not use");
     // A parameter the experiment does not use cannot be given, so a list default would multiply its runs unseen.
     for (auto& ps : params_) {
       if (t.uses_param(ps.name)) continue;
-      std::string def = ps.default_value;
-      for (auto& [n, v] : t.defaults)
-        if (n == ps.name) def = v;
+      const std::string def = t.default_text(ps);
       if (!trim(def).empty() && trim(def).front() == '[')
         throw bad("experiment '" + t.name + "' does not use '" + ps.name + "' but its default is a list (" + def + "): give it a single default");
     }
@@ -364,6 +369,26 @@ void Plugin::init() {
     throw PluginError(PluginErrorKind::InitFailed,
                       "plugin " + path_.string() + " init failed: " + (err[0] ? std::string(err) : "no reason given"));
   initialised_ = true;
+}
+
+const ExperimentTemplate* Plugin::experiment(const std::string& name) const {
+  for (auto& e : experiments_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> Plugin::values_for_roles(
+    const std::string& experiment_name, std::vector<std::pair<std::string, std::string>> stored) const {
+  const ExperimentTemplate* t = experiment(experiment_name);
+  if (!t) return stored;
+  for (auto& ps : params_) {
+    if (t->uses_param(ps.name)) continue;
+    bool present = false;
+    for (auto& [n, v] : stored) present = present || n == ps.name;
+    // A single value: the loader refuses list defaults for parameters an experiment does not use.
+    if (!present) stored.emplace_back(ps.name, trim(t->default_text(ps)));
+  }
+  return stored;
 }
 
 std::string Plugin::check(const std::vector<std::pair<std::string, std::string>>& values) const {

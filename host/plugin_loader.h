@@ -59,6 +59,12 @@ struct ExperimentTemplate {
   std::vector<std::string> shared_by;  // the parameters that define a group
   std::vector<std::string> uses;       // the parameters it uses, in the plugin's order (every one when it says none)
   bool uses_param(const std::string& name) const { return std::find(uses.begin(), uses.end(), name) != uses.end(); }
+  // A parameter's default under this experiment: its own override, else the plugin's.
+  std::string default_text(const ParamSpec& p) const {
+    for (auto& [n, v] : defaults)
+      if (n == p.name) return v;
+    return p.default_value;
+  }
 };
 
 // The {name} references of a session-name template (empty names and unbalanced braces are errors: nullopt).
@@ -86,6 +92,11 @@ class Plugin {
   const RoleSpec* role(const std::string& name) const;
   std::vector<std::string> role_names() const;
   const std::vector<ExperimentTemplate>& experiments() const { return experiments_; }
+  const ExperimentTemplate* experiment(const std::string& name) const;  // nullptr when there is none of that name
+  // What a run's roles read: its stored values (the parameters its experiment uses) and, for the ones the
+  // experiment does not use, their fixed defaults under it. A run without an experiment stores every value.
+  std::vector<std::pair<std::string, std::string>> values_for_roles(const std::string& experiment,
+                                                                    std::vector<std::pair<std::string, std::string>> stored) const;
   // The plugin's own check of one permutation (names and values in order); empty when it accepts them or has
   // no check, else its reason.
   std::string check(const std::vector<std::pair<std::string, std::string>>& values) const;

@@ -417,9 +417,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   validate_settings(request.settings);  // once for every run, dry run included
   ExperimentPlan plan;
   plan.request = request;
-  const ExperimentTemplate* tmpl = nullptr;
-  for (auto& e : plugin.experiments())
-    if (e.name == request.subcommand) tmpl = &e;
+  const ExperimentTemplate* tmpl = plugin.experiment(request.subcommand);
   if (!request.steps.empty()) {
     plan.steps = request.steps;
   } else if (tmpl) {
@@ -450,6 +448,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       throw UserError(src.origin + ": unknown parameter '" + name + "' for plugin " + plugin.name() +
                       (known.empty() ? "" : " (known: " + join(known, ", ") + ")"));
     }
+    if (tmpl && plugin.param(name) && !tmpl->uses_param(name))
+      throw UserError(src.origin + ": experiment " + tmpl->name + " does not use parameter '" + name + "' (it uses: " +
+                      join(tmpl->uses, ", ") + ")");
     if (given.count(name)) throw UserError(src.origin + ": parameter '" + name + "' is given twice");
     given[name] = &src;
   }
@@ -462,11 +463,10 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     if (!it->second->values.empty()) return it->second->values;
     return parse_list_value(it->second->text, it->second->origin);
   };
+  // Only what the experiment uses is swept, stored and shown; the roles get the rest as fixed defaults (rank).
   for (auto& p : plugin.params()) {
-    std::string def = p.default_value, origin = "default of " + plugin.name() + "." + p.name;
-    if (tmpl)
-      for (auto& [n, v] : tmpl->defaults)
-        if (n == p.name) def = v;
+    if (tmpl && !tmpl->uses_param(p.name)) continue;
+    std::string def = tmpl ? tmpl->default_text(p) : p.default_value, origin = "default of " + plugin.name() + "." + p.name;
     auto it = given.find(p.name);
     std::string where = it != given.end() ? it->second->origin : origin;
     auto values = values_of(p.name, def, origin);
@@ -512,7 +512,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     if (++kept > uint64_t(request.settings.max_runs))
       throw UserError("more than " + std::to_string(request.settings.max_runs) +
                       " permutations remain after the exclusions; narrow the lists or raise --max_runs");
-    if (auto why = plugin.check(point.values); !why.empty()) {
+    if (auto why = plugin.check(plugin.values_for_roles(request.subcommand, point.values)); !why.empty()) {
       std::string where;
       for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
       throw UserError("plugin " + plugin.name() + " refuses the permutation" + (where.empty() ? "" : " (" + where + ")") + ": " + why);

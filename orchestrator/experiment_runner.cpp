@@ -270,9 +270,6 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
-  const ExperimentTemplate* tmpl = nullptr;  // an experiment file ("run") shows every parameter
-  for (auto& t : plugin.experiments())
-    if (t.name == plan.request.subcommand) tmpl = &t;
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
@@ -281,8 +278,7 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
       out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
           << ", shared by the runs below until the next service)\n";
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << r.session;
-    for (auto& [k, v] : r.point.values)
-      if (!tmpl || tmpl->uses_param(k)) out << " " << k << "=" << v;  // what the experiment uses, not every default
+    for (auto& [k, v] : r.point.values) out << " " << k << "=" << v;  // the plan holds what the experiment uses
     out << "\n";
   }
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";

@@ -444,9 +444,7 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
   auto st = std::make_shared<State>();
   std::vector<std::string> sweepable;  // for the example: parameters whose default is a list
   for (auto& ps : plugin.params()) {
-    std::string def = ps.default_value;
-    for (auto& [n, v] : tmpl.defaults)
-      if (n == ps.name) def = v;
+    const std::string def = tmpl.default_text(ps);
     auto& slot = st->params[ps.name];
     if (!tmpl.uses_param(ps.name)) {
       // Not this experiment's: hidden, and refused by name below rather than as an unknown flag.
@@ -474,7 +472,7 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
                 for (auto& t : plugin.experiments())
                   if (t.uses_param(ps.name)) users.push_back(t.name);
                 throw UserError("--" + ps.name + ": " + tmpl.name + " does not use this parameter" +
-                                (users.empty() ? std::string() : " (" + join(users, ", ") + " do)") + "; its parameters: " +
+                                (users.empty() ? std::string() : " (" + join(users, ", ") + (users.size() == 1 ? " does" : " do") + ")") + "; its parameters: " +
                                 join(tmpl.uses, ", "));
               }
               req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});

@@ -230,7 +230,7 @@ int run_rank(int argc, char** argv) {
   ctx.experiment_dir = run_path.parent_path().parent_path().string();
   ctx.service_dir = meta.service_dir;
   ctx.service_provider = meta.service_provider;
-  for (auto& [k, v] : meta.parameters) ctx.params[k] = v;
+  for (auto& [k, v] : plugin->values_for_roles(meta.subcommand, meta.parameters)) ctx.params[k] = v;
   auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks, ctx.place.size);
   ctx.rendezvous = rendezvous.get();
 

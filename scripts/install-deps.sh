@@ -10,7 +10,8 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
   libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox
   redis-server redis-tools libhiredis-dev libibverbs-dev
-  libtorch-dev libopenblas0-openmp)  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
+  libtorch-dev libopenblas0-openmp  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
+  gfortran python3-dev pybind11-dev python3-numpy)  # the tensor client's Fortran module and Python package
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3
   openmpi-bin stress-ng  # PBS's default step launcher (mpirun) for real; a saturated machine for scripts/test.sh --under-load
   clang-14 libclang-rt-14-dev llvm-14)  # the last three for scripts/fuzz.sh: clang, libFuzzer + sanitizers, symbolizer

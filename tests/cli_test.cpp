@@ -371,8 +371,14 @@ TEST(Cli, AnExperimentShowsAndTakesOnlyTheParametersItUses) {
   const std::string first = dry.out.substr(dry.out.find("[1/"), dry.out.find('\n', dry.out.find("[1/")) - dry.out.find("[1/"));
   EXPECT_NE(first.find(" tensor_bytes=1024"), std::string::npos) << first;
   EXPECT_EQ(first.find("device="), std::string::npos) << first;
-  // A plugin that declares nothing (calibration) keeps every parameter.
-  EXPECT_NE(fanout_cmd(d, {"calibration_sleep", "--help"}).out.find("--copy_bytes"), std::string::npos);
+  // A plugin that declares nothing (parameter_serving) keeps every parameter; calibration's experiments each
+  // take their own size parameter only.
+  EXPECT_NE(fanout_cmd(d, {"parameter_serving", "--help"}).out.find("--mcast_rate"), std::string::npos);
+  EXPECT_EQ(fanout_cmd(d, {"calibration_sleep", "--help"}).out.find("--copy_bytes"), std::string::npos);
+  auto copy = fanout_cmd(d, {"calibration_copy", "--sleep_us=5", "--dry-run"});
+  EXPECT_EQ(copy.exit_code, 2);
+  EXPECT_NE(copy.err.find("--sleep_us: calibration_copy does not use this parameter (calibration_sleep, calibration_sweep do)"),
+            std::string::npos) << copy.err;
 }
 
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {

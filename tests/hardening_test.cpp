@@ -104,7 +104,7 @@ TEST(Hardening, PermutationCountsAreCheckedBeforeAnythingIsExpanded) {
   // 256^8 = 2^64 wraps a 64-bit count to 0: it is "more than 2^64", never "every permutation is excluded".
   const std::string b = list_of(256), b1 = list_of(256, 1);  // b1 for the parameters whose minimum is 1
   expect_refused(d, {"calibration_sleep", "--nodes=" + b1, "--ranks_per_node=" + b1, "--iterations=" + b, "--warmup=" + b, "--sleep_us=" + b,
-                     "--copy_bytes=" + b1, "--fail_rank=" + list_of(256, -300), "--crash_rank=" + list_of(256, -300)},
+                     "--hang_rank=" + list_of(256, -300), "--fail_rank=" + list_of(256, -300), "--crash_rank=" + list_of(256, -300)},
                  "more than 2^64 permutations");
   expect_refused(d, {"calibration_sleep", "--sleep_us=[1,2,3,4,5,6]", "--max_runs=5"}, "6 permutations (6) exceed --max_runs=5");
   // Exclusions are visited one point at a time: what remains is what counts.

@@ -425,6 +425,17 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
   // SmartSim-Scaling's session names, with fanout's parameter hash where it puts an id.
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'throughput-sess-cpp-N1-T2-DBN3-DBCPU1-ITER5-TB65536-%'"), "1");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE session LIKE 'db-service-db_nodes3-db_cpus1-%'"), "1");
+  // Only what throughput_standard uses is stored, in run.toml and the database alike: not the inference flags
+  // (device, batch_size, db_tpq ...) its roles get as fixed defaults.
+  EXPECT_EQ(test::sql_one(db, "SELECT group_concat(name) FROM (SELECT DISTINCT name FROM parameters ORDER BY name)"),
+            "client_nodes,clients_per_node,db_cpus,db_nodes,db_port,iterations,languages,net_ifname,run_db_as_batch,"
+            "tensor_bytes,warmup");
+  for (auto& path : test::sql_rows(db, "SELECT path FROM runs")) {
+    const std::string toml = fanout::read_file(fs::path(path[0]) / "run.toml");
+    EXPECT_NE(toml.find("tensor_bytes"), std::string::npos) << path[0];
+    for (const char* unused : {"device", "db_tpq", "batch_size", "model_dir", "net_type", "fs_dir"})
+      EXPECT_EQ(toml.find(unused), std::string::npos) << unused << " in " << path[0] << "/run.toml";
+  }
   // Every client: client() and main() once, 5 measured + 1 warmup put/unpack/loop.
   for (auto& row : test::sql_rows(db, "SELECT run_id, rank, sum(metric='put_tensor' AND warmup=0), sum(metric='put_tensor' AND warmup=1), "
                                       "sum(metric='client()'), sum(metric='loop_bandwidth') FROM samples WHERE role='throughput' "

@@ -120,10 +120,14 @@ const fanout_step_spec kSleepSteps[] = {FANOUT_STEP("sleep", "{nodes}", "{ranks_
 const fanout_step_spec kCopySteps[] = {FANOUT_STEP("copy", "{nodes}", "{ranks_per_node}", "disjoint")};
 const fanout_param_default kSweepDefaults[] = {FANOUT_DEFAULT("sleep_us", "[500,1000,2000]"), FANOUT_DEFAULT("ranks_per_node", "[1,2]"), FANOUT_DEFAULT("iterations", "100")};
 
+// The test hooks (fail/crash/hang_rank) work in every experiment; each role reads its own size parameter.
+const char* kSleepUses = "nodes,ranks_per_node,iterations,warmup,sleep_us,fail_rank,crash_rank,hang_rank";
+const char* kCopyUses = "nodes,ranks_per_node,iterations,warmup,copy_bytes,fail_rank,crash_rank,hang_rank";
+
 const fanout_experiment_spec kExperiments[] = {
-    FANOUT_EXPERIMENT("calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", FANOUT_ARRAY(kSleepSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
-    FANOUT_EXPERIMENT("calibration_copy", "memcpy bandwidth per rank", FANOUT_ARRAY(kCopySteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
-    FANOUT_EXPERIMENT("calibration_sweep", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us); scripts/quickstart.sh is the SmartSim-style first run", FANOUT_ARRAY(kSleepSteps), FANOUT_ARRAY(kSweepDefaults), nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT_USING("calibration_sleep", "sleep for a known time per iteration (checks the measurement path)", FANOUT_ARRAY(kSleepSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, kSleepUses),
+    FANOUT_EXPERIMENT_USING("calibration_copy", "memcpy bandwidth per rank", FANOUT_ARRAY(kCopySteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, kCopyUses),
+    FANOUT_EXPERIMENT_USING("calibration_sweep", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us); scripts/quickstart.sh is the SmartSim-style first run", FANOUT_ARRAY(kSleepSteps), FANOUT_ARRAY(kSweepDefaults), nullptr, nullptr, nullptr, kSleepUses),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("calibration", "benchmarks of known cost for checking the measurement path", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);

@@ -178,7 +178,9 @@ const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("workers", "1"
 
 const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT("pslite", "ps-lite push/pull benchmark: servers and workers on nodes of their own", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
-    FANOUT_EXPERIMENT("pslite_colocated", "the same with workers_per_node workers on every server's node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), nullptr, nullptr, nullptr),
+    // Colocated: the worker count follows from servers x workers_per_node, so `workers` is not its parameter.
+    FANOUT_EXPERIMENT_USING("pslite_colocated", "the same with workers_per_node workers on every server's node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), nullptr, nullptr, nullptr,
+                            "len,keys_per_server,mode,servers,workers_per_node,threads,iterations,duration,warmup,transport,interface,scheduler_port,verify,shm_ring_bytes,spin_us,kill_worker_after"),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("pslite", "ps-lite-style parameter server push/pull benchmark (tcp, shared memory)", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check);

@@ -39,32 +39,58 @@ inline std::string companion_program(const std::string& name) {
   return name;
 }
 
-// A program a role starts: argv only, never through a shell. With capture_stdout, `out` reads its standard output
-// (the caller closes it); otherwise it writes to the rank's own output.
+// A program a role starts: argv only, never through a shell. With capture_stdout, `out` reads its standard output;
+// with feed_stdin, `in` writes its standard input (the caller closes both); otherwise it shares the rank's.
+// `extra_env` ("NAME=value") is added to the rank's environment: the way to hand a child a secret, which its
+// command line would show to every user of the node.
 struct Child {
   pid_t pid = -1;
   int out = -1;
+  int in = -1;
 };
-inline Child spawn_program(const std::vector<std::string>& args, bool capture_stdout) {
-  int fds[2] = {-1, -1};
-  if (capture_stdout && ::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("cannot start " + args.at(0) + ": no pipe");
+struct SpawnOptions {
+  bool capture_stdout = false;
+  bool feed_stdin = false;
+  std::vector<std::string> extra_env;
+};
+inline Child spawn_program(const std::vector<std::string>& args, const SpawnOptions& o) {
+  int out[2] = {-1, -1}, in[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {out[0], out[1], in[0], in[1]})
+      if (fd >= 0) ::close(fd);
+  };
+  if ((o.capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) || (o.feed_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
+    close_all();
+    throw std::runtime_error("cannot start " + args.at(0) + ": no pipe");
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  if (capture_stdout) posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  if (o.capture_stdout) posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  if (o.feed_stdin) posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_text = o.extra_env;
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  for (char** e = environ; *e; ++e) envp.push_back(*e);  // the first of a name wins in getenv: ours
+  envp.push_back(nullptr);
   Child c;
-  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
-  if (capture_stdout) ::close(fds[1]);
   if (rc != 0) {
-    if (capture_stdout) ::close(fds[0]);
+    close_all();
     throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   }
-  c.out = fds[0];
+  if (o.capture_stdout) ::close(out[1]), c.out = out[0];
+  if (o.feed_stdin) ::close(in[0]), c.in = in[1];
   return c;
+}
+inline Child spawn_program(const std::vector<std::string>& args, bool capture_stdout) {
+  SpawnOptions o;
+  o.capture_stdout = capture_stdout;
+  return spawn_program(args, o);
 }
 // Waits for a started program: its exit status, or 128 + the signal that killed it.
 inline int wait_exit(pid_t pid) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "fanout_sdk.hpp"
+#include "language_client.h"
 #include "redis_server.h"
 #include "tensor_client.h"
 
@@ -41,6 +42,7 @@ constexpr int kRunTimeoutMs = 7 * 24 * 3600 * 1000;  // the run's wall time ends
 
 const char* const kNetTypes[] = {"tcp", "uds"};
 const char* const kDevices[] = {"CPU", "GPU"};
+const char* const kLanguages[] = {"cpp", "c", "fortran", "python"};
 const fanout_param_spec kParams[] = {
     // Sweep order (first outermost) as SmartSim-Scaling's throughput_standard: db_nodes x db_cpus outside,
     // then client_nodes, clients_per_node, tensor_bytes, languages.
@@ -53,7 +55,7 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_RANGE("tensors_per_dataset", FANOUT_PARAM_INT, "4", "aggregation: tensors in each producer's dataset", "1", NULL),
     FANOUT_PARAM_RANGE("client_threads", FANOUT_PARAM_INT, "32", "aggregation: threads (and connections) the consumer fetches datasets with", "1", NULL),
     FANOUT_PARAM("fs_dir", FANOUT_PARAM_STRING, "auto", "filesystem aggregation: the shared folder (auto: <run>/aggregation_fs; point it at NFS/Lustre)"),
-    FANOUT_PARAM("languages", FANOUT_PARAM_STRING, "[cpp]", "client language (cpp)"),
+    FANOUT_PARAM_ONE_OF("languages", FANOUT_PARAM_STRING, "[cpp]", "language of the throughput clients and aggregation producers: cpp (in the rank), c, fortran, python (fanout-tensor-client-<language>)", kLanguages),
     FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "100", "measured put/unpack iterations per client", "0", NULL),
     FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "1", "warmup iterations per client (recorded, flagged, excluded from statistics)", "0", NULL),
     FANOUT_PARAM_RANGE("db_port", FANOUT_PARAM_INT, "6780", "first database port (database rank r listens on db_port + r)", "1", "65535"),
@@ -233,9 +235,20 @@ std::unique_ptr<smartsim::Client> timed_client(fanout_sdk::Host& host, const sma
 double seconds(int64_t a, int64_t b) { return double(b - a) / 1e9; }
 
 // The throughput client: put a float tensor, unpack it back, per iteration.
+// What a client in another language is told (language_client.h): its mode, rank and sizes.
+std::vector<std::string> client_args(fanout_sdk::Host& host, const std::string& mode) {
+  return {mode, std::to_string(host.rank()), std::to_string(host.param_int("tensor_bytes")), std::to_string(host.param_int("iterations")),
+          std::to_string(host.param_int("warmup")), std::to_string(host.param_int("tensors_per_dataset"))};
+}
+
 int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
+    if (const std::string language = host.param("languages"); language != "cpp") {
+      const smartsim::ClientOptions db = database_options(host, colocated);
+      smartsim::run_language_client(host, {language, client_args(host, "throughput"), &db, nullptr, nullptr});
+      return;
+    }
     auto client = timed_client(host, database_options(host, colocated));
     const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes") / 4);
     const size_t bytes = elements * 4;
@@ -268,12 +281,21 @@ int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocat
 
 // Runs body(k, i) for each producer iteration k (i = k - warmup, negative while warming up), each one once
 // the consumer has finished the previous.
+// Returns once the consumer has finished iteration k (at once for k < 0).
+void wait_consumed(fanout_sdk::Host& host, int64_t k) {
+  std::string consumed;
+  if (k >= 0 && !host.get("smartsim.consumed." + std::to_string(k), consumed, kRunTimeoutMs))
+    throw std::runtime_error("the consumer never finished iteration " + std::to_string(k));
+}
+
+void release_producers(fanout_sdk::Host& host, int64_t k) {
+  if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
+}
+
 void producer_iterations(fanout_sdk::Host& host, const std::function<void(int64_t k, int64_t i)>& body) {
   const int64_t warmup = host.param_int("warmup"), iterations = host.param_int("iterations");
   for (int64_t k = 0; k < warmup + iterations && !host.should_stop(); ++k) {
-    std::string consumed;
-    if (k > 0 && !host.get("smartsim.consumed." + std::to_string(k - 1), consumed, kRunTimeoutMs))
-      throw std::runtime_error("the consumer never finished iteration " + std::to_string(k - 1));
+    wait_consumed(host, k - 1);
     body(k, k - warmup);
   }
 }
@@ -312,7 +334,7 @@ void consumer_iterations(fanout_sdk::Host& host, const std::function<std::vector
     host.record("poll_list", i, t0, seconds(t0, t1), "s", i < 0);
     host.record("get_list", i, t1, seconds(t1, t2), "s", i < 0);
     host.record("get_list_bandwidth", i, t1, double(total) / seconds(t1, t2), "bytes/s", i < 0);
-    if (!host.put("smartsim.consumed." + std::to_string(k), "1")) throw std::runtime_error("rendezvous put failed");
+    release_producers(host, k);
   }
 }
 
@@ -321,6 +343,11 @@ int64_t producer_count(fanout_sdk::Host& host) { return host.param_int("client_n
 int run_producer(fanout_context* ctx, const fanout_host_ops* ops) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
+    if (const std::string language = host.param("languages"); language != "cpp") {
+      const smartsim::ClientOptions db = database_options(host, false);
+      smartsim::run_language_client(host, {language, client_args(host, "producer"), &db, [&](int64_t k) { wait_consumed(host, k - 1); }, nullptr});
+      return;
+    }
     auto client = timed_client(host, database_options(host, false));
     const size_t elements = std::max<int64_t>(1, host.param_int("tensor_bytes") / 4);
     const int tensors = int(std::max<int64_t>(1, host.param_int("tensors_per_dataset")));
@@ -430,6 +457,33 @@ int run_fs_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
           for (auto& f : files) ::unlink(f.c_str());
           ::rmdir(fs_iteration_dir(host, k).c_str());
         });
+  });
+}
+
+// aggregation_scaling_python(_fs): the consumer in Python (SmartSim-Scaling's aggregation_consumer.py), on the
+// fanout_tensor_client package; the rank records what it reports and releases the producers.
+std::vector<std::string> python_consumer_args(fanout_sdk::Host& host, const std::string& mode) {
+  std::vector<std::string> args = client_args(host, mode);
+  args.push_back(std::to_string(producer_count(host)));
+  args.push_back(std::to_string(std::max<int64_t>(1, host.param_int("client_threads"))));
+  return args;
+}
+
+int run_python_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    const smartsim::ClientOptions db = database_options(host, false);
+    smartsim::run_language_client(host, {"python", python_consumer_args(host, "consumer"), &db, nullptr,
+                                         [&](int64_t k) { release_producers(host, k); }});
+  });
+}
+
+int run_fs_python_consumer(fanout_context* ctx, const fanout_host_ops* ops) {
+  fanout_sdk::Host host(ctx, ops);
+  return client_role(host, [&] {
+    std::vector<std::string> args = python_consumer_args(host, "fs_consumer");
+    args.push_back(fs_root(host));
+    smartsim::run_language_client(host, {"python", args, nullptr, nullptr, [&](int64_t k) { release_producers(host, k); }});
   });
 }
 
@@ -552,6 +606,8 @@ const fanout_role kRoles[] = {
     FANOUT_ROLE("consumer", "aggregation: wait for the full list, fetch every dataset with client_threads threads", run_consumer),
     FANOUT_ROLE("fs_producer", "filesystem aggregation: write a dataset file per iteration (atomically)", run_fs_producer),
     FANOUT_ROLE("fs_consumer", "filesystem aggregation: wait for every file, read them with client_threads threads", run_fs_consumer),
+    FANOUT_ROLE("consumer_python", "aggregation_scaling_python's consumer: the same in Python (fanout-tensor-client-python)", run_python_consumer),
+    FANOUT_ROLE("fs_consumer_python", "aggregation_scaling_python_fs's consumer: the filesystem consumer in Python", run_fs_python_consumer),
     FANOUT_ROLE("inference", "ResNet-50 per iteration: put_tensor, run_script, run_model, unpack_tensor (SmartSim-Scaling's inference app)", inference_standard),
     FANOUT_ROLE("inference_colocated", "the same against the database on the client's own node", inference_colocated),
 };
@@ -570,22 +626,36 @@ const fanout_step_spec kAggregationSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1
 const fanout_param_default kAggregationDefaults[] = {FANOUT_DEFAULT("db_nodes", "[16]"), FANOUT_DEFAULT("clients_per_node", "[32]"), FANOUT_DEFAULT("tensors_per_dataset", "[4]"),
                                                      FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"),
                                                      FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
+const fanout_step_spec kAggregationPythonSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+                                                    FANOUT_STEP("producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
+                                                    FANOUT_STEP("consumer_python", "1", "1", "disjoint")};
+// SmartSim-Scaling's aggregation_scaling_python and _python_fs defaults (driverdataaggregation/main.py).
+const fanout_param_default kAggregationPythonDefaults[] = {FANOUT_DEFAULT("db_nodes", "[4,8]"), FANOUT_DEFAULT("db_cpus", "12"), FANOUT_DEFAULT("clients_per_node", "[32]"),
+                                                           FANOUT_DEFAULT("client_nodes", "[128]"), FANOUT_DEFAULT("iterations", "1"), FANOUT_DEFAULT("tensor_bytes", "[1024]"),
+                                                           FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
+                                                           FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
+const fanout_step_spec kAggregationPythonFsSteps[] = {FANOUT_STEP("fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
+                                                      FANOUT_STEP("fs_consumer_python", "1", "1", "disjoint")};
+const fanout_param_default kAggregationPythonFsDefaults[] = {FANOUT_DEFAULT("clients_per_node", "[32]"), FANOUT_DEFAULT("client_nodes", "[24,48]"), FANOUT_DEFAULT("iterations", "20"),
+                                                             FANOUT_DEFAULT("tensor_bytes", "[1024]"), FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[16,32]"),
+                                                             FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("db_cpus", "1"), FANOUT_DEFAULT("nodes", "1"),
+                                                             FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1"), FANOUT_DEFAULT("languages", "cpp")};
 const fanout_step_spec kAggregationFsSteps[] = {FANOUT_STEP("fs_producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
                                                 FANOUT_STEP("fs_consumer", "1", "1", "disjoint")};
 const fanout_param_default kAggregationFsDefaults[] = {FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("db_cpus", "1"), FANOUT_DEFAULT("clients_per_node", "[32]"),
                                                        FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
-                                                       FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
-// Inference: SmartSim-Scaling's defaults (its driver's --help).
+                                                       FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1"), FANOUT_DEFAULT("languages", "cpp")};
+// Inference: SmartSim-Scaling's defaults (its driver's --help). Its clients are C++ here (languages fixed to cpp).
 const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
                                             FANOUT_STEP("inference", "{client_nodes}", "{clients_per_node}", "disjoint")};
 const fanout_param_default kInferenceDefaults[] = {FANOUT_DEFAULT("db_nodes", "[12]"), FANOUT_DEFAULT("db_cpus", "[2]"), FANOUT_DEFAULT("client_nodes", "[12]"),
                                                    FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("batch_size", "[1000]"), FANOUT_DEFAULT("tensor_bytes", "1024"),
-                                                   FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp")};
+                                                   FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("languages", "cpp")};
 const fanout_step_spec kInferenceColocatedSteps[] = {FANOUT_STEP("inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
                                                      FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
 const fanout_param_default kInferenceColocatedDefaults[] = {FANOUT_DEFAULT("nodes", "[12]"), FANOUT_DEFAULT("clients_per_node", "[18]"), FANOUT_DEFAULT("db_cpus", "[2]"),
                                                             FANOUT_DEFAULT("batch_size", "[1]"), FANOUT_DEFAULT("tensor_bytes", "1024"), FANOUT_DEFAULT("db_nodes", "1"),
-                                                            FANOUT_DEFAULT("client_nodes", "1")};
+                                                            FANOUT_DEFAULT("client_nodes", "1"), FANOUT_DEFAULT("languages", "cpp")};
 const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("db_cpus", "[8]"), FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("db_nodes", "1"), FANOUT_DEFAULT("client_nodes", "1"),
                                                    FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
 
@@ -594,13 +664,20 @@ const fanout_param_default kColocatedDefaults[] = {FANOUT_DEFAULT("db_cpus", "[8
 // aggregation_scaling (every other parameter the db role reads is in the key too, so runs that differ in one
 // never share a database configured for another); inference_standard starts one per run, as it does.
 const char* kDbSharedBy = "db_nodes,db_cpus,db_tpq,db_port,net_ifname";
+const char* kThroughputUses = "db_nodes,db_cpus,client_nodes,clients_per_node,tensor_bytes,languages,iterations,warmup,db_port,net_ifname,run_db_as_batch";
+const char* kAggregationUses = "db_nodes,db_cpus,client_nodes,clients_per_node,tensor_bytes,tensors_per_dataset,client_threads,languages,iterations,warmup,db_port,net_ifname,run_db_as_batch";
+// The filesystem producers write files with no database client: there is no language to choose.
+const char* kFsUses = "client_nodes,clients_per_node,tensor_bytes,tensors_per_dataset,client_threads,fs_dir,iterations,warmup";
 const fanout_experiment_spec kExperiments[] = {
-    FANOUT_EXPERIMENT_USING("throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy, "db_nodes,db_cpus,client_nodes,clients_per_node,tensor_bytes,languages,iterations,warmup,db_port,net_ifname,run_db_as_batch"),
+    FANOUT_EXPERIMENT_USING("throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy, kThroughputUses),
+    FANOUT_EXPERIMENT_USING("throughput_scaling", "SmartSim-Scaling's older name of throughput_standard (the same experiment)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy, kThroughputUses),
     FANOUT_EXPERIMENT_USING("throughput_colocated", "tensor throughput against a database on every application node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,tensor_bytes,languages,iterations,warmup,db_port,net_ifname,net_type"),
-    FANOUT_EXPERIMENT_USING("aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationSteps), FANOUT_ARRAY(kAggregationDefaults), "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy, "db_nodes,db_cpus,client_nodes,clients_per_node,tensor_bytes,tensors_per_dataset,client_threads,languages,iterations,warmup,db_port,net_ifname,run_db_as_batch"),
-    FANOUT_EXPERIMENT_USING("aggregation_scaling_fs", "the same through a shared folder instead of a database", FANOUT_ARRAY(kAggregationFsSteps), FANOUT_ARRAY(kAggregationFsDefaults), "aggregate-sess-fs-{languages}-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr, "client_nodes,clients_per_node,tensor_bytes,tensors_per_dataset,client_threads,fs_dir,languages,iterations,warmup"),
-    FANOUT_EXPERIMENT_USING("inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kInferenceSteps), FANOUT_ARRAY(kInferenceDefaults), "infer-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "db_nodes,db_cpus,client_nodes,clients_per_node,languages,iterations,warmup,db_port,net_ifname,run_db_as_batch,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
-    FANOUT_EXPERIMENT_USING("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,languages,iterations,warmup,db_port,net_ifname,net_type,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
+    FANOUT_EXPERIMENT_USING("aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationSteps), FANOUT_ARRAY(kAggregationDefaults), "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy, kAggregationUses),
+    FANOUT_EXPERIMENT_USING("aggregation_scaling_fs", "the same through a shared folder instead of a database", FANOUT_ARRAY(kAggregationFsSteps), FANOUT_ARRAY(kAggregationFsDefaults), "aggregate-sess-fs-cpp-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr, kFsUses),
+    FANOUT_EXPERIMENT_USING("aggregation_scaling_python", "aggregation with the consumer in Python (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationPythonSteps), FANOUT_ARRAY(kAggregationPythonDefaults), "aggregate-sess-py-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy, kAggregationUses),
+    FANOUT_EXPERIMENT_USING("aggregation_scaling_python_fs", "filesystem aggregation with the consumer in Python (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationPythonFsSteps), FANOUT_ARRAY(kAggregationPythonFsDefaults), "aggregate-sess-py-fs-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr, kFsUses),
+    FANOUT_EXPERIMENT_USING("inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kInferenceSteps), FANOUT_ARRAY(kInferenceDefaults), "infer-sess-cpp-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "db_nodes,db_cpus,client_nodes,clients_per_node,iterations,warmup,db_port,net_ifname,run_db_as_batch,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
+    FANOUT_EXPERIMENT_USING("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-cpp-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,iterations,warmup,db_port,net_ifname,net_type,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands", "0.2.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);

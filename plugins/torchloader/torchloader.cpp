@@ -516,7 +516,9 @@ const fanout_param_default kProfileDefaults[] = {FANOUT_DEFAULT("mode", "1")};
 
 const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT("torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
-    FANOUT_EXPERIMENT("torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", FANOUT_ARRAY(kProfileSteps), FANOUT_ARRAY(kProfileDefaults), nullptr, nullptr, nullptr),
+    // Profiling runs each application alone on one process: no modes, nodes or core budget.
+    FANOUT_EXPERIMENT_USING("torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", FANOUT_ARRAY(kProfileSteps), FANOUT_ARRAY(kProfileDefaults), nullptr, nullptr, nullptr,
+                            "workload,max_iterations,max_batch,cost,threads,tpm,profile_iterations"),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);

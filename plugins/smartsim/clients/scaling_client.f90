@@ -1,0 +1,116 @@
+! fanout-tensor-client-fortran: SmartSim-Scaling's throughput and aggregation-producer clients in Fortran, on
+! the module fanout_tensor_client. Arguments and output as fanout-tensor-client-c (scaling_client.c).
+program scaling_client
+  use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_fortran_env, only: output_unit, error_unit
+  use fanout_tensor_client
+  implicit none
+  type(tensor_client) :: client
+  character(len=64) :: mode, arg
+  integer :: rank_id, tensors
+  integer(c_int64_t) :: tensor_bytes, iterations, warmup, t0
+  integer(c_size_t) :: elements
+
+  if (command_argument_count() /= 6) then
+    write(error_unit, '(a)') 'usage: fanout-tensor-client-fortran throughput|producer RANK TENSOR_BYTES ITERATIONS WARMUP TENSORS_PER_DATASET'
+    stop 2
+  end if
+  call get_command_argument(1, mode)
+  call get_command_argument(2, arg); read(arg, *) rank_id
+  call get_command_argument(3, arg); read(arg, *) tensor_bytes
+  call get_command_argument(4, arg); read(arg, *) iterations
+  call get_command_argument(5, arg); read(arg, *) warmup
+  call get_command_argument(6, arg); read(arg, *) tensors
+  tensors = max(1, tensors)
+  elements = int(max(1_c_int64_t, tensor_bytes / 4), c_size_t)
+
+  t0 = monotonic_ns()
+  if (connect_env(client) /= 0) call fail('connect')
+  call sample('client()', 0_c_int64_t, t0, seconds(t0, monotonic_ns()), 's')
+  select case (trim(mode))
+  case ('throughput')
+    call throughput()
+  case ('producer')
+    call producer()
+  case default
+    write(error_unit, '(a)') 'fanout-tensor-client-fortran: unknown mode ' // trim(mode)
+    stop 2
+  end select
+  call free_client(client)
+  flush(output_unit)
+
+contains
+
+  subroutine fail(what)
+    character(len=*), intent(in) :: what
+    write(error_unit, '(a)') 'fanout-tensor-client-fortran: ' // what // ': ' // client_error(client)
+    error stop 1
+  end subroutine
+
+  real(c_double) function seconds(a, b)
+    integer(c_int64_t), intent(in) :: a, b
+    seconds = real(b - a, c_double) / 1.0d9
+  end function
+
+  subroutine sample(metric, i, start, value, unit)
+    character(len=*), intent(in) :: metric, unit
+    integer(c_int64_t), intent(in) :: i, start
+    real(c_double), intent(in) :: value
+    write(output_unit, '(a,1x,a,1x,i0,1x,i0,1x,es24.16e3,1x,a)') 'S', metric, i, start, value, unit
+  end subroutine
+
+  subroutine throughput()
+    real(c_float), allocatable, target :: out(:), back(:)
+    character(len=64) :: key
+    integer(c_int64_t) :: i, t1, t2
+    integer(c_size_t) :: e
+    allocate(out(elements), back(elements))
+    do e = 1, elements
+      out(e) = real(rank_id, c_float) + real(e - 1, c_float) * 0.5
+    end do
+    write(key, '(a,i0)') 'throughput_rank_', rank_id
+    do i = -warmup, iterations - 1
+      t0 = monotonic_ns()
+      if (put_tensor(client, trim(key), out, FANOUT_TC_FLOAT) /= 0) call fail('put_tensor')
+      t1 = monotonic_ns()
+      if (unpack_tensor(client, trim(key), back, FANOUT_TC_FLOAT) /= 0) call fail('unpack_tensor')
+      t2 = monotonic_ns()
+      if (i == -warmup) then
+        if (any(out /= back)) call fail('unpacked tensor differs from the one put')
+      end if
+      call sample('put_tensor', i, t0, seconds(t0, t1), 's')
+      call sample('unpack_tensor', i, t1, seconds(t1, t2), 's')
+      call sample('loop_time', i, t0, seconds(t0, t2), 's')
+      call sample('loop_bandwidth', i, t0, 2.0d0 * real(elements * 4, c_double) / seconds(t0, t2), 'bytes/s')
+    end do
+  end subroutine
+
+  subroutine producer()
+    real(c_float), allocatable, target :: data(:)
+    character(len=32), allocatable :: names(:)
+    character(len=64) :: dataset, list
+    character(len=16) :: go
+    integer(c_int64_t) :: k, t1
+    integer :: t, ios
+    allocate(data(elements), names(tensors))
+    data = real(rank_id, c_float)
+    do t = 1, tensors
+      write(names(t), '(a,i0)') 'tensor_', t - 1
+    end do
+    write(dataset, '(a,i0)') 'aggregation_rank_', rank_id
+    do k = 0, warmup + iterations - 1
+      write(output_unit, '(a,i0)') 'W ', k
+      flush(output_unit)
+      read(*, '(a)', iostat=ios) go
+      if (ios /= 0 .or. go(1:1) /= 'G') call fail('the rank stopped the producer')
+      write(list, '(a,i0)') 'iteration_', k
+      t0 = monotonic_ns()
+      if (put_dataset(client, trim(dataset), names, data, FANOUT_TC_FLOAT) /= 0) call fail('put_dataset')
+      t1 = monotonic_ns()
+      if (append_to_list(client, trim(list), trim(dataset)) /= 0) call fail('append_to_list')
+      call sample('put_dataset', k - warmup, t0, seconds(t0, t1), 's')
+      call sample('append_to_list', k - warmup, t1, seconds(t1, monotonic_ns()), 's')
+    end do
+  end subroutine
+
+end program scaling_client
