@@ -484,7 +484,15 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
 }
 
 bool has_subcommand(CLI::App& app, const std::string& name) {
-  return !app.get_subcommands([&](CLI::App* a) { return a->get_name() == name; }).empty();
+  return !app.get_subcommands([&](CLI::App* a) { return a->check_name(name); }).empty();
+}
+
+// SmartSim-Scaling's driver (python-fire) takes its commands with hyphens as well as underscores
+// (aggregation-scaling-python-fs); so does fanout, for commands whose names have underscores.
+void accept_hyphenated(CLI::App& app, CLI::App* cmd) {
+  std::string hyphenated = cmd->get_name();
+  std::replace(hyphenated.begin(), hyphenated.end(), '_', '-');
+  if (hyphenated != cmd->get_name() && !has_subcommand(app, hyphenated)) cmd->alias(hyphenated);
 }
 
 // CLI11 reads "--message=" as a flag whose value is the next argument; an explicit empty value is kept here.
@@ -518,6 +526,7 @@ int drive(int argc, char** argv) {
   commands.push_back(ls_command(app));
   commands.push_back(resume_command(app));
   commands.push_back(process_command(app));
+  accept_hyphenated(app, commands.back().app);
   // The driver's own names come first: a template named like one of them (or an earlier template) is refused.
   for (auto& p : scan.plugins)
     for (auto& t : p->experiments()) {
@@ -526,6 +535,7 @@ int drive(int argc, char** argv) {
         continue;
       }
       commands.push_back(template_command(app, *p, t, inv));
+      accept_hyphenated(app, commands.back().app);
     }
 
   if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {

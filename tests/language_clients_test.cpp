@@ -4,7 +4,9 @@
 // aggregation producers and Python consumers run in those languages through fanout, on the local launcher.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,9 +41,9 @@ struct Language {
 };
 
 std::vector<Language> languages() {
-  const fs::path tests = test::build_dir() / "tests";
-  return {{"c", {(tests / "roundtrip-c").string()}},
-          {"fortran", {(tests / "roundtrip-fortran").string()}},
+  const fs::path build = test::build_dir();
+  return {{"c", {(build / "roundtrip-c").string()}},
+          {"fortran", {(build / "roundtrip-fortran").string()}},
           {"python", {"/usr/bin/python3", (fs::path(FANOUT_SOURCE_DIR) / "tests" / "clients" / "roundtrip.py").string()}}};
 }
 

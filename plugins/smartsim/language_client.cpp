@@ -47,7 +47,8 @@ void handle(fanout_sdk::Host& host, const LanguageClientRun& run, const std::str
     const double value = std::strtod(value_text.c_str(), &end);
     if (!words || unit.empty() || end == value_text.c_str() || *end)
       throw std::runtime_error("malformed sample line '" + line + "'");
-    host.record(metric, iteration, t0, value, unit, iteration < 0);
+    if (!host.record(metric.c_str(), iteration, t0, value, unit.c_str(), iteration < 0))
+      throw std::runtime_error("sample '" + metric + "' could not be recorded");
   } else if (kind == "W" || kind == "C") {
     long long k = -1;
     words >> k;

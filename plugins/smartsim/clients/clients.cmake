@@ -14,7 +14,6 @@ add_executable(fanout-tensor-client-c ${TC_DIR}/clients/scaling_client.c)
 target_link_libraries(fanout-tensor-client-c PRIVATE fanout_tensor_client)
 set_target_properties(fanout-tensor-client-c PROPERTIES ${TC_PROGRAM_PROPERTIES})
 
-enable_language(Fortran)
 add_library(fanout_tensor_client_fortran STATIC ${TC_DIR}/clients/fanout_tensor_client.f90)
 set_target_properties(fanout_tensor_client_fortran PROPERTIES Fortran_MODULE_DIRECTORY ${CMAKE_BINARY_DIR}/fortran
                       POSITION_INDEPENDENT_CODE ON)

@@ -12,7 +12,8 @@ program scaling_client
   integer(c_size_t) :: elements
 
   if (command_argument_count() /= 6) then
-    write(error_unit, '(a)') 'usage: fanout-tensor-client-fortran throughput|producer RANK TENSOR_BYTES ITERATIONS WARMUP TENSORS_PER_DATASET'
+    write(error_unit, '(a)') 'usage: fanout-tensor-client-fortran throughput|producer RANK TENSOR_BYTES ITERATIONS ' // &
+                             'WARMUP TENSORS_PER_DATASET'
     stop 2
   end if
   call get_command_argument(1, mode)

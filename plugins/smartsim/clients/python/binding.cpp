@@ -27,7 +27,7 @@ fanout_tc_dtype dtype_of(const py::dtype& d) {
   if (kind == 'i' && size == 8) return FANOUT_TC_INT64;
   if (kind == 'u' && size == 1) return FANOUT_TC_UINT8;
   if (kind == 'u' && size == 2) return FANOUT_TC_UINT16;
-  throw py::type_error("dtype " + std::string(py::str(d)) + " has no RedisAI tensor type (float32/64, int8/16/32/64, uint8/16)");
+  throw py::type_error("dtype " + py::cast<std::string>(py::str(static_cast<const py::handle&>(d))) + " has no RedisAI tensor type (float32/64, int8/16/32/64, uint8/16)");
 }
 
 // A C-contiguous array's dimensions, refusing other layouts rather than copying them unseen.
@@ -61,8 +61,9 @@ class Client {
     const auto dtype = dtype_of(out.dtype());
     check([&] { return fanout_tc_unpack_tensor(c_, key.c_str(), out.mutable_data(), dims.data(), dims.size(), dtype); });
   }
-  py::array get_tensor(const std::string& key, const py::dtype& dtype, const std::vector<py::ssize_t>& shape) {
-    py::array out(dtype, shape);
+  // dtype: anything numpy.dtype() takes (numpy.float32, "int16", ...).
+  py::array get_tensor(const std::string& key, const py::object& dtype, const std::vector<py::ssize_t>& shape) {
+    py::array out(py::dtype::from_args(dtype), shape);
     unpack_tensor(key, out);
     return out;
   }
