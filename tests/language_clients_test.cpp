@@ -13,6 +13,7 @@
 
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/tensor_client.h"
+#include "common/files.h"
 #include "test_util.h"
 
 using namespace smartsim;
@@ -211,4 +212,56 @@ TEST(LanguageClients, AggregationProducersAndPythonConsumers) {
   }
   EXPECT_EQ(test::sql_one(d.path / "results" / "aggfs" / "fanout.sqlite", "SELECT subcommand FROM experiments LIMIT 1"), "aggregation_scaling_python_fs")
       << "the hyphenated name is SmartSim-Scaling's (python-fire) spelling of the same experiment";
+}
+
+// Installed, the client is what a user's own simulation links against, as it would SmartRedis: a C program
+// built with pkg-config, a Fortran program using the installed module, and the Python package imported from the
+// prefix, each of them loading the installed library (they name the unreachable address they were given).
+TEST(LanguageClients, TheInstalledClientBuildsAndLoadsInEachLanguage) {
+  test::TempDir d;
+  const fs::path prefix = d.path / "prefix";
+  auto inst = test::run_command({"/usr/bin/cmake", "--install", test::build_dir().string(), "--prefix", prefix.string()}, d.path, {}, 120);
+  ASSERT_EQ(inst.exit_code, 0) << inst.err;
+  const std::vector<std::pair<std::string, std::string>> pc = {{"PKG_CONFIG_PATH", (prefix / "lib" / "pkgconfig").string()}};
+  auto pkg_config = [&](const std::string& package) {
+    auto flags = test::run_command({"/usr/bin/pkg-config", "--cflags", "--libs", package}, d.path, pc, 30);
+    EXPECT_EQ(flags.exit_code, 0) << flags.err;
+    EXPECT_NE(flags.out.find(prefix.string()), std::string::npos) << flags.out << ": the prefix it was installed to";
+    std::vector<std::string> words;
+    for (size_t i = 0, j; i < flags.out.size(); i = j + 1) {
+      j = flags.out.find_first_of(" \n", i);
+      if (j == std::string::npos) j = flags.out.size();
+      if (j > i) words.push_back(flags.out.substr(i, j - i));
+    }
+    return words;
+  };
+  fanout::write_file_atomic(d.path / "user.c",
+                     "#include <stdio.h>\n#include <fanout_tensor_client.h>\n"
+                     "int main(void) { fanout_tc* c = fanout_tc_connect_env(); if (c) return 3;\n"
+                     "  printf(\"v%d %s\\n\", fanout_tc_api_version(), fanout_tc_error(NULL)); return 0; }\n");
+  fanout::write_file_atomic(d.path / "user.f90",
+                     "program user\n  use fanout_tensor_client\n  type(tensor_client) :: c\n"
+                     "  if (connect_env(c) == 0) error stop 3\n  print '(a)', client_error(c)\nend program\n");
+  std::vector<std::string> cc = {"/usr/bin/cc", (d.path / "user.c").string(), "-o", (d.path / "user_c").string()};
+  std::vector<std::string> fc = {"/usr/bin/gfortran", (d.path / "user.f90").string(), "-o", (d.path / "user_f").string()};
+  for (auto& w : pkg_config("fanout-tensor-client")) cc.push_back(w);
+  for (auto& w : pkg_config("fanout-tensor-client-fortran")) fc.push_back(w);
+  for (auto& argv : {cc, fc}) {
+    auto b = test::run_command(argv, d.path, {}, 120);
+    ASSERT_EQ(b.exit_code, 0) << argv[0] << ": " << b.err;
+  }
+  const int dead = test::free_tcp_port();
+  const std::vector<std::pair<std::string, std::string>> env = {{"SSDB", "127.0.0.1:" + std::to_string(dead)}, {"SR_CONN_TIMEOUT", "500"}};
+  auto c = test::run_command({(d.path / "user_c").string()}, d.path, env, 30);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out.rfind("v1 ", 0), 0u) << c.out;
+  EXPECT_NE(c.out.find(std::to_string(dead)), std::string::npos) << c.out;
+  auto f = test::run_command({(d.path / "user_f").string()}, d.path, env, 30);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_NE(f.out.find(std::to_string(dead)), std::string::npos) << f.out;
+  // The package is where Debian's Python looks under /usr/local (lib/python3.X/dist-packages); the installed
+  // scaling client finds it next to itself.
+  auto py = test::run_command({(prefix / "bin" / "fanout-tensor-client-python").string(), "throughput", "0", "1024", "1", "0", "1"}, d.path, env, 30);
+  EXPECT_EQ(py.exit_code, 1) << py.out << py.err;
+  EXPECT_NE(py.err.find(std::to_string(dead)), std::string::npos) << py.err;
 }

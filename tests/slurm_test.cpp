@@ -318,6 +318,28 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
   expect_role_apart_in_each_run("tpa", "db", 1);
 }
 
+// SmartSim-Scaling's --languages on Slurm: the C, Fortran and Python clients start inside the srun step on the
+// client nodes, get the database from the rank (environment, never argv), and their samples are the ranks' own.
+TEST_F(Slurm, ThroughputClientsInEachLanguage) {
+  auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--exp_name=langs", "--languages=[c,fortran,python]",
+                                     "--db_nodes=1", "--db_cpus=1", "--client_nodes=2", "--clients_per_node=1", "--tensor_bytes=4096",
+                                     "--iterations=3", "--net_ifname=lo", "--db_port=23470"},
+                            600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path db = d.path / "results" / "langs" / "fanout.sqlite";
+  auto rows = test::sql_rows(db, "SELECT p.value, sum(s.metric='put_tensor' AND s.warmup=0), count(DISTINCT s.rank) FROM runs r "
+                                 "JOIN parameters p ON p.run_id=r.id AND p.name='languages' JOIN samples s ON s.run_id=r.id "
+                                 "AND s.role='throughput' GROUP BY r.id ORDER BY p.value");
+  ASSERT_EQ(rows.size(), 3u);
+  const char* expect[] = {"c", "fortran", "python"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], expect[i]);
+    EXPECT_EQ(rows[i][1], "6") << rows[i][0] << ": 2 clients x 3 iterations";
+    EXPECT_EQ(rows[i][2], "2") << rows[i][0];
+  }
+  expect_role_apart_in_each_run("langs", "db", 2);
+}
+
 // inference_standard on Slurm: ResNet-50 in the database on its own node(s), clients on others; with 2 database
 // nodes the model is stored on both shards of a Redis Cluster and each client runs it on its own keys' shard.
 TEST_F(Slurm, InferenceStandardOnOneDatabaseAndOnATwoShardCluster) {

@@ -14,9 +14,10 @@ add_executable(fanout-tensor-client-c ${TC_DIR}/clients/scaling_client.c)
 target_link_libraries(fanout-tensor-client-c PRIVATE fanout_tensor_client)
 set_target_properties(fanout-tensor-client-c PROPERTIES ${TC_PROGRAM_PROPERTIES})
 
-add_library(fanout_tensor_client_fortran STATIC ${TC_DIR}/clients/fanout_tensor_client.f90)
+# The module's procedures in a library of their own (as SmartRedis's libsmartredis-fortran): C users need no libgfortran.
+add_library(fanout_tensor_client_fortran SHARED ${TC_DIR}/clients/fanout_tensor_client.f90)
 set_target_properties(fanout_tensor_client_fortran PROPERTIES Fortran_MODULE_DIRECTORY ${CMAKE_BINARY_DIR}/fortran
-                      POSITION_INDEPENDENT_CODE ON)
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR} VERSION 1.0.0 SOVERSION 1 INSTALL_RPATH "$ORIGIN")
 target_include_directories(fanout_tensor_client_fortran PUBLIC ${CMAKE_BINARY_DIR}/fortran)
 target_link_libraries(fanout_tensor_client_fortran PUBLIC fanout_tensor_client)
 add_executable(fanout-tensor-client-fortran ${TC_DIR}/clients/scaling_client.f90)
@@ -40,10 +41,11 @@ configure_file(${TC_DIR}/clients/python/scaling_client.py ${CMAKE_BINARY_DIR}/fa
 add_dependencies(fanout_smartsim fanout-tensor-client-c fanout-tensor-client-fortran fanout_tensor_client_python)
 
 configure_file(${TC_DIR}/clients/fanout-tensor-client.pc.in ${CMAKE_BINARY_DIR}/fanout-tensor-client.pc @ONLY)
-install(TARGETS fanout_tensor_client LIBRARY DESTINATION lib)
+configure_file(${TC_DIR}/clients/fanout-tensor-client-fortran.pc.in ${CMAKE_BINARY_DIR}/fanout-tensor-client-fortran.pc @ONLY)
+install(TARGETS fanout_tensor_client fanout_tensor_client_fortran LIBRARY DESTINATION lib)
 install(TARGETS fanout-tensor-client-c fanout-tensor-client-fortran RUNTIME DESTINATION bin)
 install(PROGRAMS ${CMAKE_BINARY_DIR}/fanout-tensor-client-python DESTINATION bin)
 install(FILES ${TC_DIR}/fanout_tensor_client.h ${CMAKE_BINARY_DIR}/fortran/fanout_tensor_client.mod DESTINATION include/fanout)
 install(TARGETS fanout_tensor_client_python LIBRARY DESTINATION ${TC_PYTHON_INSTALL}/fanout_tensor_client)
 install(FILES ${TC_DIR}/clients/python/fanout_tensor_client/__init__.py DESTINATION ${TC_PYTHON_INSTALL}/fanout_tensor_client)
-install(FILES ${CMAKE_BINARY_DIR}/fanout-tensor-client.pc DESTINATION lib/pkgconfig)
+install(FILES ${CMAKE_BINARY_DIR}/fanout-tensor-client.pc ${CMAKE_BINARY_DIR}/fanout-tensor-client-fortran.pc DESTINATION lib/pkgconfig)

@@ -15,8 +15,10 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+# The package beside this script: <build>/python, or <prefix>/lib/python3.X/dist-packages once installed.
 _here = os.path.dirname(os.path.realpath(__file__))
-for _p in (os.path.join(_here, "python"), os.path.join(_here, "..", "lib", "python3", "dist-packages")):
+_minor = f"python3.{sys.version_info.minor}"
+for _p in (os.path.join(_here, "python"), os.path.join(_here, "..", "lib", _minor, "dist-packages")):
     if os.path.isdir(os.path.join(_p, "fanout_tensor_client")):
         sys.path.insert(0, _p)
         break
