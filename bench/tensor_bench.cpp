@@ -1,6 +1,9 @@
 // Our tensor client against redis-benchmark, in one invocation on one redis-server (with the tensor module):
 // SET vs put_tensor and GET vs unpack_tensor, same value size, same number of connections. Prints a table
 // of rates and ratios (goal: >= 0.9 of redis-benchmark's rate), each the median of alternating rounds.
+// Then the SmartSim-Scaling throughput loop (put_tensor, then unpack_tensor, per iteration) in each client
+// language: C++ in this process, and fanout-tensor-client-{c,fortran,python} as fanout runs them, their rates
+// from the per-sample times they report (goal: C and Fortran within 5 % of C++; Python's cost shown).
 // Usage: tensor_bench [connections=1]
 #include <unistd.h>
 
@@ -77,7 +80,13 @@ std::pair<double, double> ours(int port, const std::string& pw, size_t bytes, in
   return {rate[0], rate[1]};
 }
 
+// Median put_tensor and unpack_tensor rates (per second) of the throughput loop in one language: iterations
+// loops of `bytes` against the server, timed per call as the scaling clients time them.
+std::pair<double, double> loop_rates(const fs::path& build, const std::string& language, int port, const std::string& pw,
+                                     size_t bytes, int iterations);
+
 constexpr int kRounds = 5;
+constexpr int kLanguageRounds = 3;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -116,6 +125,69 @@ int main(int argc, char** argv) {
                 bytes >= (1 << 20) ? (std::to_string(bytes >> 20) + " MiB").c_str() : (std::to_string(bytes >> 10) + " KiB").c_str(),
                 set, put, put / set, get, unpack, unpack / get);
   }
+  // The throughput loop in each language, rounds alternating between languages.
+  const fs::path build = fs::read_symlink("/proc/self/exe").parent_path();
+  const std::vector<std::string> languages = {"cpp", "c", "fortran", "python"};
+  std::printf("\nthe throughput loop per language (put_tensor then unpack_tensor; rates from the median call time, "
+              "medians of %d alternating rounds; ratio to cpp)\n%-10s", kLanguageRounds, "size");
+  for (auto& l : languages) std::printf(" %10s put/s %10s unpack/s", l.c_str(), l.c_str());
+  std::printf("\n");
+  for (size_t bytes : {size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20}) {
+    const int iterations = int(std::clamp<size_t>((size_t(1) << 30) / bytes, 200, 4000));
+    std::vector<std::vector<double>> puts(languages.size()), unpacks(languages.size());
+    for (int round = 0; round < kLanguageRounds; ++round)
+      for (size_t l = 0; l < languages.size(); ++l) {
+        auto [put, unpack] = loop_rates(build, languages[l], cfg.port, cfg.password, bytes, iterations);
+        puts[l].push_back(put), unpacks[l].push_back(unpack);
+      }
+    std::printf("%-10s", bytes >= (1 << 20) ? (std::to_string(bytes >> 20) + " MiB").c_str() : (std::to_string(bytes >> 10) + " KiB").c_str());
+    const double cpp_put = median(puts[0]), cpp_unpack = median(unpacks[0]);
+    for (size_t l = 0; l < languages.size(); ++l)
+      std::printf(" %9.0f %5.2fx %9.0f %5.2fx", median(puts[l]), median(puts[l]) / cpp_put, median(unpacks[l]), median(unpacks[l]) / cpp_unpack);
+    std::printf("\n");
+  }
   fs::remove_all(dir);
   return 0;
 }
+
+namespace {
+
+std::pair<double, double> loop_rates(const fs::path& build, const std::string& language, int port, const std::string& pw,
+                                     size_t bytes, int iterations) {
+  std::vector<double> put, unpack;
+  if (language == "cpp") {
+    smartsim::ClientOptions o;
+    o.addresses = {"127.0.0.1:" + std::to_string(port)};
+    o.password = pw;
+    smartsim::Client client(o);
+    std::vector<float> out(bytes / 4, 1.0f), back(bytes / 4);
+    for (int i = 0; i < iterations; ++i) {
+      auto t0 = Clock::now();
+      client.put_tensor("loop_cpp", smartsim::DType::Float, {bytes / 4}, out.data(), bytes);
+      auto t1 = Clock::now();
+      client.unpack_tensor("loop_cpp", smartsim::DType::Float, {bytes / 4}, back.data(), bytes);
+      auto t2 = Clock::now();
+      put.push_back(std::chrono::duration<double>(t1 - t0).count());
+      unpack.push_back(std::chrono::duration<double>(t2 - t1).count());
+    }
+  } else {
+    auto r = fanout::run_process({(build / ("fanout-tensor-client-" + language)).string(), "throughput", "0", std::to_string(bytes),
+                                  std::to_string(iterations), "0", "1"},
+                                 {}, 600, {{"SSDB", "127.0.0.1:" + std::to_string(port)}, {"SR_DB_PASSWORD", pw}});
+    if (r.exit_code != 0) {
+      std::fprintf(stderr, "tensor_bench: fanout-tensor-client-%s failed: %s\n", language.c_str(), r.err.c_str());
+      std::exit(1);
+    }
+    std::istringstream in(r.out);
+    for (std::string kind, metric, unit; in >> kind;) {
+      long long i, t0;
+      double value;
+      in >> metric >> i >> t0 >> value >> unit;
+      if (metric == "put_tensor") put.push_back(value);
+      if (metric == "unpack_tensor") unpack.push_back(value);
+    }
+  }
+  return {1.0 / median(put), 1.0 / median(unpack)};
+}
+
+}  // namespace

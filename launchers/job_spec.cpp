@@ -1,5 +1,7 @@
 #include "launchers/job_spec.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/text.h"
 
@@ -38,6 +40,16 @@ void JobSpec::validate() const {
                       " nodes but the first step has " + std::to_string(steps[0].nodes));
   }
   if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
+}
+
+void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured) const {
+  const std::pair<const char*, bool> given[] = {{"partition", !partition.empty()}, {"account", !account.empty()},
+                                                {"constraint", !constraint.empty()}, {"exclusive", exclusive},
+                                                {"batch_args", !batch_args.empty()}};
+  for (auto& [name, is_given] : given)
+    if (is_given && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
+      throw UserError(std::string("--") + name + ": the " + launcher + " launcher cannot honour it, and a run without it would " +
+                      "not be what was asked" + (honoured.empty() ? std::string() : " (it honours: --" + join(honoured, ", --") + ")"));
 }
 
 void SchedulerOptions::validate() const {

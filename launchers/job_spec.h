@@ -30,6 +30,8 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   std::vector<std::pair<std::string, std::string>> batch_args;
   // UserError naming the flag of a value that cannot go into a batch script (plan_experiment calls it).
   void validate() const;
+  // UserError naming the first given option that is not in `honoured` (a launcher would drop it silently).
+  void refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured) const;
 };
 
 struct JobSpec {

@@ -39,6 +39,11 @@ struct ExperimentSettings {
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
+  int64_t max_pending_s = 0;    // a job still pending after this long is cancelled and recorded FAILED (0: off)
+  // Pending reasons (the scheduler's words, as squeue shows them; a reason matches by its first word) that no
+  // wait will cure: such a job is cancelled and recorded FAILED with the reason at once.
+  std::vector<std::string> fatal_pending = {"PartitionDown", "PartitionInactive", "PartitionNodeLimit", "ReqNodeNotAvail",
+                                            "InvalidQOS", "InvalidAccount", "BadConstraints", "JobHeldAdmin"};
   bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
   int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded
   SchedulerOptions options;

@@ -315,6 +315,7 @@ void timed(double& into, Fn&& fn) {
 //   submit_ready()  submit what may go now (services, --max_parallel, arrays, a group's runs one at a time)
 //   poll_once()     one scheduler query for every active job; finish() each that ended
 //   check_stalls()  --stall_timeout
+//   check_pending() --max_pending, --fatal_pending
 //   back_off()      poll fast while things change, slower while they do not
 //   report()        csv/, the summary, the driver's own cost
 // Members outlive every step; the destructor stops any service this session started and did not see end.
@@ -346,6 +347,7 @@ class ExperimentSession {
       progress_.status(counts(), monotonic_ns());  // before the poll: the first one shows every run still to end
       changed |= poll_once();
       check_stalls();
+      check_pending();
       back_off(changed);
     }
     if (progress_.terminal()) progress_.status(counts(), monotonic_ns(), true);  // the last state stays on screen
@@ -367,6 +369,7 @@ class ExperimentSession {
     int64_t started_ns = 0;
     int64_t running_since_wall_ns = 0;
     bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
+    std::string never_started{};  // cancelled while pending (--max_pending, a fatal reason): recorded FAILED with this
     int group = -1;        // the shared-step group this slot belongs to (its service or one of its runs)
     bool service = false;  // the slot is the group's service
     bool ended = false;
@@ -421,7 +424,8 @@ class ExperimentSession {
     if (st_.exp_name.empty()) throw UserError("--exp_name: an experiment needs a name");
     outcome_.exp_dir = fs::absolute(st_.results_dir) / st_.exp_name;
     {
-      // Before anything is written or submitted: can every run go where it is asked to?
+      // Before anything is written or submitted: can every run go where it is asked to, with what it asks for?
+      st_.options.refuse_unhonoured(scheduler_->name(), scheduler_->honoured_options());
       std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
       for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
       scheduler_->check(probe);
@@ -576,6 +580,10 @@ class ExperimentSession {
 
   // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
   void finish(Slot& s, JobStatus js) {
+    if (!s.never_started.empty() && js.state != JobState::Completed) {
+      js.state = JobState::Failed;
+      js.reason = s.never_started;
+    }
     if (s.stalled && js.state != JobState::Completed) {
       js.state = JobState::Timeout;
       js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
@@ -593,7 +601,8 @@ class ExperimentSession {
     // A service is not retried; the runs of its group are, next in order and against the same service, while
     // it is up (its wall time allows for their retries).
     const bool service_gone = s.group >= 0 && !s.service && slots_[groups_[size_t(s.group)].service].ended;
-    const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st_.max_retries && !cancelling_;
+    const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st_.max_retries && !cancelling_ &&
+                       s.never_started.empty();  // it would wait again on what stopped it
     if (js.state == JobState::Completed) ++outcome_.completed;
     else if (!retry) ++outcome_.failed, s.failed = true;
     const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
@@ -745,6 +754,28 @@ class ExperimentSession {
       log() << "fanout: " << s.run->session << ": no sample from any rank for " << st_.stall_timeout_s << " s: stopping it\n";
     }
     if (!stalled.empty()) scheduler_->cancel(stalled);
+  }
+
+  // A job that waits on a reason no wait will cure (a partition down, an invalid QOS ...), or longer than
+  // --max_pending, is cancelled and recorded FAILED with the scheduler's reason; the sweep goes on.
+  void check_pending() {
+    if (cancelling_) return;
+    std::vector<std::string> hopeless;
+    for (auto& [id, i] : active_) {
+      Slot& s = slots_[i];
+      if (s.state != JobState::Pending || !s.never_started.empty()) continue;
+      const std::string first_word = s.waiting.substr(0, s.waiting.find_first_of(" ,("));
+      const bool fatal = !first_word.empty() && std::count(st_.fatal_pending.begin(), st_.fatal_pending.end(), first_word);
+      const double waited = double(monotonic_ns() - s.started_ns) / 1e9;
+      if (!fatal && (st_.max_pending_s <= 0 || waited < double(st_.max_pending_s))) continue;
+      s.never_started = "never started: pending " + std::string(fatal ? "on '" + s.waiting + "', which --fatal_pending lists" :
+                                                                   "for " + std::to_string(st_.max_pending_s) + " s (--max_pending)" +
+                                                                       (s.waiting.empty() ? "" : ", last reason '" + s.waiting + "'")) +
+                        "; job " + id + " cancelled";
+      log() << "fanout: " << s.run->session << ": " << s.never_started << "\n";
+      hopeless.push_back(id);
+    }
+    if (!hopeless.empty()) scheduler_->cancel(hopeless);
   }
 
   // Poll fast while things change, back off toward the scheduler's maximum while they do not.

@@ -71,6 +71,13 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, int64_t v) { st.max_retries = int(v); }));
   s.push_back(integer("stall_timeout", "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)",
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.stall_timeout_s = v; }));
+  s.push_back(integer("max_pending", "seconds a job may wait in the queue; then it is cancelled and recorded FAILED with the scheduler's reason, and the sweep goes on (0: no limit)",
+                      0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.max_pending_s = v; }));
+  s.push_back(list("fatal_pending", "fatal_pending", "one more pending reason that fails a job at once, e.g. AssocMaxJobsLimit (besides PartitionDown, PartitionInactive, PartitionNodeLimit, ReqNodeNotAvail, InvalidQOS, InvalidAccount, BadConstraints, JobHeldAdmin; 'none' empties the list; repeatable)",
+                   [](ExperimentRequest& r, const std::string& v, const std::string&) {
+                     if (v == "none") r.settings.fatal_pending.clear();
+                     else r.settings.fatal_pending.push_back(v);
+                   }));
   s.push_back(integer("status_interval", "seconds between status lines (done / running / pending / failed, ETA) when the output is not a terminal; a terminal's line is redrawn in place (0: none)",
                       30, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.status_interval_s = v; }));
   s.push_back(integer("max_runs", "refuse an experiment of more permutations than this", kDefaultMaxRuns, 1, kMaxRunsLimit,

@@ -30,6 +30,8 @@ class PbsScheduler : public Scheduler {
  public:
   PbsScheduler();  // finds qsub/qstat/qdel on PATH and the flavor from `qstat --version`
   std::string name() const override { return "pbs"; }
+  // -q, -A and -l place=excl; node features and Slurm's batch_args have no PBS form here.
+  std::vector<std::string> honoured_options() const override { return {"partition", "account", "exclusive"}; }
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.

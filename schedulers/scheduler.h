@@ -26,6 +26,10 @@ class Scheduler {
   // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}
+  // The allocation options (SchedulerOptions) this scheduler turns into something real; the driver refuses the
+  // others when they are given, rather than measure without them (names as the flags: partition, account,
+  // constraint, exclusive, batch_args).
+  virtual std::vector<std::string> honoured_options() const { return {}; }
   // Submits several jobs of one resource shape in one request where the scheduler can (job arrays);
   // returns one id per job. max_parallel > 0 asks the scheduler to run at most that many of each array at
   // once (Slurm's --array=0-N%M) where it can. By default, one submit() each.

@@ -501,3 +501,16 @@ TEST(Cli, LsListsExperimentsWithTheirRunsByStatus) {
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("no-such-folder: not a folder"), std::string::npos) << none.err;
 }
+
+// The local launcher starts processes on this host: allocation options it cannot honour are refused, one test per
+// flag, before anything is written (a run without them would not be what was asked).
+TEST(Cli, AllocationOptionsTheLocalLauncherCannotHonourAreRefused) {
+  test::TempDir d;
+  for (const std::string flag : {"--partition=debug", "--account=proj", "--constraint=bigmem", "--exclusive", "--batch_args=qos=high"}) {
+    auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=loc", "--iterations=1", flag});
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find("fanout: error: " + flag.substr(0, flag.find('=')) + ": the local launcher cannot honour it"), std::string::npos)
+        << flag << ": " << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "results" / "loc")) << flag;
+  }
+}

@@ -512,3 +512,20 @@ TEST(PbsWithOpenMpi, AutoOnAPbsHostShowsAndRunsPbs) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(test::sql_one(d.path / "results" / "auto" / "fanout.sqlite", "SELECT launcher FROM runs"), "pbs");
 }
+
+// What PBS here cannot express is refused before anything is submitted, naming the flag, rather than dropped:
+// node features (--constraint) and Slurm's --batch_args; --partition, --account and --exclusive go into the script.
+TEST(PbsWithOpenMpi, OptionsPbsCannotHonourAreRefusedBeforeSubmission) {
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", shim.string() + ":" + std::getenv("PATH")}, {"FANOUT_TEST_PBS_STATE", (d.path / "server").string()}};
+  for (const std::string flag : {"--constraint=bigmem", "--batch_args=qos=high"}) {
+    auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--exp_name=refused", flag}, d.path, env, 60);
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find(flag.substr(0, flag.find('=')) + ": the pbs launcher cannot honour it"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("it honours: --partition, --account, --exclusive"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "server")) << flag << ": nothing reached the server";
+    EXPECT_FALSE(fs::exists(d.path / "results" / "refused")) << flag << ": nothing was written";
+  }
+}

@@ -630,3 +630,35 @@ TEST_F(Slurm, ThroughputSweepOn128ClientAnd16DatabaseNodes) {
     EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id IN " + with_service(run) + " AND metric='db_stop'"), std::to_string(dbs));
   }
 }
+
+// A job pending on a reason no wait cures (a drained node it is pinned to: ReqNodeNotAvail) is cancelled and
+// recorded FAILED with Slurm's reason, and the sweep goes on to its next run; with that reason not listed as
+// fatal, --max_pending ends the wait instead.
+TEST_F(Slurm, JobsPendingOnAFatalReasonOrTooLongEndFailedAndTheSweepGoesOn) {
+  const std::string node = "n160";
+  ASSERT_EQ(test::run_command({"/usr/bin/scontrol", "update", "NodeName=" + node, "State=DRAIN", "Reason=fanout-test-pending"}, "/", {}, 30)
+                .exit_code, 0);
+  struct Resume {
+    std::string node;
+    ~Resume() { test::run_command({"/usr/bin/scontrol", "update", "NodeName=" + node, "State=RESUME"}, "/", {}, 30); }
+  } resume{node};
+  auto r = test::run_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--partition=scale", "--exp_name=fatal", "--sleep_us=[100,200]",
+                                     "--iterations=2", "--batch_args=nodelist=" + node},
+                            300);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  fs::path db = d.path / "results" / "fatal" / "fanout.sqlite";
+  auto rows = test::sql_rows(db, "SELECT status, reason FROM runs ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u) << "both runs were tried: " << r.err;
+  for (auto& row : rows) {
+    EXPECT_EQ(row[0], "FAILED");
+    EXPECT_NE(row[1].find("never started: pending on 'ReqNodeNotAvail"), std::string::npos) << row[1];
+  }
+  auto m = test::run_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--partition=scale", "--exp_name=slow", "--iterations=2",
+                                     "--batch_args=nodelist=" + node, "--fatal_pending=none", "--max_pending=3"},
+                            300);
+  EXPECT_EQ(m.exit_code, 1) << m.err;
+  auto slow = test::sql_rows(d.path / "results" / "slow" / "fanout.sqlite", "SELECT status, reason FROM runs");
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0][0], "FAILED");
+  EXPECT_NE(slow[0][1].find("pending for 3 s (--max_pending), last reason 'ReqNodeNotAvail"), std::string::npos) << slow[0][1];
+}
