@@ -247,7 +247,7 @@ void Plugin::read_abi4(const void* descriptor) {
     const std::string where = "experiment '" + str(e.name) + "' ";
     ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
     for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p))
-      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement)});
+      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement), st.cpus_per_task ? str(st.cpus_per_task) : "1"});
     for (const auto& df : read_array(e.defaults, e.n_defaults, where + "defaults", p)) t.defaults.emplace_back(str(df.name), str(df.value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));
@@ -291,7 +291,7 @@ void Plugin::check_and_complete() {
     for (auto& st : t.steps) {
       if (st.placement.empty()) st.placement = "disjoint";
       if (!role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
-      if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node))
+      if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node) || !parse_count_expr(st.cpus_per_task))
         throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N, {a}, {a*b} or {a/b}");
       if (st.placement != "disjoint" && st.placement != "colocated")
         throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
@@ -332,7 +332,7 @@ void Plugin::check_and_complete() {
     // A parameter the experiment does not use has one value in all its runs, so it never splits a group.
     std::erase_if(t.shared_by, [&](const std::string& n) { return !t.uses_param(n); });
     for (auto& st : t.steps)
-      for (auto& expr : {st.nodes, st.tasks_per_node})
+      for (auto& expr : {st.nodes, st.tasks_per_node, st.cpus_per_task})
         for (auto& r : parse_count_expr(expr)->names())
           if (param(r) && !t.uses_param(r))
             throw bad("experiment '" + t.name + "' sizes step '" + st.role + "' by '" + r + "', which it does not use");

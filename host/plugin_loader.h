@@ -47,6 +47,7 @@ struct StepTemplate {
   std::string nodes;           // a count expression (below)
   std::string tasks_per_node;  // a count expression
   std::string placement;       // "disjoint" or "colocated"
+  std::string cpus_per_task = "1";  // a count expression
 };
 
 struct ExperimentTemplate {

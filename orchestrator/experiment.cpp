@@ -296,8 +296,9 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         if (key == "role") st.role = v.value_or(std::string());
         else if (key == "nodes") st.nodes = count_text(v, w);
         else if (key == "tasks_per_node") st.tasks_per_node = count_text(v, w);
+        else if (key == "cpus_per_task") st.cpus_per_task = count_text(v, w);
         else if (key == "placement") st.placement = v.value_or(std::string());
-        else throw UserError(w + ": unknown step key '" + key + "' (known: role, nodes, tasks_per_node, placement)");
+        else throw UserError(w + ": unknown step key '" + key + "' (known: role, nodes, tasks_per_node, cpus_per_task, placement)");
       }
       if (st.role.empty()) throw UserError(where + ": a step needs role = \"...\"");
       if (st.placement != "disjoint" && st.placement != "colocated")
@@ -436,7 +437,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   // Placement parameters: names the steps refer to that are not plugin parameters.
   std::set<std::string> placement;
   for (auto& s : plan.steps)
-    for (auto& e : {s.nodes, s.tasks_per_node})
+    for (auto& e : {s.nodes, s.tasks_per_node, s.cpus_per_task})
       for (auto& r : referenced_params(e))
         if (!plugin.param(r)) placement.insert(r);
 
@@ -492,7 +493,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     std::sort(sorted.begin(), sorted.end());
     for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
     for (auto& step : run.steps)
-      canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) + " " +
+      canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) +
+               (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") + " " +
                step.placement + "\n";
     run.param_hash = fnv1a_hex(canon);
   };
@@ -526,6 +528,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.placement = s.placement;
       step.nodes = resolve_count(s.nodes, point, "step '" + s.role + "' nodes");
       step.tasks_per_node = resolve_count(s.tasks_per_node, point, "step '" + s.role + "' tasks_per_node");
+      step.cpus_per_task = resolve_count(s.cpus_per_task, point, "step '" + s.role + "' cpus_per_task");
       if (sharing && s.role == tmpl->shared_step) shared = step;
       else run.steps.push_back(step);
     }

@@ -322,7 +322,7 @@ TEST_F(Slurm, ThroughputStandardWithDatabaseAndClientsOnDifferentNodes) {
 // client nodes, get the database from the rank (environment, never argv), and their samples are the ranks' own.
 TEST_F(Slurm, ThroughputClientsInEachLanguage) {
   auto r = test::run_fanout(d.path, {"throughput_standard", "--launcher=slurm", "--exp_name=langs", "--languages=[c,fortran,python]",
-                                     "--db_nodes=1", "--db_cpus=1", "--client_nodes=2", "--clients_per_node=1", "--tensor_bytes=4096",
+                                     "--db_nodes=1", "--db_cpus=2", "--client_nodes=2", "--clients_per_node=1", "--tensor_bytes=4096",
                                      "--iterations=3", "--net_ifname=lo", "--db_port=23470"},
                             600);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -338,6 +338,12 @@ TEST_F(Slurm, ThroughputClientsInEachLanguage) {
     EXPECT_EQ(rows[i][2], "2") << rows[i][0];
   }
   expect_role_apart_in_each_run("langs", "db", 2);
+  // The database step asks Slurm for db_cpus CPUs per task (ABI 4.2 step cpus_per_task), and the server is pinned
+  // to that many of the CPUs its task may use.
+  const std::string service = test::sql_one(db, "SELECT path FROM runs WHERE session LIKE 'db-service-%'");
+  const std::string script = read_file(fs::path(service) / "job.sh");
+  EXPECT_NE(script.find("--cpus-per-task=2"), std::string::npos) << script;
+  EXPECT_NE(read_file(fs::path(service) / "db.err").find("pinned to CPUs "), std::string::npos);
 }
 
 // inference_standard on Slurm: ResNet-50 in the database on its own node(s), clients on others; with 2 database

@@ -106,8 +106,15 @@ typedef struct fanout_step_spec {
   const char *nodes;
   const char *tasks_per_node;
   const char *placement;
+  /* Appended in ABI 4.2 (older plugins' struct_size ends before it: read as NULL). Optional (NULL: "1"): CPUs each
+   * task of the step gets, a count expression like nodes ("{db_cpus}"): srun's --cpus-per-task, so that a site's
+   * task/affinity or cgroup binding gives the task that many CPUs. */
+  const char *cpus_per_task;
 } fanout_step_spec;
-#define FANOUT_STEP(role, nodes, tasks_per_node, placement) {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement}
+#define FANOUT_STEP(role, nodes, tasks_per_node, placement) {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, NULL}
+/* A step whose tasks need more than one CPU each: FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}") */
+#define FANOUT_STEP_CPUS(role, nodes, tasks_per_node, placement, cpus_per_task) \
+  {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, cpus_per_task}
 
 /* A parameter default that an experiment overrides (same text form as fanout_param_spec.default_value). */
 typedef struct fanout_param_default {

@@ -122,13 +122,18 @@ bool RedisServer::start() {
   env.push_back(nullptr);
   if (int rc = posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), env.data()); rc != 0)
     throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
-  // Pin to the first cpus CPUs that exist (db_cpus): the server and its io threads stay off the others.
-  cpu_set_t set;
+  // Pin to db_cpus of the CPUs this rank may use (what the step's binding gave it, e.g. Slurm's --cpus-per-task
+  // under task/affinity; else the node's): the server and its io threads stay off the others.
+  cpu_set_t allowed, set;
   CPU_ZERO(&set);
-  long have = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = int(std::max<long>(1, std::min<long>(cfg_.cpus, have)));
-  for (int i = 0; i < n; ++i) CPU_SET(i, &set);
-  if (sched_setaffinity(pid_, sizeof set, &set) == 0) pinned_ = "0-" + std::to_string(n - 1);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    CPU_ZERO(&allowed);
+    for (long i = 0; i < sysconf(_SC_NPROCESSORS_ONLN) && i < CPU_SETSIZE; ++i) CPU_SET(int(i), &allowed);
+  }
+  std::string list;
+  for (int c = 0, k = 0; c < CPU_SETSIZE && k < std::max(1, cfg_.cpus); ++c)
+    if (CPU_ISSET(c, &allowed)) CPU_SET(c, &set), ++k, list += (list.empty() ? "" : ",") + std::to_string(c);
+  if (sched_setaffinity(pid_, sizeof set, &set) == 0) pinned_ = list;
   // Ready when OUR server answers (INFO names its pid: another server on a taken port does not count),
   // or stopped: then its log says why.
   // A deadline, not a wait: ready returns at once. Sixteen servers loading libtorch at once on a busy 2-core node

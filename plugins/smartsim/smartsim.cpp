@@ -612,21 +612,21 @@ const fanout_role kRoles[] = {
     FANOUT_ROLE("inference_colocated", "the same against the database on the client's own node", inference_colocated),
 };
 
-const fanout_step_spec kStandardSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+const fanout_step_spec kStandardSteps[] = {FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}"),
                                            FANOUT_STEP("throughput", "{client_nodes}", "{clients_per_node}", "disjoint")};
 const fanout_step_spec kColocatedSteps[] = {FANOUT_STEP("throughput_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
-                                            FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
+                                            FANOUT_STEP_CPUS("db_colocated", "{nodes}", "1", "colocated", "{db_cpus}")};
 // Parameters are per plugin: each experiment pins the ones it does not use to one value.
 // An experiment's unused parameters get single defaults (a list would multiply its runs; the loader refuses it).
 const fanout_param_default kStandardDefaults[] = {FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"),
                                                   FANOUT_DEFAULT("batch_size", "1")};
-const fanout_step_spec kAggregationSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+const fanout_step_spec kAggregationSteps[] = {FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}"),
                                               FANOUT_STEP("producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
                                               FANOUT_STEP("consumer", "1", "1", "disjoint")};
 const fanout_param_default kAggregationDefaults[] = {FANOUT_DEFAULT("db_nodes", "[16]"), FANOUT_DEFAULT("clients_per_node", "[32]"), FANOUT_DEFAULT("tensors_per_dataset", "[4]"),
                                                      FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"),
                                                      FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1")};
-const fanout_step_spec kAggregationPythonSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+const fanout_step_spec kAggregationPythonSteps[] = {FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}"),
                                                     FANOUT_STEP("producer", "{client_nodes}", "{clients_per_node}", "disjoint"),
                                                     FANOUT_STEP("consumer_python", "1", "1", "disjoint")};
 // SmartSim-Scaling's aggregation_scaling_python and _python_fs defaults (driverdataaggregation/main.py).
@@ -646,13 +646,13 @@ const fanout_param_default kAggregationFsDefaults[] = {FANOUT_DEFAULT("db_nodes"
                                                        FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
                                                        FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1"), FANOUT_DEFAULT("languages", "cpp")};
 // Inference: SmartSim-Scaling's defaults (its driver's --help). Its clients are C++ here (languages fixed to cpp).
-const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP("db", "{db_nodes}", "1", "disjoint"),
+const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}"),
                                             FANOUT_STEP("inference", "{client_nodes}", "{clients_per_node}", "disjoint")};
 const fanout_param_default kInferenceDefaults[] = {FANOUT_DEFAULT("db_nodes", "[12]"), FANOUT_DEFAULT("db_cpus", "[2]"), FANOUT_DEFAULT("client_nodes", "[12]"),
                                                    FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("batch_size", "[1000]"), FANOUT_DEFAULT("tensor_bytes", "1024"),
                                                    FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("languages", "cpp")};
 const fanout_step_spec kInferenceColocatedSteps[] = {FANOUT_STEP("inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
-                                                     FANOUT_STEP("db_colocated", "{nodes}", "1", "colocated")};
+                                                     FANOUT_STEP_CPUS("db_colocated", "{nodes}", "1", "colocated", "{db_cpus}")};
 const fanout_param_default kInferenceColocatedDefaults[] = {FANOUT_DEFAULT("nodes", "[12]"), FANOUT_DEFAULT("clients_per_node", "[18]"), FANOUT_DEFAULT("db_cpus", "[2]"),
                                                             FANOUT_DEFAULT("batch_size", "[1]"), FANOUT_DEFAULT("tensor_bytes", "1024"), FANOUT_DEFAULT("db_nodes", "1"),
                                                             FANOUT_DEFAULT("client_nodes", "1"), FANOUT_DEFAULT("languages", "cpp")};
