@@ -292,7 +292,7 @@ void Plugin::check_and_complete() {
       if (st.placement.empty()) st.placement = "disjoint";
       if (!role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
       if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node) || !parse_count_expr(st.cpus_per_task))
-        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node as N, {a}, {a*b} or {a/b}");
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node/cpus_per_task as N, {a}, {a*b} or {a/b}");
       if (st.placement != "disjoint" && st.placement != "colocated")
         throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
     }
@@ -342,6 +342,11 @@ void Plugin::check_and_complete() {
       const std::string def = t.default_text(ps);
       if (!trim(def).empty() && trim(def).front() == '[')
         throw bad("experiment '" + t.name + "' does not use '" + ps.name + "' but its default is a list (" + def + "): give it a single default");
+      // The ranks get this text as it is (values_for_roles): it must be a plain value the parameter accepts.
+      if (!trim(def).empty() && (trim(def).front() == '"' || trim(def).front() == '\''))
+        throw bad("experiment '" + t.name + "' does not use '" + ps.name + "': give its default unquoted (" + def + ")");
+      if (auto why = trim(def).empty() ? std::string() : check_param_value(ps, trim(def)); !why.empty())
+        throw bad("experiment '" + t.name + "' fixes '" + ps.name + "' to " + def + ": " + why);
     }
   }
 }

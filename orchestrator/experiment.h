@@ -40,10 +40,12 @@ struct ExperimentSettings {
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
   int64_t max_pending_s = 0;    // a job still pending after this long is cancelled and recorded FAILED (0: off)
-  // Pending reasons (the scheduler's words, as squeue shows them; a reason matches by its first word) that no
-  // wait will cure: such a job is cancelled and recorded FAILED with the reason at once.
-  std::vector<std::string> fatal_pending = {"PartitionDown", "PartitionInactive", "PartitionNodeLimit", "ReqNodeNotAvail",
-                                            "InvalidQOS", "InvalidAccount", "BadConstraints", "JobHeldAdmin"};
+  // Pending reasons (the scheduler's words, as squeue shows them; an entry matches a reason that starts with it)
+  // that no wait will cure: such a job is cancelled and recorded FAILED with the reason at once. ReqNodeNotAvail
+  // only with unavailable (down, drained) nodes: "ReqNodeNotAvail, Reserved for maintenance" ends by itself.
+  std::vector<std::string> fatal_pending = {"PartitionDown", "PartitionInactive", "PartitionNodeLimit",
+                                            "ReqNodeNotAvail, UnavailableNodes", "InvalidQOS", "InvalidAccount",
+                                            "BadConstraints"};
   bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
   int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded
   SchedulerOptions options;

@@ -115,7 +115,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
   m.parameters = run.point.values;
-  for (auto& s : run.steps) m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement});
+  for (auto& s : run.steps) m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task});
   m.provenance = {{"host", host_name()},
                   {"user", user_name()},
                   {"cwd", fs::current_path().string()},
@@ -369,6 +369,7 @@ class ExperimentSession {
     int64_t started_ns = 0;
     int64_t running_since_wall_ns = 0;
     bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
+    int64_t queued_since_ns = 0;  // when --max_pending's clock started: submission, or the end of fanout's own holds
     std::string never_started{};  // cancelled while pending (--max_pending, a fatal reason): recorded FAILED with this
     int group = -1;        // the shared-step group this slot belongs to (its service or one of its runs)
     bool service = false;  // the slot is the group's service
@@ -561,7 +562,7 @@ class ExperimentSession {
   // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
   void track_submitted(size_t i, const std::string& id) {
     if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
-    slots_[i].started_ns = monotonic_ns();
+    slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
     write_file_atomic(slots_[i].dir / kJobIdFile, id + "\n", 0644);
     slots_[i].state = JobState::Pending;
@@ -764,9 +765,12 @@ class ExperimentSession {
     for (auto& [id, i] : active_) {
       Slot& s = slots_[i];
       if (s.state != JobState::Pending || !s.never_started.empty()) continue;
-      const std::string first_word = s.waiting.substr(0, s.waiting.find_first_of(" ,("));
-      const bool fatal = !first_word.empty() && std::count(st_.fatal_pending.begin(), st_.fatal_pending.end(), first_word);
-      const double waited = double(monotonic_ns() - s.started_ns) / 1e9;
+      // Waits fanout itself asked for (an array's throttle, a dependency) are not the queue's: the clock restarts.
+      for (const char* own : {"JobArrayTaskLimit", "Dependency", "BeginTime"})
+        if (starts_with(s.waiting, own)) s.queued_since_ns = monotonic_ns();
+      const bool fatal = std::any_of(st_.fatal_pending.begin(), st_.fatal_pending.end(),
+                                     [&](const std::string& f) { return !f.empty() && starts_with(s.waiting, f); });
+      const double waited = double(monotonic_ns() - s.queued_since_ns) / 1e9;
       if (!fatal && (st_.max_pending_s <= 0 || waited < double(st_.max_pending_s))) continue;
       s.never_started = "never started: pending " + std::string(fatal ? "on '" + s.waiting + "', which --fatal_pending lists" :
                                                                    "for " + std::to_string(st_.max_pending_s) + " s (--max_pending)" +

@@ -73,7 +73,7 @@ std::vector<DriverSetting> make_settings() {
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.stall_timeout_s = v; }));
   s.push_back(integer("max_pending", "seconds a job may wait in the queue; then it is cancelled and recorded FAILED with the scheduler's reason, and the sweep goes on (0: no limit)",
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.max_pending_s = v; }));
-  s.push_back(list("fatal_pending", "fatal_pending", "one more pending reason that fails a job at once, e.g. AssocMaxJobsLimit (besides PartitionDown, PartitionInactive, PartitionNodeLimit, ReqNodeNotAvail, InvalidQOS, InvalidAccount, BadConstraints, JobHeldAdmin; 'none' empties the list; repeatable)",
+  s.push_back(list("fatal_pending", "fatal_pending", "one more pending reason that fails a job at once, matched as the start of the scheduler's reason, e.g. AssocMaxJobsLimit (besides PartitionDown, PartitionInactive, PartitionNodeLimit, 'ReqNodeNotAvail, UnavailableNodes', InvalidQOS, InvalidAccount, BadConstraints; 'none' empties the list; repeatable)",
                    [](ExperimentRequest& r, const std::string& v, const std::string&) {
                      if (v == "none") r.settings.fatal_pending.clear();
                      else r.settings.fatal_pending.push_back(v);

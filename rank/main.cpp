@@ -1,6 +1,7 @@
 // fanout-rank: the one executable every launcher starts for every rank. It loads the plugin, learns where
 // it runs, offers the plugin the host ops (parameters, samples, rendezvous, log, stop flag), runs the role
 // and leaves its samples in <run>/samples/.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -71,6 +72,29 @@ const char* op_node_name(const fanout_context* c) { return c->place.node.c_str()
 const char* op_role(const fanout_context* c) { return c->role.c_str(); }
 const char* op_run_dir(const fanout_context* c) { return c->run_dir.c_str(); }
 const char* op_experiment_dir(const fanout_context* c) { return c->experiment_dir.c_str(); }
+
+// The CPUs this rank may run on, as a list of ranges ("0-1,4"): what the launcher's binding (Slurm's
+// task/affinity or cgroups, mpirun's --bind-to) left it, recorded in rank_resources.
+std::string affinity_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
+  std::string list;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    list += (list.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+    c = last;
+  }
+  return list;
+}
+
+// Its GPUs: CUDA_VISIBLE_DEVICES (set by Slurm's gres plugin or by hand), else SLURM_STEP_GPUS; "" for none.
+std::string step_gpus() {
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS"})
+    if (const char* v = std::getenv(name); v && *v) return v;
+  return "";
+}
 
 const char* op_param(const fanout_context* c, const char* name) {
   auto it = c->params.find(name ? name : "");
@@ -238,6 +262,7 @@ int run_rank(int argc, char** argv) {
   auto sample_path = fanout::samples_dir(run_dir) / (role + "." + std::to_string(ctx.place.rank) + ".samples");
   fanout::SampleWriter writer(sample_path, ctx.place.rank, role, ctx.place.node, fanout::monotonic_ns(), fanout::wall_ns());
   if (!writer.error().empty()) throw fanout::UserError(writer.error());
+  writer.resources(affinity_cpus(), step_gpus());
   ctx.samples = &writer;
 
   log_line(&ctx, FANOUT_LOG_INFO, "rank " + std::to_string(ctx.place.rank) + "/" + std::to_string(ctx.place.size) +

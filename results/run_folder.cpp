@@ -32,7 +32,8 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
   run.insert("parameter_order", order);
   toml::array steps;
   for (auto& s : m.steps)
-    steps.push_back(toml::table{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement}});
+    steps.push_back(toml::table{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement},
+                                {"cpus_per_task", s.cpus_per_task}});
   toml::table prov;
   for (auto& [k, v] : m.provenance) prov.insert(k, v);
   toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
@@ -90,7 +91,8 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
     for (auto& s : *steps) {
       auto t = toml::node_view<const toml::node>(s);
       m.steps.push_back({t["role"].value_or(std::string()), int(t["nodes"].value_or(int64_t(1))),
-                         int(t["tasks_per_node"].value_or(int64_t(1))), t["placement"].value_or(std::string())});
+                         int(t["tasks_per_node"].value_or(int64_t(1))), t["placement"].value_or(std::string()),
+                         int(t["cpus_per_task"].value_or(int64_t(1)))});
     }
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());

@@ -16,6 +16,7 @@ struct RunStep {
   std::string role;
   int nodes = 1, tasks_per_node = 1;
   std::string placement;
+  int cpus_per_task = 1;
 };
 
 struct RankExitRecord {

@@ -69,6 +69,15 @@ bool SampleWriter::record(const std::string& metric, const std::string& unit, in
   return flush();
 }
 
+void SampleWriter::resources(const std::string& cpus, const std::string& gpus) {
+  put("R", 1);
+  for (const std::string* s : {&cpus, &gpus}) {
+    uint16_t len = uint16_t(std::min<size_t>(s->size(), 65535));
+    put(&len, 2);
+    put(s->data(), len);
+  }
+}
+
 bool SampleWriter::flush() {
   if (!f_ || buf_.empty()) return f_ != nullptr;
   if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size() || std::fflush(f_) != 0) {
@@ -162,6 +171,14 @@ SampleFileInfo decode_samples(std::string_view data, const std::string& what,
       s.t_start_s = double(wall0) / 1e9 + double(since_anchor) / 1e9;
       on_sample(s);
       ++info.samples;
+    } else if (type == 'R') {
+      std::string* out[] = {&info.cpus, &info.gpus};
+      for (std::string* s : out) {
+        if (!c.has(2)) return info.truncated = true, info;
+        uint16_t len = c.get<uint16_t>();
+        if (!c.has(len)) return info.truncated = true, info;
+        *s = std::string(c.bytes(len));
+      }
     } else {
       (void)start;
       throw corrupt(std::string("unknown record type 0x") + "0123456789abcdef"[(type >> 4) & 15] + "0123456789abcdef"[type & 15]);

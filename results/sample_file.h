@@ -4,6 +4,8 @@
 //            u16 role length | role bytes | u16 node length | node bytes
 //   'M'    : u16 metric id | u16 name length | name | u16 unit length | unit       (defines a metric id)
 //   'S'    : u16 metric id | u8 warmup | i64 iteration | i64 t_start ns (monotonic) | f64 value
+//   'R'    : u16 length | CPUs the rank may run on ("0-1,4") | u16 length | its GPUs ("0,1", "" for none)
+//            (written once, first, by fanout-rank; files without it come from fanouts before it)
 // A sample's wall-clock start is wall_anchor + (t_start - mono_anchor).
 #pragma once
 #include <cstdint>
@@ -34,6 +36,8 @@ class SampleWriter {
   // false when the file could not be written (disk full, ...); the error is in error().
   bool record(const std::string& metric, const std::string& unit, int64_t iteration, int64_t t_start_ns, double value,
               bool warmup);
+  // What the rank got to run on (the 'R' record): its CPU list and GPU list.
+  void resources(const std::string& cpus, const std::string& gpus);
   bool flush();
   const std::string& error() const { return error_; }
   uint64_t count() const { return count_; }
@@ -50,6 +54,7 @@ class SampleWriter {
 struct SampleFileInfo {
   int rank = 0;
   std::string role, node;  // node: where the rank ran
+  std::string cpus, gpus;  // what it ran on ('R' record; empty when the file has none)
   uint64_t samples = 0;
   bool truncated = false;  // the file ends inside a record (the rank died while writing)
 };

@@ -45,6 +45,9 @@ CREATE TABLE IF NOT EXISTS sample_blocks(
 CREATE TABLE IF NOT EXISTS provenance(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
   PRIMARY KEY(run_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rank_resources(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
+  cpus TEXT NOT NULL, gpus TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_nodes(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   node TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
@@ -340,7 +343,7 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
     pack();
   }
   if (failure) std::rethrow_exception(failure);
-  std::vector<std::tuple<std::string, int, std::string>> nodes;
+  std::vector<RankPlace> nodes;
   std::vector<std::string> warnings;
   for (size_t i = 0; i < files.size(); ++i) {
     const PackedFile& p = packed[i];
@@ -348,7 +351,7 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
       warnings.push_back(p.error);
       continue;
     }
-    nodes.emplace_back(p.info.role, p.info.rank, p.info.node);
+    nodes.push_back({p.info.role, p.info.rank, p.info.node, p.info.cpus, p.info.gpus});
     if (p.info.truncated) warnings.push_back(files[i].string() + ": ends inside a record (the rank died while writing)");
   }
   auto report = store_run(meta, run_dir, [&](const SampleSink& sink, IngestReport&) {
@@ -367,7 +370,7 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
 
 IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_dir_in,
                                   const std::function<void(const SampleSink&, IngestReport&)>& emit,
-                                  const std::vector<std::tuple<std::string, int, std::string>>& rank_nodes) {
+                                  const std::vector<RankPlace>& ranks) {
   const fs::path run_dir = fs::absolute(run_dir_in).lexically_normal();
   IngestReport report;
   exec("BEGIN IMMEDIATE;");
@@ -395,7 +398,12 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     for (auto& r : st.ranks)
       ex.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, int64_t(r.exit_code)).bind(5, int64_t(r.signal)).run();
     Stmt node(db_, "INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)");
-    for (auto& [role, rank, n] : rank_nodes) node.bind(1, report.run_id).bind(2, role).bind(3, int64_t(rank)).bind(4, n).run();
+    Stmt res(db_, "INSERT OR REPLACE INTO rank_resources(run_id, role, rank, cpus, gpus) VALUES(?,?,?,?,?)");
+    for (auto& r : ranks) {
+      node.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.node).run();
+      if (!r.cpus.empty() || !r.gpus.empty())
+        res.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.cpus).bind(5, r.gpus).run();
+    }
 
     BlockPacker packer(db_);
     std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id

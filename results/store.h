@@ -63,11 +63,17 @@ class ResultsDb {
     std::function<void(int rank, int64_t metric_id, int64_t iteration, double t_start, double value, bool warmup)> sample;
     std::function<void(int rank, int64_t metric_id, size_t count, std::string_view rows)> block;
   };
-  // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and the
-  // nodes its ranks ran on, in one transaction that replaces any earlier copy. emit may add warnings.
+  // Where a rank ran and on what (rank_nodes; rank_resources when cpus or gpus is known).
+  struct RankPlace {
+    std::string role;
+    int rank = 0;
+    std::string node, cpus, gpus;
+  };
+  // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and where its
+  // ranks ran, in one transaction that replaces any earlier copy. emit may add warnings.
   IngestReport store_run(const struct RunMetadata& meta, const std::filesystem::path& run_dir,
                          const std::function<void(const SampleSink&, IngestReport&)>& emit,
-                         const std::vector<std::tuple<std::string, int, std::string>>& rank_nodes = {});
+                         const std::vector<RankPlace>& ranks = {});
 
   std::vector<StoredRun> runs() const;
   // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).

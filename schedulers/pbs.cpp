@@ -438,6 +438,15 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
   return out;
 }
 
+void PbsScheduler::check(const std::vector<JobSpec>& jobs) {
+  for (const JobSpec& job : jobs)
+    for (const StepSpec& step : job.steps)
+      if (step.cpus_per_task > 1)
+        throw UserError(job.name + ": step '" + step.role + "' asks " + std::to_string(step.cpus_per_task) +
+                        " CPUs per task, which the pbs launcher does not request (one CPU per task): the step would run " +
+                        "with fewer CPUs than asked (e.g. --db_cpus=1 for the smartsim database)");
+}
+
 void PbsScheduler::cancel(const std::vector<std::string>& job_ids) {
   if (job_ids.empty()) return;
   std::vector<std::string> argv = {"qdel"};

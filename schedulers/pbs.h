@@ -32,6 +32,8 @@ class PbsScheduler : public Scheduler {
   std::string name() const override { return "pbs"; }
   // -q, -A and -l place=excl; node features and Slurm's batch_args have no PBS form here.
   std::vector<std::string> honoured_options() const override { return {"partition", "account", "exclusive"}; }
+  // Refuses steps that ask several CPUs per task: the select/mpirun lines here give one CPU per task.
+  void check(const std::vector<JobSpec>& jobs) override;
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.

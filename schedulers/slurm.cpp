@@ -292,8 +292,12 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
       s.end_wall_ns = int64_t(j.end_time) * 1000000000;
       if (WIFSIGNALED(j.exit_code)) s.signal = WTERMSIG(j.exit_code);
       else s.exit_code = WEXITSTATUS(j.exit_code);
-      if (s.state == JobState::Pending && j.state_reason != WAIT_NO_REASON)  // why it waits, as squeue says it
-        s.reason = j.state_desc && *j.state_desc ? j.state_desc : slurm_job_reason_string(job_state_reason(j.state_reason));
+      if (s.state == JobState::Pending && j.state_reason != WAIT_NO_REASON) {  // why it waits, as squeue says it
+        // Led by the reason's name (what --fatal_pending matches), with Slurm's description when it adds one.
+        const std::string code = slurm_job_reason_string(job_state_reason(j.state_reason));
+        const std::string desc = j.state_desc ? j.state_desc : "";
+        s.reason = desc.empty() || starts_with(desc, code) ? (desc.empty() ? code : desc) : code + " (" + desc + ")";
+      }
       if (tr != tracked_.end()) {
         tr->second.seen = true;
         if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());

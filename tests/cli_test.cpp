@@ -1,4 +1,5 @@
 // End to end: the fanout driver as a user runs it, on the local launcher, with real ranks and a real database.
+#include <sched.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -512,5 +513,36 @@ TEST(Cli, AllocationOptionsTheLocalLauncherCannotHonourAreRefused) {
     EXPECT_NE(r.err.find("fanout: error: " + flag.substr(0, flag.find('=')) + ": the local launcher cannot honour it"), std::string::npos)
         << flag << ": " << r.err;
     EXPECT_FALSE(fs::exists(d.path / "results" / "loc")) << flag;
+  }
+}
+
+// rank_resources: what every rank got to run on, as it saw it (its CPU affinity, its GPUs from the environment
+// a launcher sets), one row per rank.
+TEST(Cli, EachRanksCpusAndGpusAreRecorded) {
+  test::TempDir d;
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--exp_name=res", "--ranks_per_node=2", "--iterations=2"},
+                             d.path, {{"CUDA_VISIBLE_DEVICES", "3,5"}}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.push_back(c);
+  ASSERT_FALSE(mine.empty());
+  // This process's CPUs are what the ranks inherit here (no binding): as ranges.
+  std::string expect;
+  for (size_t i = 0; i < mine.size();) {
+    size_t j = i;
+    while (j + 1 < mine.size() && mine[j + 1] == mine[j] + 1) ++j;
+    expect += (expect.empty() ? "" : ",") + std::to_string(mine[i]) + (j > i ? "-" + std::to_string(mine[j]) : "");
+    i = j + 1;
+  }
+  auto rows = test::sql_rows(d.path / "results" / "res" / "fanout.sqlite", "SELECT role, rank, cpus, gpus FROM rank_resources ORDER BY rank");
+  ASSERT_EQ(rows.size(), 2u);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    EXPECT_EQ(rows[k][0], "sleep");
+    EXPECT_EQ(rows[k][1], std::to_string(k));
+    EXPECT_EQ(rows[k][2], expect);
+    EXPECT_EQ(rows[k][3], "3,5");
   }
 }

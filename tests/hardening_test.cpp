@@ -172,6 +172,11 @@ TEST(Hardening, EveryBadNumberAndUsageErrorIsExitTwoNamingTheFlag) {
   expect_refused(d, {"calibration_sleep", "--step_launcher=srun"}, "--step_launcher: the local launcher starts every rank itself");
   expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--step_launcher=aprun", "--dry-run"},
                  "--step_launcher: 'aprun' is not one of srun, mpirun");
+  // Values a plugin cannot honour are refused at plan time, never run as something else (issue 23's list).
+  expect_refused(d, {"throughput_colocated", "--net_type=udp", "--dry-run"}, "--net_type: 'udp' is not one of tcp, uds");
+  expect_refused(d, {"inference_standard", "--device=TPU", "--dry-run"}, "--device: 'TPU' is not one of CPU, GPU");
+  expect_refused(d, {"throughput_standard", "--languages=[cpp,julia]", "--dry-run"}, "'julia' is not one of cpp, c, fortran, python");
+  expect_refused(d, {"inference_standard", "--languages=fortran", "--dry-run"}, "--languages: inference_standard does not use this parameter");
   expect_refused(d, {"calibration_sleep", "--sleep_us=-5"}, "sleep_us");
   expect_refused(d, {"calibration_sleep", "--ranks_per_node=1000000"}, "ranks_per_node");
   expect_refused(d, {}, "a subcommand is required");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plugins/smartsim/redis_server.h"
+#include "tests/redis_test_server.h"
 #include "plugins/smartsim/tensor_client.h"
 #include "common/files.h"
 #include "test_util.h"
@@ -25,16 +26,7 @@ namespace {
 // Ports 24000-25999, a block of 100 per test process, apart from smartsim_test's and the Slurm tests'.
 int base_port() { return 24000 + (getpid() % 20) * 100; }
 
-RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) {
-  RedisServerConfig c;
-  c.dir = (d.path / std::to_string(port)).string();
-  c.bind = "127.0.0.1";
-  c.port = port;
-  c.password = "test-password";
-  c.module = (test::build_dir() / "plugins" / "redisai.so").string();
-  c.cluster = cluster;
-  return c;
-}
+RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) { return test::redis_test_config(d, port, cluster); }
 
 struct Language {
   std::string name;

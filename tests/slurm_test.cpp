@@ -344,6 +344,9 @@ TEST_F(Slurm, ThroughputClientsInEachLanguage) {
   const std::string script = read_file(fs::path(service) / "job.sh");
   EXPECT_NE(script.find("--cpus-per-task=2"), std::string::npos) << script;
   EXPECT_NE(read_file(fs::path(service) / "db.err").find("pinned to CPUs "), std::string::npos);
+  // Every rank's CPUs are recorded as it saw them under srun (the test cluster has TaskPlugin=task/none: no
+  // binding, so the node's CPUs); 3 runs x 2 clients + 1 database rank.
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM rank_resources WHERE cpus != ''"), "7");
 }
 
 // inference_standard on Slurm: ResNet-50 in the database on its own node(s), clients on others; with 2 database

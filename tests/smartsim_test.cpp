@@ -21,6 +21,7 @@
 
 #include "common/files.h"
 #include "plugins/smartsim/redis_server.h"
+#include "tests/redis_test_server.h"
 #include "plugins/smartsim/tensor_client.h"
 #include "plugins/smartsim/tensor_wire.h"
 #include "tests/test_util.h"
@@ -36,16 +37,7 @@ namespace {
 // Slurm tests' 23400-23501 and 26000-26015; RedisServer moves 100 up when a port is taken all the same.
 int base_port() { return 21000 + (getpid() % 20) * 100; }
 
-RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) {
-  RedisServerConfig c;
-  c.dir = (d.path / std::to_string(port)).string();
-  c.bind = "127.0.0.1";
-  c.port = port;
-  c.password = "test-password";
-  c.module = (test::build_dir() / "plugins" / "redisai.so").string();
-  c.cluster = cluster;
-  return c;
-}
+RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) { return test::redis_test_config(d, port, cluster); }
 
 std::string cli(int port, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port), "--no-auth-warning", "-a", "test-password"};

@@ -76,9 +76,19 @@ inline Child spawn_program(const std::vector<std::string>& args, const SpawnOpti
   for (auto& e : env_text) envp.push_back(e.data());
   for (char** e = environ; *e; ++e) envp.push_back(*e);  // the first of a name wins in getenv: ours
   envp.push_back(nullptr);
+  // The rank ignores SIGPIPE (it reports a lost peer itself); a program it starts gets the default back, so that
+  // one writing to a rank that has gone away ends instead of running on.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   Child c;
-  const int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawnp(&c.pid, argv[0], &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     close_all();
     throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));

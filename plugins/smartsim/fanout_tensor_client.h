@@ -76,6 +76,8 @@ int fanout_tc_poll_list_length(fanout_tc* client, const char* list, int64_t leng
 /* Fetches every tensor of every dataset in the list, over `threads` connections of its own (SmartRedis's
  * SR_THREAD_COUNT); *bytes gets the tensor bytes fetched. */
 int fanout_tc_get_datasets_from_list(fanout_tc* client, const char* list, int threads, uint64_t* bytes);
+/* Opens those connections now (a consumer does before it times anything; otherwise the first fetch opens them). */
+int fanout_tc_connect_fetchers(fanout_tc* client, int threads);
 int fanout_tc_delete_list(fanout_tc* client, const char* list);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock fanout's ranks time with, so that every language's samples share it. */

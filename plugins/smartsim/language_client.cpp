@@ -1,13 +1,16 @@
 #include "language_client.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
+#include "fanout_clock.hpp"
 #include "fanout_process.hpp"
 
 namespace smartsim {
@@ -25,15 +28,46 @@ std::vector<std::string> database_env(const ClientOptions& db) {
           "SR_CONN_TIMEOUT=" + std::to_string(db.connect_timeout_ms), "SR_CMD_TIMEOUT=" + std::to_string(db.command_timeout_ms)};
 }
 
-// One report line; false when the program has ended.
-bool read_line(FILE* in, std::string& line) {
-  line.clear();
-  for (int c; (c = std::fgetc(in)) != EOF;) {
-    if (c == '\n') return true;
-    line.push_back(char(c));
+// The program's report lines, read without blocking the rank: a stop request (SIGTERM to the rank, which
+// interrupts reads) asks the program to end, and it is killed if it does not within 5 s.
+class Lines {
+ public:
+  Lines(int fd, pid_t pid) : fd_(fd), pid_(pid) {}
+  // The next line; false once the program has closed its output.
+  bool next(fanout_sdk::Host& host, std::string& line) {
+    for (;;) {
+      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+        line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return true;
+      }
+      if (eof_) {
+        line = std::move(buf_);
+        buf_.clear();
+        return !line.empty();
+      }
+      if (host.should_stop() && stop_sent_ns_ == 0) {
+        ::kill(pid_, SIGTERM);
+        stop_sent_ns_ = fanout_sdk::monotonic_ns();
+      }
+      if (stop_sent_ns_ && fanout_sdk::monotonic_ns() - stop_sent_ns_ > 5000000000LL) ::kill(pid_, SIGKILL);
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;  // a timeout, or a signal: look at the stop flag again
+      char chunk[65536];
+      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) eof_ = true;
+      else buf_.append(chunk, size_t(n));
+    }
   }
-  return !line.empty();
-}
+
+ private:
+  int fd_;
+  pid_t pid_;
+  std::string buf_;
+  bool eof_ = false;
+  int64_t stop_sent_ns_ = 0;
+};
 
 void handle(fanout_sdk::Host& host, const LanguageClientRun& run, const std::string& line, int to_child) {
   std::istringstream words(line);
@@ -75,17 +109,15 @@ void run_language_client(fanout_sdk::Host& host, const LanguageClientRun& run) {
   options.capture_stdout = options.feed_stdin = true;
   if (run.database) options.extra_env = database_env(*run.database);
   fanout_sdk::Child child = fanout_sdk::spawn_program(argv, options);
-  FILE* from_child = ::fdopen(child.out, "r");
   std::string failure;
   try {
-    if (!from_child) throw std::runtime_error("cannot read its output");
-    for (std::string line; read_line(from_child, line);) handle(host, run, line, child.in);
+    Lines lines(child.out, child.pid);
+    for (std::string line; lines.next(host, line);) handle(host, run, line, child.in);
   } catch (const std::exception& e) {
     failure = e.what();
     ::kill(child.pid, SIGKILL);
   }
-  if (from_child) std::fclose(from_child);
-  else ::close(child.out);
+  ::close(child.out);
   ::close(child.in);
   const int status = fanout_sdk::wait_exit(child.pid);
   if (!failure.empty()) throw std::runtime_error(program + ": " + failure);

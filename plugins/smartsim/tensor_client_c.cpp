@@ -80,6 +80,17 @@ fanout_tc* connected(smartsim::ClientOptions options) {
   return nullptr;
 }
 
+void open_fetchers(fanout_tc* c, size_t n) {
+  while (c->fetchers.size() < n) c->fetchers.push_back(std::make_unique<smartsim::Client>(c->options));
+}
+
+// An out-parameter, refused when NULL.
+template <class T>
+T& out(T* p, const char* what) {
+  if (!p) throw smartsim::ClientError(std::string(what) + " is NULL");
+  return *p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -142,7 +153,11 @@ int fanout_tc_put_dataset(fanout_tc* c, const char* name, size_t n, const char* 
   return guarded(c, [&] {
     Tensor t = tensor_of(dims, n_dims, dtype);
     std::vector<smartsim::TensorView> views;
-    for (size_t i = 0; i < n; ++i) views.push_back({text(tensor_names[i], "tensor name"), t.dtype, t.dims, data[i], t.bytes});
+    if (n && (!tensor_names || !data)) throw smartsim::ClientError("tensor_names or data is NULL");
+    for (size_t i = 0; i < n; ++i) {
+      if (!data[i]) throw smartsim::ClientError("data[" + std::to_string(i) + "] is NULL");
+      views.push_back({text(tensor_names[i], "tensor name"), t.dtype, t.dims, data[i], t.bytes});
+    }
     c->client->put_dataset(text(name, "dataset name"), views);
   });
 }
@@ -152,18 +167,23 @@ int fanout_tc_append_to_list(fanout_tc* c, const char* list, const char* dataset
 }
 
 int fanout_tc_get_list_length(fanout_tc* c, const char* list, int64_t* length) {
-  return guarded(c, [&] { *length = c->client->get_list_length(text(list, "list")); });
+  return guarded(c, [&] { out(length, "length") = c->client->get_list_length(text(list, "list")); });
 }
 
 int fanout_tc_poll_list_length(fanout_tc* c, const char* list, int64_t length, int interval_ms, int tries, int* reached) {
-  return guarded(c, [&] { *reached = c->client->poll_list_length(text(list, "list"), length, interval_ms, tries) ? 1 : 0; });
+  return guarded(c, [&] { out(reached, "reached") = c->client->poll_list_length(text(list, "list"), length, interval_ms, tries) ? 1 : 0; });
+}
+
+int fanout_tc_connect_fetchers(fanout_tc* c, int threads) {
+  return guarded(c, [&] { open_fetchers(c, size_t(threads < 1 ? 1 : threads)); });
 }
 
 int fanout_tc_get_datasets_from_list(fanout_tc* c, const char* list, int threads, uint64_t* bytes) {
   return guarded(c, [&] {
+    uint64_t& total = out(bytes, "bytes");
     const std::vector<std::string> names = c->client->get_list(text(list, "list"));
     const size_t n = size_t(threads < 1 ? 1 : threads);
-    while (c->fetchers.size() < n) c->fetchers.push_back(std::make_unique<smartsim::Client>(c->options));
+    open_fetchers(c, n);
     std::vector<uint64_t> fetched(n, 0);
     std::vector<std::string> errors(n);
     std::vector<std::thread> pool;
@@ -181,8 +201,8 @@ int fanout_tc_get_datasets_from_list(fanout_tc* c, const char* list, int threads
     for (auto& th : pool) th.join();
     for (auto& e : errors)
       if (!e.empty()) throw smartsim::ClientError(e);
-    *bytes = 0;
-    for (uint64_t b : fetched) *bytes += b;
+    total = 0;
+    for (uint64_t b : fetched) total += b;
   });
 }
 

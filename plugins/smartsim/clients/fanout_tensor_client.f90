@@ -21,6 +21,21 @@ module fanout_tensor_client
   public :: connect_env, free_client, client_error, put_tensor, unpack_tensor, put_dataset, append_to_list, &
             get_list_length, monotonic_ns
 
+  ! put_tensor and unpack_tensor have one C signature.
+  abstract interface
+    function tensor_call(h, key, data, dims, n_dims, dtype) result(rc) bind(c)
+      import :: c_ptr, c_char, c_size_t, c_int
+      type(c_ptr), value :: h, data
+      character(kind=c_char), intent(in) :: key(*)
+      integer(c_size_t), intent(in) :: dims(*)
+      integer(c_size_t), value :: n_dims
+      integer(c_int), value :: dtype
+      integer(c_int) :: rc
+    end function
+  end interface
+  procedure(tensor_call), bind(c, name="fanout_tc_put_tensor") :: c_put_tensor
+  procedure(tensor_call), bind(c, name="fanout_tc_unpack_tensor") :: c_unpack_tensor
+
   interface
     function c_connect_env() bind(c, name="fanout_tc_connect_env") result(h)
       import :: c_ptr
@@ -39,24 +54,6 @@ module fanout_tensor_client
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s
       integer(c_size_t) :: n
-    end function
-    function c_put_tensor(h, key, data, dims, n_dims, dtype) bind(c, name="fanout_tc_put_tensor") result(rc)
-      import :: c_ptr, c_char, c_size_t, c_int
-      type(c_ptr), value :: h, data
-      character(kind=c_char), intent(in) :: key(*)
-      integer(c_size_t), intent(in) :: dims(*)
-      integer(c_size_t), value :: n_dims
-      integer(c_int), value :: dtype
-      integer(c_int) :: rc
-    end function
-    function c_unpack_tensor(h, key, data, dims, n_dims, dtype) bind(c, name="fanout_tc_unpack_tensor") result(rc)
-      import :: c_ptr, c_char, c_size_t, c_int
-      type(c_ptr), value :: h, data
-      character(kind=c_char), intent(in) :: key(*)
-      integer(c_size_t), intent(in) :: dims(*)
-      integer(c_size_t), value :: n_dims
-      integer(c_int), value :: dtype
-      integer(c_int) :: rc
     end function
     function c_put_dataset(h, name, n, names, data, dims, n_dims, dtype) bind(c, name="fanout_tc_put_dataset") result(rc)
       import :: c_ptr, c_char, c_size_t, c_int

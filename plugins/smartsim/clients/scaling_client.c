@@ -20,7 +20,7 @@ static void fail(const char* what) {
 }
 
 static void sample(const char* metric, long long i, int64_t t0, double value, const char* unit) {
-  printf("S %s %lld %lld %.17g %s\n", metric, i, (long long)t0, value, unit);
+  if (printf("S %s %lld %lld %.17g %s\n", metric, i, (long long)t0, value, unit) < 0) fail("the rank stopped reading");
 }
 
 static double seconds(int64_t a, int64_t b) { return (double)(b - a) / 1e9; }
@@ -102,5 +102,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   fanout_tc_free(client);
-  return fflush(stdout) == 0 ? 0 : 1;
+  return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }

@@ -17,6 +17,8 @@ namespace py = pybind11;
 namespace {
 
 fanout_tc_dtype dtype_of(const py::dtype& d) {
+  // RedisAI's tensors are little-endian; an array of the other byte order would be stored with its bytes swapped.
+  if (d.itemsize() > 1 && d.byteorder() == '>') throw py::type_error("big-endian arrays are refused (use array.astype('<...'))");
   const char kind = d.kind();
   const auto size = d.itemsize();
   if (kind == 'f' && size == 4) return FANOUT_TC_FLOAT;
@@ -95,6 +97,9 @@ class Client {
     check([&] { return fanout_tc_poll_list_length(c_, list.c_str(), length, interval_ms, tries, &reached); });
     return reached != 0;
   }
+  void connect_fetchers(int threads) {
+    check([&] { return fanout_tc_connect_fetchers(c_, threads); });
+  }
   uint64_t get_datasets_from_list(const std::string& list, int threads) {
     uint64_t bytes = 0;
     check([&] { return fanout_tc_get_datasets_from_list(c_, list.c_str(), threads, &bytes); });
@@ -127,13 +132,16 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<>(), "Connects from SSDB / SR_DB_TYPE / SR_DB_PASSWORD, as SmartRedis does")
       .def(py::init<const std::string&, bool, const std::string&, int, int>(), py::arg("address"), py::arg("cluster") = false,
            py::arg("password") = "", py::arg("connect_timeout_ms") = 0, py::arg("command_timeout_ms") = 0)
-      .def("put_tensor", &Client::put_tensor, py::arg("key"), py::arg("array"))
-      .def("unpack_tensor", &Client::unpack_tensor, py::arg("key"), py::arg("out"))
+      // noconvert: a list or an array of another type is refused, never copied into a temporary (which
+      // unpack_tensor would fill and drop).
+      .def("put_tensor", &Client::put_tensor, py::arg("key"), py::arg("array").noconvert())
+      .def("unpack_tensor", &Client::unpack_tensor, py::arg("key"), py::arg("out").noconvert())
       .def("get_tensor", &Client::get_tensor, py::arg("key"), py::arg("dtype"), py::arg("shape"))
       .def("put_dataset", &Client::put_dataset, py::arg("name"), py::arg("tensors"))
       .def("append_to_list", &Client::append_to_list, py::arg("list"), py::arg("dataset"))
       .def("get_list_length", &Client::get_list_length, py::arg("list"))
       .def("poll_list_length", &Client::poll_list_length, py::arg("list"), py::arg("length"), py::arg("interval_ms"), py::arg("tries"))
+      .def("connect_fetchers", &Client::connect_fetchers, py::arg("threads"))
       .def("get_datasets_from_list", &Client::get_datasets_from_list, py::arg("list"), py::arg("threads") = 1)
       .def("delete_list", &Client::delete_list, py::arg("list"));
 }

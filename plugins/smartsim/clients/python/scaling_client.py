@@ -90,6 +90,8 @@ def consumer_iterations(iterations, warmup, wait, fetch, done):
 
 
 def consumer(client, iterations, warmup, producers, threads):
+    client.connect_fetchers(threads)  # before anything is timed, as the C++ consumer opens its pool
+
     def wait(k):
         if not client.poll_list_length(f"iteration_{k}", producers, 1, 600000):
             raise RuntimeError(f"iteration_{k} never reached {producers} datasets")
@@ -109,7 +111,10 @@ def fs_consumer(iterations, warmup, producers, threads, root):
         return [os.path.join(d, n) for n in names if n.startswith("aggregation_rank_") and ".tmp" not in n]
 
     def wait(k):
+        deadline = time.monotonic() + 600  # as the database consumer's poll_list_length
         while len(files := finished(k)) < producers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"iteration_{k}: {len(files)} of {producers} producers' files after 600 s")
             time.sleep(0.001)
         return files
 
@@ -121,7 +126,10 @@ def fs_consumer(iterations, warmup, producers, threads, root):
         def done(k, files):
             for f in files:
                 os.unlink(f)
-            os.rmdir(os.path.join(root, f"iteration_{k}"))
+            try:
+                os.rmdir(os.path.join(root, f"iteration_{k}"))
+            except OSError:
+                pass  # a producer's temporary file may still be there; the C++ consumer leaves it too
         consumer_iterations(iterations, warmup, wait, lambda files: sum(pool.map(read, files)), done)
 
 
