@@ -380,6 +380,14 @@ TEST(Cli, AnExperimentShowsAndTakesOnlyTheParametersItUses) {
   EXPECT_EQ(copy.exit_code, 2);
   EXPECT_NE(copy.err.find("--sleep_us: calibration_copy does not use this parameter (calibration_sleep, calibration_sweep do)"),
             std::string::npos) << copy.err;
+  // What is stored and exported holds its parameters only: the CSV columns and run.toml of a calibration_copy sweep.
+  ASSERT_EQ(fanout_cmd(d, {"calibration_copy", "--exp_name=cols", "--iterations=2", "--copy_bytes=[1024,2048]"}).exit_code, 0);
+  for (const char* csv : {"runs.csv", "samples.csv", "statistics.csv"}) {
+    const std::string text = read_file(d.path / "results" / "cols" / "csv" / csv);
+    const std::string header = text.substr(0, text.find('\n'));
+    EXPECT_NE(header.find(",copy_bytes,"), std::string::npos) << csv << ": " << header;
+    EXPECT_EQ(header.find("sleep_us"), std::string::npos) << csv << ": " << header;
+  }
 }
 
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
