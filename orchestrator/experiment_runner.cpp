@@ -270,6 +270,7 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
+  if (st.launcher != "auto") st.options.refuse_unhonoured(st.launcher, honoured_options(st.launcher));  // as a real run would
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
@@ -426,7 +427,7 @@ class ExperimentSession {
     outcome_.exp_dir = fs::absolute(st_.results_dir) / st_.exp_name;
     {
       // Before anything is written or submitted: can every run go where it is asked to, with what it asks for?
-      st_.options.refuse_unhonoured(scheduler_->name(), scheduler_->honoured_options());
+      st_.options.refuse_unhonoured(scheduler_->name(), honoured_options(scheduler_->name()));
       std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
       for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
       scheduler_->check(probe);

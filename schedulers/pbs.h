@@ -30,8 +30,6 @@ class PbsScheduler : public Scheduler {
  public:
   PbsScheduler();  // finds qsub/qstat/qdel on PATH and the flavor from `qstat --version`
   std::string name() const override { return "pbs"; }
-  // -q, -A and -l place=excl; node features and Slurm's batch_args have no PBS form here.
-  std::vector<std::string> honoured_options() const override { return {"partition", "account", "exclusive"}; }
   // Refuses steps that ask several CPUs per task: the select/mpirun lines here give one CPU per task.
   void check(const std::vector<JobSpec>& jobs) override;
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }

@@ -67,6 +67,12 @@ std::vector<const SchedulerEntry*> detected() {
 
 }  // namespace
 
+std::vector<std::string> honoured_options(const std::string& launcher) {
+  if (launcher == "slurm") return {"partition", "account", "constraint", "exclusive", "batch_args"};
+  if (launcher == "pbs") return {"partition", "account", "exclusive"};  // -q, -A, place=excl: no features, no Slurm batch_args
+  return {};  // local processes, or steps inside an allocation that exists already
+}
+
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   if (name != "auto") return entry(name).make();
   const auto candidates = detected();

@@ -26,10 +26,6 @@ class Scheduler {
   // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}
-  // The allocation options (SchedulerOptions) this scheduler turns into something real; the driver refuses the
-  // others when they are given, rather than measure without them (names as the flags: partition, account,
-  // constraint, exclusive, batch_args).
-  virtual std::vector<std::string> honoured_options() const { return {}; }
   // Submits several jobs of one resource shape in one request where the scheduler can (job arrays);
   // returns one id per job. max_parallel > 0 asks the scheduler to run at most that many of each array at
   // once (Slurm's --array=0-N%M) where it can. By default, one submit() each.
@@ -50,6 +46,10 @@ class Scheduler {
 // allocation or a Slurm controller answers, else PBS when qsub/qstat or PBS_JOBID exist, else local).
 // An unknown name is a UserError listing the known ones.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
+// The allocation options (SchedulerOptions) a launcher turns into something real, by its name (so that a dry run,
+// which contacts no scheduler, refuses the same); the driver refuses the others when they are given, rather than
+// measure without them. Names as the flags: partition, account, constraint, exclusive, batch_args.
+std::vector<std::string> honoured_options(const std::string& launcher);
 std::vector<std::string> scheduler_names();
 // What a name means here: itself, or for `auto` the scheduler detected on this host (without contacting it).
 std::string resolve_scheduler_name(const std::string& name);

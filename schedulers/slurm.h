@@ -34,7 +34,6 @@ class SlurmScheduler : public Scheduler {
   SlurmScheduler();
   ~SlurmScheduler() override;
   std::string name() const override { return "slurm"; }
-  std::vector<std::string> honoured_options() const override { return {"partition", "account", "constraint", "exclusive", "batch_args"}; }
   std::string render_script(const JobSpec& job) const override { return slurm_job_script(job); }
   std::string submit(const JobSpec& job) override;
   std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;

@@ -522,6 +522,13 @@ TEST(Cli, AllocationOptionsTheLocalLauncherCannotHonourAreRefused) {
         << flag << ": " << r.err;
     EXPECT_FALSE(fs::exists(d.path / "results" / "loc")) << flag;
   }
+  // A dry run refuses the same, though it contacts no scheduler.
+  auto dry = fanout_cmd(d, {"calibration_sleep", "--exclusive", "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 2);
+  EXPECT_NE(dry.err.find("--exclusive: the local launcher cannot honour it"), std::string::npos) << dry.err;
+  auto pbs = fanout_cmd(d, {"calibration_sleep", "--launcher=pbs", "--constraint=bigmem", "--dry-run"});
+  EXPECT_EQ(pbs.exit_code, 2);
+  EXPECT_NE(pbs.err.find("--constraint: the pbs launcher cannot honour it"), std::string::npos) << pbs.err;
 }
 
 // rank_resources: what every rank got to run on, as it saw it (its CPU affinity, its GPUs from the environment
