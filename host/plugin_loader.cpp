@@ -54,7 +54,7 @@ std::optional<CountExpr> parse_count_expr(const std::string& text) {
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
                                                  "dry_run", "zip", "exclude", "partition", "account",
-                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "fatal_pending", "no_reuse", "max_runs", "help", "version"};
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "fatal_pending", "site", "no_reuse", "max_runs", "help", "version"};
   return names;
 }
 

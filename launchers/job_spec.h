@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,9 @@ struct JobSpec {
   int64_t walltime_s = 3600;
   SchedulerOptions options;
   EnvList env;  // extra environment for every rank
+  // A site profile's shell lines (orchestrator/site.h): run before the steps start, and per role before its step.
+  std::string site_lines;
+  std::map<std::string, std::string> role_lines;
 
   // Nodes the allocation needs: the disjoint steps' nodes side by side (colocated steps add none).
   int total_nodes() const;

@@ -49,6 +49,7 @@ struct ExperimentSettings {
   bool no_reuse = false;        // run an experiment's shared step (e.g. the database) in every run, not once per group
   int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded
   SchedulerOptions options;
+  std::string site;  // --site: a site profile file, "none", or "" (FANOUT_SITE, else ~/.config/fanout/site.toml)
 };
 
 struct ExperimentRequest {

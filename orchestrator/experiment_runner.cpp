@@ -53,6 +53,10 @@ JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& pl
   job.steps = run.steps;
   job.walltime_s = plan.request.settings.walltime_s;
   job.options = plan.request.settings.options;
+  job.site_lines = opts.site.site.shell();
+  for (auto& [role, lines] : opts.site.roles)
+    for (auto& step : job.steps)
+      if (step.role == role && !lines.empty()) job.role_lines[role] = lines.shell();
   return job;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "orchestrator/experiment.h"
+#include "orchestrator/site.h"
 #include "host/plugin_loader.h"
 
 namespace fanout {
@@ -26,6 +27,7 @@ struct RunnerOptions {
   std::vector<std::string> argv;   // the driver's arguments, kept in <exp>/command.toml for `fanout resume`
   std::ostream* progress = nullptr;
   const std::atomic<bool>* interrupt = nullptr;  // set by SIGINT/SIGTERM: cancel the experiment's jobs
+  SiteProfile site;                               // lines every job script runs (site.h)
 };
 
 // Prints what would run: one line per run with its parameters, and each job script.

@@ -184,6 +184,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   opts.command_line = cmdline;
   opts.argv = argv;
   opts.interrupt = &g_interrupt;
+  opts.site = load_site(req.settings.site);
   if (dry_run) {
     print_dry_run(plan, plugin, opts, std::cout);
     return 0;
@@ -304,6 +305,26 @@ Command ls_command(CLI::App& app) {
   auto dir = std::make_shared<std::string>("results");
   cmd->add_option("results_dir", *dir, "folder that holds one folder per experiment")->capture_default_str();
   return {cmd, [dir] { return list_experiments(*dir, std::cout, std::cerr); }};
+}
+
+// `fanout site show`: the site profile in force, where it comes from, and the lines job scripts run.
+Command site_command(CLI::App& app) {
+  auto* site = app.add_subcommand("site", "the site profile (modules, env, setup lines per site and role)");
+  site->require_subcommand(1);
+  auto* cmd = site->add_subcommand("show", "print the site profile in force, where it comes from, and the lines job scripts run");
+  auto file = std::make_shared<std::string>();
+  cmd->add_option("--site", *file, "a site profile file, or none (default: $FANOUT_SITE, else ~/.config/fanout/site.toml)");
+  return {cmd, [file] {
+            const SiteProfile p = load_site(*file);
+            if (p.file.empty()) {
+              std::cout << "no site profile (--site, $FANOUT_SITE and ~/.config/fanout/site.toml give none)\n";
+              return 0;
+            }
+            std::cout << "site profile " << p.file.string() << " (from " << p.origin << ")\n";
+            std::cout << "# before every job's steps:\n" << (p.site.empty() ? "(nothing)\n" : p.site.shell());
+            for (auto& [role, lines] : p.roles) std::cout << "# before the step of role " << role << ":\n" << lines.shell();
+            return 0;
+          }};
 }
 
 Command csv_command(CLI::App& results) {
@@ -524,6 +545,7 @@ int drive(int argc, char** argv) {
   results->require_subcommand(1);
   for (auto* make : {csv_command, ingest_command, compare_command, export_command}) commands.push_back(make(*results));
   commands.push_back(ls_command(app));
+  commands.push_back(site_command(app));
   commands.push_back(resume_command(app));
   commands.push_back(process_command(app));
   accept_hyphenated(app, commands.back().app);

@@ -86,6 +86,8 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, bool v) { st.no_reuse = v; }));
   s.push_back(boolean("resume", "run only the permutations without a COMPLETED run in this experiment's database",
                       [](ExperimentSettings& st, bool v) { st.resume = v; }));
+  s.push_back(text("site", "site", "site profile (TOML: modules, env, setup lines per site and role) the batch scripts run before the steps; default $FANOUT_SITE, else ~/.config/fanout/site.toml; none: no profile", "",
+                   [](ExperimentSettings& st, const std::string& v) { st.site = v; }));
   s.push_back(text("partition", "partition", "scheduler partition / queue", "",
                    [](ExperimentSettings& st, const std::string& v) { st.options.partition = v; }));
   s.push_back(text("account", "account", "scheduler account", "", [](ExperimentSettings& st, const std::string& v) { st.options.account = v; }));

@@ -25,6 +25,7 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
     << "export FANOUT_JOB_RANKS=" << job.total_ranks() << "\n";
   for (auto& [k, v] : job.env) s << "export " << k << "=" << shell_quote(v) << "\n";
   s << setup;
+  if (!job.site_lines.empty()) s << "# the site profile\n" << job.site_lines;
   if (job.steps.size() > 1) {
     // The ranks of different steps meet through fanout's rendezvous service (PMIx spans one step only).
     s << "# rendezvous service for the " << job.total_ranks() << " ranks of all steps\n"
@@ -42,7 +43,11 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
     auto r = rank_argv(job, i);
     argv.insert(argv.end(), r.begin(), r.end());
     const std::string& name = job.steps[i].role;
-    s << quoted(argv) << " >>" << shell_quote(name + ".out") << " 2>>" << shell_quote(name + ".err") << " &\n"
+    auto lines = job.role_lines.find(name);
+    // A role's site lines run in a subshell of its own, which then becomes the step (exec): $! stays the step.
+    if (lines != job.role_lines.end() && !lines->second.empty()) s << "(\n" << lines->second << "exec " << quoted(argv) << "\n)";
+    else s << quoted(argv);
+    s << " >>" << shell_quote(name + ".out") << " 2>>" << shell_quote(name + ".err") << " &\n"
       << "role[$!]=" << shell_quote(name) << "\n";
   }
   s << "rc=0\n"

@@ -64,6 +64,9 @@ LocalScheduler::~LocalScheduler() {
 std::string LocalScheduler::render_script(const JobSpec& job) const { return local_job_script(job, host_); }
 
 std::string local_job_script(const JobSpec& job, const std::string& host_) {
+  if (!job.site_lines.empty() || !job.role_lines.empty())
+    throw UserError("--site: the local launcher starts every rank itself, without a shell: a site profile's modules, env "
+                    "and setup lines need --launcher=slurm or pbs (--site=none runs without the profile)");
   if (!job.options.step_launcher.empty())
     throw UserError("--step_launcher: the local launcher starts every rank itself; " + job.options.step_launcher +
                     " applies to batch jobs (--launcher=slurm or pbs)");

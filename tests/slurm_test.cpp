@@ -671,3 +671,39 @@ TEST_F(Slurm, JobsPendingOnAFatalReasonOrTooLongEndFailedAndTheSweepGoesOn) {
   EXPECT_EQ(slow[0][0], "FAILED");
   EXPECT_NE(slow[0][1].find("pending for 3 s (--max_pending), last reason 'ReqNodeNotAvail"), std::string::npos) << slow[0][1];
 }
+
+// A site profile's lines run in the job script: the site's setup (here defining a fake `module`, as a site's
+// modules init script would), its modules and env before the steps, and a role's own lines before that role's
+// step only; what the step's shell saw is written into the run folder.
+TEST_F(Slurm, ASiteProfilesSetupModulesAndEnvReachTheSteps) {
+  const fs::path site = d.path / "site.toml";
+  fanout::write_file_atomic(site, R"([site]
+setup = 'module() { echo "module $*" >> modules.log; }'
+modules = ["fake/1.0", "other tool"]
+env = { SITE_VAR = "site value" }
+[roles.sleep]
+setup = 'echo "$SITE_VAR" > role_setup.txt'
+modules = ["role/2"]
+env = { ROLE_VAR = "it's the role's" }
+)");
+  auto show = test::run_fanout(d.path, {"site", "show", "--site=" + site.string()});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("site profile " + site.string() + " (from --site)"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("module load 'fake/1.0' 'other tool'"), std::string::npos) << show.out;
+  auto r = test::run_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--exp_name=site", "--iterations=2", "--site=" + site.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path run = test::sql_one(d.path / "results" / "site" / "fanout.sqlite", "SELECT path FROM runs");
+  // In order: the site's setup, its modules, its env; then, in the step's own subshell, the role's.
+  EXPECT_EQ(read_file(run / "modules.log"), "module load fake/1.0 other tool\nmodule load role/2\n");
+  EXPECT_EQ(read_file(run / "role_setup.txt"), "site value\n");
+  EXPECT_NE(read_file(run / "job.sh").find("export ROLE_VAR='it'\\''s the role'\\''s'\nexec 'srun'"), std::string::npos);
+  // The local launcher, which starts ranks without a shell, refuses the profile rather than ignore it.
+  auto local = test::run_fanout(d.path, {"calibration_sleep", "--exp_name=loc", "--iterations=1", "--site=" + site.string()});
+  EXPECT_EQ(local.exit_code, 2);
+  EXPECT_NE(local.err.find("--site: the local launcher starts every rank itself"), std::string::npos) << local.err;
+  // A key the profile does not know is an error naming the file and line.
+  fanout::write_file_atomic(d.path / "bad.toml", "[site]\nmodule = [\"x\"]\n");
+  auto bad = test::run_fanout(d.path, {"site", "show", "--site=" + (d.path / "bad.toml").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.toml:2: unknown key 'module' (known: setup, modules, env)"), std::string::npos) << bad.err;
+}

@@ -103,7 +103,10 @@ bool RedisServer::start() {
     if (cfg_.cluster) c << "cluster-enabled yes\ncluster-config-file " << q(cfg_.dir + "/nodes.conf") << "\ncluster-node-timeout 5000\n";
   }
   chmod(conf.c_str(), 0600);
-  std::vector<std::string> args = {"/usr/bin/redis-server", conf};
+  // The server program: Debian's, or the site's (FANOUT_REDIS_SERVER, e.g. from a site profile's [roles.db] env:
+  // a Redis built elsewhere, or KeyDB).
+  const char* program = std::getenv("FANOUT_REDIS_SERVER");
+  std::vector<std::string> args = {program && *program ? program : "/usr/bin/redis-server", conf};
   // A rank killed outright (wall time, scancel, a failed peer's srun) runs no destructor: the server must die with
   // it, or it keeps its port and memory for every later run (seen: 36 orphans after a failed 16-shard step).
   // PR_SET_PDEATHSIG is tied to the spawning thread, so only from the rank's main thread (util-linux's setpriv

@@ -1,0 +1,105 @@
+#include "orchestrator/site.h"
+
+#include <toml++/toml.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "common/error.h"
+#include "common/text.h"
+
+namespace fanout {
+
+namespace {
+
+std::string where(const std::filesystem::path& file, const toml::node& n) {
+  return file.string() + ":" + std::to_string(n.source().begin.line);
+}
+
+SiteLines read_lines(const std::filesystem::path& file, const toml::table& t) {
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  SiteLines out;
+  for (auto& [k, v] : t) {
+    const std::string key(k.str()), at = where(file, v);
+    if (key == "setup") {
+      auto s = v.value<std::string>();
+      if (!s) throw UserError(at + ": setup must be a string (shell lines)");
+      out.setup = *s;
+    } else if (key == "modules") {
+      auto* a = v.as_array();
+      if (!a) throw UserError(at + ": modules must be a list of strings");
+      for (auto& m : *a) {
+        auto s = m.value<std::string>();
+        if (!s || s->empty()) throw UserError(where(file, m) + ": modules must be a list of non-empty strings");
+        out.modules.push_back(*s);
+      }
+    } else if (key == "env") {
+      auto* e = v.as_table();
+      if (!e) throw UserError(at + ": env must be a table of NAME = \"value\"");
+      for (auto& [name, value] : *e) {
+        auto s = value.value<std::string>();
+        if (!std::regex_match(std::string(name.str()), kName) || !s)
+          throw UserError(where(file, value) + ": env." + std::string(name.str()) + " must be a variable name with a string value");
+        out.env.emplace_back(std::string(name.str()), *s);
+      }
+    } else {
+      throw UserError(at + ": unknown key '" + key + "' (known: setup, modules, env)");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SiteLines::shell() const {
+  std::string s;
+  if (!setup.empty()) s += setup + (setup.back() == '\n' ? "" : "\n");  // the site's own shell, trusted as its file is
+  if (!modules.empty()) {
+    s += "module load";
+    for (auto& m : modules) s += " " + shell_quote(m);
+    s += "\n";
+  }
+  for (auto& [k, v] : env) s += "export " + k + "=" + shell_quote(v) + "\n";
+  return s;
+}
+
+bool SiteProfile::empty() const {
+  if (!site.empty()) return false;
+  for (auto& [r, l] : roles)
+    if (!l.empty()) return false;
+  return true;
+}
+
+SiteProfile load_site(const std::string& flag) {
+  SiteProfile p;
+  if (flag == "none") return p;
+  if (!flag.empty()) p.file = flag, p.origin = "--site";
+  else if (const char* env = std::getenv("FANOUT_SITE"); env && *env) p.file = env, p.origin = "FANOUT_SITE";
+  else if (const char* home = std::getenv("HOME"); home && *home) {
+    std::filesystem::path user = std::filesystem::path(home) / ".config" / "fanout" / "site.toml";
+    if (!std::filesystem::exists(user)) return p;
+    p.file = user, p.origin = "~/.config/fanout/site.toml";
+  } else {
+    return p;
+  }
+  if (!std::filesystem::is_regular_file(p.file)) throw UserError(p.origin + ": no site profile at " + p.file.string());
+  toml::table root;
+  try {
+    root = toml::parse_file(p.file.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(p.file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  for (auto& [k, v] : root) {
+    const std::string key(k.str());
+    if (key == "site" && v.is_table()) p.site = read_lines(p.file, *v.as_table());
+    else if (key == "roles" && v.is_table())
+      for (auto& [role, t] : *v.as_table()) {
+        if (!t.is_table()) throw UserError(where(p.file, t) + ": roles." + std::string(role.str()) + " must be a table");
+        p.roles[std::string(role.str())] = read_lines(p.file, *t.as_table());
+      }
+    else throw UserError(where(p.file, v) + ": unknown section '" + key + "' (known: [site], [roles.<role>])");
+  }
+  return p;
+}
+
+}  // namespace fanout
