@@ -10,6 +10,7 @@
 #include "common/text.h"
 #include "orchestrator/list_value.h"
 #include "orchestrator/settings.h"
+#include "orchestrator/toml_place.h"
 
 namespace fanout {
 
@@ -75,10 +76,6 @@ Exclusion parse_exclude_flag(const std::string& text, const std::string& origin)
 }
 
 namespace {
-
-std::string at(const fs::path& file, const toml::node& n) {
-  return file.string() + ":" + std::to_string(n.source().begin.line);
-}
 
 // A TOML value (scalar or array of scalars) as texts.
 std::vector<std::string> toml_values(const toml::node& n, const std::string& origin) {
@@ -215,23 +212,18 @@ void refuse_non_ascii_outside_strings(std::string_view t, const fs::path& file) 
 
 ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::path& file) {
   refuse_non_ascii_outside_strings(toml_text, file);
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml(toml_text, file);
   ExperimentRequest req;
   req.subcommand = "run";
   static const std::set<std::string> top_keys = {"experiment", "steps", "parameters", "zip", "exclude"};
   for (auto& [k, v] : root)
     if (!top_keys.count(std::string(k.str())))
-      throw UserError(at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude)");
+      throw UserError(toml_at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude)");
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   for (auto& entry : *exp) {
     const toml::node& v = entry.second;  // not a structured binding: the lambda below captures it (clang 14)
-    const std::string key(entry.first.str()), where = at(file, v), origin = where + ": experiment." + key;
+    const std::string key(entry.first.str()), where = toml_at(file, v), origin = where + ": experiment." + key;
     auto str = [&]() {
       auto s = v.value_exact<std::string>();
       if (!s) throw UserError(origin + " must be a string");
@@ -269,7 +261,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         if (auto* items = v.as_array()) {
           for (auto& item : *items) {
             auto s = item.value_exact<std::string>();
-            if (!s) throw UserError(at(file, item) + ": experiment." + key + " must hold strings");
+            if (!s) throw UserError(toml_at(file, item) + ": experiment." + key + " must hold strings");
             setting->apply(req, *s, origin);
           }
         } else {
@@ -281,18 +273,18 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         break;
     }
   }
-  if (req.plugin.empty()) throw UserError(at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");
+  if (req.plugin.empty()) throw UserError(toml_at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");
   if (req.settings.exp_name.empty()) req.settings.exp_name = file.stem().string();
 
   if (auto* steps = root["steps"].as_array()) {
-    req.steps_origin = at(file, *steps);
+    req.steps_origin = toml_at(file, *steps);
     for (auto& s : *steps) {
       auto* t = s.as_table();
-      std::string where = at(file, s);
+      std::string where = toml_at(file, s);
       if (!t) throw UserError(where + ": [[steps]] entries must be tables");
       StepTemplate st{"", "1", "1", "disjoint"};
       for (auto& [k, v] : *t) {
-        std::string key(k.str()), w = at(file, v);
+        std::string key(k.str()), w = toml_at(file, v);
         if (key == "role") st.role = v.value_or(std::string());
         else if (key == "nodes") st.nodes = count_text(v, w);
         else if (key == "tasks_per_node") st.tasks_per_node = count_text(v, w);
@@ -306,17 +298,17 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       req.steps.push_back(st);
     }
   } else if (root.contains("steps")) {
-    throw UserError(at(file, *root.get("steps")) + ": steps must be an array of tables ([[steps]])");
+    throw UserError(toml_at(file, *root.get("steps")) + ": steps must be an array of tables ([[steps]])");
   }
 
   if (auto* params = root["parameters"].as_table())
     for (auto& [k, v] : *params) {
-      std::string where = at(file, v);
+      std::string where = toml_at(file, v);
       req.params.push_back({std::string(k.str()), ParamSource{"", where, toml_values(v, where)}});
     }
   if (auto* zips = root["zip"].as_array())
     for (auto& z : *zips) {
-      std::string where = at(file, z);
+      std::string where = toml_at(file, z);
       auto* names = z.as_table() ? (*z.as_table())["params"].as_array() : nullptr;
       if (!names) throw UserError(where + ": [[zip]] needs params = [\"a\", \"b\"]");
       std::vector<std::string> list;
@@ -325,12 +317,12 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
     }
   if (auto* excl = root["exclude"].as_array())
     for (auto& x : *excl) {
-      std::string where = at(file, x);
+      std::string where = toml_at(file, x);
       auto* t = x.as_table();
       if (!t) throw UserError(where + ": [[exclude]] entries must be tables of name = value(s)");
       Exclusion e;
       e.origin = where;
-      for (auto& [k, v] : *t) e.conditions[std::string(k.str())] = toml_values(v, at(file, v));
+      for (auto& [k, v] : *t) e.conditions[std::string(k.str())] = toml_values(v, toml_at(file, v));
       req.excludes.push_back(std::move(e));
     }
   return req;
@@ -449,9 +441,14 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       throw UserError(src.origin + ": unknown parameter '" + name + "' for plugin " + plugin.name() +
                       (known.empty() ? "" : " (known: " + join(known, ", ") + ")"));
     }
-    if (tmpl && plugin.param(name) && !tmpl->uses_param(name))
-      throw UserError(src.origin + ": experiment " + tmpl->name + " does not use parameter '" + name + "' (it uses: " +
-                      join(tmpl->uses, ", ") + ")");
+    if (tmpl && plugin.param(name) && !tmpl->uses_param(name)) {  // from the command line or an experiment file
+      std::vector<std::string> users;
+      for (auto& t : plugin.experiments())
+        if (t.uses_param(name)) users.push_back(t.name);
+      throw UserError(src.origin + ": " + tmpl->name + " does not use this parameter" +
+                      (users.empty() ? std::string() : " (" + join(users, ", ") + (users.size() == 1 ? " does" : " do") + ")") +
+                      "; its parameters: " + join(tmpl->uses, ", "));
+    }
     if (given.count(name)) throw UserError(src.origin + ": parameter '" + name + "' is given twice");
     given[name] = &src;
   }

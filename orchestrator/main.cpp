@@ -488,14 +488,6 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
             for (auto& ps : plugin.params()) {
               auto& [value, opt] = st->params.at(ps.name);
               if (!opt->count()) continue;
-              if (!tmpl.uses_param(ps.name)) {
-                std::vector<std::string> users;
-                for (auto& t : plugin.experiments())
-                  if (t.uses_param(ps.name)) users.push_back(t.name);
-                throw UserError("--" + ps.name + ": " + tmpl.name + " does not use this parameter" +
-                                (users.empty() ? std::string() : " (" + join(users, ", ") + (users.size() == 1 ? " does" : " do") + ")") + "; its parameters: " +
-                                join(tmpl.uses, ", "));
-              }
               req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
             }
             req.settings.exp_name = tmpl.name;  // unless --exp_name says otherwise

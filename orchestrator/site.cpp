@@ -1,26 +1,22 @@
 #include "orchestrator/site.h"
 
-#include <toml++/toml.h>
-
 #include <cstdlib>
 #include <regex>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/text.h"
+#include "orchestrator/toml_place.h"
 
 namespace fanout {
 
 namespace {
 
-std::string where(const std::filesystem::path& file, const toml::node& n) {
-  return file.string() + ":" + std::to_string(n.source().begin.line);
-}
-
 SiteLines read_lines(const std::filesystem::path& file, const toml::table& t) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   SiteLines out;
   for (auto& [k, v] : t) {
-    const std::string key(k.str()), at = where(file, v);
+    const std::string key(k.str()), at = toml_at(file, v);
     if (key == "setup") {
       auto s = v.value<std::string>();
       if (!s) throw UserError(at + ": setup must be a string (shell lines)");
@@ -30,7 +26,7 @@ SiteLines read_lines(const std::filesystem::path& file, const toml::table& t) {
       if (!a) throw UserError(at + ": modules must be a list of strings");
       for (auto& m : *a) {
         auto s = m.value<std::string>();
-        if (!s || s->empty()) throw UserError(where(file, m) + ": modules must be a list of non-empty strings");
+        if (!s || s->empty()) throw UserError(toml_at(file, m) + ": modules must be a list of non-empty strings");
         out.modules.push_back(*s);
       }
     } else if (key == "env") {
@@ -39,7 +35,7 @@ SiteLines read_lines(const std::filesystem::path& file, const toml::table& t) {
       for (auto& [name, value] : *e) {
         auto s = value.value<std::string>();
         if (!std::regex_match(std::string(name.str()), kName) || !s)
-          throw UserError(where(file, value) + ": env." + std::string(name.str()) + " must be a variable name with a string value");
+          throw UserError(toml_at(file, value) + ": env." + std::string(name.str()) + " must be a variable name with a string value");
         out.env.emplace_back(std::string(name.str()), *s);
       }
     } else {
@@ -63,13 +59,6 @@ std::string SiteLines::shell() const {
   return s;
 }
 
-bool SiteProfile::empty() const {
-  if (!site.empty()) return false;
-  for (auto& [r, l] : roles)
-    if (!l.empty()) return false;
-  return true;
-}
-
 SiteProfile load_site(const std::string& flag) {
   SiteProfile p;
   if (flag == "none") return p;
@@ -83,21 +72,16 @@ SiteProfile load_site(const std::string& flag) {
     return p;
   }
   if (!std::filesystem::is_regular_file(p.file)) throw UserError(p.origin + ": no site profile at " + p.file.string());
-  toml::table root;
-  try {
-    root = toml::parse_file(p.file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(p.file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml(read_file(p.file), p.file);
   for (auto& [k, v] : root) {
     const std::string key(k.str());
     if (key == "site" && v.is_table()) p.site = read_lines(p.file, *v.as_table());
     else if (key == "roles" && v.is_table())
       for (auto& [role, t] : *v.as_table()) {
-        if (!t.is_table()) throw UserError(where(p.file, t) + ": roles." + std::string(role.str()) + " must be a table");
+        if (!t.is_table()) throw UserError(toml_at(p.file, t) + ": roles." + std::string(role.str()) + " must be a table");
         p.roles[std::string(role.str())] = read_lines(p.file, *t.as_table());
       }
-    else throw UserError(where(p.file, v) + ": unknown section '" + key + "' (known: [site], [roles.<role>])");
+    else throw UserError(toml_at(p.file, v) + ": unknown section '" + key + "' (known: [site], [roles.<role>])");
   }
   return p;
 }

@@ -30,7 +30,6 @@ struct SiteProfile {
   std::string origin;          // "--site", "FANOUT_SITE", "~/.config/fanout/site.toml" or "" (none)
   SiteLines site;
   std::map<std::string, SiteLines> roles;
-  bool empty() const;
 };
 
 // The profile in force: `flag` (the --site value; "none" for no profile), else FANOUT_SITE, else the user's file

@@ -376,6 +376,14 @@ TEST(Cli, AnExperimentShowsAndTakesOnlyTheParametersItUses) {
   // take their own size parameter only.
   EXPECT_NE(fanout_cmd(d, {"parameter_serving", "--help"}).out.find("--mcast_rate"), std::string::npos);
   EXPECT_EQ(fanout_cmd(d, {"calibration_sleep", "--help"}).out.find("--copy_bytes"), std::string::npos);
+  // An experiment file meets the same check, through the same code, naming where it gave the parameter.
+  std::ofstream(d.path / "unused.toml") << "[experiment]\nname = \"u\"\nplugin = \"calibration\"\ntemplate = \"calibration_copy\"\n"
+                                           "[parameters]\nsleep_us = 5\n";
+  auto filed = fanout_cmd(d, {"run", (d.path / "unused.toml").string(), "--dry-run"});
+  EXPECT_EQ(filed.exit_code, 2);
+  EXPECT_NE(filed.err.find("unused.toml:6"), std::string::npos) << filed.err;
+  EXPECT_NE(filed.err.find("calibration_copy does not use this parameter (calibration_sleep, calibration_sweep do)"), std::string::npos)
+      << filed.err;
   auto copy = fanout_cmd(d, {"calibration_copy", "--sleep_us=5", "--dry-run"});
   EXPECT_EQ(copy.exit_code, 2);
   EXPECT_NE(copy.err.find("--sleep_us: calibration_copy does not use this parameter (calibration_sleep, calibration_sweep do)"),
