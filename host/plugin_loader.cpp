@@ -32,6 +32,7 @@ std::vector<std::string> CountExpr::names() const {
   std::vector<std::string> out;
   if (!lhs.empty()) out.push_back(lhs);
   if (!rhs.empty()) out.push_back(rhs);
+  if (!when_param.empty()) out.push_back(when_param);
   return out;
 }
 
@@ -51,10 +52,44 @@ std::optional<CountExpr> parse_count_expr(const std::string& text) {
   return e;
 }
 
+std::optional<CountExpr> parse_amount_expr(const std::string& text) {
+  std::string count = text, condition;
+  if (size_t at = text.find(" if "); at != std::string::npos) count = trim(text.substr(0, at)), condition = trim(text.substr(at + 4));
+  auto e = count == "0" ? std::optional<CountExpr>(CountExpr{}) : parse_count_expr(count);
+  if (!e || (text.find(" if ") != std::string::npos && condition.empty())) return std::nullopt;
+  if (!condition.empty()) {
+    size_t eq = condition.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    e->when_param = trim(condition.substr(0, eq)), e->when_value = trim(condition.substr(eq + 1));
+    if (!valid_identifier(e->when_param) || e->when_value.empty()) return std::nullopt;
+  }
+  return e;
+}
+
+std::vector<std::string> step_references(const StepTemplate& st) {
+  std::vector<std::string> out;
+  for (auto& e : {parse_count_expr(st.nodes), parse_count_expr(st.tasks_per_node), parse_count_expr(st.cpus_per_task),
+                  parse_amount_expr(st.gpus_per_task), parse_amount_expr(st.memory_mb)})
+    if (e)
+      for (auto& n : e->names()) out.push_back(n);
+  return out;
+}
+
+std::string binding_error(const std::string& binding) {
+  if (binding.empty() || binding == "cores" || binding == "none") return "";
+  if (starts_with(binding, "map:")) {
+    auto cpus = split(binding.substr(4), ',');
+    bool ok = !cpus.empty();
+    for (auto& c : cpus) ok = ok && parse_int(c) && *parse_int(c) >= 0 && *parse_int(c) < 65536;
+    if (ok) return "";
+  }
+  return "'" + binding + "' is not cores, none or map:<cpu>,<cpu>,... (one CPU number per task of a node)";
+}
+
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
                                                  "dry_run", "zip", "exclude", "partition", "account",
-                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "fatal_pending", "site", "no_reuse", "max_runs", "help", "version"};
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "fatal_pending", "site", "mpi", "binding", "service_hosts", "db_hosts", "service_args", "db_node_feature", "node_feature", "service_walltime", "wall_time", "no_reuse", "max_runs", "help", "version"};
   return names;
 }
 
@@ -247,7 +282,9 @@ void Plugin::read_abi4(const void* descriptor) {
     const std::string where = "experiment '" + str(e.name) + "' ";
     ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
     for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p))
-      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement), st.cpus_per_task ? str(st.cpus_per_task) : "1"});
+      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement), st.cpus_per_task ? str(st.cpus_per_task) : "1",
+                         st.gpus_per_task ? str(st.gpus_per_task) : "0", st.memory_mb ? str(st.memory_mb) : "0", str(st.binding),
+                         st.exclusive != 0});
     for (const auto& df : read_array(e.defaults, e.n_defaults, where + "defaults", p)) t.defaults.emplace_back(str(df.name), str(df.value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));
@@ -293,6 +330,10 @@ void Plugin::check_and_complete() {
       if (!role(st.role)) throw bad("experiment '" + t.name + "' names unknown role '" + st.role + "'");
       if (!parse_count_expr(st.nodes) || !parse_count_expr(st.tasks_per_node) || !parse_count_expr(st.cpus_per_task))
         throw bad("experiment '" + t.name + "' step '" + st.role + "' needs nodes/tasks_per_node/cpus_per_task as N, {a}, {a*b} or {a/b}");
+      if (!parse_amount_expr(st.gpus_per_task) || !parse_amount_expr(st.memory_mb))
+        throw bad("experiment '" + t.name + "' step '" + st.role + "' needs gpus_per_task/memory_mb as 0, N, {a}, {a*b} or {a/b}, " +
+                  "optionally followed by ' if <param>=<value>'");
+      if (auto why = binding_error(st.binding); !why.empty()) throw bad("experiment '" + t.name + "' step '" + st.role + "' binding " + why);
       if (st.placement != "disjoint" && st.placement != "colocated")
         throw bad("experiment '" + t.name + "' step '" + st.role + "' has placement '" + st.placement + "'");
     }
@@ -332,9 +373,8 @@ void Plugin::check_and_complete() {
     // A parameter the experiment does not use has one value in all its runs, so it never splits a group.
     std::erase_if(t.shared_by, [&](const std::string& n) { return !t.uses_param(n); });
     for (auto& st : t.steps)
-      for (auto& expr : {st.nodes, st.tasks_per_node, st.cpus_per_task})
-        for (auto& r : parse_count_expr(expr)->names())
-          if (param(r) && !t.uses_param(r))
+      for (auto& r : step_references(st))
+        if (param(r) && !t.uses_param(r))
             throw bad("experiment '" + t.name + "' sizes step '" + st.role + "' by '" + r + "', which it does not use");
     // A parameter the experiment does not use cannot be given, so a list default would multiply its runs unseen.
     for (auto& ps : params_) {

@@ -48,6 +48,10 @@ struct StepTemplate {
   std::string tasks_per_node;  // a count expression
   std::string placement;       // "disjoint" or "colocated"
   std::string cpus_per_task = "1";  // a count expression
+  std::string gpus_per_task = "0";  // an amount expression (below)
+  std::string memory_mb = "0";      // an amount expression: megabytes per node
+  std::string binding;              // "cores", "none", "map:<cpu>,...", or "" (the run's --binding)
+  bool exclusive = false;           // CPUs of its own (no overlap with the job's other steps)
 };
 
 struct ExperimentTemplate {
@@ -128,10 +132,18 @@ struct CountExpr {
   int64_t literal = 0;   // when no parameter is named
   std::string lhs, rhs;  // parameter names (rhs empty for "{a}")
   char op = 0;           // '*' or '/' when rhs is set
-  std::vector<std::string> names() const;
+  // An amount's condition (" if <param>=<value>"): the count where the parameter has that value, else 0.
+  std::string when_param, when_value;
+  std::vector<std::string> names() const;  // every parameter it reads, the condition's included
 };
 // Empty when the text is not a count expression.
 std::optional<CountExpr> parse_count_expr(const std::string& text);
+// A step's GPU or memory amount: a count expression or "0", optionally followed by " if <param>=<value>".
+std::optional<CountExpr> parse_amount_expr(const std::string& text);
+// The parameters a step's counts and amounts read (none for literals or text that does not parse).
+std::vector<std::string> step_references(const StepTemplate& st);
+// Why a step binding is not "cores", "none" or "map:<cpu>,<cpu>,..." (empty when it is one, or empty).
+std::string binding_error(const std::string& binding);
 
 const char* param_type_name(fanout_param_type t);
 // Parameter names a plugin may not use: they are the driver's own flags (orchestrator/settings.h; a test keeps

@@ -1,6 +1,7 @@
 #include "launchers/job_spec.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/error.h"
 #include "common/text.h"
@@ -30,11 +31,29 @@ std::vector<int> JobSpec::step_nodes(size_t s) const {
   return nodes;
 }
 
+JobSpec::NodeLoad JobSpec::busiest_node() const {
+  std::map<int, NodeLoad> load;
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (int n : step_nodes(s)) {
+      NodeLoad& l = load.try_emplace(n, NodeLoad{0, 0, 0, 0}).first->second;
+      l.tasks += steps[s].tasks_per_node;
+      l.cpus += steps[s].tasks_per_node * steps[s].cpus_per_task;
+      l.gpus += steps[s].tasks_per_node * steps[s].gpus_per_task;
+      l.memory_mb += steps[s].memory_mb;
+    }
+  NodeLoad most;
+  for (auto& [n, l] : load)
+    most.tasks = std::max(most.tasks, l.tasks), most.cpus = std::max(most.cpus, l.cpus), most.gpus = std::max(most.gpus, l.gpus), most.memory_mb = std::max(most.memory_mb, l.memory_mb);
+  return most;
+}
+
 void JobSpec::validate() const {
   if (steps.empty()) throw UserError("job " + name + " has no steps");
   for (auto& s : steps) {
     if (s.nodes < 1 || s.tasks_per_node < 1)
       throw UserError("job " + name + ": step '" + s.role + "' needs at least one node and one task per node");
+    if (s.cpus_per_task < 1 || s.gpus_per_task < 0 || s.memory_mb < 0)
+      throw UserError("job " + name + ": step '" + s.role + "' asks a negative amount or no CPU");
     if (s.placement == "colocated" && s.nodes > steps[0].nodes)
       throw UserError("job " + name + ": colocated step '" + s.role + "' needs " + std::to_string(s.nodes) +
                       " nodes but the first step has " + std::to_string(steps[0].nodes));
@@ -50,6 +69,34 @@ void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std:
     if (is_given && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
       throw UserError(std::string("--") + name + ": the " + launcher + " launcher cannot honour it, and a run without it would " +
                       "not be what was asked" + (honoured.empty() ? std::string() : " (it honours: --" + join(honoured, ", --") + ")"));
+}
+
+void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,
+                            const std::vector<std::string>& honoured) {
+  const std::pair<const char*, std::string> asked[] = {
+      {"gpus_per_task", step.gpus_per_task ? std::to_string(step.gpus_per_task) + " GPU(s) per task" : ""},
+      {"memory_mb", step.memory_mb ? std::to_string(step.memory_mb) + " MB per node" : ""},
+      {"binding", step.binding.empty() || step.binding == "none" ? "" : "binding " + step.binding},
+      {"exclusive_step", step.exclusive ? "CPUs of its own (exclusive)" : ""}};
+  for (auto& [name, what] : asked)
+    if (!what.empty() && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
+      throw UserError(run + ": step '" + step.role + "' asks " + what + ", which the " + launcher +
+                      " launcher cannot give it; a run without it would not be what was asked");
+}
+
+SchedulerOptions SchedulerOptions::with_job_args(const std::vector<std::pair<std::string, std::string>>& args) const {
+  SchedulerOptions o = *this;
+  for (auto& [k, v] : args) {
+    if (k == "constraint") o.constraint = v;
+    else if (k == "partition") o.partition = v;
+    else if (k == "account") o.account = v;
+    else if (k == "exclusive") o.exclusive = v == "true" || v == "1";
+    else {
+      std::erase_if(o.batch_args, [&](const auto& kv) { return kv.first == k; });
+      o.batch_args.emplace_back(k, v);
+    }
+  }
+  return o;
 }
 
 void SchedulerOptions::validate() const {

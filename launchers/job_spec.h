@@ -18,6 +18,10 @@ struct StepSpec {
   int tasks_per_node = 1;
   int cpus_per_task = 1;
   std::string placement = "disjoint";  // "disjoint": nodes of its own; "colocated": the first step's nodes
+  int gpus_per_task = 0;               // 0: none asked
+  int memory_mb = 0;                   // per node; 0: the scheduler's default
+  std::string binding;                 // "cores", "none", "map:<cpu>,..." or "" (the scheduler's default)
+  bool exclusive = false;              // CPUs no other step of the job uses
   int ranks() const { return nodes * tasks_per_node; }
 };
 
@@ -26,14 +30,22 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   bool exclusive = false;
   bool hold = false;  // submit held (benchmarks of submission alone)
   std::string step_launcher;  // how steps start inside a batch job: srun, mpirun; empty = the scheduler's default
+  std::string mpi = "openmpi";  // the MPI whose mpirun starts steps: openmpi, mpich (Hydra), pals (Cray PALS mpiexec)
   // Further batch options as key=value (SmartSim-Scaling's batch_args): qos, reservation, mem (MB per node),
   // gres, nodelist, exclude_nodes, comment. Checked by the scheduler that uses them.
   std::vector<std::pair<std::string, std::string>> batch_args;
   // UserError naming the flag of a value that cannot go into a batch script (plan_experiment calls it).
   void validate() const;
+  // These options with key=value ones on top: constraint, partition, account and exclusive replace this one's,
+  // other keys replace or join batch_args.
+  SchedulerOptions with_job_args(const std::vector<std::pair<std::string, std::string>>& args) const;
   // UserError naming the first given option that is not in `honoured` (a launcher would drop it silently).
   void refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured) const;
 };
+
+// The same for what a step asks (honoured names: gpus_per_task, memory_mb, binding, exclusive_step); `run` names it.
+void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,
+                            const std::vector<std::string>& honoured);
 
 struct JobSpec {
   std::string name;                   // the run's session name
@@ -53,6 +65,12 @@ struct JobSpec {
   int total_ranks() const;
   // Node indices (0-based, within the allocation) that step s runs on.
   std::vector<int> step_nodes(size_t s) const;
+  // The most that any node of the allocation carries, summed over the steps on it (colocated steps add up):
+  // tasks, CPUs (tasks x cpus_per_task), GPUs (tasks x gpus_per_task), memory_mb.
+  struct NodeLoad {
+    int tasks = 1, cpus = 1, gpus = 0, memory_mb = 0;
+  };
+  NodeLoad busiest_node() const;
   // Throws UserError if the steps are inconsistent (a colocated step needing more nodes than the first).
   void validate() const;
 };

@@ -6,24 +6,58 @@ namespace fanout {
 
 namespace {
 
-std::vector<std::string> srun_prefix(const JobSpec& job, size_t s) {
-  const StepSpec& step = job.steps[s];
-  return {"srun",
-          std::string("--mpi=") + (pmix_compiled_in() ? "pmix" : "none"),
-          "--nodes=" + std::to_string(step.nodes),
-          "--ntasks=" + std::to_string(step.ranks()),
-          "--ntasks-per-node=" + std::to_string(step.tasks_per_node),
-          "--cpus-per-task=" + std::to_string(step.cpus_per_task),
-          "--relative=" + std::to_string(job.step_nodes(s).front()),
-          "--overlap",
-          "--kill-on-bad-exit=1",
-          "--job-name=" + step.role};
+// A step's binding in srun's words ("map:0,2" -> map_cpu:0,2).
+std::string srun_binding(const std::string& binding) {
+  return binding.rfind("map:", 0) == 0 ? "map_cpu:" + binding.substr(4) : binding;
 }
 
+std::vector<std::string> srun_prefix(const JobSpec& job, size_t s) {
+  const StepSpec& step = job.steps[s];
+  std::vector<std::string> argv = {"srun",
+                                   std::string("--mpi=") + (pmix_compiled_in() ? "pmix" : "none"),
+                                   "--nodes=" + std::to_string(step.nodes),
+                                   "--ntasks=" + std::to_string(step.ranks()),
+                                   "--ntasks-per-node=" + std::to_string(step.tasks_per_node),
+                                   "--cpus-per-task=" + std::to_string(step.cpus_per_task),
+                                   "--relative=" + std::to_string(job.step_nodes(s).front()),
+                                   // steps share the allocation's CPUs unless one asks for CPUs of its own
+                                   step.exclusive ? "--exclusive" : "--overlap",
+                                   "--kill-on-bad-exit=1",
+                                   "--job-name=" + step.role};
+  if (step.gpus_per_task > 0) argv.push_back("--gpus-per-task=" + std::to_string(step.gpus_per_task));
+  // A job asks one GPU count for all its nodes: a step that asks none must not inherit the job's (CUDA_VISIBLE_DEVICES).
+  else if (job.busiest_node().gpus > 0) argv.push_back("--gres=none");
+  if (step.memory_mb > 0) argv.push_back("--mem=" + std::to_string(step.memory_mb));
+  if (!step.binding.empty()) argv.push_back("--cpu-bind=" + srun_binding(step.binding));
+  return argv;
+}
+
+// mpirun by MPI flavour: Open MPI's, MPICH's Hydra mpiexec, Cray PALS's mpiexec. Each places tasks_per_node ranks
+// per host of the step's host file and binds as the step says (left to the MPI's default when it says nothing).
 std::vector<std::string> mpirun_prefix(const JobSpec& job, size_t s) {
   const StepSpec& step = job.steps[s];
-  return {"mpirun", "--allow-run-as-root", "-np", std::to_string(step.ranks()), "--map-by",
-          "ppr:" + std::to_string(step.tasks_per_node) + ":node", "--hostfile", mpirun_hostfile(step.role)};
+  const std::string n = std::to_string(step.ranks()), ppn = std::to_string(step.tasks_per_node), hosts = mpirun_hostfile(step.role);
+  const std::string& b = step.binding;
+  const std::string cpus = b.rfind("map:", 0) == 0 ? b.substr(4) : "";
+  std::vector<std::string> argv;
+  if (job.options.mpi == "mpich") {
+    argv = {"mpiexec", "-n", n, "-ppn", ppn, "-f", hosts};
+    if (b == "cores") argv.insert(argv.end(), {"-bind-to", "core:" + std::to_string(step.cpus_per_task)});
+    if (b == "none") argv.insert(argv.end(), {"-bind-to", "none"});
+    if (!cpus.empty()) argv.insert(argv.end(), {"-bind-to", "user:" + cpus});
+  } else if (job.options.mpi == "pals") {
+    argv = {"mpiexec", "-n", n, "--ppn", ppn, "--hostfile", hosts};
+    if (b == "cores") argv.insert(argv.end(), {"--cpu-bind", "depth", "--depth", std::to_string(step.cpus_per_task)});
+    if (b == "none") argv.insert(argv.end(), {"--cpu-bind", "none"});
+    if (!cpus.empty()) argv.insert(argv.end(), {"--cpu-bind", "list:" + [&] { std::string l = cpus; for (char& c : l) if (c == ',') c = ':'; return l; }()});
+  } else {
+    argv = {"mpirun", "--allow-run-as-root", "-np", n, "--map-by", "ppr:" + ppn + ":node" + (step.cpus_per_task > 1 ? ":pe=" + std::to_string(step.cpus_per_task) : ""),
+            "--hostfile", hosts};
+    if (b == "cores") argv.insert(argv.end(), {"--bind-to", "core"});
+    if (b == "none") argv.insert(argv.end(), {"--bind-to", "none"});
+    if (!cpus.empty()) argv.insert(argv.end(), {"--cpu-set", cpus, "--bind-to", "cpu-list:ordered"});
+  }
+  return argv;
 }
 
 const StepLauncher kLaunchers[] = {{"srun", srun_prefix}, {"mpirun", mpirun_prefix}};

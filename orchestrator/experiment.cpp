@@ -77,36 +77,17 @@ Exclusion parse_exclude_flag(const std::string& text, const std::string& origin)
 
 namespace {
 
-// A TOML value (scalar or array of scalars) as texts.
-std::vector<std::string> toml_values(const toml::node& n, const std::string& origin) {
-  auto scalar = [&](const toml::node& v) -> std::string {
-    if (auto s = v.value_exact<std::string>()) return *s;
-    if (auto i = v.value_exact<int64_t>()) return std::to_string(*i);
-    if (auto b = v.value_exact<bool>()) return *b ? "true" : "false";
-    if (auto d = v.value_exact<double>()) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.15g", *d);
-      return std::string(buf);
-    }
-    throw UserError(origin + ": values must be strings, numbers or booleans");
-  };
-  if (auto* arr = n.as_array()) {
-    if (arr->empty()) throw UserError(origin + ": empty list");
-    std::vector<std::string> out;
-    for (auto& v : *arr) {
-      if (v.is_array() || v.is_table()) throw UserError(origin + ": nested lists are not allowed");
-      out.push_back(scalar(v));
-    }
-    return out;
-  }
-  if (n.is_table()) throw UserError(origin + ": a table is not a parameter value");
-  return {scalar(n)};
-}
-
 std::string count_text(const toml::node& n, const std::string& origin) {
   if (auto i = n.value_exact<int64_t>()) return std::to_string(*i);
   if (auto s = n.value_exact<std::string>(); s && parse_count_expr(*s)) return *s;
   throw UserError(origin + ": expected an integer, \"{a}\", \"{a*b}\" or \"{a/b}\"");
+}
+
+// A GPU or memory amount: a count, 0, or either followed by " if <param>=<value>".
+std::string amount_text(const toml::node& n, const std::string& origin) {
+  if (auto i = n.value_exact<int64_t>(); i && *i >= 0) return std::to_string(*i);
+  if (auto s = n.value_exact<std::string>(); s && parse_amount_expr(*s)) return *s;
+  throw UserError(origin + ": expected an integer >= 0, \"{a}\", \"{a*b}\" or \"{a/b}\", optionally followed by \" if <param>=<value>\"");
 }
 
 }  // namespace
@@ -244,34 +225,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         if (!s.file_key.empty()) known.push_back(s.file_key);
       throw UserError(where + ": unknown key 'experiment." + key + "' (known: " + join(known, ", ") + ")");
     }
-    // The file's TOML types, then the one check every setting has wherever it comes from.
-    switch (setting->kind) {
-      case DriverSetting::Kind::Int:
-        if (!v.value_exact<int64_t>()) throw UserError(origin + " must be an integer");
-        setting->apply(req, std::to_string(*v.value_exact<int64_t>()), origin);
-        break;
-      case DriverSetting::Kind::Bool:
-        if (!v.value_exact<bool>()) throw UserError(origin + " must be true or false");
-        setting->apply(req, *v.value_exact<bool>() ? "true" : "false", origin);
-        break;
-      case DriverSetting::Kind::Walltime:
-        setting->apply(req, v.value_exact<int64_t>() ? std::to_string(*v.value_exact<int64_t>()) : str(), origin);
-        break;
-      case DriverSetting::Kind::List:
-        if (auto* items = v.as_array()) {
-          for (auto& item : *items) {
-            auto s = item.value_exact<std::string>();
-            if (!s) throw UserError(toml_at(file, item) + ": experiment." + key + " must hold strings");
-            setting->apply(req, *s, origin);
-          }
-        } else {
-          setting->apply(req, str(), origin);
-        }
-        break;
-      case DriverSetting::Kind::Text:
-        setting->apply(req, str(), origin);
-        break;
-    }
+    for (auto& text : setting_texts(*setting, v, file, origin)) setting->apply(req, text, origin);
   }
   if (req.plugin.empty()) throw UserError(toml_at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");
   if (req.settings.exp_name.empty()) req.settings.exp_name = file.stem().string();
@@ -289,8 +243,19 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         else if (key == "nodes") st.nodes = count_text(v, w);
         else if (key == "tasks_per_node") st.tasks_per_node = count_text(v, w);
         else if (key == "cpus_per_task") st.cpus_per_task = count_text(v, w);
+        else if (key == "gpus_per_task") st.gpus_per_task = amount_text(v, w);
+        else if (key == "memory_mb") st.memory_mb = amount_text(v, w);
         else if (key == "placement") st.placement = v.value_or(std::string());
-        else throw UserError(w + ": unknown step key '" + key + "' (known: role, nodes, tasks_per_node, cpus_per_task, placement)");
+        else if (key == "binding") {
+          st.binding = v.value_or(std::string());
+          if (auto why = binding_error(st.binding); !why.empty() || !v.is_string()) throw UserError(w + ": binding " + (why.empty() ? "must be a string" : why));
+        } else if (key == "exclusive") {
+          if (!v.is_boolean()) throw UserError(w + ": exclusive must be true or false");
+          st.exclusive = *v.value<bool>();
+        } else {
+          throw UserError(w + ": unknown step key '" + key +
+                          "' (known: role, nodes, tasks_per_node, cpus_per_task, gpus_per_task, memory_mb, binding, exclusive, placement)");
+        }
       }
       if (st.role.empty()) throw UserError(where + ": a step needs role = \"...\"");
       if (st.placement != "disjoint" && st.placement != "colocated")
@@ -330,15 +295,15 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
 
 namespace {
 
-// The parameters a count expression names (none for a literal or an expression that does not parse).
-std::vector<std::string> referenced_params(const std::string& expr) {
-  auto e = parse_count_expr(expr);
-  return e ? e->names() : std::vector<std::string>{};
-}
-
-int resolve_count(const std::string& expr, const ParameterPoint& p, const std::string& what) {
-  auto e = parse_count_expr(expr);
-  if (!e) throw UserError(what + ": '" + expr + "' is not N, {a}, {a*b} or {a/b}");
+// A count (amount = false) or an amount (0 allowed, and " if <param>=<value>") for one permutation.
+int resolve_count(const std::string& expr, const ParameterPoint& p, const std::string& what, bool amount = false) {
+  auto e = amount ? parse_amount_expr(expr) : parse_count_expr(expr);
+  if (!e) throw UserError(what + ": '" + expr + "' is not N, {a}, {a*b} or {a/b}" + (amount ? " (or 0, with ' if <param>=<value>')" : ""));
+  if (!e->when_param.empty()) {
+    const std::string* v = p.find(e->when_param);
+    if (!v) throw UserError(what + ": '" + expr + "' tests parameter '" + e->when_param + "', which the run does not have");
+    if (*v != e->when_value) return 0;
+  }
   if (e->lhs.empty()) return int(e->literal);
   auto operand = [&](const std::string& name) {
     std::string text = p.find(name) ? *p.find(name) : "";
@@ -382,6 +347,8 @@ std::string session_name(const std::string& templ, const std::string& experiment
 
 void validate_settings(const ExperimentSettings& s) {
   s.options.validate();
+  s.run_options().validate();
+  s.service_options().validate();
   // The name is one folder below results_dir: "." and ".." would write into results_dir or its parent. (Empty
   // only in a request not yet named; run_experiment refuses it.)
   if (s.exp_name == "." || s.exp_name == ".." || filename_safe(s.exp_name, 128) != s.exp_name)
@@ -406,6 +373,12 @@ void check_permutation_count(const ParameterSpace& space, int64_t max_runs) {
 
 }  // namespace
 
+SchedulerOptions ExperimentSettings::service_options() const {
+  SchedulerOptions o = options.with_job_args(service_args);
+  if (!service_hosts.empty()) o = o.with_job_args({{"nodelist", service_hosts}});
+  return o;
+}
+
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
   validate_settings(request.settings);  // once for every run, dry run included
   ExperimentPlan plan;
@@ -429,9 +402,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   // Placement parameters: names the steps refer to that are not plugin parameters.
   std::set<std::string> placement;
   for (auto& s : plan.steps)
-    for (auto& e : {s.nodes, s.tasks_per_node, s.cpus_per_task})
-      for (auto& r : referenced_params(e))
-        if (!plugin.param(r)) placement.insert(r);
+    for (auto& r : step_references(s))
+      if (!plugin.param(r)) placement.insert(r);
 
   std::map<std::string, const ParamSource*> given;
   for (auto& [name, src] : request.params) {
@@ -491,8 +463,10 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
     for (auto& step : run.steps)
       canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) +
-               (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") + " " +
-               step.placement + "\n";
+               (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") +
+               (step.gpus_per_task ? "g" + std::to_string(step.gpus_per_task) : "") +
+               (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
+               (step.exclusive ? "x" : "") + " " + step.placement + "\n";
     run.param_hash = fnv1a_hex(canon);
   };
   auto validate = [&](const RunPlan& run) {
@@ -526,6 +500,10 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.nodes = resolve_count(s.nodes, point, "step '" + s.role + "' nodes");
       step.tasks_per_node = resolve_count(s.tasks_per_node, point, "step '" + s.role + "' tasks_per_node");
       step.cpus_per_task = resolve_count(s.cpus_per_task, point, "step '" + s.role + "' cpus_per_task");
+      step.gpus_per_task = resolve_count(s.gpus_per_task, point, "step '" + s.role + "' gpus_per_task", true);
+      step.memory_mb = resolve_count(s.memory_mb, point, "step '" + s.role + "' memory_mb", true);
+      step.binding = s.binding.empty() ? request.settings.binding : s.binding;  // the step's own, else the run's --binding
+      step.exclusive = s.exclusive;
       if (sharing && s.role == tmpl->shared_step) shared = step;
       else run.steps.push_back(step);
     }

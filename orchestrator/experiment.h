@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,15 @@ struct ExperimentSettings {
   int64_t max_runs = kDefaultMaxRuns;  // more permutations than this are refused before any is expanded
   SchedulerOptions options;
   std::string site;  // --site: a site profile file, "none", or "" (FANOUT_SITE, else ~/.config/fanout/site.toml)
+  std::string binding;  // --binding: how steps that say nothing bind their tasks ("": the scheduler's default)
+  // A shared step's service job and the runs' jobs apart (SmartSim-Scaling's db_hosts, db_node_feature,
+  // node_feature, wall_time): options on top of `options` for each.
+  std::string service_hosts;
+  std::vector<std::pair<std::string, std::string>> service_args, run_args;
+  int64_t service_walltime_s = 0;  // 0: the runs it serves, one after another
+  SchedulerOptions run_options() const { return options.with_job_args(run_args); }
+  SchedulerOptions service_options() const;
+  std::set<std::string> given;  // the settings given (file or command line), which a site profile's do not override
 };
 
 struct ExperimentRequest {

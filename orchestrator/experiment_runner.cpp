@@ -52,7 +52,7 @@ JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& pl
   job.plugin_path = fs::absolute(plugin.path());
   job.steps = run.steps;
   job.walltime_s = plan.request.settings.walltime_s;
-  job.options = plan.request.settings.options;
+  job.options = plan.request.settings.run_options();
   job.site_lines = opts.site.site.shell();
   for (auto& [role, lines] : opts.site.roles)
     for (auto& step : job.steps)
@@ -65,8 +65,10 @@ JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& pl
 // waits, start-up). It normally ends well before: the driver stops it after its last run.
 JobSpec service_job_for(const ExperimentPlan& plan, const RunPlan& service, size_t runs, const Plugin& plugin,
                         const RunnerOptions& opts, const fs::path& dir) {
+  const ExperimentSettings& st = plan.request.settings;
   JobSpec job = job_for(plan, service, plugin, opts, dir);
-  job.walltime_s = job.walltime_s * int64_t(runs * size_t(1 + plan.request.settings.max_retries) + 1) + 600;
+  job.walltime_s = st.service_walltime_s ? st.service_walltime_s : job.walltime_s * int64_t(runs * size_t(1 + st.max_retries) + 1) + 600;
+  job.options = st.service_options();
   job.options.exclusive = true;
   return job;
 }
@@ -119,7 +121,8 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
   m.parameters = run.point.values;
-  for (auto& s : run.steps) m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task});
+  for (auto& s : run.steps)
+    m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive});
   m.provenance = {{"host", host_name()},
                   {"user", user_name()},
                   {"cwd", fs::current_path().string()},
@@ -272,9 +275,34 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
   return c;
 }
 
+namespace {
+// What `launcher` cannot honour, of the run's options and of what each step of each run and service asks: refused.
+void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) {
+  const auto honoured = honoured_options(launcher);
+  const ExperimentSettings& st = plan.request.settings;
+  st.run_options().refuse_unhonoured(launcher, honoured);
+  const bool service_given = !st.service_hosts.empty() || !st.service_args.empty() || st.service_walltime_s;
+  if (service_given && plan.services.empty())
+    throw UserError(std::string(!st.service_hosts.empty() ? "--service_hosts (--db_hosts)" : !st.service_args.empty() ? "--service_args (--db_node_feature)"
+                                                                                                                        : "--service_walltime (--wall_time)") +
+                    ": this experiment starts no service job (no shared step, or --no_reuse): nothing would take it");
+  // The MPI flavour shapes mpirun's command line only (a site profile may name it for the day mpirun is used).
+  const bool mpirun = launcher == "pbs" && (st.options.step_launcher.empty() || st.options.step_launcher == "mpirun");
+  if (st.given.count("mpi") && !mpirun)
+    throw UserError("--mpi: the " + launcher + " launcher starts steps " + (launcher == "local" ? "itself" : "with srun") +
+                    ", not with mpirun: nothing would take it");
+  if (!st.service_hosts.empty() && std::find(honoured.begin(), honoured.end(), "batch_args") == honoured.end())
+    throw UserError("--service_hosts (--db_hosts): the " + launcher + " launcher cannot place a job on given nodes");
+  if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured);
+  for (const auto* runs : {&plan.services, &plan.runs})
+    for (const RunPlan& r : *runs)
+      for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, launcher, honoured);
+}
+}  // namespace
+
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
-  if (st.launcher != "auto") st.options.refuse_unhonoured(st.launcher, honoured_options(st.launcher));  // as a real run would
+  if (st.launcher != "auto") refuse_unhonoured(plan, st.launcher);  // as a real run would
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
@@ -431,7 +459,7 @@ class ExperimentSession {
     outcome_.exp_dir = fs::absolute(st_.results_dir) / st_.exp_name;
     {
       // Before anything is written or submitted: can every run go where it is asked to, with what it asks for?
-      st_.options.refuse_unhonoured(scheduler_->name(), honoured_options(scheduler_->name()));
+      refuse_unhonoured(plan_, scheduler_->name());
       std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
       for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
       scheduler_->check(probe);

@@ -58,7 +58,7 @@ struct SettingsFlags {
   void add_to(CLI::App* app) {
     app->option_defaults()->group("Driver options");
     for (auto& s : driver_settings()) {
-      const std::string flag_name = "--" + s.name;
+      const std::string flag_name = "--" + s.name + (s.alias.empty() ? "" : ",--" + s.alias);
       if (s.kind == DriverSetting::Kind::Bool) {
         opts[s.name] = app->add_flag(flag_name, flag[s.name], s.help);
       } else if (s.kind == DriverSetting::Kind::List) {
@@ -76,7 +76,7 @@ struct SettingsFlags {
   void apply(ExperimentRequest& req) const {
     for (auto& s : driver_settings()) {
       if (opts.at(s.name)->count() == 0) continue;
-      const std::string origin = "--" + s.name;
+      const std::string origin = "--" + s.name + (s.alias.empty() ? "" : " (--" + s.alias + ")");
       if (s.kind == DriverSetting::Kind::Bool) s.apply(req, flag.at(s.name) ? "true" : "false", origin);
       else if (s.kind == DriverSetting::Kind::List)
         for (auto& item : items.at(s.name)) s.apply(req, item, origin);
@@ -175,16 +175,18 @@ void set_flag(std::vector<std::string>& argv, const std::string& name, const std
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
   // Known launchers only, dry run included (a dry run must not print a local script for a typo).
-  const auto names = scheduler_names();
-  if (std::find(names.begin(), names.end(), req.settings.launcher) == names.end())
-    throw UserError("--launcher: unknown launcher '" + req.settings.launcher + "' (known: " + join(names, ", ") + ")");
-  ExperimentPlan plan = plan_experiment(req, plugin);
   RunnerOptions opts;
+  opts.site = load_site(req.settings.site);
+  ExperimentRequest with_site = req;  // what the file and the command line left open, the site profile fills in
+  apply_site_defaults(opts.site, plugin, with_site);
+  const auto names = scheduler_names();
+  if (std::find(names.begin(), names.end(), with_site.settings.launcher) == names.end())
+    throw UserError("--launcher: unknown launcher '" + with_site.settings.launcher + "' (known: " + join(names, ", ") + ")");
+  ExperimentPlan plan = plan_experiment(with_site, plugin);
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
   opts.interrupt = &g_interrupt;
-  opts.site = load_site(req.settings.site);
   if (dry_run) {
     print_dry_run(plan, plugin, opts, std::cout);
     return 0;
@@ -323,6 +325,13 @@ Command site_command(CLI::App& app) {
             std::cout << "site profile " << p.file.string() << " (from " << p.origin << ")\n";
             std::cout << "# before every job's steps:\n" << (p.site.empty() ? "(nothing)\n" : p.site.shell());
             for (auto& [role, lines] : p.roles) std::cout << "# before the step of role " << role << ":\n" << lines.shell();
+            auto show = [](const char* what, const std::vector<SiteValue>& values) {
+              if (values.empty()) return;
+              std::cout << "# " << what << " (unless an experiment file or the command line gives them):\n";
+              for (auto& v : values) std::cout << v.key << " = " << join(v.values, ", ") << "\n";
+            };
+            show("settings", p.settings);
+            show("parameter defaults", p.parameters);
             return 0;
           }};
 }

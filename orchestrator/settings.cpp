@@ -2,8 +2,12 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "common/text.h"
+#include "host/plugin_loader.h"
+#include "orchestrator/toml_place.h"
 
 namespace fanout {
 
@@ -49,6 +53,30 @@ DriverSetting list(std::string name, std::string file_key, std::string help, App
   return {std::move(name), std::move(file_key), Kind::List, std::move(help), "", std::move(apply)};
 }
 
+// One job option as key=value, or SmartSim-Scaling's dict of them as a JSON object ({"constraint": "P100"}).
+std::vector<std::pair<std::string, std::string>> job_args(const std::string& text, const std::string& origin) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!trim(text).empty() && trim(text).front() == '{') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const std::exception& e) {
+      throw UserError(origin + ": '" + text + "' is not a JSON object of options: " + e.what());
+    }
+    if (!j.is_object()) throw UserError(origin + ": '" + text + "' is not a JSON object of options");
+    for (auto& [k, v] : j.items()) {
+      if (v.is_string()) out.emplace_back(k, v.get<std::string>());
+      else if (v.is_number_integer() || v.is_boolean()) out.emplace_back(k, v.dump());
+      else throw UserError(origin + ": option '" + k + "' needs a string or integer value");
+    }
+    return out;
+  }
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw UserError(origin + ": '" + text + "' is not key=value (or a JSON object)");
+  out.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+  return out;
+}
+
 std::vector<DriverSetting> make_settings() {
   std::vector<DriverSetting> s;
   s.push_back(text("exp_name", "name", "name of the experiment (its folder under results_dir)", "",
@@ -88,6 +116,15 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, bool v) { st.resume = v; }));
   s.push_back(text("site", "site", "site profile (TOML: modules, env, setup lines per site and role) the batch scripts run before the steps; default $FANOUT_SITE, else ~/.config/fanout/site.toml; none: no profile", "",
                    [](ExperimentSettings& st, const std::string& v) { st.site = v; }));
+  s.push_back(text("mpi", "mpi", "the MPI whose launcher starts steps with --step_launcher=mpirun: openmpi (mpirun), mpich (Hydra mpiexec), pals (Cray PALS mpiexec)", "openmpi",
+                   [](ExperimentSettings& st, const std::string& v) { st.options.mpi = v; }, {"openmpi", "mpich", "pals"}));
+  DriverSetting binding{"binding", "binding", Kind::Text,
+                        "how the tasks of steps that do not say are bound to CPUs: cores, none, map:<cpu>,... (default: the scheduler's)", "",
+                        [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                          if (auto why = binding_error(v); !why.empty()) throw UserError(origin + ": " + why);
+                          r.settings.binding = v;
+                        }};
+  s.push_back(binding);
   s.push_back(text("partition", "partition", "scheduler partition / queue", "",
                    [](ExperimentSettings& st, const std::string& v) { st.options.partition = v; }));
   s.push_back(text("account", "account", "scheduler account", "", [](ExperimentSettings& st, const std::string& v) { st.options.account = v; }));
@@ -100,6 +137,28 @@ std::vector<DriverSetting> make_settings() {
                      if (eq == std::string::npos || eq == 0) throw UserError(origin + ": '" + kv + "' is not key=value");
                      r.settings.options.batch_args.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
                    }));
+  // A shared step's service job (SmartSim-Scaling's database job, run_db_as_batch) apart from the runs' jobs.
+  DriverSetting service_hosts = text("service_hosts", "service_hosts", "nodes for each shared step's service job, comma-separated (SmartSim-Scaling's db_hosts; slurm --nodelist)", "",
+                                     [](ExperimentSettings& st, const std::string& v) { st.service_hosts = v; });
+  service_hosts.alias = "db_hosts";
+  s.push_back(service_hosts);
+  DriverSetting service_args = list("service_args", "service_args", "an allocation option of the service jobs only, key=value or a JSON object (SmartSim-Scaling's db_node_feature): constraint, partition, account, or a --batch_args key; repeatable",
+                                    [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                                      for (auto& kv : job_args(v, origin)) r.settings.service_args.push_back(kv);
+                                    });
+  service_args.alias = "db_node_feature";
+  s.push_back(service_args);
+  s.push_back(list("node_feature", "node_feature", "an allocation option of the runs' jobs only (not the service jobs), key=value or a JSON object (SmartSim-Scaling's node_feature); repeatable",
+                   [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                     for (auto& kv : job_args(v, origin)) r.settings.run_args.push_back(kv);
+                   }));
+  DriverSetting service_walltime{"service_walltime", "service_walltime", Kind::Walltime,
+                                 "wall time of each service job (SmartSim-Scaling's wall_time; default: its runs' wall times one after another, plus 10 minutes)", "",
+                                 [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                                   r.settings.service_walltime_s = parse_walltime(v, origin);
+                                 }};
+  service_walltime.alias = "wall_time";
+  s.push_back(service_walltime);
   s.push_back(list("zip", "", "parameters whose lists advance together, e.g. --zip=a,b (repeatable)",
                    [](ExperimentRequest& r, const std::string& z, const std::string& origin) {
                      std::vector<std::string> names;
@@ -116,13 +175,54 @@ std::vector<DriverSetting> make_settings() {
 }  // namespace
 
 const std::vector<DriverSetting>& driver_settings() {
-  static const std::vector<DriverSetting> settings = make_settings();
+  static const std::vector<DriverSetting> settings = [] {
+    auto all = make_settings();
+    for (auto& s : all)  // what was given, so that a site profile's defaults fill in only the rest
+      s.apply = [apply = s.apply, name = s.name](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+        apply(r, v, origin);
+        r.settings.given.insert(name);
+      };
+    return all;
+  }();
   return settings;
+}
+
+std::vector<std::string> setting_texts(const DriverSetting& setting, const toml::node& v, const std::filesystem::path& file, const std::string& origin) {
+  auto str = [&]() {
+    auto s = v.value_exact<std::string>();
+    if (!s) throw UserError(origin + " must be a string");
+    return *s;
+  };
+  // The file's TOML types here; the one check every setting has wherever it comes from is its apply().
+  switch (setting.kind) {
+    case DriverSetting::Kind::Int:
+      if (!v.value_exact<int64_t>()) throw UserError(origin + " must be an integer");
+      return {std::to_string(*v.value_exact<int64_t>())};
+    case DriverSetting::Kind::Bool:
+      if (!v.value_exact<bool>()) throw UserError(origin + " must be true or false");
+      return {*v.value_exact<bool>() ? "true" : "false"};
+    case DriverSetting::Kind::Walltime:
+      return {v.value_exact<int64_t>() ? std::to_string(*v.value_exact<int64_t>()) : str()};
+    case DriverSetting::Kind::List:
+      if (auto* items = v.as_array()) {
+        std::vector<std::string> out;
+        for (auto& item : *items) {
+          auto s = item.value_exact<std::string>();
+          if (!s) throw UserError(toml_at(file, item) + ": " + setting.file_key + " must hold strings");
+          out.push_back(*s);
+        }
+        return out;
+      }
+      return {str()};
+    case DriverSetting::Kind::Text:
+      return {str()};
+  }
+  return {};
 }
 
 const DriverSetting* setting_for_file_key(const std::string& key) {
   for (auto& s : driver_settings())
-    if (!key.empty() && s.file_key == key) return &s;
+    if (!key.empty() && (s.file_key == key || (!s.file_key.empty() && s.alias == key))) return &s;
   return nullptr;
 }
 

@@ -1,11 +1,16 @@
 #include "orchestrator/site.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "host/plugin_loader.h"
+#include "orchestrator/experiment.h"
+#include "orchestrator/settings.h"
 #include "orchestrator/toml_place.h"
 
 namespace fanout {
@@ -81,9 +86,43 @@ SiteProfile load_site(const std::string& flag) {
         if (!t.is_table()) throw UserError(toml_at(p.file, t) + ": roles." + std::string(role.str()) + " must be a table");
         p.roles[std::string(role.str())] = read_lines(p.file, *t.as_table());
       }
-    else throw UserError(toml_at(p.file, v) + ": unknown section '" + key + "' (known: [site], [roles.<role>])");
+    else if (key == "settings" && v.is_table())
+      for (auto& [name, value] : *v.as_table()) {
+        const std::string k2(name.str()), origin = toml_at(p.file, value) + ": settings." + k2;
+        const DriverSetting* setting = setting_for_file_key(k2);
+        if (!setting || k2 == "site") {
+          std::vector<std::string> known;
+          for (auto& s : driver_settings())
+            if (!s.file_key.empty() && s.file_key != "site") known.push_back(s.file_key);
+          throw UserError(origin + ": not a setting a site gives (known: " + join(known, ", ") + ")");
+        }
+        p.settings.push_back({k2, setting_texts(*setting, value, p.file, origin), origin});
+      }
+    else if (key == "parameters" && v.is_table())
+      for (auto& [name, value] : *v.as_table()) {
+        const std::string origin = toml_at(p.file, value) + ": parameters." + std::string(name.str());
+        p.parameters.push_back({std::string(name.str()), toml_values(value, origin), origin});
+      }
+    else throw UserError(toml_at(p.file, v) + ": unknown section '" + key + "' (known: [site], [roles.<role>], [settings], [parameters])");
   }
   return p;
+}
+
+void apply_site_defaults(const SiteProfile& site, const Plugin& plugin, ExperimentRequest& req) {
+  const std::set<std::string> given = req.settings.given;  // what the user said; the site's defaults are not that
+  for (auto& v : site.settings) {
+    const DriverSetting* setting = setting_for_file_key(v.key);
+    if (given.count(setting->name)) continue;  // the experiment file or the command line said
+    for (auto& text : v.values) setting->apply(req, text, v.origin);
+  }
+  req.settings.given = given;
+  const ExperimentTemplate* tmpl = plugin.experiment(req.subcommand);
+  for (auto& v : site.parameters) {
+    if (!plugin.param(v.key) || (tmpl && !tmpl->uses_param(v.key))) continue;
+    auto given = [&](const auto& p) { return p.first == v.key; };
+    if (std::find_if(req.params.begin(), req.params.end(), given) != req.params.end()) continue;
+    req.params.push_back({v.key, ParamSource{"", v.origin, v.values}});
+  }
 }
 
 }  // namespace fanout

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/gpus.h"
 #include "common/text.h"
 #include "rendezvous/kv_service.h"
 #include "host/abi_v3.h"
@@ -94,6 +95,22 @@ std::string step_gpus() {
   for (const char* name : {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS"})
     if (const char* v = std::getenv(name); v && *v) return v;
   return "";
+}
+
+// A step that asks GPUs per task, started by a launcher that does not hand them out (local processes, mpirun):
+// this task takes its share of the node's GPUs before anything can initialise a device. srun gave its own.
+void take_gpu_share(const fanout::RunMetadata& meta, const std::string& role, int local_rank) {
+  if (std::getenv("SLURM_STEP_ID") || std::getenv("SLURM_STEP_GPUS")) return;
+  for (auto& step : meta.steps) {
+    if (step.role != role || step.gpus_per_task < 1) continue;
+    const auto gpus = fanout::visible_gpus();
+    auto mine = fanout::task_gpus(gpus, local_rank, step.gpus_per_task);
+    if (!mine)
+      throw fanout::UserError("step '" + role + "' asks " + std::to_string(step.gpus_per_task) + " GPU(s) per task and this is local task " +
+                              std::to_string(local_rank) + ", but the node shows " + std::to_string(gpus.size()) +
+                              " (CUDA_VISIBLE_DEVICES, else /dev/nvidia<N>)");
+    setenv("CUDA_VISIBLE_DEVICES", mine->c_str(), 1);
+  }
 }
 
 const char* op_param(const fanout_context* c, const char* name) {
@@ -246,6 +263,7 @@ int run_rank(int argc, char** argv) {
   fanout_context ctx;
   // The local launcher's FANOUT_* environment first; else PMIx when a PMIx server started us; else SLURM_*/MPI env.
   ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
+  take_gpu_share(meta, role, ctx.place.local_rank);
   ctx.role = role;
   ctx.run_dir = run_dir;
   // Run folders are <experiment>/run-<stamp>/<session>.

@@ -31,9 +31,16 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
   }
   run.insert("parameter_order", order);
   toml::array steps;
-  for (auto& s : m.steps)
-    steps.push_back(toml::table{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement},
-                                {"cpus_per_task", s.cpus_per_task}});
+  for (auto& s : m.steps) {
+    toml::table t{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement},
+                  {"cpus_per_task", s.cpus_per_task}};
+    // What a step did not ask is left out (older readers and hashes see the same file as before).
+    if (s.gpus_per_task) t.insert("gpus_per_task", s.gpus_per_task);
+    if (s.memory_mb) t.insert("memory_mb", s.memory_mb);
+    if (!s.binding.empty()) t.insert("binding", s.binding);
+    if (s.exclusive) t.insert("exclusive", true);
+    steps.push_back(std::move(t));
+  }
   toml::table prov;
   for (auto& [k, v] : m.provenance) prov.insert(k, v);
   toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
@@ -92,7 +99,9 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
       auto t = toml::node_view<const toml::node>(s);
       m.steps.push_back({t["role"].value_or(std::string()), int(t["nodes"].value_or(int64_t(1))),
                          int(t["tasks_per_node"].value_or(int64_t(1))), t["placement"].value_or(std::string()),
-                         int(t["cpus_per_task"].value_or(int64_t(1)))});
+                         int(t["cpus_per_task"].value_or(int64_t(1))), int(t["gpus_per_task"].value_or(int64_t(0))),
+                         int(t["memory_mb"].value_or(int64_t(0))), t["binding"].value_or(std::string()),
+                         t["exclusive"].value_or(false)});
     }
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());

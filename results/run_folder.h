@@ -17,6 +17,9 @@ struct RunStep {
   int nodes = 1, tasks_per_node = 1;
   std::string placement;
   int cpus_per_task = 1;
+  int gpus_per_task = 0, memory_mb = 0;
+  std::string binding;
+  bool exclusive = false;
 };
 
 struct RankExitRecord {

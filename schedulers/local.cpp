@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/gpus.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 
@@ -230,6 +231,17 @@ void LocalScheduler::cancel(const std::vector<std::string>& job_ids) {
     if (it == jobs_.end() || job_state_final(it->second->status.state)) continue;
     it->second->cancelled = true;
     advance(*it->second, monotonic_ns());
+  }
+}
+
+void LocalScheduler::check(const std::vector<JobSpec>& jobs) {
+  for (const JobSpec& job : jobs) {
+    const int asked = job.busiest_node().gpus;
+    if (asked == 0) continue;
+    const size_t shown = visible_gpus().size();
+    if (shown < size_t(asked))
+      throw UserError(job.name + ": its steps ask " + std::to_string(asked) + " GPU(s) on a node and this host shows " +
+                      std::to_string(shown) + " (CUDA_VISIBLE_DEVICES, else /dev/nvidia<N>)");
   }
 }
 

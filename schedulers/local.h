@@ -22,6 +22,8 @@ class LocalScheduler : public Scheduler {
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   double max_poll_interval_s() const override { return 0.2; }
+  // Refuses steps asking more GPUs per node than this host shows (each rank takes its share: rank/main.cpp).
+  void check(const std::vector<JobSpec>& jobs) override;
 
  protected:
   // One process the job consists of: a rank (local launcher), or a job script (inside an allocation).

@@ -35,16 +35,6 @@ std::string hhmmss(int64_t s) {
   return buf;
 }
 
-// The most ranks any node carries (colocated steps add up on the first step's nodes).
-int busiest_node(const JobSpec& job) {
-  std::map<int, int> load;
-  for (size_t s = 0; s < job.steps.size(); ++s)
-    for (int n : job.step_nodes(s)) load[n] += job.steps[s].tasks_per_node;
-  int m = 1;
-  for (auto& [n, l] : load) m = std::max(m, l);
-  return m;
-}
-
 // Per-step host files cut from $PBS_NODEFILE (one line per MPI process there; unique hosts in order here).
 std::string hostfile_setup(const JobSpec& job) {
   std::string s = "awk '!seen[$0]++' \"${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}\" > hosts.all\n";
@@ -103,15 +93,19 @@ const char* const kArrayJobName = "fanout-array";
 
 std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
   const SchedulerOptions& o = job.options;
-  const int tpn = busiest_node(job);
+  const JobSpec::NodeLoad most = job.busiest_node();
+  const std::string nodes = std::to_string(job.total_nodes()), cpus = std::to_string(most.cpus);
   std::string s = "#!/bin/bash\n";
   auto line = [&](const std::string& l) { s += "#PBS " + l + "\n"; };
   line("-N " + job.name);
   if (flavor == PbsFlavor::Pro) {
-    line("-l select=" + std::to_string(job.total_nodes()) + ":ncpus=" + std::to_string(tpn) + ":mpiprocs=" + std::to_string(tpn));
+    // One chunk per node with what its steps ask together: CPUs, MPI processes, GPUs, memory.
+    line("-l select=" + nodes + ":ncpus=" + cpus + ":mpiprocs=" + std::to_string(most.tasks) +
+         (most.gpus ? ":ngpus=" + std::to_string(most.gpus) : "") + (most.memory_mb ? ":mem=" + std::to_string(most.memory_mb) + "mb" : ""));
     line(std::string("-l place=scatter") + (o.exclusive ? ":excl" : ""));
   } else {
-    line("-l nodes=" + std::to_string(job.total_nodes()) + ":ppn=" + std::to_string(tpn));
+    line("-l nodes=" + nodes + ":ppn=" + cpus + (most.gpus ? ":gpus=" + std::to_string(most.gpus) : ""));
+    if (most.memory_mb) line("-l mem=" + std::to_string(int64_t(most.memory_mb) * job.total_nodes()) + "mb");
   }
   line("-l walltime=" + hhmmss(job.walltime_s));
   if (!o.partition.empty()) line("-q " + o.partition);
@@ -436,15 +430,6 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
     out.push_back(s);
   }
   return out;
-}
-
-void PbsScheduler::check(const std::vector<JobSpec>& jobs) {
-  for (const JobSpec& job : jobs)
-    for (const StepSpec& step : job.steps)
-      if (step.cpus_per_task > 1)
-        throw UserError(job.name + ": step '" + step.role + "' asks " + std::to_string(step.cpus_per_task) +
-                        " CPUs per task, which the pbs launcher does not request (one CPU per task): the step would run " +
-                        "with fewer CPUs than asked (e.g. --db_cpus=1 for the smartsim database)");
 }
 
 void PbsScheduler::cancel(const std::vector<std::string>& job_ids) {

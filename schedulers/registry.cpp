@@ -68,9 +68,12 @@ std::vector<const SchedulerEntry*> detected() {
 }  // namespace
 
 std::vector<std::string> honoured_options(const std::string& launcher) {
-  if (launcher == "slurm") return {"partition", "account", "constraint", "exclusive", "batch_args"};
-  if (launcher == "pbs") return {"partition", "account", "exclusive"};  // -q, -A, place=excl: no features, no Slurm batch_args
-  return {};  // local processes, or steps inside an allocation that exists already
+  // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
+  // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
+  if (launcher == "slurm")
+    return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step"};
+  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding"};  // -q, -A, place=excl
+  return {"gpus_per_task"};
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {

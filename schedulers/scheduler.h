@@ -48,7 +48,8 @@ class Scheduler {
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 // The allocation options (SchedulerOptions) a launcher turns into something real, by its name (so that a dry run,
 // which contacts no scheduler, refuses the same); the driver refuses the others when they are given, rather than
-// measure without them. Names as the flags: partition, account, constraint, exclusive, batch_args.
+// measure without them. Names as the flags: partition, account, constraint, exclusive, batch_args; and what steps
+// ask: gpus_per_task, memory_mb, binding (other than none), exclusive_step.
 std::vector<std::string> honoured_options(const std::string& launcher);
 std::vector<std::string> scheduler_names();
 // What a name means here: itself, or for `auto` the scheduler detected on this host (without contacting it).

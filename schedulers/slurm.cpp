@@ -37,16 +37,6 @@ void init_slurm_once() {
   (void)done;
 }
 
-// The most ranks any node of the allocation carries (colocated steps add up on the first step's nodes).
-int max_tasks_per_node(const JobSpec& job) {
-  std::map<int, int> load;
-  for (size_t s = 0; s < job.steps.size(); ++s)
-    for (int n : job.step_nodes(s)) load[n] += job.steps[s].tasks_per_node * job.steps[s].cpus_per_task;
-  int m = 1;
-  for (auto& [n, l] : load) m = std::max(m, l);
-  return m;
-}
-
 JobState map_state(uint32_t raw) {
   if (raw & JOB_REQUEUE) return JobState::Requeued;
   switch (raw & JOB_STATE_BASE) {
@@ -118,7 +108,10 @@ SlurmRequest slurm_request(const JobSpec& job) {
   r.constraint = job.options.constraint;
   r.exclusive = job.options.exclusive;
   r.nodes = job.total_nodes();
-  r.tasks_per_node = max_tasks_per_node(job);
+  const JobSpec::NodeLoad most = job.busiest_node();
+  r.tasks_per_node = most.cpus;  // one CPU per task at the job's level: srun gives each step its cpus_per_task
+  r.gpus_per_node = most.gpus;
+  r.memory_mb = most.memory_mb;
   r.cpus_per_task = 1;
   r.time_minutes = std::max<int64_t>(1, (job.walltime_s + 59) / 60);
   r.work_dir = job.run_dir.string();
@@ -128,6 +121,13 @@ SlurmRequest slurm_request(const JobSpec& job) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end())
       throw UserError("--batch_args: the slurm launcher does not know '" + k + "' (known: " + join(keys, ", ") + ")");
     if (k == "mem" && !parse_int(v)) throw UserError("--batch_args: mem=" + v + " must be megabytes per node, an integer");
+    // The steps' own requests and a job-wide one must not contradict each other: refused rather than one dropped.
+    if (k == "gres" && r.gpus_per_node > 0)
+      throw UserError("--batch_args: gres=" + v + " and steps asking GPUs (" + std::to_string(r.gpus_per_node) +
+                      " per node, gpus_per_task) both set the job's GRES: give one");
+    if (k == "mem" && *parse_int(v) < r.memory_mb)
+      throw UserError("--batch_args: mem=" + v + " is less than the " + std::to_string(r.memory_mb) + " MB per node its steps ask (memory_mb)");
+    if (k == "mem") r.memory_mb = 0;  // the batch_args line says it
     r.batch_args.emplace_back(k, v);
   }
   return r;
@@ -147,6 +147,8 @@ std::string sbatch_preamble(const SlurmRequest& r) {
   if (!r.account.empty()) line("--account=" + r.account);
   if (!r.constraint.empty()) line("--constraint=" + r.constraint);
   if (r.exclusive) line("--exclusive");
+  if (r.gpus_per_node > 0) line("--gres=gpu:" + std::to_string(r.gpus_per_node));
+  if (r.memory_mb > 0) line("--mem=" + std::to_string(r.memory_mb));
   for (auto& [k, v] : r.batch_args) line(sbatch_option(k) + "=" + v);
   return s;
 }
@@ -193,7 +195,9 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
   if (!r.constraint.empty()) d.features = const_cast<char*>(r.constraint.c_str());
   if (r.exclusive) d.shared = JOB_SHARED_NONE;
   if (shape.options.hold) d.priority = 0;
-  std::string gres;
+  std::string gres = r.gpus_per_node > 0 ? "gres:gpu:" + std::to_string(r.gpus_per_node) : "";
+  if (!gres.empty()) d.tres_per_node = const_cast<char*>(gres.c_str());
+  if (r.memory_mb > 0) d.pn_min_memory = uint64_t(r.memory_mb);
   for (auto& [k, v] : r.batch_args) {
     if (k == "qos") d.qos = const_cast<char*>(v.c_str());
     else if (k == "reservation") d.reservation = const_cast<char*>(v.c_str());
@@ -230,8 +234,8 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
   for (size_t i = 0; i < jobs.size(); ++i) {
     jobs[i].validate();
     SlurmRequest r = slurm_request(jobs[i]);
-    shapes[sbatch_preamble({"", r.partition, r.account, r.constraint, "", "", r.nodes, r.tasks_per_node, r.cpus_per_task,
-                            r.time_minutes, r.exclusive, r.batch_args})].push_back(i);
+    r.name = r.output = r.work_dir = "";  // the shape: everything but where the run is
+    shapes[sbatch_preamble(r)].push_back(i);
   }
   std::vector<std::string> ids(jobs.size());
   for (auto& [shape, members] : shapes) {

@@ -18,6 +18,7 @@ struct SlurmRequest {
   int nodes = 1, tasks_per_node = 1, cpus_per_task = 1;
   int64_t time_minutes = 1;
   bool exclusive = false;
+  int gpus_per_node = 0, memory_mb = 0;  // what the steps on the busiest node ask together (0: none)
   std::vector<std::pair<std::string, std::string>> batch_args;  // validated keys, see slurm_batch_arg_keys()
 };
 // The --batch_args keys the Slurm launcher maps to job descriptor fields (and #SBATCH lines).

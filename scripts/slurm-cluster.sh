@@ -6,7 +6,12 @@
 # partition scale = n1-nN, for sweeps of SmartSim-Scaling's size with one rank per node (one slurmd per node,
 # 160 start in a few seconds and take about 250 MB), and partitions preemptible and urgent on n9-n10, where
 # an urgent job cancels a preemptible one (PREEMPTED; debug's and scale's jobs are never preempted).
-# Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per node (default 16; more than the machine has
+# Partition gpu is g1-g2, nodes as a real site has them: as many CPUs as this host (bound by task/affinity: a
+# task's CPU set is what it asked) and 4 GPUs each faked as GRES (placeholder device files, AutoDetect=off: Slurm
+# hands them out and sets CUDA_VISIBLE_DEVICES; nothing can compute on them). The n nodes declare more CPUs than
+# the host has, so they do not bind (CpuBind=none). task/cgroup is not used: slurmd runs here without systemd or
+# a delegated cgroup tree, and 160 slurmds share one kernel.
+# Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per n node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
 cmd=${1:-up}
@@ -15,13 +20,14 @@ if [ "$cmd" = scale ]; then N=${2:-160}; cmd=up; else N=${FANOUT_SLURM_NODES:-4}
 CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
 HOST=$(hostname -s)
+HOST_CPUS=$(nproc --all)
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 wait_until() {  # wait_until <seconds> <command...>: a readiness check, not a fixed sleep (commands bound their own tries)
   local deadline=$((SECONDS + $1)); shift
   while [ $SECONDS -lt $deadline ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1
 }
-nodes_idle() { [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$N" ]; }
+nodes_idle() { [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$((N + 2))" ]; }
 
 stop_pidfile() {
   local f=$1 p
@@ -73,6 +79,10 @@ up() {
 
   mkdir -p "$D"/{state,log,run} /etc/slurm
   for k in $(seq "$N"); do mkdir -p "$D/spool/n$k" "$D/tmp/n$k"; done
+  for k in 1 2; do mkdir -p "$D/spool/g$k" "$D/tmp/g$k"; done
+  # The fake GPUs' device files (character devices like /dev/null's where mknod is allowed, else plain files).
+  mkdir -p "$D/dev"
+  for k in 0 1 2 3; do [ -e "$D/dev/gpu$k" ] || mknod "$D/dev/gpu$k" c 1 3 2>/dev/null || touch "$D/dev/gpu$k"; done
   conf=$(cat <<CONF
 ClusterName=fanout
 SlurmctldHost=$HOST(127.0.0.1)
@@ -83,7 +93,8 @@ AuthType=auth/munge
 CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
+GresTypes=gpu
 SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -117,16 +128,21 @@ SlurmdTimeout=300
 OverTimeLimit=0
 InactiveLimit=0
 Waittime=0
-NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode State=UNKNOWN
+NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode CpuBind=none State=UNKNOWN
+NodeName=g[1-2] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[16901-16902] CPUs=$HOST_CPUS Sockets=1 CoresPerSocket=$HOST_CPUS ThreadsPerCore=1 RealMemory=4000 Feature=vnode,gpu Gres=gpu:4 CpuBind=core State=UNKNOWN
 PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF
+PartitionName=gpu Nodes=g[1-2] MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF
 CONF
 )
   [ "$N" -gt 4 ] && conf+=$'\n'"PartitionName=scale Nodes=n[1-$N] MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF"
   [ "$N" -ge 10 ] && conf+=$'\n'"PartitionName=preemptible Nodes=n[9-10] MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=CANCEL"$'\n'"PartitionName=urgent Nodes=n[9-10] MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2"
   # A running cluster with another configuration (node count, timeouts) is restarted with this one.
-  if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ]; then
+  gres="AutoDetect=off
+NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
+  if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ] || [ "$(cat /etc/slurm/gres.conf 2>/dev/null)" != "$gres" ]; then
     alive "$D/run/slurmctld.pid" && down
     printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+    printf '%s\n' "$gres" > /etc/slurm/gres.conf
   fi
 
   [ -s /etc/munge/munge.key ] || mungekey --create --force >/dev/null 2>&1
@@ -143,6 +159,7 @@ CONF
   # The slurmds start at once (they register when the controller answers): a controller left alone pings
   # nodes that do not exist yet and stops answering for as long as that takes (22 s for 160 nodes).
   for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
+  for k in 1 2; do alive "$D/run/slurmd-g$k.pid" || /usr/sbin/slurmd -N "g$k"; done
   wait_until 60 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   wait_until 120 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"

@@ -569,3 +569,133 @@ TEST(Cli, EachRanksCpusAndGpusAreRecorded) {
     EXPECT_EQ(rows[k][3], "3,5");
   }
 }
+
+// Per-step resources (ABI 4.3; [[steps]] keys in experiment files). The local launcher hands each rank its share of
+// this host's GPUs (CUDA_VISIBLE_DEVICES) and refuses what it cannot give; a Slurm dry run shows each in the job
+// script; bad values name the file and line.
+TEST(Cli, StepResourcesAreGivenOrRefused) {
+  test::TempDir d;
+  auto file = [&](const std::string& name, const std::string& keys) {
+    write_file_atomic(d.path / (name + ".toml"), "[experiment]\nplugin = \"calibration\"\n[parameters]\niterations = 1\n"
+                                                 "[[steps]]\nrole = \"sleep\"\nnodes = 1\ntasks_per_node = 2\n" + keys);
+    return (d.path / (name + ".toml")).string();
+  };
+  auto with_gpus = [&](const std::string& gpus, std::vector<std::string> args) {
+    args.insert(args.begin(), test::fanout_exe().string());
+    return test::run_command(args, d.path, {{"CUDA_VISIBLE_DEVICES", gpus}}, 120);
+  };
+  auto r = with_gpus("3,5,7,9", {"run", file("gpus", "gpus_per_task = 2\n")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = query(db_of(d, "gpus"), "SELECT rank, gpus FROM rank_resources ORDER BY rank");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"0", "3,5"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "7,9"}));
+  auto few = with_gpus("3", {"run", file("few", "gpus_per_task = 2\n")});
+  EXPECT_EQ(few.exit_code, 2);
+  EXPECT_NE(few.err.find("its steps ask 4 GPU(s) on a node and this host shows 1"), std::string::npos) << few.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "few"));
+  const std::pair<std::string, std::string> refused[] = {{"memory_mb = 100\n", "asks 100 MB per node"},
+                                                         {"binding = \"cores\"\n", "asks binding cores"},
+                                                         {"exclusive = true\n", "asks CPUs of its own (exclusive)"}};
+  for (auto& [keys, says] : refused) {
+    auto x = fanout_cmd(d, {"run", file("refused", keys)});
+    EXPECT_EQ(x.exit_code, 2) << keys;
+    EXPECT_NE(x.err.find("step 'sleep' " + says + ", which the local launcher cannot give it"), std::string::npos) << x.err;
+    EXPECT_FALSE(fs::exists(d.path / "results" / "refused")) << keys;
+  }
+  EXPECT_EQ(fanout_cmd(d, {"run", file("none", "binding = \"none\"\n")}).exit_code, 0) << "no binding is what local gives";
+  const std::pair<std::string, std::string> bad[] = {
+      {"binding = \"sideways\"\n", "bad.toml:9: binding 'sideways' is not cores, none or map:<cpu>,<cpu>,..."},
+      {"gpus_per_task = -1\n", "bad.toml:9: expected an integer >= 0"},
+      {"memory_mb = \"{n} if\"\n", "bad.toml:9: expected an integer >= 0"},
+      {"exclusive = 1\n", "bad.toml:9: exclusive must be true or false"},
+      {"gpu_per_task = 1\n", "bad.toml:9: unknown step key 'gpu_per_task'"}};
+  for (auto& [keys, says] : bad) {
+    auto x = fanout_cmd(d, {"run", file("bad", keys), "--dry-run"});
+    EXPECT_EQ(x.exit_code, 2) << keys;
+    EXPECT_NE(x.err.find(says), std::string::npos) << x.err;
+  }
+  // For Slurm: the job asks the node's sum (--gres, --mem) and each step its own; --binding fills in for steps that
+  // say nothing.
+  auto slurm = fanout_cmd(d, {"run", file("slurm", "gpus_per_task = 2\nmemory_mb = 500\nbinding = \"map:0,1\"\nexclusive = true\n"),
+                              "--launcher=slurm", "--dry-run"});
+  ASSERT_EQ(slurm.exit_code, 0) << slurm.err;
+  for (const char* line : {"#SBATCH --gres=gpu:4\n", "#SBATCH --mem=500\n", "'--gpus-per-task=2'", "'--mem=500'", "'--cpu-bind=map_cpu:0,1'", "'--exclusive'"})
+    EXPECT_NE(slurm.out.find(line), std::string::npos) << line << "\n" << slurm.out;
+  EXPECT_EQ(slurm.out.find("'--overlap'"), std::string::npos);
+  auto bound = fanout_cmd(d, {"run", file("plain", ""), "--launcher=slurm", "--binding=cores", "--dry-run"});
+  ASSERT_EQ(bound.exit_code, 0) << bound.err;
+  EXPECT_NE(bound.out.find("'--cpu-bind=cores'"), std::string::npos) << bound.out;
+  // --mpi shapes mpirun's command line: where steps start otherwise it is refused (a site's default is not).
+  auto mpi = fanout_cmd(d, {"run", file("plain", ""), "--launcher=slurm", "--mpi=mpich", "--dry-run"});
+  EXPECT_EQ(mpi.exit_code, 2);
+  EXPECT_NE(mpi.err.find("--mpi: the slurm launcher starts steps with srun, not with mpirun: nothing would take it"), std::string::npos) << mpi.err;
+  write_file_atomic(d.path / "pals.toml", "[settings]\nmpi = \"pals\"\n");
+  EXPECT_EQ(fanout_cmd(d, {"run", file("plain", ""), "--launcher=slurm", "--site=" + (d.path / "pals.toml").string(), "--dry-run"}).exit_code, 0);
+  auto wrong = fanout_cmd(d, {"run", file("plain", ""), "--binding=sideways", "--dry-run"});
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("--binding: 'sideways' is not cores, none"), std::string::npos) << wrong.err;
+}
+
+// A site profile's [settings] and [parameters] fill in what the experiment file and command line leave open; the
+// command line wins; keys that are not settings are refused with file:line.
+TEST(Cli, ASiteProfileGivesDefaultsTheCommandLineOverrides) {
+  test::TempDir d;
+  write_file_atomic(d.path / "site.toml", "[settings]\nlauncher = \"slurm\"\npartition = \"gpu\"\nbatch_args = [\"qos=normal\"]\n"
+                                          "binding = \"cores\"\n[parameters]\nnet_ifname = \"lo\"\nsleep_us = 123\n");
+  const std::string site = "--site=" + (d.path / "site.toml").string();
+  auto dry = fanout_cmd(d, {"throughput_standard", "--db_nodes=1", "--client_nodes=1", "--tensor_bytes=1024", site, "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  for (const char* line : {"launcher slurm", "#SBATCH --partition=gpu\n", "#SBATCH --qos=normal\n", "'--cpu-bind=cores'", "net_ifname=lo"})
+    EXPECT_NE(dry.out.find(line), std::string::npos) << line << "\n" << dry.out;
+  auto over = fanout_cmd(d, {"throughput_standard", "--db_nodes=1", "--client_nodes=1", "--tensor_bytes=1024", "--partition=debug",
+                             "--net_ifname=eth9", site, "--dry-run"});
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  EXPECT_NE(over.out.find("#SBATCH --partition=debug\n"), std::string::npos) << over.out;
+  EXPECT_EQ(over.out.find("--partition=gpu"), std::string::npos) << over.out;
+  EXPECT_NE(over.out.find("net_ifname=eth9"), std::string::npos) << over.out;
+  auto show = fanout_cmd(d, {"site", "show", site});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("partition = gpu\n"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("net_ifname = lo\n"), std::string::npos) << show.out;
+  write_file_atomic(d.path / "bad.toml", "[settings]\nlaunchr = \"slurm\"\n");
+  auto bad = fanout_cmd(d, {"site", "show", "--site=" + (d.path / "bad.toml").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.toml:2: settings.launchr: not a setting a site gives"), std::string::npos) << bad.err;
+}
+
+// SmartSim-Scaling gives its database job and its application apart: db_hosts, db_node_feature (a dict), node_feature
+// and wall_time (the database's). Here: --service_hosts/--service_args/--node_feature/--service_walltime, with those
+// names as aliases, for the shared step's service job and the runs' jobs respectively. Refused where nothing takes them.
+TEST(Cli, TheServiceJobAndTheRunsJobsTakeOptionsApart) {
+  test::TempDir d;
+  auto dry = fanout_cmd(d, {"throughput_standard", "--launcher=slurm", "--db_nodes=1", "--client_nodes=1", "--tensor_bytes=1024",
+                            "--db_hosts=n3", "--db_node_feature={\"constraint\": \"vnode\", \"qos\": \"high\"}",
+                            "--node_feature=constraint=fast", "--wall_time=00:30:00", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  const size_t service = dry.out.find("# ---- job script for service "), run = dry.out.find("# ---- job script for throughput");
+  ASSERT_NE(service, std::string::npos) << dry.out;
+  ASSERT_NE(run, std::string::npos) << dry.out;
+  const std::string db_script = dry.out.substr(service, run - service), run_script = dry.out.substr(run);
+  for (const char* line : {"#SBATCH --nodelist=n3\n", "#SBATCH --constraint=vnode\n", "#SBATCH --qos=high\n", "#SBATCH --time=30\n"})
+    EXPECT_NE(db_script.find(line), std::string::npos) << line << "\n" << db_script;
+  EXPECT_NE(run_script.find("#SBATCH --constraint=fast\n"), std::string::npos) << run_script;
+  EXPECT_EQ(run_script.find("--nodelist"), std::string::npos) << run_script;
+  EXPECT_EQ(run_script.find("--qos"), std::string::npos) << run_script;
+  // The same from an experiment file, under SmartSim-Scaling's key.
+  write_file_atomic(d.path / "svc.toml", "[experiment]\nplugin = \"smartsim\"\ntemplate = \"throughput_standard\"\nlauncher = \"slurm\"\n"
+                                         "db_hosts = \"n4\"\n[parameters]\ndb_nodes = 1\nclient_nodes = 1\ntensor_bytes = 1024\n");
+  auto filed = fanout_cmd(d, {"run", (d.path / "svc.toml").string(), "--dry-run"});
+  ASSERT_EQ(filed.exit_code, 0) << filed.err;
+  EXPECT_NE(filed.out.find("#SBATCH --nodelist=n4\n"), std::string::npos) << filed.out;
+  // Nothing takes them: an experiment without a service job, a launcher that cannot place jobs, a bad dict.
+  auto none = fanout_cmd(d, {"inference_standard", "--launcher=slurm", "--device=CPU", "--db_hosts=n3", "--dry-run"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--service_hosts (--db_hosts): this experiment starts no service job"), std::string::npos) << none.err;
+  auto local = fanout_cmd(d, {"throughput_standard", "--db_nodes=1", "--client_nodes=1", "--db_hosts=n3", "--dry-run"});
+  EXPECT_EQ(local.exit_code, 2);
+  EXPECT_NE(local.err.find("--service_hosts (--db_hosts): the local launcher cannot place a job on given nodes"), std::string::npos) << local.err;
+  auto bad = fanout_cmd(d, {"throughput_standard", "--launcher=slurm", "--db_node_feature={\"constraint\": [1]}", "--dry-run"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--service_args (--db_node_feature): option 'constraint' needs a string or integer value"), std::string::npos) << bad.err;
+}

@@ -195,7 +195,8 @@ TEST(Experiment, NonAsciiOnlyInStringsAndComments) {
 TEST(Settings, EveryDriverSettingIsReservedFromPlugins) {
   const auto& reserved = reserved_flag_names();
   for (auto& s : driver_settings())
-    EXPECT_NE(std::find(reserved.begin(), reserved.end(), s.name), reserved.end()) << s.name << " is not reserved";
+    for (auto& name : {s.name, s.alias})
+      if (!name.empty()) EXPECT_NE(std::find(reserved.begin(), reserved.end(), name), reserved.end()) << name << " is not reserved";
   EXPECT_NE(std::find(reserved.begin(), reserved.end(), "dry_run"), reserved.end());
 }
 

@@ -33,7 +33,7 @@ JobSpec two_step_job() {
   j.run_dir = "/scratch/results/exp/run-1/infer-sess-N2-abc123";
   j.rank_exe = "/opt/fanout/bin/fanout-rank";
   j.plugin_path = "/opt/fanout/lib/fanout/plugins/fanout_calibration.so";
-  j.steps = {StepSpec{"db", 2, 1, 1, "disjoint"}, StepSpec{"client", 2, 4, 1, "disjoint"}};
+  j.steps = {StepSpec{"db", 2, 1, 1, "disjoint", 0, 0, "", false}, StepSpec{"client", 2, 4, 1, "disjoint", 0, 0, "", false}};
   j.walltime_s = 5400;
   j.options.partition = "workq";
   j.options.account = "proj42";
@@ -87,6 +87,29 @@ TEST(PbsScript, TheResourceRequestIsWhatPbsDocumentsForTheJob) {
   EXPECT_NE(body.find("sed -n '1,2{s/$/ slots=1/;p}' hosts.all > 'hosts.db'"), std::string::npos);
   EXPECT_NE(body.find("sed -n '3,4{s/$/ slots=4/;p}' hosts.all > 'hosts.client'"), std::string::npos);
   EXPECT_NE(body.find("'mpirun' '--allow-run-as-root' '-np' '8' '--map-by' 'ppr:4:node' '--hostfile' 'hosts.client'"), std::string::npos) << body;
+}
+
+// What steps ask (ABI 4.3) in PBS's words: each chunk carries the busiest node's CPUs, MPI processes, GPUs and
+// memory; the step's binding goes to the MPI's own launcher, whichever the site has (--mpi).
+TEST(PbsScript, StepResourcesGoIntoTheChunkAndBindingIntoEachMpisLauncher) {
+  JobSpec j = two_step_job();
+  j.steps[0].cpus_per_task = 4, j.steps[0].gpus_per_task = 2, j.steps[0].memory_mb = 8000, j.steps[0].binding = "cores";
+  j.steps[1].binding = "map:0,2,4,6";
+  const std::string pro = pbs_job_script(j, PbsFlavor::Pro);
+  EXPECT_NE(pro.find("#PBS -l select=4:ncpus=4:mpiprocs=4:ngpus=2:mem=8000mb\n"), std::string::npos) << pro;
+  EXPECT_NE(pro.find("'mpirun' '--allow-run-as-root' '-np' '2' '--map-by' 'ppr:1:node:pe=4' '--hostfile' 'hosts.db' '--bind-to' 'core'"),
+            std::string::npos) << pro;
+  EXPECT_NE(pro.find("'--hostfile' 'hosts.client' '--cpu-set' '0,2,4,6' '--bind-to' 'cpu-list:ordered'"), std::string::npos) << pro;
+  const std::string torque = pbs_job_script(j, PbsFlavor::Torque);
+  EXPECT_NE(torque.find("#PBS -l nodes=4:ppn=4:gpus=2\n#PBS -l mem=32000mb\n"), std::string::npos) << torque;
+  j.options.mpi = "mpich";
+  const std::string hydra = pbs_job_script(j, PbsFlavor::Pro);
+  EXPECT_NE(hydra.find("'mpiexec' '-n' '2' '-ppn' '1' '-f' 'hosts.db' '-bind-to' 'core:4'"), std::string::npos) << hydra;
+  EXPECT_NE(hydra.find("'mpiexec' '-n' '8' '-ppn' '4' '-f' 'hosts.client' '-bind-to' 'user:0,2,4,6'"), std::string::npos) << hydra;
+  j.options.mpi = "pals";
+  const std::string pals = pbs_job_script(j, PbsFlavor::Pro);
+  EXPECT_NE(pals.find("'mpiexec' '-n' '2' '--ppn' '1' '--hostfile' 'hosts.db' '--cpu-bind' 'depth' '--depth' '4'"), std::string::npos) << pals;
+  EXPECT_NE(pals.find("'--hostfile' 'hosts.client' '--cpu-bind' 'list:0:2:4:6'"), std::string::npos) << pals;
 }
 
 TEST(PbsScript, ValuesAreQuotedNeverInterpreted) {
@@ -528,4 +551,32 @@ TEST(PbsWithOpenMpi, OptionsPbsCannotHonourAreRefusedBeforeSubmission) {
     EXPECT_FALSE(fs::exists(d.path / "server")) << flag << ": nothing reached the server";
     EXPECT_FALSE(fs::exists(d.path / "results" / "refused")) << flag << ": nothing was written";
   }
+}
+
+// Under mpirun, which hands out no GPUs, each rank takes its share of the node's (rank/main.cpp): local rank k of a
+// step asking g GPUs per task gets the k-th g of CUDA_VISIBLE_DEVICES. Through the PBS shim with real Open MPI.
+// A step asking CPUs of its own is refused: mpirun's steps share the job's CPUs.
+TEST(PbsWithOpenMpi, EachMpiRankTakesItsShareOfTheNodesGpus) {
+  test::TempDir d;
+  const fs::path shim = fs::path(FANOUT_SOURCE_DIR) / "tests" / "fixtures" / "pbs" / "one_host_pbs";
+  const std::vector<std::pair<std::string, std::string>> env = {{"PATH", shim.string() + ":" + std::getenv("PATH")},
+                                                                {"FANOUT_TEST_PBS_STATE", (d.path / "server").string()},
+                                                                {"CUDA_VISIBLE_DEVICES", "4,5,6,7"}};
+  auto file = [&](const std::string& name, const std::string& keys) {
+    write_file_atomic(d.path / (name + ".toml"), "[experiment]\nplugin = \"calibration\"\nlauncher = \"pbs\"\n[parameters]\niterations = 1\n"
+                                                 "[[steps]]\nrole = \"sleep\"\nnodes = 1\ntasks_per_node = 2\n" + keys);
+    return (d.path / (name + ".toml")).string();
+  };
+  auto r = test::run_command({test::fanout_exe().string(), "run", file("gpus", "gpus_per_task = 2\n")}, d.path, env, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path db = d.path / "results" / "gpus" / "fanout.sqlite";
+  auto rows = test::sql_rows(db, "SELECT rank, gpus FROM rank_resources ORDER BY rank");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"0", "4,5"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "6,7"}));
+  EXPECT_NE(read_file(fs::path(test::sql_one(db, "SELECT path FROM runs")) / "job.sh").find("#PBS -l nodes=1:ppn=2:gpus=4\n"), std::string::npos) << "the one-host server speaks Torque";
+  auto x = test::run_command({test::fanout_exe().string(), "run", file("excl", "exclusive = true\n")}, d.path, env, 60);
+  EXPECT_EQ(x.exit_code, 2);
+  EXPECT_NE(x.err.find("step 'sleep' asks CPUs of its own (exclusive), which the pbs launcher cannot give it"), std::string::npos) << x.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "excl")) << "nothing written";
 }

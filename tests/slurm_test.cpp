@@ -685,20 +685,28 @@ env = { SITE_VAR = "site value" }
 setup = 'echo "$SITE_VAR" > role_setup.txt'
 modules = ["role/2"]
 env = { ROLE_VAR = "it's the role's" }
+[settings]
+launcher = "slurm"
+[parameters]
+iterations = 2
 )");
   auto show = test::run_fanout(d.path, {"site", "show", "--site=" + site.string()});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("site profile " + site.string() + " (from --site)"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("module load 'fake/1.0' 'other tool'"), std::string::npos) << show.out;
-  auto r = test::run_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--exp_name=site", "--iterations=2", "--site=" + site.string()});
+  auto r = test::run_fanout(d.path, {"calibration_sleep", "--exp_name=site", "--site=" + site.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path run = test::sql_one(d.path / "results" / "site" / "fanout.sqlite", "SELECT path FROM runs");
   // In order: the site's setup, its modules, its env; then, in the step's own subshell, the role's.
   EXPECT_EQ(read_file(run / "modules.log"), "module load fake/1.0 other tool\nmodule load role/2\n");
   EXPECT_EQ(read_file(run / "role_setup.txt"), "site value\n");
   EXPECT_NE(read_file(run / "job.sh").find("export ROLE_VAR='it'\\''s the role'\\''s'\nexec 'srun'"), std::string::npos);
-  // The local launcher, which starts ranks without a shell, refuses the profile rather than ignore it.
-  auto local = test::run_fanout(d.path, {"calibration_sleep", "--exp_name=loc", "--iterations=1", "--site=" + site.string()});
+  // The site's settings and parameter defaults were used: Slurm ran it (the command line named no launcher), twice.
+  EXPECT_NE(read_file(run / "job.sh").find("#SBATCH --nodes="), std::string::npos);
+  EXPECT_EQ(test::sql_one(d.path / "results" / "site" / "fanout.sqlite", "SELECT count(*) FROM samples WHERE metric='sleep' AND warmup=0"), "2");
+  // The local launcher, which starts ranks without a shell, refuses the profile rather than ignore it (the
+  // command line's --launcher wins over the site's).
+  auto local = test::run_fanout(d.path, {"calibration_sleep", "--launcher=local", "--exp_name=loc", "--iterations=1", "--site=" + site.string()});
   EXPECT_EQ(local.exit_code, 2);
   EXPECT_NE(local.err.find("--site: the local launcher starts every rank itself"), std::string::npos) << local.err;
   // A key the profile does not know is an error naming the file and line.
@@ -706,4 +714,74 @@ env = { ROLE_VAR = "it's the role's" }
   auto bad = test::run_fanout(d.path, {"site", "show", "--site=" + (d.path / "bad.toml").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("bad.toml:2: unknown key 'module' (known: setup, modules, env)"), std::string::npos) << bad.err;
+}
+
+// Partition gpu of the test cluster is what a real site has: task/affinity binds each task to the CPUs it asked,
+// and each node has 4 GPUs (faked as GRES: Slurm hands them out and sets CUDA_VISIBLE_DEVICES, nothing can compute
+// on them). What every rank got is in rank_resources, as the rank saw it.
+static size_t cpu_count(const std::string& list) {  // "0-1,4" -> 3
+  size_t n = 0;
+  for (auto& range : split(list, ',')) {
+    auto dash = range.find('-');
+    n += dash == std::string::npos ? 1 : size_t(std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1);
+  }
+  return n;
+}
+
+TEST_F(Slurm, StepsGetTheCpusAndGpusTheyAskOnABindingSite) {
+  // The database asks db_cpus CPUs per task: its CPU set has that many. The two clients on the other node are
+  // bound to one CPU each, not the same one.
+  auto r = fanout({"throughput_standard", "--launcher=slurm", "--partition=gpu", "--exp_name=bind", "--db_nodes=1", "--db_cpus=[1,2]",
+                   "--client_nodes=1", "--clients_per_node=2", "--tensor_bytes=4096", "--iterations=2", "--net_ifname=lo", "--db_port=23540"},
+                  600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::multiset<size_t> db_sets;
+  for (auto& row : query("bind", "SELECT cpus FROM rank_resources WHERE role='db'")) db_sets.insert(cpu_count(row[0]));
+  EXPECT_EQ(db_sets, (std::multiset<size_t>{1, 2})) << "one database per db_cpus value";
+  auto clients = query("bind", "SELECT run_id, group_concat(cpus, ' ') FROM rank_resources WHERE role='throughput' GROUP BY run_id");
+  ASSERT_EQ(clients.size(), 2u);
+  for (auto& row : clients) {
+    auto sets = split(row[1], ' ');
+    ASSERT_EQ(sets.size(), 2u) << row[1];
+    EXPECT_EQ(cpu_count(sets[0]) + cpu_count(sets[1]), 2u) << row[1];
+    EXPECT_NE(sets[0], sets[1]) << "each client on a CPU of its own";
+  }
+  // Inference on GPUs: the database step asks num_devices GPUs (ABI 4.3 "{num_devices} if device=GPU"), Slurm
+  // gives them (CUDA_VISIBLE_DEVICES), and the run then fails honestly: this libtorch has no CUDA.
+  auto g = fanout({"inference_standard", "--launcher=slurm", "--partition=gpu", "--exp_name=gpus", "--db_nodes=1", "--db_cpus=1",
+                   "--client_nodes=1", "--clients_per_node=1", "--device=GPU", "--num_devices=2", "--iterations=1", "--net_ifname=lo",
+                   "--db_port=23550"},
+                  900);
+  EXPECT_EQ(g.exit_code, 1) << g.err;
+  auto gpus = query("gpus", "SELECT gpus, cpus FROM rank_resources WHERE role='db'");
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(split(gpus[0][0], ',').size(), 2u) << gpus[0][0];
+  EXPECT_EQ(cpu_count(gpus[0][1]), 1u) << gpus[0][1];
+  EXPECT_EQ(one("gpus", "SELECT count(*) FROM rank_resources WHERE role='inference' AND gpus=''"), "1") << "clients ask no GPU";
+  const fs::path run = one("gpus", "SELECT path FROM runs");
+  const std::string script = read_file(run / "job.sh");
+  EXPECT_NE(script.find("#SBATCH --gres=gpu:2\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("'--gpus-per-task=2'"), std::string::npos) << script;
+  EXPECT_NE(one("gpus", "SELECT reason FROM runs").find("step '"), std::string::npos);
+  EXPECT_NE(read_file(run / "inference.err").find("no usable CUDA"), std::string::npos) << read_file(run / "inference.err");
+  // On CPUs the same experiment asks no GPU.
+  auto cpu = fanout({"inference_standard", "--launcher=slurm", "--partition=gpu", "--exp_name=cpu", "--db_nodes=1", "--db_cpus=1",
+                     "--client_nodes=1", "--clients_per_node=1", "--device=CPU", "--iterations=1", "--net_ifname=lo", "--db_port=23560",
+                     "--dry-run"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(cpu.out.find("gres"), std::string::npos) << cpu.out;
+  EXPECT_EQ(cpu.out.find("--gpus-per-task"), std::string::npos) << cpu.out;
+}
+
+// SmartSim-Scaling's db_hosts and wall_time reach the database's own job: it runs on the node named, for that long.
+TEST_F(Slurm, TheDatabaseJobRunsOnTheHostsNamed) {
+  auto r = fanout({"throughput_standard", "--launcher=slurm", "--exp_name=hosts", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
+                   "--clients_per_node=1", "--tensor_bytes=4096", "--iterations=1", "--net_ifname=lo", "--db_port=23570",
+                   "--db_hosts=n4", "--wall_time=00:20:00"},
+                  600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nodes_of("hosts", "db"), (std::set<std::string>{"n4"}));
+  EXPECT_EQ(nodes_of("hosts", "throughput").count("n4"), 0u);
+  const fs::path service = one("hosts", "SELECT path FROM runs WHERE session LIKE 'db-service-%'");
+  EXPECT_NE(read_file(service / "job.sh").find("#SBATCH --time=20\n"), std::string::npos);
 }

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "common/files.h"
+#include "common/text.h"
 #include "plugins/smartsim/redis_server.h"
 #include "tests/redis_test_server.h"
 #include "plugins/smartsim/tensor_client.h"
@@ -465,6 +466,26 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
                                      "--db_port=" + std::to_string(base_port() + 20)});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(test::sql_one(d.path / "results" / "colo" / "fanout.sqlite", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  // pin_app_cpus (SmartSim's limit_app_cpus): the application leaves its node's database the CPUs it is pinned to.
+  auto p = test::run_fanout(d.path, {"throughput_colocated", "--exp_name=pin", "--nodes=1", "--db_cpus=1", "--clients_per_node=1",
+                                     "--tensor_bytes=4096", "--iterations=2", "--net_ifname=lo", "--net_type=uds", "--pin_app_cpus=true",
+                                     "--db_port=" + std::to_string(base_port() + 23)});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const fs::path run = test::sql_one(d.path / "results" / "pin" / "fanout.sqlite", "SELECT path FROM runs");
+  auto word_after = [](const std::string& log, const std::string& what) {
+    const size_t at = log.find(what);
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + what.size();
+    return log.substr(from, log.find_first_of(" \n", from) - from);
+  };
+  const std::string db_set = word_after(fanout::read_file(run / "db_colocated.err"), "pinned to CPUs ");
+  const std::string app_set = word_after(fanout::read_file(run / "throughput_colocated.err"), "application pinned to CPUs ");
+  ASSERT_FALSE(db_set.empty());
+  ASSERT_FALSE(app_set.empty()) << fanout::read_file(run / "throughput_colocated.err");
+  for (auto& cpu : fanout::split(app_set, ',')) {
+    const auto db_cpus = fanout::split(db_set, ',');
+    EXPECT_EQ(std::count(db_cpus.begin(), db_cpus.end(), cpu), 0) << "CPU " << cpu << " is the database's (" << db_set << ")";
+  }
 }
 
 // A shared database that cannot start: its runs are recorded FAILED without running, naming the service and

@@ -110,11 +110,28 @@ typedef struct fanout_step_spec {
    * task of the step gets, a count expression like nodes ("{db_cpus}"): srun's --cpus-per-task, so that a site's
    * task/affinity or cgroup binding gives the task that many CPUs. */
   const char *cpus_per_task;
+  /* Appended in ABI 4.3 (NULL or 0: not asked; an older plugin's struct_size ends before them). */
+  /* GPUs each task gets (srun --gpus-per-task; Slurm sets CUDA_VISIBLE_DEVICES): a count expression, "0", or either
+   * followed by " if <param>=<value>", which makes it 0 in permutations where the parameter has another value
+   * ("{num_devices} if device=GPU"). */
+  const char *gpus_per_task;
+  /* Memory per node for the step in megabytes (srun --mem): a count expression or "0", " if ..." as above. */
+  const char *memory_mb;
+  /* How the step's tasks are bound to their CPUs: "cores", "none", or "map:<cpu>,<cpu>,..." (one CPU per local
+   * task); NULL: the run's --binding, else the scheduler's default. */
+  const char *binding;
+  /* Non-zero: the step's tasks get CPUs no other step of the job uses (srun --exclusive rather than --overlap). */
+  uint32_t exclusive;
 } fanout_step_spec;
-#define FANOUT_STEP(role, nodes, tasks_per_node, placement) {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, NULL}
+#define FANOUT_STEP(role, nodes, tasks_per_node, placement) \
+  {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, NULL, NULL, NULL, NULL, 0u}
 /* A step whose tasks need more than one CPU each: FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}") */
 #define FANOUT_STEP_CPUS(role, nodes, tasks_per_node, placement, cpus_per_task) \
-  {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, cpus_per_task}
+  {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, cpus_per_task, NULL, NULL, NULL, 0u}
+/* Every resource of a step: FANOUT_STEP_RESOURCES("db", "{db_nodes}", "1", "disjoint", "{db_cpus}",
+ * "{num_devices} if device=GPU", NULL, NULL, 0) */
+#define FANOUT_STEP_RESOURCES(role, nodes, tasks_per_node, placement, cpus_per_task, gpus_per_task, memory_mb, binding, exclusive) \
+  {sizeof(fanout_step_spec), role, nodes, tasks_per_node, placement, cpus_per_task, gpus_per_task, memory_mb, binding, exclusive}
 
 /* A parameter default that an experiment overrides (same text form as fanout_param_spec.default_value). */
 typedef struct fanout_param_default {

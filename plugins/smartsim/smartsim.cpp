@@ -10,6 +10,7 @@
 // shares password and addresses through its service folder, says ready after fence 3, and shuts down when the
 // driver stops it; the clients' jobs then hold the clients alone and their fences are among themselves.
 #include <dirent.h>
+#include <sched.h>
 #include <netdb.h>
 #include <arpa/inet.h>
 #include <sys/stat.h>
@@ -68,6 +69,7 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_RANGE("num_devices", FANOUT_PARAM_INT, "1", "inference: GPUs per node (the model is stored on GPU:0..n-1; clients spread over them)", "1", NULL),
     FANOUT_PARAM("rebuild_model", FANOUT_PARAM_BOOL, "false", "inference: rebuild the ResNet-50 file even if it exists"),
     FANOUT_PARAM("model_dir", FANOUT_PARAM_STRING, "auto", "inference: folder of the model and script files (auto: <experiment>/models)"),
+    FANOUT_PARAM("pin_app_cpus", FANOUT_PARAM_BOOL, "false", "colocated: keep the application off the db_cpus CPUs its node's database is pinned to (SmartSim's limit_app_cpus)"),
 };
 
 // The address a database on this node listens on.
@@ -79,8 +81,12 @@ std::string listen_address(const std::string& ifname) {
   }
 }
 
-// The RedisAI module sits next to this plugin.
-std::string module_path() { return fanout_sdk::plugin_dir() + "/redisai.so"; }
+// The RedisAI module: ours, next to this plugin, or the site's (FANOUT_REDISAI_MODULE, e.g. a real RedisAI's
+// redisai.so through a site profile's [roles.db] env).
+std::string module_path() {
+  const char* site = std::getenv("FANOUT_REDISAI_MODULE");
+  return site && *site ? site : fanout_sdk::plugin_dir() + "/redisai.so";
+}
 
 bool fence(fanout_sdk::Host& host, int n, int timeout_ms) {
   if (host.fence(timeout_ms)) return true;
@@ -210,6 +216,25 @@ smartsim::ClientOptions database_options(fanout_sdk::Host& host, bool colocated)
 
 // Every client role: the database's three setup fences, the body, then (always, even after a failure) the
 // last fence that lets the database shut down. main() covers the whole role.
+// SmartSim's limit_app_cpus (SmartSim-Scaling's pin_app_cpus): a colocated application leaves its node's database
+// the CPUs the database pins itself to, the first db_cpus of those this task may use (RedisServer's rule). Threads
+// and client programs started afterwards inherit the set.
+void pin_app_cpus(fanout_sdk::Host& host) {
+  if (host.param_int("pin_app_cpus") == 0) return;
+  cpu_set_t allowed, mine;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_getaffinity: ") + std::strerror(errno));
+  CPU_ZERO(&mine);
+  int64_t skip = std::max<int64_t>(1, host.param_int("db_cpus"));
+  std::string list;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed) && skip-- <= 0) CPU_SET(c, &mine), list += (list.empty() ? "" : ",") + std::to_string(c);
+  if (list.empty())
+    throw std::runtime_error("pin_app_cpus: db_cpus=" + std::to_string(host.param_int("db_cpus")) + " leaves the application none of the " +
+                             std::to_string(CPU_COUNT(&allowed)) + " CPUs this task may use");
+  if (sched_setaffinity(0, sizeof mine, &mine) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_setaffinity: ") + std::strerror(errno));
+  host.log(FANOUT_LOG_INFO, "application pinned to CPUs " + list + " (pin_app_cpus; the database has the first db_cpus)");
+}
+
 int client_role(fanout_sdk::Host& host, const std::function<void()>& body) {
   const int64_t t_main = host.now_ns();
   if (!fence(host, 1, kSetupTimeoutMs) || !fence(host, 2, kSetupTimeoutMs) || !fence(host, 3, kSetupTimeoutMs)) return 3;
@@ -244,6 +269,7 @@ std::vector<std::string> client_args(fanout_sdk::Host& host, const std::string& 
 int run_throughput(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
+    if (colocated) pin_app_cpus(host);
     if (const std::string language = host.param("languages"); language != "cpp") {
       const smartsim::ClientOptions db = database_options(host, colocated);
       smartsim::run_language_client(host, {language, client_args(host, "throughput"), &db, nullptr, nullptr});
@@ -548,6 +574,7 @@ void store_model(fanout_sdk::Host& host, smartsim::Client& client, const std::st
 int run_inference(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
   fanout_sdk::Host host(ctx, ops);
   return client_role(host, [&] {
+    if (colocated) pin_app_cpus(host);
     auto client = timed_client(host, database_options(host, colocated));
     const std::string device = upper(host.param("device"));
     if (device != "CPU" && device != "GPU") throw std::runtime_error("device: " + device + " is neither CPU nor GPU");
@@ -646,13 +673,15 @@ const fanout_param_default kAggregationFsDefaults[] = {FANOUT_DEFAULT("db_nodes"
                                                        FANOUT_DEFAULT("tensors_per_dataset", "[4]"), FANOUT_DEFAULT("client_threads", "[32]"), FANOUT_DEFAULT("nodes", "1"),
                                                        FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("db_tpq", "1"), FANOUT_DEFAULT("batch_size", "1"), FANOUT_DEFAULT("languages", "cpp")};
 // Inference: SmartSim-Scaling's defaults (its driver's --help). Its clients are C++ here (languages fixed to cpp).
-const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP_CPUS("db", "{db_nodes}", "1", "disjoint", "{db_cpus}"),
+// The database runs the model: on GPUs, it asks num_devices of them on each of its nodes (one task per node).
+#define INFERENCE_DB_GPUS "{num_devices} if device=GPU"
+const fanout_step_spec kInferenceSteps[] = {FANOUT_STEP_RESOURCES("db", "{db_nodes}", "1", "disjoint", "{db_cpus}", INFERENCE_DB_GPUS, NULL, NULL, 0u),
                                             FANOUT_STEP("inference", "{client_nodes}", "{clients_per_node}", "disjoint")};
 const fanout_param_default kInferenceDefaults[] = {FANOUT_DEFAULT("db_nodes", "[12]"), FANOUT_DEFAULT("db_cpus", "[2]"), FANOUT_DEFAULT("client_nodes", "[12]"),
                                                    FANOUT_DEFAULT("clients_per_node", "[48]"), FANOUT_DEFAULT("batch_size", "[1000]"), FANOUT_DEFAULT("tensor_bytes", "1024"),
                                                    FANOUT_DEFAULT("nodes", "1"), FANOUT_DEFAULT("net_type", "tcp"), FANOUT_DEFAULT("languages", "cpp")};
 const fanout_step_spec kInferenceColocatedSteps[] = {FANOUT_STEP("inference_colocated", "{nodes}", "{clients_per_node}", "disjoint"),
-                                                     FANOUT_STEP_CPUS("db_colocated", "{nodes}", "1", "colocated", "{db_cpus}")};
+                                                     FANOUT_STEP_RESOURCES("db_colocated", "{nodes}", "1", "colocated", "{db_cpus}", INFERENCE_DB_GPUS, NULL, NULL, 0u)};
 const fanout_param_default kInferenceColocatedDefaults[] = {FANOUT_DEFAULT("nodes", "[12]"), FANOUT_DEFAULT("clients_per_node", "[18]"), FANOUT_DEFAULT("db_cpus", "[2]"),
                                                             FANOUT_DEFAULT("batch_size", "[1]"), FANOUT_DEFAULT("tensor_bytes", "1024"), FANOUT_DEFAULT("db_nodes", "1"),
                                                             FANOUT_DEFAULT("client_nodes", "1"), FANOUT_DEFAULT("languages", "cpp")};
@@ -671,13 +700,13 @@ const char* kFsUses = "client_nodes,clients_per_node,tensor_bytes,tensors_per_da
 const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT_USING("throughput_standard", "tensor throughput against a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy, kThroughputUses),
     FANOUT_EXPERIMENT_USING("throughput_scaling", "SmartSim-Scaling's older name of throughput_standard (the same experiment)", FANOUT_ARRAY(kStandardSteps), FANOUT_ARRAY(kStandardDefaults), "throughput-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", "db", kDbSharedBy, kThroughputUses),
-    FANOUT_EXPERIMENT_USING("throughput_colocated", "tensor throughput against a database on every application node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,tensor_bytes,languages,iterations,warmup,db_port,net_ifname,net_type"),
+    FANOUT_EXPERIMENT_USING("throughput_colocated", "tensor throughput against a database on every application node", FANOUT_ARRAY(kColocatedSteps), FANOUT_ARRAY(kColocatedDefaults), "throughput-sess-colo-{languages}-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-TB{tensor_bytes}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,tensor_bytes,languages,iterations,warmup,db_port,net_ifname,net_type,pin_app_cpus"),
     FANOUT_EXPERIMENT_USING("aggregation_scaling", "producers put datasets, one consumer gathers them per iteration (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationSteps), FANOUT_ARRAY(kAggregationDefaults), "aggregate-sess-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy, kAggregationUses),
     FANOUT_EXPERIMENT_USING("aggregation_scaling_fs", "the same through a shared folder instead of a database", FANOUT_ARRAY(kAggregationFsSteps), FANOUT_ARRAY(kAggregationFsDefaults), "aggregate-sess-fs-cpp-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr, kFsUses),
     FANOUT_EXPERIMENT_USING("aggregation_scaling_python", "aggregation with the consumer in Python (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationPythonSteps), FANOUT_ARRAY(kAggregationPythonDefaults), "aggregate-sess-py-{languages}-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", "db", kDbSharedBy, kAggregationUses),
     FANOUT_EXPERIMENT_USING("aggregation_scaling_python_fs", "filesystem aggregation with the consumer in Python (SmartSim-Scaling)", FANOUT_ARRAY(kAggregationPythonFsSteps), FANOUT_ARRAY(kAggregationPythonFsDefaults), "aggregate-sess-py-fs-N{client_nodes}-T{clients_per_node}-ITER{iterations}-TB{tensor_bytes}-TPD{tensors_per_dataset}-CT{client_threads}", nullptr, nullptr, kFsUses),
     FANOUT_EXPERIMENT_USING("inference_standard", "ResNet-50 inference in a database on its own nodes (SmartSim-Scaling)", FANOUT_ARRAY(kInferenceSteps), FANOUT_ARRAY(kInferenceDefaults), "infer-sess-cpp-N{client_nodes}-T{clients_per_node}-DBN{db_nodes}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "db_nodes,db_cpus,client_nodes,clients_per_node,iterations,warmup,db_port,net_ifname,run_db_as_batch,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
-    FANOUT_EXPERIMENT_USING("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-cpp-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,iterations,warmup,db_port,net_ifname,net_type,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir"),
+    FANOUT_EXPERIMENT_USING("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-cpp-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,iterations,warmup,db_port,net_ifname,net_type,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir,pin_app_cpus"),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands", "0.2.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);

@@ -15,7 +15,7 @@ fanout::JobSpec job_at(const std::string& dir) {
   j.run_dir = dir;
   j.rank_exe = "/opt/fanout/bin/fanout-rank";
   j.plugin_path = "/opt/fanout/lib/fanout_calibration.so";
-  j.steps = {fanout::StepSpec{"db", 1, 1, 1, "disjoint"}, fanout::StepSpec{"client", 2, 1, 1, "disjoint"}};
+  j.steps = {fanout::StepSpec{"db", 1, 1, 1, "disjoint", 0, 0, "", false}, fanout::StepSpec{"client", 2, 1, 1, "disjoint", 0, 0, "", false}};
   j.walltime_s = 60;
   return j;
 }
