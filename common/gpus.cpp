@@ -10,7 +10,7 @@ namespace fanout {
 
 std::vector<std::string> visible_gpus() {
   std::vector<std::string> out;
-  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {  // set but empty: no GPU (as CUDA reads it)
     for (auto& g : split(v, ','))
       if (!trim(g).empty()) out.push_back(trim(g));
     return out;

@@ -7,7 +7,8 @@
 
 namespace fanout {
 
-// CUDA_VISIBLE_DEVICES when set (what the scheduler or the user left visible), else the /dev/nvidia<N> devices.
+// CUDA_VISIBLE_DEVICES when set, even empty (what the scheduler or the user left visible), else the /dev/nvidia<N>
+// devices.
 std::vector<std::string> visible_gpus();
 // The `per_task` GPUs of local task `local_rank` (GPUs local_rank*per_task onward) as a CUDA_VISIBLE_DEVICES
 // value; nullopt when `gpus` holds too few.

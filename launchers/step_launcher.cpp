@@ -1,14 +1,22 @@
 #include "launchers/step_launcher.h"
 
+#include <algorithm>
+
 #include "rendezvous/pmix.h"
 
 namespace fanout {
 
 namespace {
 
-// A step's binding in srun's words ("map:0,2" -> map_cpu:0,2).
-std::string srun_binding(const std::string& binding) {
-  return binding.rfind("map:", 0) == 0 ? "map_cpu:" + binding.substr(4) : binding;
+// The CPU list of a "map:<cpu>,..." binding ("" for cores, none or no binding).
+std::string mapped_cpus(const std::string& binding) { return binding.rfind("map:", 0) == 0 ? binding.substr(4) : ""; }
+
+// Whether srun may let step s share its resources with the job's other steps (--overlap): not when it asks GPUs
+// (overlapping steps may be handed the same ones), nor when any step asks CPUs of its own (Slurm lets an
+// overlapping step share even a non-overlapping one's CPUs). The job asks the steps' sum, so they fit side by side.
+bool overlaps(const JobSpec& job, size_t s) {
+  if (job.steps[s].gpus_per_task > 0) return false;
+  return std::none_of(job.steps.begin(), job.steps.end(), [](const StepSpec& st) { return st.exclusive; });
 }
 
 std::vector<std::string> srun_prefix(const JobSpec& job, size_t s) {
@@ -20,15 +28,14 @@ std::vector<std::string> srun_prefix(const JobSpec& job, size_t s) {
                                    "--ntasks-per-node=" + std::to_string(step.tasks_per_node),
                                    "--cpus-per-task=" + std::to_string(step.cpus_per_task),
                                    "--relative=" + std::to_string(job.step_nodes(s).front()),
-                                   // steps share the allocation's CPUs unless one asks for CPUs of its own
-                                   step.exclusive ? "--exclusive" : "--overlap",
+                                   overlaps(job, s) ? "--overlap" : "--exclusive",
                                    "--kill-on-bad-exit=1",
                                    "--job-name=" + step.role};
   if (step.gpus_per_task > 0) argv.push_back("--gpus-per-task=" + std::to_string(step.gpus_per_task));
   // A job asks one GPU count for all its nodes: a step that asks none must not inherit the job's (CUDA_VISIBLE_DEVICES).
   else if (job.busiest_node().gpus > 0) argv.push_back("--gres=none");
   if (step.memory_mb > 0) argv.push_back("--mem=" + std::to_string(step.memory_mb));
-  if (!step.binding.empty()) argv.push_back("--cpu-bind=" + srun_binding(step.binding));
+  if (!step.binding.empty()) argv.push_back("--cpu-bind=" + (mapped_cpus(step.binding).empty() ? step.binding : "map_cpu:" + mapped_cpus(step.binding)));
   return argv;
 }
 
@@ -38,7 +45,7 @@ std::vector<std::string> mpirun_prefix(const JobSpec& job, size_t s) {
   const StepSpec& step = job.steps[s];
   const std::string n = std::to_string(step.ranks()), ppn = std::to_string(step.tasks_per_node), hosts = mpirun_hostfile(step.role);
   const std::string& b = step.binding;
-  const std::string cpus = b.rfind("map:", 0) == 0 ? b.substr(4) : "";
+  const std::string cpus = mapped_cpus(b);
   std::vector<std::string> argv;
   if (job.options.mpi == "mpich") {
     argv = {"mpiexec", "-n", n, "-ppn", ppn, "-f", hosts};

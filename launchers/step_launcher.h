@@ -15,9 +15,11 @@ struct StepLauncher {
 };
 
 // srun: disjoint steps on their own nodes (--relative), colocated steps on the first step's nodes; steps
-// overlap so they may share CPUs; a failing task ends the step (--kill-on-bad-exit); --mpi=pmix when fanout-rank
-// has PMIx. mpirun (Open MPI): -np ranks, ranks per node, on the hosts of mpirun_hostfile(role), which the
-// scheduler writes before the steps start.
+// overlap so they may share CPUs, except a step that asks GPUs (its own GPUs) and, when a step asks CPUs of its own
+// (exclusive), every step (an overlapping step shares everything); a failing task ends the step
+// (--kill-on-bad-exit); --mpi=pmix when fanout-rank has PMIx. mpirun: -np ranks, ranks per node, on the hosts of
+// mpirun_hostfile(role), which the scheduler writes before the steps start, in the words of the job's --mpi
+// (Open MPI's mpirun, MPICH's Hydra mpiexec, Cray PALS's mpiexec).
 const StepLauncher& srun_launcher();
 const StepLauncher& mpirun_launcher();
 // By name ("srun", "mpirun"); nullptr when there is none of that name.

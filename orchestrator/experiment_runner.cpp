@@ -276,16 +276,33 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
 }
 
 namespace {
+// Launchers that hand out no GPUs (local processes, mpirun) leave each rank to take its share of its host's GPUs by
+// local rank (rank/main.cpp): two steps on one node asking GPUs, or locally two nodes (all this one host), would take
+// the same ones.
+void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher) {
+  if (launcher == "slurm") return;  // srun gives each task GPUs of its own
+  JobSpec probe;
+  probe.steps = run.steps;
+  std::map<int, int> askers;  // host -> (step, node) pairs asking GPUs on it
+  for (size_t s = 0; s < probe.steps.size(); ++s)
+    if (probe.steps[s].gpus_per_task > 0)
+      for (int node : probe.step_nodes(s)) ++askers[launcher == "local" ? 0 : node];
+  for (auto& [host, n] : askers)
+    if (n > 1)
+      throw UserError(run.session + ": " + (launcher == "local" ? "more than one step or node asks GPUs on this host" : "two steps on one node ask GPUs") +
+                      ", and the " + launcher + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
+}
+
 // What `launcher` cannot honour, of the run's options and of what each step of each run and service asks: refused.
 void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) {
   const auto honoured = honoured_options(launcher);
   const ExperimentSettings& st = plan.request.settings;
   st.run_options().refuse_unhonoured(launcher, honoured);
-  const bool service_given = !st.service_hosts.empty() || !st.service_args.empty() || st.service_walltime_s;
-  if (service_given && plan.services.empty())
-    throw UserError(std::string(!st.service_hosts.empty() ? "--service_hosts (--db_hosts)" : !st.service_args.empty() ? "--service_args (--db_node_feature)"
-                                                                                                                        : "--service_walltime (--wall_time)") +
-                    ": this experiment starts no service job (no shared step, or --no_reuse): nothing would take it");
+  // Given for a service job (by the user: a site profile's are defaults for experiments that have one).
+  for (auto [name, alias] : {std::pair{"service_hosts", "db_hosts"}, {"service_args", "db_node_feature"}, {"service_walltime", "wall_time"}})
+    if (st.given.count(name) && plan.services.empty())
+      throw UserError(std::string("--") + name + " (--" + alias + "): this experiment starts no service job (no shared step, or --no_reuse): " +
+                      "nothing would take it");
   // The MPI flavour shapes mpirun's command line only (a site profile may name it for the day mpirun is used).
   const bool mpirun = launcher == "pbs" && (st.options.step_launcher.empty() || st.options.step_launcher == "mpirun");
   if (st.given.count("mpi") && !mpirun)
@@ -295,8 +312,10 @@ void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) 
     throw UserError("--service_hosts (--db_hosts): the " + launcher + " launcher cannot place a job on given nodes");
   if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured);
   for (const auto* runs : {&plan.services, &plan.runs})
-    for (const RunPlan& r : *runs)
+    for (const RunPlan& r : *runs) {
       for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, launcher, honoured);
+      refuse_shared_gpu_hosts(r, launcher);
+    }
 }
 }  // namespace
 

@@ -132,10 +132,8 @@ std::vector<DriverSetting> make_settings() {
                    [](ExperimentSettings& st, const std::string& v) { st.options.constraint = v; }));
   s.push_back(boolean("exclusive", "ask for whole nodes", [](ExperimentSettings& st, bool v) { st.options.exclusive = v; }));
   s.push_back(list("batch_args", "batch_args", "more batch options as key=value (slurm: qos, reservation, mem, gres, nodelist, exclude_nodes, comment; repeatable)",
-                   [](ExperimentRequest& r, const std::string& kv, const std::string& origin) {
-                     auto eq = kv.find('=');
-                     if (eq == std::string::npos || eq == 0) throw UserError(origin + ": '" + kv + "' is not key=value");
-                     r.settings.options.batch_args.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+                   [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                     for (auto& kv : job_args(v, origin)) r.settings.options.batch_args.push_back(kv);
                    }));
   // A shared step's service job (SmartSim-Scaling's database job, run_db_as_batch) apart from the runs' jobs.
   DriverSetting service_hosts = text("service_hosts", "service_hosts", "nodes for each shared step's service job, comma-separated (SmartSim-Scaling's db_hosts; slurm --nodelist)", "",

@@ -100,7 +100,7 @@ std::string step_gpus() {
 // A step that asks GPUs per task, started by a launcher that does not hand them out (local processes, mpirun):
 // this task takes its share of the node's GPUs before anything can initialise a device. srun gave its own.
 void take_gpu_share(const fanout::RunMetadata& meta, const std::string& role, int local_rank) {
-  if (std::getenv("SLURM_STEP_ID") || std::getenv("SLURM_STEP_GPUS")) return;
+  if (!std::getenv("FANOUT_RANK") && std::getenv("SLURM_STEP_ID")) return;  // srun's rank (local ranks set FANOUT_RANK)
   for (auto& step : meta.steps) {
     if (step.role != role || step.gpus_per_task < 1) continue;
     const auto gpus = fanout::visible_gpus();

@@ -46,7 +46,8 @@ RankPlace detect_place() {
     p.source = s.source;
     p.rank = *r;
     p.size = *n;
-    p.local_rank = env_int(s.local_rank).value_or(0);
+    // Cray PALS speaks PMI but names the local rank its own way.
+    p.local_rank = env_int(s.local_rank).value_or(env_int("PALS_LOCAL_RANKID").value_or(env_int("PMI_LOCAL_RANK").value_or(0)));
     p.local_size = env_int(s.local_size).value_or(1);
     p.node_index = env_int(s.node_index).value_or(0);
     break;

@@ -40,9 +40,12 @@ std::string hostfile_setup(const JobSpec& job) {
   std::string s = "awk '!seen[$0]++' \"${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}\" > hosts.all\n";
   for (size_t i = 0; i < job.steps.size(); ++i) {
     auto nodes = job.step_nodes(i);
-    // Open MPI counts one slot per host-file line unless told: give each host the step's ranks per node.
-    s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{s/$/ slots=" +
-         std::to_string(job.steps[i].tasks_per_node) + "/;p}' hosts.all > " + shell_quote(mpirun_hostfile(job.steps[i].role)) + "\n";
+    // Each MPI's host-file form: Open MPI counts one slot per line unless told (host slots=N), Hydra reads host:N,
+    // PALS plain host names (its --ppn places the ranks).
+    const std::string n = std::to_string(job.steps[i].tasks_per_node);
+    const std::string suffix = job.options.mpi == "mpich" ? "s/$/:" + n + "/;" : job.options.mpi == "pals" ? "" : "s/$/ slots=" + n + "/;";
+    s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{" + suffix + "p}' hosts.all > " +
+         shell_quote(mpirun_hostfile(job.steps[i].role)) + "\n";
   }
   return s;
 }

@@ -30,7 +30,6 @@ class PbsScheduler : public Scheduler {
  public:
   PbsScheduler();  // finds qsub/qstat/qdel on PATH and the flavor from `qstat --version`
   std::string name() const override { return "pbs"; }
-  // Refuses steps that ask several CPUs per task: the select/mpirun lines here give one CPU per task.
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.

@@ -72,7 +72,9 @@ std::vector<std::string> honoured_options(const std::string& launcher) {
   // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
   if (launcher == "slurm")
     return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step"};
-  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding"};  // -q, -A, place=excl
+  // -q, -A, place=excl; memory only where a job is submitted (inside an allocation mpirun enforces none)
+  if (launcher == "pbs" && inside_allocation()) return {"partition", "account", "exclusive", "gpus_per_task", "binding"};
+  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding"};
   return {"gpus_per_task"};
 }
 

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "common/error.h"
@@ -326,43 +329,47 @@ void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
 
 void SlurmScheduler::check(const std::vector<JobSpec>& jobs) {
   if (jobs.empty()) return;
-  slurm_request(jobs.front());  // refuses unknown --batch_args keys
-  const SchedulerOptions& o = jobs.front().options;
-  partition_info_msg_t* parts = nullptr;
-  if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm partitions: " + slurm_error());
-  const partition_info_t* chosen = nullptr;
-  std::vector<std::string> names;
+  // Runs and service jobs may ask differently (--node_feature, --db_node_feature): every job's own request.
+  for (auto& job : jobs) slurm_request(job);  // unknown --batch_args keys, GRES or memory contradictions
+  partition_info_msg_t* raw_parts = nullptr;
+  if (slurm_load_partitions(0, &raw_parts, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm partitions: " + slurm_error());
+  std::unique_ptr<partition_info_msg_t, void (*)(partition_info_msg_t*)> parts(raw_parts, slurm_free_partition_info_msg);
+  std::map<std::string, int> capacity;
+  std::string default_partition;
   for (uint32_t i = 0; i < parts->record_count; ++i) {
     const partition_info_t& p = parts->partition_array[i];
-    names.push_back(p.name);
-    if (o.partition.empty() ? (p.flags & PART_FLAG_DEFAULT) : o.partition == p.name) chosen = &p;
+    capacity[p.name] = int(p.total_nodes);
+    if (p.flags & PART_FLAG_DEFAULT) default_partition = p.name;
   }
-  if (!chosen) {
-    slurm_free_partition_info_msg(parts);
-    throw UserError(o.partition.empty() ? "Slurm has no default partition; give --partition (partitions: " + join(names, ", ") + ")"
-                                        : "--partition: Slurm has no partition '" + o.partition + "' (partitions: " + join(names, ", ") + ")");
-  }
-  const std::string pname = chosen->name;
-  const int capacity = int(chosen->total_nodes);
-  slurm_free_partition_info_msg(parts);
-  const JobSpec* biggest = &jobs.front();
-  for (auto& j : jobs)
-    if (j.total_nodes() > biggest->total_nodes()) biggest = &j;
-  if (biggest->total_nodes() > capacity)
-    throw UserError("run " + biggest->name + " needs " + std::to_string(biggest->total_nodes()) + " nodes but partition '" +
-                    pname + "' has " + std::to_string(capacity) + "; nothing was submitted");
-  if (!o.constraint.empty()) {
-    node_info_msg_t* nodes = nullptr;
-    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm nodes: " + slurm_error());
-    std::set<std::string> have;
-    for (uint32_t i = 0; i < nodes->record_count; ++i)
-      if (nodes->node_array[i].features)
-        for (auto& f : split(nodes->node_array[i].features, ',')) have.insert(trim(f));
-    slurm_free_node_info_msg(nodes);
+  std::vector<std::string> names;
+  for (auto& [name, n] : capacity) names.push_back(name);
+  std::optional<std::map<std::string, std::set<std::string>>> features;  // per partition, read once when a job asks some
+  for (const JobSpec& job : jobs) {
+    const SchedulerOptions& o = job.options;
+    const std::string pname = o.partition.empty() ? default_partition : o.partition;
+    if (!capacity.count(pname))
+      throw UserError(o.partition.empty() ? "Slurm has no default partition; give --partition (partitions: " + join(names, ", ") + ")"
+                                          : "--partition: Slurm has no partition '" + o.partition + "' (partitions: " + join(names, ", ") + ")");
+    if (job.total_nodes() > capacity[pname])
+      throw UserError("run " + job.name + " needs " + std::to_string(job.total_nodes()) + " nodes but partition '" + pname + "' has " +
+                      std::to_string(capacity[pname]) + "; nothing was submitted");
+    if (o.constraint.empty()) continue;
+    if (!features) {
+      node_info_msg_t* nodes = nullptr;
+      if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) throw UserError("cannot read Slurm nodes: " + slurm_error());
+      slurm_populate_node_partitions(nodes, parts.get());  // fills each node's `partitions`, as sinfo does
+      features.emplace();
+      for (uint32_t i = 0; i < nodes->record_count; ++i)
+        if (nodes->node_array[i].features && nodes->node_array[i].partitions)
+          for (auto& part : split(nodes->node_array[i].partitions, ','))
+            for (auto& f : split(nodes->node_array[i].features, ',')) (*features)[trim(part)].insert(trim(f));
+      slurm_free_node_info_msg(nodes);
+    }
+    const std::set<std::string>& here = (*features)[pname];
     for (auto& f : feature_words(o.constraint))
-      if (!have.count(f))
-        throw UserError("--constraint: no Slurm node has feature '" + f + "' (features: " +
-                        join(std::vector<std::string>(have.begin(), have.end()), ", ") + ")");
+      if (!here.count(f))
+        throw UserError("--constraint: no node of Slurm partition '" + pname + "' has feature '" + f + "' (features there: " +
+                        join(std::vector<std::string>(here.begin(), here.end()), ", ") + ")");
   }
 }
 

@@ -590,6 +590,11 @@ TEST(Cli, StepResourcesAreGivenOrRefused) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"0", "3,5"}));
   EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "7,9"}));
+  write_file_atomic(d.path / "two.toml", "[experiment]\nplugin = \"calibration\"\n[parameters]\niterations = 1\n"
+                                         "[[steps]]\nrole = \"sleep\"\nnodes = 2\ntasks_per_node = 1\ngpus_per_task = 1\n");
+  auto two = with_gpus("3,5", {"run", (d.path / "two.toml").string()});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("more than one step or node asks GPUs on this host, and the local launcher hands out none"), std::string::npos) << two.err;
   auto few = with_gpus("3", {"run", file("few", "gpus_per_task = 2\n")});
   EXPECT_EQ(few.exit_code, 2);
   EXPECT_NE(few.err.find("its steps ask 4 GPU(s) on a node and this host shows 1"), std::string::npos) << few.err;

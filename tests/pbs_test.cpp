@@ -106,10 +106,12 @@ TEST(PbsScript, StepResourcesGoIntoTheChunkAndBindingIntoEachMpisLauncher) {
   const std::string hydra = pbs_job_script(j, PbsFlavor::Pro);
   EXPECT_NE(hydra.find("'mpiexec' '-n' '2' '-ppn' '1' '-f' 'hosts.db' '-bind-to' 'core:4'"), std::string::npos) << hydra;
   EXPECT_NE(hydra.find("'mpiexec' '-n' '8' '-ppn' '4' '-f' 'hosts.client' '-bind-to' 'user:0,2,4,6'"), std::string::npos) << hydra;
+  EXPECT_NE(hydra.find("sed -n '3,4{s/$/:4/;p}' hosts.all > 'hosts.client'"), std::string::npos) << "Hydra's host:N form\n" << hydra;
   j.options.mpi = "pals";
   const std::string pals = pbs_job_script(j, PbsFlavor::Pro);
   EXPECT_NE(pals.find("'mpiexec' '-n' '2' '--ppn' '1' '--hostfile' 'hosts.db' '--cpu-bind' 'depth' '--depth' '4'"), std::string::npos) << pals;
   EXPECT_NE(pals.find("'--hostfile' 'hosts.client' '--cpu-bind' 'list:0:2:4:6'"), std::string::npos) << pals;
+  EXPECT_NE(pals.find("sed -n '3,4{p}' hosts.all > 'hosts.client'"), std::string::npos) << "PALS's plain host names\n" << pals;
 }
 
 TEST(PbsScript, ValuesAreQuotedNeverInterpreted) {

@@ -197,7 +197,8 @@ TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {
   } cases[] = {
       {{"--nodes=[2,5]"}, "needs 5 nodes but partition 'debug' has 4; nothing was submitted"},
       {{"--partition=nope"}, "--partition: Slurm has no partition 'nope' (partitions: debug"},
-      {{"--constraint=gpu"}, "--constraint: no Slurm node has feature 'gpu' (features: vnode)"},
+      // Partition gpu's nodes have it; the default partition's do not.
+      {{"--constraint=gpu"}, "--constraint: no node of Slurm partition 'debug' has feature 'gpu' (features there: vnode)"},
       {{"--batch_args=colour=blue"}, "--batch_args: the slurm launcher does not know 'colour'"},
   };
   for (auto& c : cases) {

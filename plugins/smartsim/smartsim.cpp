@@ -152,6 +152,7 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
     host.log(FANOUT_LOG_INFO, "redis-server on " + server->address() + " pinned to CPUs " + server->pinned());
     std::string endpoint = cfg.unix_socket.empty() ? server->address() : "unix:" + cfg.unix_socket;
     if (!host.put("smartsim.db." + std::to_string(host.rank()), endpoint)) return 2;
+    if (colocated && !host.put("smartsim.db_cpus." + std::to_string(host.rank()), server->pinned())) return 2;
     if (!fence(host, 2, kSetupTimeoutMs)) return 3;
 
     if (host.rank() == 0) {
@@ -217,22 +218,31 @@ smartsim::ClientOptions database_options(fanout_sdk::Host& host, bool colocated)
 // Every client role: the database's three setup fences, the body, then (always, even after a failure) the
 // last fence that lets the database shut down. main() covers the whole role.
 // SmartSim's limit_app_cpus (SmartSim-Scaling's pin_app_cpus): a colocated application leaves its node's database
-// the CPUs the database pins itself to, the first db_cpus of those this task may use (RedisServer's rule). Threads
-// and client programs started afterwards inherit the set.
+// the CPUs the database pinned itself to (it publishes them). Threads and client programs started afterwards inherit
+// the set.
 void pin_app_cpus(fanout_sdk::Host& host) {
   if (host.param_int("pin_app_cpus") == 0) return;
+  const int node = int(host.rank() / std::max<int64_t>(1, host.param_int("clients_per_node")));
+  std::string db_list;
+  if (!get(host, "smartsim.db_cpus." + std::to_string(node), db_list)) throw std::runtime_error("pin_app_cpus: the database never said its CPUs");
+  std::vector<int> db_cpus;
+  for (size_t at = 0; at < db_list.size();) {
+    size_t comma = db_list.find(',', at);
+    db_cpus.push_back(std::atoi(db_list.substr(at, comma - at).c_str()));
+    at = comma == std::string::npos ? db_list.size() : comma + 1;
+  }
   cpu_set_t allowed, mine;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_getaffinity: ") + std::strerror(errno));
   CPU_ZERO(&mine);
-  int64_t skip = std::max<int64_t>(1, host.param_int("db_cpus"));
   std::string list;
   for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed) && skip-- <= 0) CPU_SET(c, &mine), list += (list.empty() ? "" : ",") + std::to_string(c);
+    if (CPU_ISSET(c, &allowed) && std::find(db_cpus.begin(), db_cpus.end(), c) == db_cpus.end())
+      CPU_SET(c, &mine), list += (list.empty() ? "" : ",") + std::to_string(c);
   if (list.empty())
-    throw std::runtime_error("pin_app_cpus: db_cpus=" + std::to_string(host.param_int("db_cpus")) + " leaves the application none of the " +
-                             std::to_string(CPU_COUNT(&allowed)) + " CPUs this task may use");
+    throw std::runtime_error("pin_app_cpus: the database's CPUs (" + db_list + ") are all " + std::to_string(CPU_COUNT(&allowed)) +
+                             " this task may use: nothing is left for the application");
   if (sched_setaffinity(0, sizeof mine, &mine) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_setaffinity: ") + std::strerror(errno));
-  host.log(FANOUT_LOG_INFO, "application pinned to CPUs " + list + " (pin_app_cpus; the database has the first db_cpus)");
+  host.log(FANOUT_LOG_INFO, "application pinned to CPUs " + list + " (pin_app_cpus; the database has " + db_list + ")");
 }
 
 int client_role(fanout_sdk::Host& host, const std::function<void()>& body) {
