@@ -365,8 +365,9 @@ TEST_F(Slurm, InferenceStandardOnOneDatabaseAndOnATwoShardCluster) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='cluster_create'"), "1");
 }
 
-// torchloader on Slurm: the seed's 3 applications (2 nodes each) with the Master on its own node and a
-// Worker/Application Master on each of 2 others, modes 1 and 3.
+// torchloader on Slurm: the seed's 3 applications (2 nodes each), a Worker/Application Master on each of 2 nodes and
+// the Master beside the first of them (the seed's 2-node placement), modes 1 and 3; then the older layout, the
+// Master on a node of its own (torchloader_master_apart).
 TEST_F(Slurm, TorchloaderSeedWorkloadWithMasterAndTwoNodeAgents) {
   auto r = test::run_fanout(d.path, {"torchloader", "--launcher=slurm", "--exp_name=tl", "--workload=seed", "--mode=[1,3]", "--nodes=2",
                                      "--max_iterations=10", "--max_batch=16", "--cost=2", "--profile_iterations=1"},
@@ -374,9 +375,21 @@ TEST_F(Slurm, TorchloaderSeedWorkloadWithMasterAndTwoNodeAgents) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   fs::path db = d.path / "results" / "tl" / "fanout.sqlite";
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
-  expect_role_apart_in_each_run("tl", "master", 2);
+  EXPECT_EQ(test::sql_one(db, "SELECT count(DISTINCT node) FROM rank_nodes WHERE role='node'"), "2");
+  for (auto& run : query("tl", "SELECT id FROM runs")) {
+    auto master = query("tl", "SELECT node FROM rank_nodes WHERE role='master' AND run_id=" + run[0]);
+    ASSERT_EQ(master.size(), 1u);
+    EXPECT_EQ(one("tl", "SELECT count(*) FROM rank_nodes WHERE role='node' AND rank=0 AND run_id=" + run[0] + " AND node='" + master[0][0] + "'"), "1")
+        << "run " << run[0] << ": the master is on the first node's agent's node";
+    EXPECT_EQ(one("tl", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id=" + run[0]), "2") << "2 nodes in all";
+  }
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=10"), "12")
       << "2 runs x 3 applications x 2 processes, each to its last iteration";
+  auto apart = test::run_fanout(d.path, {"torchloader_master_apart", "--launcher=slurm", "--exp_name=apart", "--workload=seed", "--mode=1",
+                                         "--nodes=2", "--max_iterations=5", "--max_batch=16", "--cost=2", "--profile_iterations=1"},
+                                900);
+  ASSERT_EQ(apart.exit_code, 0) << apart.err;
+  expect_role_apart_in_each_run("apart", "master", 2);
 }
 
 TEST_F(Slurm, ParameterServingWorkersSpreadOverVirtualNodes) {

@@ -1,6 +1,6 @@
 // torchloader (A-Dloader) on fanout: concurrent training applications whose data-loading workers are
 // allocated by the Master (TPM + WAA), on a real cluster.
-//   master  (1 rank, own node): the Submitter and Scheduler. Listens on TCP, waits for every node to register,
+//   master  (1 rank, on the first node beside its agent as the seed; torchloader_master_apart: its own node): the Submitter and Scheduler. Listens on TCP, waits for every node to register,
 //           launches applications at their arrival times, reallocates workers by mode, records per application
 //           throughput over time, workers over time, completion times, and the makespan.
 //   node    (1 rank per node): the Worker and Application Master of the node. Registers with the Master, spawns
@@ -52,6 +52,8 @@ constexpr char kSeedWorkload[] =
     "googlenet, 1, 512, 16, \"test-48worker-2node-mod3\",d3093, 58448,  1, [\"0 2\" \"0 2\"], 0, 1, 500, 1, 2\n";
 
 const char* const kModes[] = {"1", "2", "3"};
+const char* const kDevices[] = {"auto", "cpu", "cuda", "emulated"};
+const char* const kLoaders[] = {"real", "emulated"};
 const fanout_param_spec kParams[] = {
     FANOUT_PARAM("workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"),
     FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions", kModes),
@@ -63,6 +65,10 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_RANGE("threads", FANOUT_PARAM_INT, "1", "compute threads per training process", "1", NULL),
     FANOUT_PARAM("tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"),
     FANOUT_PARAM_RANGE("profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run", "1", NULL),
+    FANOUT_PARAM_ONE_OF("device", FANOUT_PARAM_STRING, "auto", "where training computes: auto (CUDA if libtorch has it, else CPU), cpu, cuda, or emulated: a simulated accelerator per training process whose iterations take launch + 6 x MACs x batch / tflops on a timer, using no CPU core", kDevices),
+    FANOUT_PARAM_RANGE_FLAGS("device_tflops", FANOUT_PARAM_FLOAT, "10", "emulated device: sustained 10^12 FLOP/s", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
+    FANOUT_PARAM_RANGE("device_launch_us", FANOUT_PARAM_FLOAT, "200", "emulated device: fixed microseconds per iteration (launches, synchronisation)", "0", NULL),
+    FANOUT_PARAM_ONE_OF("loader", FANOUT_PARAM_STRING, "real", "real: loader workers do the CPU work; emulated: each delivers batches at the rate the TPM profiled for its application (a/workers + b seconds per sample), on timers", kLoaders),
 };
 
 std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
@@ -92,7 +98,8 @@ std::vector<std::string> train_args(fanout_sdk::Host& host, const std::string& a
                                     int64_t iterations) {
   return {fanout_sdk::companion_program("fanout-torchloader-train"), "--arch", arch, "--depth", std::to_string(depth), "--batch", std::to_string(batch),
           "--workers", std::to_string(workers), "--end_iter", std::to_string(iterations), "--cost",
-          std::to_string(host.param_int("cost")), "--threads", std::to_string(host.param_int("threads"))};
+          std::to_string(host.param_int("cost")), "--threads", std::to_string(host.param_int("threads")),
+          "--device", host.param("device"), "--device_tflops", host.param("device_tflops"), "--device_launch_us", host.param("device_launch_us")};
 }
 
 // --- TPM: profiling runs, fit, file ---------------------------------------------------------------------
@@ -102,7 +109,13 @@ struct AppProfile {
   LoaderModel loader;
 };
 
-std::string app_key(const AppSpec& a) { return a.arch + "-" + std::to_string(a.depth) + "-" + std::to_string(a.batch / std::max(1, a.node_size)); }
+// An application's entry in the TPM file: model, depth, batch per process, and for an emulated device its model
+// (a real device's compute time is another entry's).
+std::string app_key(fanout_sdk::Host& host, const AppSpec& a) {
+  std::string key = a.arch + "-" + std::to_string(a.depth) + "-" + std::to_string(a.batch / std::max(1, a.node_size));
+  if (host.param("device") == "emulated") key += "@emulated-" + host.param("device_tflops") + "tf-" + host.param("device_launch_us") + "us";
+  return key;
+}
 
 // PROFILE line of one profiling run.
 std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int workers) {
@@ -116,7 +129,7 @@ std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int
   ::close(c.out);
   const int rc = fanout_sdk::wait_exit(c.pid);
   const auto at = out.find("PROFILE ");
-  if (rc != 0 || at == std::string::npos) throw std::runtime_error("profiling " + app_key(a) + " failed (exit " + std::to_string(rc) + "): " + out);
+  if (rc != 0 || at == std::string::npos) throw std::runtime_error("profiling " + app_key(host, a) + " failed (exit " + std::to_string(rc) + "): " + out);
   return out.substr(at, out.find('\n', at) - at);
 }
 
@@ -126,7 +139,7 @@ nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpe
                                 nlohmann::json j = nlohmann::json::object()) {
   std::vector<ComputeObs> obs;
   for (const auto& a : apps) {
-    const std::string key = app_key(a);
+    const std::string key = app_key(host, a);
     if (j.contains("apps") && j["apps"].contains(key)) continue;
     const int batch = std::max(1, a.batch / std::max(1, a.node_size));
     std::vector<std::pair<int, double>> loader_obs;
@@ -164,10 +177,10 @@ std::string tpm_path(fanout_sdk::Host& host) {
 
 // Each application's demand per device from the TPM: compute throughput of one process over one worker's
 // loader throughput (the reference's rule: floor + 2, the fraction is the overload).
-std::vector<Demand> demands(const nlohmann::json& tpm, const std::vector<AppSpec>& apps) {
+std::vector<Demand> demands(fanout_sdk::Host& host, const nlohmann::json& tpm, const std::vector<AppSpec>& apps) {
   std::vector<Demand> out;
   for (const auto& a : apps) {
-    const auto& p = tpm.at("apps").at(app_key(a));
+    const auto& p = tpm.at("apps").at(app_key(host, a));
     LoaderModel loader{p.at("loader_a").get<double>(), p.at("loader_b").get<double>()};
     const double batch = double(a.batch) / std::max(1, a.node_size);
     const double compute = batch / std::max(1e-9, p.at("compute_s").get<double>());
@@ -210,13 +223,13 @@ class Master {
       }
     }
     bool covered = tpm.contains("apps");
-    for (const auto& a : apps_) covered = covered && tpm["apps"].contains(app_key(a));
+    for (const auto& a : apps_) covered = covered && tpm["apps"].contains(app_key(host_, a));
     if (!covered) tpm = profile_workload(host_, apps_, path, tpm);
     const int nodes = int(host_.param_int("nodes"));
     int cores = int(host_.param_int("cores"));
     register_nodes(nodes, cores);
     const Mode mode = Mode(host_.param_int("mode"));  // one of 1, 2, 3: the driver checked
-    Scheduler scheduler(apps_, demands(tpm, apps_), mode, nodes, cores);
+    Scheduler scheduler(apps_, demands(host_, tpm, apps_), mode, nodes, cores);
     sched_ = &scheduler;
     t0_ = host_.now_ns();
     while (!scheduler.all_finished()) {
@@ -435,6 +448,14 @@ class NodeAgent {
     args.insert(args.end(), {"--checkpoint", checkpoint(app, proc), "--seed", std::to_string(app)});
     if (std::stoi(w[8]) > 1) args.insert(args.end(), {"--dp_rank", w[2], "--dp_world", w[8], "--dp_address", w[9]});
     if (resume) args.push_back("--resume");
+    if (host_.param("loader") == "emulated") {  // the TPM's loader model of this application (batch per process)
+      AppSpec a;
+      a.arch = w[4], a.depth = std::stoi(w[5]), a.batch = std::stoi(w[6]), a.node_size = 1;
+      std::ifstream f(tpm_path(host_));
+      const nlohmann::json tpm = nlohmann::json::parse(f);
+      const auto& model = tpm.at("apps").at(app_key(host_, a));
+      args.insert(args.end(), {"--loader_a", model.at("loader_a").dump(), "--loader_b", model.at("loader_b").dump()});
+    }
     std::lock_guard<std::mutex> g(mu_);
     auto& p = procs_[{app, proc}];
     if (p.reader.joinable()) p.reader.join();  // the paused run's reader has ended
@@ -510,15 +531,19 @@ const fanout_role kRoles[] = {
     FANOUT_ROLE("profile", "TPM profiling runs: compute time per iteration and loader throughput per application", run_profile),
 };
 
-const fanout_step_spec kSteps[] = {FANOUT_STEP("master", "1", "1", "disjoint"), FANOUT_STEP("node", "{nodes}", "1", "disjoint")};
+// The seed's placement: the master runs beside the first node's agent, on one of the allocated nodes. The older
+// layout, the master on a node of its own, stays as torchloader_master_apart.
+const fanout_step_spec kSteps[] = {FANOUT_STEP("node", "{nodes}", "1", "disjoint"), FANOUT_STEP("master", "1", "1", "colocated")};
+const fanout_step_spec kMasterApartSteps[] = {FANOUT_STEP("master", "1", "1", "disjoint"), FANOUT_STEP("node", "{nodes}", "1", "disjoint")};
 const fanout_step_spec kProfileSteps[] = {FANOUT_STEP("profile", "1", "1", "disjoint")};
 const fanout_param_default kProfileDefaults[] = {FANOUT_DEFAULT("mode", "1")};
 
 const fanout_experiment_spec kExperiments[] = {
-    FANOUT_EXPERIMENT("torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3)", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("torchloader", "concurrent training applications with data-loading workers allocated by TPM + WAA (modes 1-3); the master on the first node, as the seed", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
+    FANOUT_EXPERIMENT("torchloader_master_apart", "the same with the master on a node of its own", FANOUT_ARRAY(kMasterApartSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
     // Profiling runs each application alone on one process: no modes, nodes or core budget.
     FANOUT_EXPERIMENT_USING("torchloader_profile", "TPM profiling of a workload's applications; writes the model file torchloader reads", FANOUT_ARRAY(kProfileSteps), FANOUT_ARRAY(kProfileDefaults), nullptr, nullptr, nullptr,
-                            "workload,max_iterations,max_batch,cost,threads,tpm,profile_iterations"),
+                            "workload,max_iterations,max_batch,cost,threads,tpm,profile_iterations,device,device_tflops,device_launch_us"),
 };
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN("torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);

@@ -67,6 +67,16 @@ int main(int argc, char** argv) {
   app.add_option("--dp_rank", o.dp_rank, "data parallel: this process's rank")->check(CLI::Range(0, kIntMax))->capture_default_str();
   app.add_option("--dp_world", o.dp_world, "data parallel: processes of the application")->check(CLI::Range(1, kIntMax))->capture_default_str();
   app.add_option("--dp_address", o.dp_address, "data parallel: rank 0 listens on this IP (prints LISTENING port=N); others connect to ip:port");
+  app.add_option("--device", o.device.kind, "where forward/backward run: auto (CUDA if any, else CPU), cpu, cuda, emulated (a simulated accelerator: time on a timer)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "emulated"}))
+      ->capture_default_str();
+  app.add_option("--device_tflops", o.device.tflops, "emulated device: sustained 10^12 FLOP/s")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--device_launch_us", o.device.launch_us, "emulated device: fixed microseconds per iteration")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--loader_a", o.emulated_loader.a, "emulated loader (with --loader_b; 0 and 0: real): seconds per sample = a / workers + b")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--loader_b", o.emulated_loader.b, "emulated loader: see --loader_a")->check(CLI::NonNegativeNumber);
   app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
       ->check(CLI::Range(1, kIntMax));
 

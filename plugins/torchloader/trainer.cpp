@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace torchloader {
 namespace {
@@ -233,9 +234,26 @@ void validate(const TrainOptions& o) {
   if (o.dataset_size < 1) throw std::invalid_argument("torchloader: dataset_size must be >= 1");
   if (o.start_iter < 0) throw std::invalid_argument("torchloader: start_iter must be >= 0");
   if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("torchloader: resume needs a checkpoint path");
+  if (o.device.kind != "auto" && o.device.kind != "cpu" && o.device.kind != "cuda" && o.device.kind != "emulated")
+    throw std::invalid_argument("torchloader: device must be auto, cpu, cuda or emulated, not " + o.device.kind);
+  if (o.device.kind == "emulated" && (!(o.device.tflops > 0) || !(o.device.launch_us >= 0)))
+    throw std::invalid_argument("torchloader: the emulated device needs tflops > 0 and launch_us >= 0");
+  if (o.emulated_loader.a < 0 || o.emulated_loader.b < 0) throw std::invalid_argument("torchloader: the emulated loader's a and b must be >= 0");
 }
 
-torch::Device pick_device() { return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
+// The torch device the model lives on: an emulated accelerator keeps it on the CPU (only time is simulated).
+torch::Device pick_device(const DeviceOptions& d) {
+  if (d.kind == "cuda" && !torch::cuda::is_available())
+    throw std::invalid_argument("torchloader: device cuda asked, but this libtorch has no usable CUDA");
+  if (d.kind == "cuda" || (d.kind == "auto" && torch::cuda::is_available())) return torch::Device(torch::kCUDA);
+  return torch::Device(torch::kCPU);
+}
+
+// One emulated iteration's forward + backward: the device's time on a timer (no CPU), zero gradients.
+void emulated_step(torch::nn::Module& model, double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  for (auto& p : model.parameters()) p.mutable_grad() = torch::zeros_like(p);
+}
 
 const double kLearningRate = 0.01, kMomentum = 0.9, kWeightDecay = 5e-4;
 
@@ -305,6 +323,10 @@ std::shared_ptr<torch::nn::Module> make_model(const std::string& arch, int depth
 
 torch::Tensor forward(const std::shared_ptr<torch::nn::Module>& model, const torch::Tensor& x) {
   return as_image_model(model).forward(x);
+}
+
+double emulated_iteration_seconds(const DeviceOptions& d, double macs_per_sample, int64_t batch) {
+  return d.launch_us * 1e-6 + 6.0 * macs_per_sample * double(batch) / (d.tflops * 1e12);
 }
 
 double flops_per_sample(const std::shared_ptr<torch::nn::Module>& model) {
@@ -416,11 +438,15 @@ std::pair<torch::Tensor, torch::Tensor> SyntheticImageDataset::make_batch(int64_
 
 // ================================================================================================ loader
 DataLoader::DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter,
-                       int64_t end_iter, int shard_rank, int shard_world)
+                       int64_t end_iter, int shard_rank, int shard_world, EmulatedLoader emulated)
     : dataset_(dataset), batch_(batch), end_iter_(end_iter), shard_rank_(shard_rank), shard_world_(std::max(1, shard_world)),
+      emulated_(emulated), emulated_batch_s_(emulated.batch_seconds(batch, workers)),
       capacity_(2 * static_cast<int64_t>(workers)),
       next_claim_(start_iter), next_take_(start_iter) {
   if (workers < 1 || batch < 1) throw std::invalid_argument("torchloader: loader needs workers >= 1 and batch >= 1");
+  if (emulated_.on())
+    zeros_ = {torch::zeros({batch, SyntheticImageDataset::kChannels, SyntheticImageDataset::kCrop, SyntheticImageDataset::kCrop}),
+              torch::zeros({batch}, torch::kLong)};
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { run(); });
 }
@@ -446,7 +472,12 @@ void DataLoader::run() {
     Batch b;
     b.iteration = k;
     try {
-      std::tie(b.data, b.labels) = dataset_.make_batch(k * shard_world_ + shard_rank_, batch_);
+      if (emulated_.on()) {  // the profiled time on a timer; the training side does not read the values
+        std::this_thread::sleep_for(std::chrono::duration<double>(emulated_batch_s_));
+        std::tie(b.data, b.labels) = zeros_;
+      } else {
+        std::tie(b.data, b.labels) = dataset_.make_batch(k * shard_world_ + shard_rank_, batch_);
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
@@ -518,7 +549,8 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
                   const std::function<void(const Heartbeat&)>& on_heartbeat) {
   validate(opts);
   torch::set_num_threads(opts.threads);
-  const torch::Device device = pick_device();
+  const torch::Device device = pick_device(opts.device);
+  const bool emulated = opts.device.kind == "emulated";
 
   uint64_t seed = opts.seed;
   int64_t start = opts.start_iter;
@@ -552,9 +584,10 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     ckpt.reset();
   }
   ImageModel& net = as_image_model(model);
+  const double device_s = emulated ? emulated_iteration_seconds(opts.device, flops_per_sample(model), opts.batch) : 0;
 
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, seed);
-  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world);
+  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world, opts.emulated_loader);
   std::unique_ptr<GradientExchange> replicas;
   if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.dp_token, opts.on_listening);
 
@@ -568,15 +601,20 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     std::optional<Batch> b = loader.next();
     hb_wait += seconds_since(w0);
     if (!b) break;  // cannot happen: the loader covers [start, end_iter)
-    torch::Tensor x = b->data.to(device), y = b->labels.to(device);
     optimizer.zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(x), y);
-    loss.backward();
+    torch::Tensor loss;
+    if (emulated) {
+      emulated_step(*model, device_s);
+    } else {
+      torch::Tensor x = b->data.to(device), y = b->labels.to(device);
+      loss = torch::nn::functional::cross_entropy(net.forward(x), y);
+      loss.backward();
+    }
     // Asked before the step, so that data-parallel replicas agree on it through the exchange.
     bool pause_now = it + 1 < opts.end_iter && should_pause && should_pause();
     if (replicas) pause_now = average_gradients(*model, *replicas, pause_now);
     optimizer.step();
-    result.last_loss = loss.item<double>();
+    result.last_loss = emulated ? std::log(double(opts.classes)) : loss.item<double>();
     ++result.iterations_done;
     ++hb_iters;
 
@@ -613,7 +651,7 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
   validate(opts);
   if (iterations < 1) throw std::invalid_argument("torchloader: profile needs iterations >= 1");
   torch::set_num_threads(opts.threads);
-  const torch::Device device = pick_device();
+  const torch::Device device = pick_device(opts.device);
   ProfileResult r{};
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, opts.seed);
 
@@ -628,8 +666,14 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
                                 torch::optim::SGDOptions(kLearningRate).momentum(kMomentum).weight_decay(kWeightDecay));
     auto [data, labels] = dataset.make_batch(0, opts.batch);
     torch::Tensor x = data.to(device), y = labels.to(device);
+    const double device_s = opts.device.kind == "emulated" ? emulated_iteration_seconds(opts.device, flops_per_sample(model), opts.batch) : 0;
     auto step = [&] {
       optimizer.zero_grad();
+      if (opts.device.kind == "emulated") {
+        emulated_step(*model, device_s);
+        optimizer.step();
+        return;
+      }
       torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(x), y);
       loss.backward();
       optimizer.step();
@@ -648,7 +692,7 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
     constexpr double kMinLoaderSeconds = 0.25;
     const int64_t w = opts.workers;
     const int64_t at_least = std::max<int64_t>(1, (iterations + w - 1) / w) * w;
-    DataLoader loader(dataset, opts.batch, opts.workers, 0, std::numeric_limits<int64_t>::max());
+    DataLoader loader(dataset, opts.batch, opts.workers, 0, std::numeric_limits<int64_t>::max(), 0, 1, opts.emulated_loader);
     loader.next();  // warmup
     const auto t = Clock::now();
     int64_t taken = 0;

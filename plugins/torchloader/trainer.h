@@ -89,6 +89,16 @@ struct Batch {
   torch::Tensor labels;
 };
 
+// An emulated loader (a simulation, for nodes of a shape this machine does not have): each worker delivers a batch
+// after the time its real counterpart takes by the TPM's loader model (seconds per sample = a / workers + b over
+// all workers, so one worker's batch takes batch x (a + b x workers)), waiting on a timer instead of loading; the
+// batch is zeros. a = b = 0: the real loader.
+struct EmulatedLoader {
+  double a = 0, b = 0;
+  bool on() const { return a > 0 || b > 0; }
+  double batch_seconds(int64_t batch, int workers) const { return double(batch) * (a + b * workers); }
+};
+
 // `workers` threads build the batches of iterations [start_iter, end_iter) and hand them out strictly in iteration
 // order. At most 2 * workers batches are claimed but not yet taken (PyTorch's prefetch_factor = 2). The batch of
 // iteration k does not depend on the worker count.
@@ -97,7 +107,7 @@ class DataLoader {
   // shard_rank of shard_world: iteration k loads the samples of virtual iteration k * shard_world + shard_rank, so
   // data-parallel processes see disjoint parts of the data.
   DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int workers, int64_t start_iter, int64_t end_iter,
-             int shard_rank = 0, int shard_world = 1);
+             int shard_rank = 0, int shard_world = 1, EmulatedLoader emulated = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -113,6 +123,9 @@ class DataLoader {
   const int64_t batch_;
   const int64_t end_iter_;
   const int shard_rank_, shard_world_;
+  const EmulatedLoader emulated_;
+  const double emulated_batch_s_;                  // one worker's time per batch when emulated
+  std::pair<torch::Tensor, torch::Tensor> zeros_;  // the emulated loader's batch, shared
   const int64_t capacity_;
   std::mutex mu_;
   std::condition_variable work_cv_;
@@ -129,8 +142,23 @@ class DataLoader {
 // Training.
 // ---------------------------------------------------------------------------------------------------------------
 
+// Where forward and backward run. auto: CUDA when libtorch has it, else CPU; cuda: refused when it has not;
+// emulated: a simulated accelerator whose iteration takes launch + 6 x multiply-adds x batch / (tflops x 10^12)
+// seconds (forward 2 FLOP per multiply-add, backward twice the forward) on a timer, using no CPU core; the
+// gradients it "computes" are zeros (weight decay still moves the parameters), so the exchange between replicas,
+// the optimizer step, checkpoints and heartbeats are real. No loss is computed (last_loss: log(classes)).
+struct DeviceOptions {
+  std::string kind = "auto";  // auto, cpu, cuda, emulated
+  double tflops = 10;         // emulated: sustained 10^12 FLOP/s
+  double launch_us = 200;     // emulated: fixed cost of an iteration (kernel launches, synchronisation)
+};
+// The emulated device's seconds for one iteration of `batch` samples of a model of `macs_per_sample` multiply-adds.
+double emulated_iteration_seconds(const DeviceOptions& d, double macs_per_sample, int64_t batch);
+
 struct TrainOptions {
   std::string arch;
+  DeviceOptions device;
+  EmulatedLoader emulated_loader;
   int depth = 1, batch = 32, workers = 1, classes = 10;
   int64_t start_iter = 0, end_iter = 0;
   int cost = 4;
