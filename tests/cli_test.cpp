@@ -700,6 +700,9 @@ TEST(Cli, TheServiceJobAndTheRunsJobsTakeOptionsApart) {
   auto local = fanout_cmd(d, {"throughput_standard", "--db_nodes=1", "--client_nodes=1", "--db_hosts=n3", "--dry-run"});
   EXPECT_EQ(local.exit_code, 2);
   EXPECT_NE(local.err.find("--service_hosts (--db_hosts): the local launcher cannot place a job on given nodes"), std::string::npos) << local.err;
+  auto runs_local = fanout_cmd(d, {"calibration_sleep", "--node_feature=constraint=fast", "--dry-run"});
+  EXPECT_EQ(runs_local.exit_code, 2);
+  EXPECT_NE(runs_local.err.find("--constraint: the local launcher cannot honour it"), std::string::npos) << runs_local.err;
   auto bad = fanout_cmd(d, {"throughput_standard", "--launcher=slurm", "--db_node_feature={\"constraint\": [1]}", "--dry-run"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--service_args (--db_node_feature): option 'constraint' needs a string or integer value"), std::string::npos) << bad.err;

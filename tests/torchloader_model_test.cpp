@@ -207,6 +207,15 @@ TEST(TorchloaderTpm, FitLoaderWithinTwoPercentUnderOnePercentNoise) {
   EXPECT_NEAR(m.b, 0.001, 0.001 * 0.02);
 }
 
+// Two workers measured at more than twice one worker's rate (noise) would fit a negative serial part, which no
+// loader has (and an emulated loader cannot wait): the fit goes through the origin instead, b = 0.
+TEST(TorchloaderTpm, FitLoaderNeverGivesANegativeSerialPart) {
+  LoaderModel m = fit_loader({{1, 1000.0}, {2, 2100.0}});
+  EXPECT_EQ(m.b, 0.0);
+  // Least squares of 1/thr = a/w through the origin: a = sum(x y) / sum(x x), x = 1/w, y = 1/thr.
+  EXPECT_NEAR(m.a, (1.0 / 1000 + 0.5 / 2100) / (1.0 + 0.25), 1e-15);
+}
+
 TEST(TorchloaderTpm, FitLoaderRefusesBadInput) {
   EXPECT_THROW_WITH(fit_loader({}), std::runtime_error, "fit_loader: need observations at >= 2 distinct worker counts, got 0");
   EXPECT_THROW_WITH(fit_loader({{4, 100.0}, {4, 110.0}}), std::runtime_error,  // one worker count

@@ -229,7 +229,10 @@ class Master {
     int cores = int(host_.param_int("cores"));
     register_nodes(nodes, cores);
     const Mode mode = Mode(host_.param_int("mode"));  // one of 1, 2, 3: the driver checked
-    Scheduler scheduler(apps_, demands(host_, tpm, apps_), mode, nodes, cores);
+    const std::vector<Demand> demand = demands(host_, tpm, apps_);
+    for (size_t a = 0; a < demand.size(); ++a)  // the TPM's need per device, unrounded: what WAA allocates by
+      host_.record(("demand.app" + std::to_string(a)).c_str(), 0, host_.now_ns(), demand[a].workers_per_device, "workers", false);
+    Scheduler scheduler(apps_, demand, mode, nodes, cores);
     sched_ = &scheduler;
     t0_ = host_.now_ns();
     while (!scheduler.all_finished()) {

@@ -47,6 +47,14 @@ LoaderModel fit_loader(const std::vector<std::pair<int, double>>& obs) {
   LoaderModel m;
   m.a = sxy / sxx;
   m.b = my - m.a * mx;
+  // A negative serial part (more than linear scaling, from noise in a few runs) is not a loader: refit through
+  // the origin (b = 0, perfect scaling), least squares of y = a x.
+  if (m.b < 0) {
+    double xy = 0, xx = 0;
+    for (const auto& [w, thr] : obs) xy += (1.0 / w) / thr, xx += 1.0 / (double(w) * w);
+    m.a = xy / xx;
+    m.b = 0;
+  }
   if (!(m.a + m.b > 0))
     throw std::runtime_error("fit_loader: the fitted model predicts a non-positive time per sample for one worker");
   return m;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# torchloader on a simulated cluster of the paper's node shape: every training process owns an emulated
+# accelerator (--device=emulated: its iterations take the modelled time on a timer) and every loader worker is
+# emulated (--loader=emulated: batches arrive at the rate the TPM profiled for the real loader, on timers), so 48
+# loader "cores" per node run here. Only time is modelled: the Submitter, Scheduler, WAA, Application Masters,
+# pauses, resumes, checkpoints and gradient exchanges are the real ones.
+#   bench/torchloader_emulated_bench.sh [build dir] [launchers (default: local)] [repeats (default: 3)]
+#   e.g. bench/torchloader_emulated_bench.sh build "local slurm" 3
+# Two workloads: the seed's three 2-node applications (capped to --max_iterations), and a skewed one
+# (bench/torchloader_skewed.csv: the loader-hungry googlenet runs 10x the others' iterations). Modes 1, 2, 3 on
+# 2 nodes; each repeat is a fresh experiment; the table gives per mode the median aggregate throughput and makespan
+# over the repeats, their spread (min..max), and the ratio of medians to mode 1. A per-application table shows why:
+# demand (TPM), workers allocated, completion time.
+# Knobs (environment): TFLOPS (0.05), COST (600: blur passes per sample of the real loader the TPM profiles; one
+# worker then delivers about 300 samples/s, an ImageNet-like loading cost), CORES (48), ITERATIONS (40).
+set -euo pipefail
+build=${1:-build}
+launchers=${2:-local}
+repeats=${3:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+[ -x "$build/fanout" ] || { echo "torchloader_emulated_bench: $build/fanout not found (build first)" >&2; exit 2; }
+command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlite3" >&2; exit 2; }
+TFLOPS=${TFLOPS:-0.05} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-40}
+out=$(mktemp -d /tmp/torchloader-emulated-XXXXXX)
+device=(--device=emulated --device_tflops="$TFLOPS" --cost="$COST")
+tpm="$out/tpm.json"
+
+# One profile per workload (compute on the emulated device, the real loader's throughput), shared by every run.
+for w in seed "$here/torchloader_skewed.csv"; do
+  "$build/fanout" torchloader_profile --exp_name="profile-$(basename "$w" .csv)" --results_dir="$out" --tpm="$tpm" \
+    --workload="$w" "${device[@]}" >/dev/null 2>>"$out/profile.log" ||
+    { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
+done
+
+run() {  # run <launcher> <workload> <cap> <rep>: one experiment of modes 1, 2, 3
+  local name="$1-$(basename "$2" .csv)-r$4"
+  "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
+    --max_iterations="$3" --mode=[1,2,3] --nodes=2 --cores="$CORES" --loader=emulated "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
+    { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
+  echo "$out/$name/fanout.sqlite"
+}
+
+metric_sql="SELECT p.value, s.metric, s.value FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode'
+            WHERE s.metric IN ('aggregate_throughput', 'makespan')"
+for launcher in $launchers; do
+  for w in seed "$here/torchloader_skewed.csv"; do
+    cap=$([ "$w" = seed ] && echo "$ITERATIONS" || echo 0)
+    rows=$(mktemp)
+    dbs=()
+    for r in $(seq "$repeats"); do
+      db=$(run "$launcher" "$w" "$cap" "$r")
+      dbs+=("$db")
+      sqlite3 -separator ' ' "$db" "$metric_sql" >> "$rows"
+    done
+    echo
+    echo "== $(basename "$w" .csv) workload, $launcher launcher, 2 nodes x $CORES emulated loader cores, emulated devices at $TFLOPS TFLOP/s, $repeats repeats"
+    awk '
+      function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+                                      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+      { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
+      END {
+        printf "%-5s %14s %18s %10s %11s %16s %10s\n", "mode", "samples/s", "(min..max)", "vs mode 1", "makespan s", "(min..max)", "vs mode 1"
+        for (m = 1; m <= 3; m++) {
+          if (!(m in modes)) continue
+          for (q = 0; q < 2; q++) {
+            metric = q ? "makespan" : "aggregate_throughput"; k = m SUBSEP metric; lo = hi = v[k, 1]
+            for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < lo) lo = x[i]; if (x[i] > hi) hi = x[i] }
+            M[m, q] = med(x, n[k]); L[m, q] = lo; H[m, q] = hi
+          }
+          printf "%-5s %14.0f %18s %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M[1, 0],
+                 M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M[1, 1] / M[m, 1]
+        }
+      }' "$rows"
+    echo "-- why (first repeat): per application (app0 resnet10, app1 vgg11, app2 googlenet1), its TPM demand per device, its workers (all processes) at the start -> at the end, its completion time (s); pauses"
+    sqlite3 -separator ' ' "${dbs[0]}" "
+      SELECT p.value, s.metric, s.value FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode'
+      WHERE s.metric LIKE 'demand.app%' OR s.metric LIKE 'workers.app%' OR s.metric LIKE 'completion_s.app%' OR s.metric = 'pauses' ORDER BY p.value, s.metric, s.t_start" |
+      awk '{ key = $1 " " $2; if (!(key in first)) { first[key] = $3; order[++n] = key } last[key] = $3 }
+           END { for (i = 1; i <= n; i++) { split(order[i], a, " "); m = a[1]; name = a[2]
+                   if (name ~ /^workers/) printf "  mode %s %-16s %s -> %s\n", m, name, first[order[i]], last[order[i]]
+                   else printf "  mode %s %-16s %.3g\n", m, name, last[order[i]] } }'
+    rm -f "$rows"
+  done
+done
+echo
+echo "(results in $out)"
