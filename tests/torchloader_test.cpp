@@ -12,6 +12,9 @@
 #include "plugins/torchloader/line_channel.h"
 #include "plugins/torchloader/scheduler.h"
 #include "plugins/sdk/fanout_sdk.hpp"
+#include "common/files.h"
+
+#include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -90,6 +93,21 @@ TEST(Scheduler, ModeTwoReallocatesOnArrivalModeThreeAlsoOnCompletion) {
     s.finished(0, 0, 12);
     EXPECT_TRUE(s.all_finished());
   }
+}
+
+// Mode 3 on a completion: an application that already has its demand is not paused to get more workers (it would
+// not run faster, and the pause costs a checkpoint and a restart; seen in bench/torchloader_emulated_bench.sh).
+TEST(Scheduler, ModeThreeDoesNotPauseAnApplicationWhoseDemandIsMet) {
+  Scheduler s({app("resnet", 0, 1), app("vgg", 5, 1)}, {demand(3, .5, 100), demand(3, .5, 100)}, Mode::OnArrivalAndCompletion, 1, 8);
+  ASSERT_EQ(s.arrive(0).size(), 1u);
+  auto second = s.arrive(5);
+  ASSERT_EQ(count(second, Command::Kind::Pause), 1) << "workers are taken away for the newcomer";
+  auto resumed = s.paused(0, 0);
+  ASSERT_EQ(resumed.size(), 1u);
+  ASSERT_GE(resumed[0].workers, 3) << "both demands (3) fit in 8 cores";
+  EXPECT_TRUE(s.finished(1, 0, 9).empty()) << "resnet has its demand: the freed cores are not worth a pause";
+  s.finished(0, 0, 12);
+  EXPECT_TRUE(s.all_finished());
 }
 
 TEST(Scheduler, ShortOfCoresEveryApplicationStillGetsAWorkerPerProcess) {
@@ -187,6 +205,41 @@ TEST(TorchloaderRun, SeedWorkloadEndToEnd) {
   const int pauses = int(std::stod(test::sql_one(db, "SELECT value FROM samples WHERE metric='pauses'")));
   EXPECT_GE(changes, 6);
   EXPECT_LE(changes, 6 + pauses);
+}
+
+// A simulated cluster (issue 24): emulated devices, so the TPM's profiling on 1 and 2 devices fits the full compute
+// model, whose per-work coefficient is the emulated device's own (6 FLOP per multiply-add at 0.05 TFLOP/s), with
+// each application's fit error in tpm.json and the results; then a run of emulated devices and loaders on 2 nodes
+// of 48 loader cores.
+TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
+  test::TempDir d;
+  const fs::path tpm = d.path / "tpm.json";
+  const std::vector<std::string> device = {"--device=emulated", "--device_tflops=0.05", "--cost=2", "--tpm=" + tpm.string()};
+  std::vector<std::string> profile = {"torchloader_profile", "--exp_name=prof", "--workload=seed", "--profile_iterations=2"};
+  profile.insert(profile.end(), device.begin(), device.end());
+  auto p = test::run_fanout(d.path, profile, 600);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto j = nlohmann::json::parse(fanout::read_file(tpm));
+  ASSERT_TRUE(j.contains("compute_model")) << j.dump(2);
+  EXPECT_FALSE(j.contains("compute_model_error")) << j.dump(2);
+  EXPECT_NEAR(j["compute_model"]["compute"]["c_work"].get<double>() / (6.0 / 0.05e12), 1.0, 0.05) << j.dump(2);
+  ASSERT_EQ(j["apps"].size(), 3u);
+  for (auto& [key, app] : j["apps"].items()) {
+    EXPECT_NE(key.find("@emulated-0.05tf-200us"), std::string::npos) << key;
+    ASSERT_TRUE(app.contains("fit_error")) << key;
+    EXPECT_LT(app["fit_error"].get<double>(), 0.25) << key;
+    EXPECT_GT(app["compute_s_2dev"].get<double>(), 0) << key;
+  }
+  EXPECT_EQ(test::sql_one(d.path / "results" / "prof" / "fanout.sqlite", "SELECT count(*) FROM samples WHERE metric LIKE 'tpm_fit_error.%'"), "3");
+  std::vector<std::string> run = {"torchloader", "--exp_name=emu", "--workload=seed", "--max_iterations=5", "--mode=2",
+                                  "--nodes=2", "--cores=48", "--loader=emulated"};
+  run.insert(run.end(), device.begin(), device.end());
+  auto r = test::run_fanout(d.path, run, 600);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path db = d.path / "results" / "emu" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=5"), "6");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'demand.app%'"), "3");
+  EXPECT_EQ(test::sql_one(db, "SELECT value FROM parameters WHERE name='device'"), "emulated") << "the device is part of every run";
 }
 
 namespace {

@@ -65,7 +65,10 @@ std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
       continue;
     }
     proc.pending = workers;  // a pausing process resumes with the newest count
-    if (!proc.pausing && workers != proc.workers) changes[app] = true;
+    // More workers for a process that already has its demand would not make it faster, and a pause costs a
+    // checkpoint and a restart: only taking workers away, or giving them where demand is unmet, is worth one.
+    const bool helps = workers < proc.workers || proc.workers < apps_[size_t(app)].demand.demand;
+    if (!proc.pausing && workers != proc.workers && helps) changes[app] = true;
   }
   // The processes of an application train together (their gradients are averaged every iteration): they pause
   // and resume all together, even those whose own count stays the same.

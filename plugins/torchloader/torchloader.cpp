@@ -133,11 +133,42 @@ std::string profile_run(fanout_sdk::Host& host, const AppSpec& a, int batch, int
   return out.substr(at, out.find('\n', at) - at);
 }
 
+// A data-parallel profiling run on 2 devices of this node: process 0 first (it says where it listens), then process
+// 1; their gradient exchange is what the compute model's (devices-1) x params term fits. PROFILE line of process 0.
+std::string profile_run_dp(fanout_sdk::Host& host, const AppSpec& a, int batch) {
+  if (!std::getenv(kTokenVariable)) ::setenv(kTokenVariable, fanout_sdk::channel_token().c_str(), 1);
+  auto args = train_args(host, a.arch, a.depth, batch, 1, 1);
+  args.insert(args.end(), {"--profile", std::to_string(host.param_int("profile_iterations")), "--dp_world", "2"});
+  auto first = args, second = args;
+  first.insert(first.end(), {"--dp_rank", "0", "--dp_address", "127.0.0.1"});
+  fanout_sdk::Child c0 = fanout_sdk::spawn_program(first, true);
+  FILE* in = ::fdopen(c0.out, "r");
+  std::string out;
+  char line[1024];
+  int port = 0;
+  while (in && !port && std::fgets(line, sizeof line, in)) {
+    out += line;
+    if (std::strncmp(line, "LISTENING port=", 15) == 0) port = std::atoi(line + 15);
+  }
+  fanout_sdk::Child c1;
+  if (port > 0) {
+    second.insert(second.end(), {"--dp_rank", "1", "--dp_address", "127.0.0.1:" + std::to_string(port)});
+    c1 = fanout_sdk::spawn_program(second, false);
+  }
+  while (in && std::fgets(line, sizeof line, in)) out += line;
+  if (in) std::fclose(in);
+  const int rc0 = fanout_sdk::wait_exit(c0.pid), rc1 = c1.pid > 0 ? fanout_sdk::wait_exit(c1.pid) : -1;
+  const auto at = out.find("PROFILE ");
+  if (rc0 != 0 || rc1 != 0 || at == std::string::npos)
+    throw std::runtime_error("2-device profiling of " + app_key(host, a) + " failed (exits " + std::to_string(rc0) + ", " + std::to_string(rc1) + "): " + out);
+  return out.substr(at, out.find('\n', at) - at);
+}
+
 // Profiles every distinct application not in `j` yet (compute time at its batch and half of it, loader
 // throughput with 1 and 2 workers), fits the TPM's models, and writes them to `path` (write, then rename).
 nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpec>& apps, const std::string& path,
                                 nlohmann::json j = nlohmann::json::object()) {
-  std::vector<ComputeObs> obs;
+  std::vector<std::pair<std::string, ComputeObs>> obs;  // by application key
   for (const auto& a : apps) {
     const std::string key = app_key(host, a);
     if (j.contains("apps") && j["apps"].contains(key)) continue;
@@ -152,16 +183,32 @@ nlohmann::json profile_workload(fanout_sdk::Host& host, const std::vector<AppSpe
                   field(line, "loader_samples_per_s"), "samples/s", false);
     }
     const std::string half = profile_run(host, a, std::max(1, batch / 2), 1);
-    obs.push_back({double(batch), p.flops, p.params, 1, p.compute_s});
-    obs.push_back({double(std::max(1, batch / 2)), p.flops, p.params, 1, field(half, "compute_s")});
+    const double two_devices = field(profile_run_dp(host, a, batch), "compute_s");
+    obs.push_back({key, {double(batch), p.flops, p.params, 1, p.compute_s}});
+    obs.push_back({key, {double(std::max(1, batch / 2)), p.flops, p.params, 1, field(half, "compute_s")}});
+    obs.push_back({key, {double(batch), p.flops, p.params, 2, two_devices}});
     p.loader = fit_loader(loader_obs);
     host.record(("profile_compute_s." + key).c_str(), 0, host.now_ns(), p.compute_s, "s", false);
-    j["apps"][key] = {{"compute_s", p.compute_s}, {"flops", p.flops}, {"params", p.params},
+    host.record(("profile_compute_s_2dev." + key).c_str(), 0, host.now_ns(), two_devices, "s", false);
+    j["apps"][key] = {{"compute_s", p.compute_s}, {"compute_s_2dev", two_devices}, {"flops", p.flops}, {"params", p.params},
                       {"loader_a", p.loader.a}, {"loader_b", p.loader.b}};
   }
   try {
-    ComputeModel m = fit_compute(obs);
+    std::vector<ComputeObs> all;
+    for (auto& [key, o] : obs) all.push_back(o);
+    ComputeModel m = fit_compute(all);
     j["compute_model"] = nlohmann::json::parse(to_json(m, LoaderModel{}));
+    j.erase("compute_model_error");
+    // How well the fitted model reproduces each application's own measurements: the largest relative error.
+    std::map<std::string, double> worst;
+    for (auto& [key, o] : obs) {
+      const double predicted = m.iteration_seconds(o.batch_per_device, o.flops, o.params, o.devices);
+      worst[key] = std::max(worst[key], std::abs(predicted - o.iteration_seconds) / o.iteration_seconds);
+    }
+    for (auto& [key, err] : worst) {
+      j["apps"][key]["fit_error"] = err;
+      host.record(("tpm_fit_error." + key).c_str(), 0, host.now_ns(), err, "ratio", false);
+    }
   } catch (const std::exception& e) {
     j["compute_model_error"] = e.what();  // too few distinct observations: the measured times are used
   }

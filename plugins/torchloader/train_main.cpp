@@ -93,15 +93,6 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (profile_iters > 0) {
-      torchloader::ProfileResult p = torchloader::profile(o, profile_iters);
-      auto model = torchloader::make_model(o.arch, o.depth, o.classes);
-      std::printf("PROFILE compute_s=%.6f loader_samples_per_s=%.1f flops=%.0f params=%lld\n",
-                  p.compute_seconds_per_iteration, p.loader_samples_per_second, torchloader::flops_per_sample(model),
-                  static_cast<long long>(torchloader::parameter_count(model)));
-      std::fflush(stdout);
-      return 0;
-    }
     if (const char* token = std::getenv(torchloader::kTokenVariable)) o.dp_token = token;
     if (o.dp_world > 1 && o.dp_token.empty()) {
       std::fprintf(stderr, "fanout-torchloader-train: --dp_world %d needs the job's token in %s\n", o.dp_world, torchloader::kTokenVariable);
@@ -111,6 +102,15 @@ int main(int argc, char** argv) {
       std::printf("LISTENING port=%d\n", port);
       std::fflush(stdout);
     };
+    if (profile_iters > 0) {
+      torchloader::ProfileResult p = torchloader::profile(o, profile_iters);
+      auto model = torchloader::make_model(o.arch, o.depth, o.classes);
+      std::printf("PROFILE compute_s=%.6f loader_samples_per_s=%.1f flops=%.0f params=%lld\n",
+                  p.compute_seconds_per_iteration, p.loader_samples_per_second, torchloader::flops_per_sample(model),
+                  static_cast<long long>(torchloader::parameter_count(model)));
+      std::fflush(stdout);
+      return 0;
+    }
     torchloader::TrainResult r = torchloader::train(
         o, [] { return g_pause != 0; },
         [](const torchloader::Heartbeat& hb) {

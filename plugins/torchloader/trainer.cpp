@@ -667,23 +667,29 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
     auto [data, labels] = dataset.make_batch(0, opts.batch);
     torch::Tensor x = data.to(device), y = labels.to(device);
     const double device_s = opts.device.kind == "emulated" ? emulated_iteration_seconds(opts.device, flops_per_sample(model), opts.batch) : 0;
+    // A data-parallel profile (dp_world > 1) averages the gradients as training does: the TPM's (devices-1) x
+    // params term is that exchange's cost.
+    std::unique_ptr<GradientExchange> replicas;
+    if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.dp_token, opts.on_listening);
     auto step = [&] {
       optimizer.zero_grad();
+      torch::Tensor loss;
       if (opts.device.kind == "emulated") {
         emulated_step(*model, device_s);
-        optimizer.step();
-        return;
+      } else {
+        loss = torch::nn::functional::cross_entropy(net.forward(x), y);
+        loss.backward();
       }
-      torch::Tensor loss = torch::nn::functional::cross_entropy(net.forward(x), y);
-      loss.backward();
+      if (replicas) average_gradients(*model, *replicas, false);
       optimizer.step();
-      (void)loss.item<double>();  // synchronise (CUDA)
+      if (loss.defined()) (void)loss.item<double>();  // synchronise (CUDA)
     };
     step();  // warmup
     const auto t = Clock::now();
     for (int i = 0; i < iterations; ++i) step();
     r.compute_seconds_per_iteration = seconds_since(t) / iterations;
   }
+  if (opts.dp_world > 1) return r;  // the loader alone is profiled by single-process runs
 
   // Loader alone. All workers start together, so batches 1..workers-1 arrive right after batch 0: time from batch 0
   // to batch k*workers (k >= 1), which covers exactly k*workers batches of steady-state production. At least

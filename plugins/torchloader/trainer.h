@@ -216,7 +216,8 @@ struct ProfileResult {
   double loader_samples_per_second;      // opts.workers loader threads alone (no training)
 };
 // Both measured after one warmup iteration: compute over `iterations` iterations (>= 1), the loader over at least
-// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s.
+// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s. With dp_world > 1 the compute
+// iterations average their gradients with the other replicas (as training does) and the loader is not measured (0).
 ProfileResult profile(const TrainOptions& opts, int iterations);
 
 }  // namespace torchloader
