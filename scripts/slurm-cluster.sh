@@ -9,8 +9,9 @@
 # Partition gpu is g1-g2, nodes as a real site has them: as many CPUs as this host (bound by task/affinity: a
 # task's CPU set is what it asked) and 4 GPUs each faked as GRES (placeholder device files, AutoDetect=off: Slurm
 # hands them out and sets CUDA_VISIBLE_DEVICES; nothing can compute on them). The n nodes declare more CPUs than
-# the host has, so they do not bind (CpuBind=none). task/cgroup is not used: slurmd runs here without systemd or
-# a delegated cgroup tree, and 160 slurmds share one kernel.
+# the host has, so their slurmds run task/none (a second config file): task/affinity would bind each job, batch
+# script included, to its allocated cores, every virtual node's core 0 being this host's CPU 0. task/cgroup is not
+# used: slurmd runs here without systemd or a delegated cgroup tree, and 160 slurmds share one kernel.
 # Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per n node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
@@ -94,6 +95,7 @@ CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
+DebugFlags=NO_CONF_HASH
 GresTypes=gpu
 SwitchType=switch/none
 SelectType=select/cons_tres
@@ -128,7 +130,7 @@ SlurmdTimeout=300
 OverTimeLimit=0
 InactiveLimit=0
 Waittime=0
-NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode CpuBind=none State=UNKNOWN
+NodeName=n[1-$N] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[17001-$((17000 + N))] CPUs=$CPUS RealMemory=4000 Feature=vnode State=UNKNOWN
 NodeName=g[1-2] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[16901-16902] CPUs=$HOST_CPUS Sockets=1 CoresPerSocket=$HOST_CPUS ThreadsPerCore=1 RealMemory=4000 Feature=vnode,gpu Gres=gpu:4 CpuBind=core State=UNKNOWN
 PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF
 PartitionName=gpu Nodes=g[1-2] MaxTime=INFINITE State=UP OverSubscribe=NO PreemptMode=OFF
@@ -139,9 +141,14 @@ CONF
   # A running cluster with another configuration (node count, timeouts) is restarted with this one.
   gres="AutoDetect=off
 NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
-  if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ] || [ "$(cat /etc/slurm/gres.conf 2>/dev/null)" != "$gres" ]; then
+  if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ] || [ "$(cat /etc/slurm/gres.conf 2>/dev/null)" != "$gres" ] ||
+     [ ! -s /etc/slurm/slurm-unbound.conf ]; then
     alive "$D/run/slurmctld.pid" && down
     printf '%s\n' "$conf" > /etc/slurm/slurm.conf
+    # The n nodes' slurmds bind nothing (task/none): their declared cores are not this host's, and task/affinity
+    # binds even a batch script to its allocated cores, which would put every virtual node's core 0 on CPU 0.
+    # Only the gpu nodes, declared with this host's CPUs, bind (hence NO_CONF_HASH: two files, one cluster).
+    printf '%s\n' "${conf/TaskPlugin=task\/affinity/TaskPlugin=task/none}" > /etc/slurm/slurm-unbound.conf
     printf '%s\n' "$gres" > /etc/slurm/gres.conf
   fi
 
@@ -158,7 +165,7 @@ NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
   alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
   # The slurmds start at once (they register when the controller answers): a controller left alone pings
   # nodes that do not exist yet and stops answering for as long as that takes (22 s for 160 nodes).
-  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -N "n$k"; done
+  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -f /etc/slurm/slurm-unbound.conf -N "n$k"; done
   for k in 1 2; do alive "$D/run/slurmd-g$k.pid" || /usr/sbin/slurmd -N "g$k"; done
   wait_until 60 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   wait_until 120 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
