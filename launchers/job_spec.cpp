@@ -86,7 +86,8 @@ void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const 
 
 SchedulerOptions SchedulerOptions::with_job_args(const std::vector<std::pair<std::string, std::string>>& args) const {
   SchedulerOptions o = *this;
-  for (auto& [k, v] : args) {
+  for (auto& arg : args) {
+    const std::string &k = arg.first, &v = arg.second;  // named, not bound: a lambda below captures k (clang 14)
     if (k == "constraint") o.constraint = v;
     else if (k == "partition") o.partition = v;
     else if (k == "account") o.account = v;
