@@ -216,6 +216,13 @@ TEST(TorchloaderTpm, FitLoaderNeverGivesANegativeSerialPart) {
   EXPECT_NEAR(m.a, (1.0 / 1000 + 0.5 / 2100) / (1.0 + 0.25), 1e-15);
 }
 
+// More workers measured slower (a loaded machine) would fit a negative a: the model then does not scale at all.
+TEST(TorchloaderTpm, FitLoaderNeverGivesANegativeParallelPart) {
+  LoaderModel m = fit_loader({{1, 1000.0}, {2, 900.0}});
+  EXPECT_EQ(m.a, 0.0);
+  EXPECT_NEAR(m.b, (1.0 / 1000 + 1.0 / 900) / 2, 1e-15);
+}
+
 TEST(TorchloaderTpm, FitLoaderRefusesBadInput) {
   EXPECT_THROW_WITH(fit_loader({}), std::runtime_error, "fit_loader: need observations at >= 2 distinct worker counts, got 0");
   EXPECT_THROW_WITH(fit_loader({{4, 100.0}, {4, 110.0}}), std::runtime_error,  // one worker count

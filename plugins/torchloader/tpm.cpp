@@ -55,6 +55,9 @@ LoaderModel fit_loader(const std::vector<std::pair<int, double>>& obs) {
     m.a = xy / xx;
     m.b = 0;
   }
+  // A negative parallel part (more workers measured slower: a loaded machine) is no loader either: no scaling at
+  // all, b = the mean time per sample.
+  if (m.a < 0) m.a = 0, m.b = my;
   if (!(m.a + m.b > 0))
     throw std::runtime_error("fit_loader: the fitted model predicts a non-positive time per sample for one worker");
   return m;

@@ -2,7 +2,8 @@
 //
 // Loader model (from loader-bound runs): seconds per sample = 1 / throughput = a / workers + b, so throughput
 // rises with the worker count and saturates at 1 / b. Fitted by ordinary least squares of 1/throughput
-// against 1/workers; a negative b (more than linear scaling: noise) is refitted as b = 0.
+// against 1/workers; a negative b (more than linear scaling: noise) is refitted as b = 0, a negative a (more
+// workers slower: a loaded machine) as a = 0.
 //
 // Compute (GPU) model (from GPU-bound runs): iteration seconds =
 //   c0 + c_work * batch_per_device * flops_per_sample + c_comm * (devices - 1) * params + c_params * params
