@@ -222,7 +222,9 @@ TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
   const auto j = nlohmann::json::parse(fanout::read_file(tpm));
   ASSERT_TRUE(j.contains("compute_model")) << j.dump(2);
   EXPECT_FALSE(j.contains("compute_model_error")) << j.dump(2);
-  EXPECT_NEAR(j["compute_model"]["compute"]["c_work"].get<double>() / (6.0 / 0.05e12), 1.0, 0.05) << j.dump(2);
+  // Within 15 %: the optimizer steps and exchanges (real CPU work) add noise when another test shares the 2 cores
+  // (alone: 0.02 %; under ctest -j2: 6 % seen).
+  EXPECT_NEAR(j["compute_model"]["compute"]["c_work"].get<double>() / (6.0 / 0.05e12), 1.0, 0.15) << j.dump(2);
   ASSERT_EQ(j["apps"].size(), 3u);
   for (auto& [key, app] : j["apps"].items()) {
     EXPECT_NE(key.find("@emulated-0.05tf-200us"), std::string::npos) << key;
