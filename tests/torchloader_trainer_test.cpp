@@ -319,11 +319,14 @@ TEST(TorchloaderEmulated, LoaderThroughputFollowsTheModel) {
     o.workers = workers;
     const double expect = 1.0 / (o.emulated_loader.a / workers + o.emulated_loader.b);
     const double got = profile(o, 4).loader_samples_per_second;
-    EXPECT_NEAR(got / expect, 1.0, 0.05) << workers << " worker(s): " << got << " samples/s, the model says " << expect;
+    // A timer can only wake late: never faster than the model (1 %), and late by at most a loaded machine's
+    // scheduling delays (15 %), which still tells a wrong a or b (2x, or 1 worker's speed for 4) from a right one.
+    EXPECT_LE(got / expect, 1.01) << workers << " worker(s): " << got << " samples/s, the model says " << expect;
+    EXPECT_GE(got / expect, 0.85) << workers << " worker(s): " << got << " samples/s, the model says " << expect;
   }
 }
 
-// The emulated device: an iteration takes launch + 6 x MACs x batch / tflops (within 5 %), spent on a timer (the
+// The emulated device: an iteration takes launch + 6 x MACs x batch / tflops (never less, at most 15 % more), spent on a timer (the
 // training thread's CPU time stays a small part of the wall time); pause and resume work as on a real device.
 TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   TrainOptions o = small_options("resnet");
@@ -343,7 +346,10 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
   const double cpu = double(c1.tv_sec - c0.tv_sec) + double(c1.tv_nsec - c0.tv_nsec) * 1e-9;
   ASSERT_EQ(r.iterations_done, 20);
-  EXPECT_NEAR(r.seconds / 20 / per_iteration, 1.0, 0.05) << r.seconds / 20 << " s per iteration";
+  // Never faster than the model; late by at most scheduling delays and the optimizer's CPU step (15 %: a launch
+  // time left out is 20 % fast, counted twice 20 % slow). CI saw 5.6 % late under ctest -j2.
+  EXPECT_GE(r.seconds / 20 / per_iteration, 0.99) << r.seconds / 20 << " s per iteration";
+  EXPECT_LE(r.seconds / 20 / per_iteration, 1.15) << r.seconds / 20 << " s per iteration";
   EXPECT_LT(cpu, 0.25 * r.seconds) << "the training thread used " << cpu << " s of CPU in " << r.seconds << " s";
   // Pause after 5 iterations, resume to the end: the checkpoint carries the iteration, as with a real device.
   const fs::path dir = fs::temp_directory_path() / ("torchloader_emulated_" + std::to_string(::getpid()));
