@@ -10,14 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "plugins/torchloader/shared_device.h"
 #include "plugins/torchloader/trainer.h"
 #include "tests/expect_throw.h"
 
@@ -326,7 +329,7 @@ TEST(TorchloaderEmulated, LoaderThroughputFollowsTheModel) {
   }
 }
 
-// The emulated device: an iteration takes launch + 6 x MACs x batch / tflops (never less, at most 15 % more), spent on a timer (the
+// The emulated device: an iteration takes launch + 6 x MACs x batch / tflops (the median within 5 %, never less), spent on a timer (the
 // training thread's CPU time stays a small part of the wall time); pause and resume work as on a real device.
 TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   TrainOptions o = small_options("resnet");
@@ -340,16 +343,22 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   const double per_iteration = emulated_iteration_seconds(o.device, macs, o.batch);
   EXPECT_NEAR(per_iteration, 0.05, 1e-9);
   o.end_iter = 20;
+  o.heartbeat_s = 1e-9;  // a heartbeat after every iteration: its wall time
+  std::vector<double> iteration_s;
   timespec c0{}, c1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-  TrainResult r = train(o, nullptr, nullptr);
+  TrainResult r = train(o, nullptr, [&](const Heartbeat& hb) { iteration_s.push_back(hb.iteration_seconds); });
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
   const double cpu = double(c1.tv_sec - c0.tv_sec) + double(c1.tv_nsec - c0.tv_nsec) * 1e-9;
   ASSERT_EQ(r.iterations_done, 20);
-  // Never faster than the model; late by at most scheduling delays and the optimizer's CPU step (15 %: a launch
-  // time left out is 20 % fast, counted twice 20 % slow). CI saw 5.6 % late under ctest -j2.
-  EXPECT_GE(r.seconds / 20 / per_iteration, 0.99) << r.seconds / 20 << " s per iteration";
-  EXPECT_LE(r.seconds / 20 / per_iteration, 1.15) << r.seconds / 20 << " s per iteration";
+  ASSERT_EQ(iteration_s.size(), 20u);
+  // The median iteration: within 5 % of the model, and never faster (a timer does not wake early). The median,
+  // not the mean: on a loaded machine a few iterations wake late (CI saw the mean 5.6 % over under ctest -j2).
+  std::sort(iteration_s.begin(), iteration_s.end());
+  const double median_s = iteration_s[iteration_s.size() / 2];
+  EXPECT_GE(median_s / per_iteration, 0.99) << median_s << " s per iteration";
+  EXPECT_LE(median_s / per_iteration, 1.05) << median_s << " s per iteration";
+  EXPECT_LE(r.seconds / 20 / per_iteration, 1.25) << r.seconds / 20 << " s per iteration on average";
   EXPECT_LT(cpu, 0.25 * r.seconds) << "the training thread used " << cpu << " s of CPU in " << r.seconds << " s";
   // Pause after 5 iterations, resume to the end: the checkpoint carries the iteration, as with a real device.
   const fs::path dir = fs::temp_directory_path() / ("torchloader_emulated_" + std::to_string(::getpid()));
@@ -364,6 +373,40 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   EXPECT_FALSE(rest.paused);
   EXPECT_EQ(rest.iterations_done, 15);
   fs::remove_all(dir);
+}
+
+// Shared emulated devices (shared_device.h) time-slice in the fluid approximation: two steps of 0.1 s on one
+// device, the second starting 0.05 s later, end at 0.15 s and 0.2 s; a step on another device is not slowed;
+// the counters are back to 0 afterwards. A timer never wakes early: the lower bounds are tight, the upper ones
+// leave room for a loaded machine.
+TEST(TorchloaderEmulated, SharedDevicesTimeSliceAsAFluid) {
+  const fs::path file = fs::temp_directory_path() / ("torchloader_devices_" + std::to_string(::getpid()));
+  fs::remove(file);
+  using SteadyClock = std::chrono::steady_clock;
+  auto ns = [](SteadyClock::time_point t) { return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()); };
+  const auto t0 = SteadyClock::now();
+  auto step_at = [&](std::vector<int> ids, double start_s) {
+    return std::async(std::launch::async, [&, ids, start_s] {
+      SharedDevices device(file.string(), ids);
+      const auto start = t0 + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(start_s));
+      std::this_thread::sleep_until(start);
+      device.run_step(0.1, ns(start));
+      return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+    });
+  };
+  auto first = step_at({1}, 0.0), second = step_at({1}, 0.05), other = step_at({2}, 0.0);
+  const double first_end = first.get(), second_end = second.get(), other_end = other.get();
+  EXPECT_GE(first_end, 0.149) << "0.05 s alone, then 0.05 s of work at half speed";
+  EXPECT_LE(first_end, 0.2);
+  EXPECT_GE(second_end, 0.199) << "0.05 s of work at half speed (0.1 s), then 0.05 s alone";
+  EXPECT_LE(second_end, 0.27);
+  EXPECT_GE(other_end, 0.099) << "device 2 is its own";
+  EXPECT_LE(other_end, 0.14);
+  SharedDevices view(file.string(), {1, 2});
+  EXPECT_EQ(view.sharing(), 0);
+  EXPECT_THROW_WITH(SharedDevices(file.string(), {64}), std::runtime_error, "device id 64 is outside 0..63");
+  EXPECT_THROW_WITH(SharedDevices("/nonexistent/dir/devices", {0}), std::runtime_error, "/nonexistent/dir/devices");
+  fs::remove(file);
 }
 
 // ------------------------------------------------------------------------------------------------ the executable

@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
   app.add_option("--device_launch_us", o.device.launch_us, "emulated device: fixed microseconds per iteration")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--device_share", o.device.share_file, "emulated device: the node's shared-device file (time-sliced with the processes using the same --device_ids)");
+  app.add_option("--device_ids", o.device.ids, "emulated device: the device indexes this process uses (the workload's cuda_device on its node)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 63));
   app.add_option("--loader_a", o.emulated_loader.a, "emulated loader (with --loader_b; 0 and 0: real): seconds per sample = a / workers + b")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--loader_b", o.emulated_loader.b, "emulated loader: see --loader_a")->check(CLI::NonNegativeNumber);

@@ -1,5 +1,7 @@
 #include "trainer.h"
 
+#include "shared_device.h"
+
 #include "fanout_files.hpp"
 #include "gradient_exchange.h"
 
@@ -238,6 +240,8 @@ void validate(const TrainOptions& o) {
     throw std::invalid_argument("torchloader: device must be auto, cpu, cuda or emulated, not " + o.device.kind);
   if (o.device.kind == "emulated" && (!(o.device.tflops > 0) || !(o.device.launch_us >= 0)))
     throw std::invalid_argument("torchloader: the emulated device needs tflops > 0 and launch_us >= 0");
+  if (!o.device.share_file.empty() && (o.device.kind != "emulated" || o.device.ids.empty()))
+    throw std::invalid_argument("torchloader: a shared-device file needs the emulated device and its device ids");
   if (o.emulated_loader.a < 0 || o.emulated_loader.b < 0) throw std::invalid_argument("torchloader: the emulated loader's a and b must be >= 0");
 }
 
@@ -249,14 +253,20 @@ torch::Device pick_device(const DeviceOptions& d) {
   return torch::Device(torch::kCPU);
 }
 
-// One emulated iteration's forward + backward: the device's time on a timer (no CPU), zero gradients. The
-// gradients are filled while the device "runs" (a deadline, not a sleep after them), so that their CPU time is not
-// added to the device's.
-void emulated_step(torch::nn::Module& model, double seconds) {
-  const auto done = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                           std::chrono::duration<double>(seconds));
-  for (auto& p : model.parameters()) p.mutable_grad() = torch::zeros_like(p);
-  std::this_thread::sleep_until(done);
+// One emulated iteration's forward + backward + update: the device's time on a timer (no CPU core), shared with the
+// node's other processes on the same devices when `shared` is given. The gradients are zeros allocated once (the
+// gradient exchange still moves them); the update is the device's work, so the CPU skips it (parameters and
+// optimizer state stay as they are). Gradient allocation runs inside the device time (a deadline, not a sleep
+// after it), so its CPU time is not added to the device's.
+void emulated_step(torch::nn::Module& model, double seconds, SharedDevices* shared) {
+  const auto started = std::chrono::steady_clock::now();
+  for (auto& p : model.parameters())
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+  if (shared) {
+    shared->run_step(seconds, std::chrono::duration_cast<std::chrono::nanoseconds>(started.time_since_epoch()).count());
+  } else {
+    std::this_thread::sleep_until(started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
+  }
 }
 
 const double kLearningRate = 0.01, kMomentum = 0.9, kWeightDecay = 5e-4;
@@ -589,6 +599,8 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
   }
   ImageModel& net = as_image_model(model);
   const double device_s = emulated ? emulated_iteration_seconds(opts.device, flops_per_sample(model), opts.batch) : 0;
+  std::unique_ptr<SharedDevices> shared;
+  if (emulated && !opts.device.share_file.empty()) shared = std::make_unique<SharedDevices>(opts.device.share_file, opts.device.ids);
 
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, seed);
   DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world, opts.emulated_loader);
@@ -605,11 +617,11 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     std::optional<Batch> b = loader.next();
     hb_wait += seconds_since(w0);
     if (!b) break;  // cannot happen: the loader covers [start, end_iter)
-    optimizer.zero_grad();
     torch::Tensor loss;
     if (emulated) {
-      emulated_step(*model, device_s);
+      emulated_step(*model, device_s, shared.get());
     } else {
+      optimizer.zero_grad();
       torch::Tensor x = b->data.to(device), y = b->labels.to(device);
       loss = torch::nn::functional::cross_entropy(net.forward(x), y);
       loss.backward();
@@ -617,7 +629,7 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     // Asked before the step, so that data-parallel replicas agree on it through the exchange.
     bool pause_now = it + 1 < opts.end_iter && should_pause && should_pause();
     if (replicas) pause_now = average_gradients(*model, *replicas, pause_now);
-    optimizer.step();
+    if (!emulated) optimizer.step();
     result.last_loss = emulated ? std::log(double(opts.classes)) : loss.item<double>();
     ++result.iterations_done;
     ++hb_iters;
@@ -676,16 +688,16 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
     std::unique_ptr<GradientExchange> replicas;
     if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.dp_token, opts.on_listening);
     auto step = [&] {
-      optimizer.zero_grad();
       torch::Tensor loss;
       if (opts.device.kind == "emulated") {
-        emulated_step(*model, device_s);
+        emulated_step(*model, device_s, nullptr);  // the device alone: the TPM divides by the sharing
       } else {
+        optimizer.zero_grad();
         loss = torch::nn::functional::cross_entropy(net.forward(x), y);
         loss.backward();
       }
       if (replicas) average_gradients(*model, *replicas, false);
-      optimizer.step();
+      if (opts.device.kind != "emulated") optimizer.step();
       if (loss.defined()) (void)loss.item<double>();  // synchronise (CUDA)
     };
     step();  // warmup

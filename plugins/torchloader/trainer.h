@@ -151,6 +151,10 @@ struct DeviceOptions {
   std::string kind = "auto";  // auto, cpu, cuda, emulated
   double tflops = 10;         // emulated: sustained 10^12 FLOP/s
   double launch_us = 200;     // emulated: fixed cost of an iteration (kernel launches, synchronisation)
+  // emulated: the node's shared-device file and this process's device ids in it (shared_device.h); empty: a
+  // device of its own.
+  std::string share_file;
+  std::vector<int> ids;
 };
 // The emulated device's seconds for one iteration of `batch` samples of a model of `macs_per_sample` multiply-adds.
 double emulated_iteration_seconds(const DeviceOptions& d, double macs_per_sample, int64_t batch);
