@@ -7,7 +7,10 @@
 set -euo pipefail
 build=${1:-build}
 sizes=(10 100 1000)
+[ "${QUICK:-0}" = 1 ] && sizes=(10)  # bench/run-all --quick
 [ "${2:-}" = --big ] && sizes+=(10000)
+# bench/run-all's figures (bench/figures.h): "metric 0 value unit t" lines appended to $FANOUT_FIGURES when set.
+figure() { [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"; }
 exe=$(readlink -f "$build/fanout")
 work=$(mktemp -d /var/tmp/fanout-driver-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -29,7 +32,7 @@ for n in "${sizes[@]}"; do
   t0=$(date +%s.%N)
   "$exe" results ingest "$work/results/n$n" >/dev/null
   reingest=$(awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$n" 'BEGIN{printf "%.3f", (b - a) / n * 1000}')
-  awk -v n="$n" -v wall="$wall" -v re="$reingest" '{
+  row=$(awk -v n="$n" -v wall="$wall" -v re="$reingest" '{
       for (i = 1; i <= NF; i++) {
         if ($(i) == "submit") submit = $(i+1);
         if ($(i) == "polls") { polls = $(i-1); poll_s = $(i+1); }
@@ -40,5 +43,12 @@ for n in "${sizes[@]}"; do
       }
       printf "%7d %8s %9.3f %9.3f ms %7d %13.2f %9.3f %7.3f ms %9.3f %8.3f ms %10.3f ms %7.3f ms %8.1f\n", n, wall, submit, submit / n * 1000, polls,
              queries / polls, poll_s, poll_s / n * 1000, ingest, ingest / n * 1000, re, cpu / n * 1000, peak
-    }' <<<"$line"
+      printf "FIGURES %s %s %s %s\n", submit, cpu, queries / polls, ingest
+    }' <<<"$line")
+  grep -v '^FIGURES' <<<"$row"
+  read -r _ submit cpu qpp ingest < <(grep '^FIGURES' <<<"$row")
+  figure "submit_s.$n" "$submit" s
+  figure "driver_cpu_s.$n" "$cpu" s
+  figure "queries_per_poll.$n" "$qpp" count
+  figure "ingest_s.$n" "$ingest" s
 done

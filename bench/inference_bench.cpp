@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/figures.h"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/resnet50.h"
 #include "plugins/smartsim/tensor_client.h"
@@ -122,6 +123,11 @@ int main(int argc, char** argv) {
   print_row("run_model through the database", db_ms);
   std::vector<double> a = direct_ms, b = db_ms;
   const double ratio = fanout::summarize(b).median / fanout::summarize(a).median;
+  bench::figure("direct_p50_ms", fanout::summarize(a).median, "ms");
+  bench::figure("direct_p99_ms", fanout::summarize(a).p99, "ms");
+  bench::figure("database_p50_ms", fanout::summarize(b).median, "ms");
+  bench::figure("database_p99_ms", fanout::summarize(b).p99, "ms");
+  bench::figure("database_vs_direct", ratio, "x");
   std::printf("ratio of medians (database / direct): %.3fx  goal <= 1.05x: %s; largest logit difference %.2e\n", ratio,
               ratio <= 1.05 ? "MET" : "NOT MET", max_difference);
 
@@ -167,5 +173,5 @@ int main(int argc, char** argv) {
     }
   }
   fs::remove_all(dir);
-  return ratio <= 1.05 ? 0 : 1;
+  return 0;  // the goal line says met or not; bench/run-all judges goals from the figures (a non-zero exit is a crash)
 }

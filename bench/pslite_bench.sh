@@ -21,19 +21,24 @@ run() {  # transport len iterations mode(0 sync,1 pushpull,2 push,3 pull)
   wait
 }
 gbps() { run "$@" | awk '/Application goodput/ {print $3}'; }
+# bench/run-all's figures (bench/figures.h): "metric 0 value unit t" lines appended to $FANOUT_FIGURES when set.
+figure() { [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"; }
+# QUICK=1 (run-all --quick): 1/20 of the bytes per measurement, a 1 s iperf3.
+quick=${QUICK:-0}
 # Enough iterations for about 400 MB per run, at least 20.
-iters() { local n=$((400000000 / ($1 * 40))); echo $((n < 20 ? 20 : n)); }
+iters() { local n=$((400000000 / ($1 * 40) / (quick ? 20 : 1))); echo $((n < 20 ? 20 : n)); }
 
 iperf3 -s -1 -p $((port + 500)) >/dev/null 2>&1 &
 # iperf3 has no readiness signal: retry the client while the server is not listening yet (refused at once).
 ceiling=
 for _ in $(seq 50); do
-  ceiling=$(iperf3 -c 127.0.0.1 -p $((port + 500)) -t 3 -f g 2>/dev/null | awk '/receiver/ {print $(NF-2)}') && [ -n "$ceiling" ] && break
+  ceiling=$(iperf3 -c 127.0.0.1 -p $((port + 500)) -t $((quick ? 1 : 3)) -f g 2>/dev/null | awk '/receiver/ {print $(NF-2)}') && [ -n "$ceiling" ] && break
   sleep 0.1
 done
 wait
 [ -n "$ceiling" ] || { echo "pslite_bench: iperf3 gave no figure" >&2; exit 1; }
 echo "iperf3 single stream over loopback: ${ceiling} Gbit/s"
+figure iperf3_gbit_per_s "$ceiling" Gbit/s
 echo
 # Gb/s count both directions (pushpull moves each value there and back); "1-way" is what ps-lite prints (its
 # pushpull figure counts one direction), next to ps-lite's own figure from the reference file and the ratio.
@@ -58,6 +63,9 @@ for mode in push pull pushpull; do
       if (len == 1048576) printf "|%s %s shm/tcp %.2f (goal 3x): %s", mode, len, ratio, ((ratio >= 3) ? "met" : "NOT met")
     }')
     echo "${line%%|*}"
+    figure "tcp_gbit_per_s.$mode.$len" "$tcp" Gbit/s
+    figure "shm_gbit_per_s.$mode.$len" "$shm" Gbit/s
+    figure "tcp_vs_iperf3.$mode.$len" "$(awk -v t="$tcp" -v c="$ceiling" 'BEGIN{printf "%.6g", t / c}')" x
     IFS='|' read -r -a g <<<"${line#*|}"
     [ "$line" = "${line%%|*}" ] || goals+=("${g[@]}")
   done
@@ -68,6 +76,9 @@ for t in 0 shm; do
   out=$(run $t 4096 5000 0)
   echo "$([ $t = 0 ] && echo tcp || echo shm): $(tr '\n' ';' <<<"$out")"
   p50=$(awk '/push_rtt/ {print $6}' <<<"$out")
+  p99=$(awk '/push_rtt/ {print $9}' <<<"$out")
+  figure "sync_push_rtt_p50_us.$([ $t = 0 ] && echo tcp || echo shm)" "$p50" us
+  figure "sync_push_rtt_p99_us.$([ $t = 0 ] && echo tcp || echo shm)" "$p99" us
   goals+=("sync 4 KiB push round trip over $([ $t = 0 ] && echo tcp || echo shm) p50 ${p50} us (goal < 100): $(awk -v p="$p50" 'BEGIN{print ((p < 100) ? "met" : "NOT met")}')")
 done
 echo

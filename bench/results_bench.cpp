@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "bench/figures.h"
 #include "results/csv_export.h"
 #include "results/metric_stats.h"
 #include "results/run_folder.h"
@@ -101,5 +102,13 @@ int main(int argc, char** argv) {
   std::printf("peak memory %.0f MiB (after generating the input: %.0f MiB); database %.0f MiB, samples.csv %.0f MiB\n",
               peak_mib(), gen_peak, db_mib, csv_mib);
   std::printf("goal: 10 million samples in under 10 s: %s\n", total_s < 10 ? "met" : "NOT met");
+  bench::figure("samples", double(n), "count");
+  bench::figure("ingest_s", ingest_s, "s");
+  bench::figure("statistics_s", stats_s, "s");
+  bench::figure("csv_s", csv_s, "s");
+  bench::figure("total_s", total_s, "s");
+  bench::figure("decode_s", baseline_s, "s");
+  bench::figure("total_vs_decode", total_s / baseline_s, "x");
+  bench::figure("peak_mib", peak_mib(), "MiB");
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/figures.h"
 #include "common/files.h"
 #include "schedulers/slurm.h"
 
@@ -96,6 +97,14 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.3f %12.0f %9.1fx\n", "libslurm API, one job array", array_s, n / array_s, sbatch_s / array_s);
   std::printf("\npolling %d jobs: %llu controller quer%s per poll cycle, %.1f ms per cycle\n", n,
               (unsigned long long)queries_per_poll, queries_per_poll == 1 ? "y" : "ies", poll_s * 1e3);
+  bench::figure("jobs", n, "count");
+  bench::figure("sbatch_loop_s", sbatch_s, "s");
+  bench::figure("api_s", api_s, "s");
+  bench::figure("array_s", array_s, "s");
+  bench::figure("api_vs_sbatch", sbatch_s / api_s, "x");
+  bench::figure("array_vs_sbatch", sbatch_s / array_s, "x");
+  bench::figure("queries_per_poll", double(queries_per_poll), "count");
+  bench::figure("poll_ms", poll_s * 1e3, "ms");
   std::printf("goal: array < 1 s for 1000 (%s), API >= 10x sbatch with arrays (%s)\n", array_s < 1.0 ? "met" : "NOT met",
               sbatch_s / array_s >= 10 ? "met" : "NOT met");
   return 0;

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/figures.h"
 #include "common/subprocess.h"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/tensor_client.h"
@@ -94,8 +95,11 @@ std::pair<double, double> ours(int port, const std::string& pw, size_t bytes, in
 std::pair<double, double> loop_rates(const fs::path& build, const std::string& language, int port, const std::string& pw,
                                      size_t bytes, int iterations);
 
-constexpr int kRounds = 5;
-constexpr int kLanguageRounds = 7;
+// QUICK=1 (bench/run-all --quick): one round of a tenth of the calls, to prove the bench runs, not to measure.
+const bool kQuick = std::getenv("QUICK") && std::string(std::getenv("QUICK")) == "1";
+const int kRounds = kQuick ? 1 : 5;
+const int kLanguageRounds = kQuick ? 1 : 7;
+const size_t kCallDivisor = kQuick ? 10 : 1;
 
 std::string size_name(size_t bytes) {
   return bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes >> 10) + " KiB";
@@ -152,7 +156,7 @@ int main(int argc, char** argv) {
               "medians of %d alternating rounds\n", conns, kRounds);
   std::printf("%-10s %14s %14s %7s %14s %14s %7s\n", "size", "SET/s", "put_tensor/s", "ratio", "GET/s", "unpack/s", "ratio");
   for (size_t bytes : {size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20}) {
-    int n = int(std::clamp<size_t>((size_t(2) << 30) / bytes, 400, 20000));
+    int n = int(std::clamp<size_t>((size_t(2) << 30) / bytes, 400, 20000) / kCallDivisor);
     // Rounds alternate between the two clients and each rate is the median of its rounds: this machine's
     // noise moves single runs by 30 % and more.
     std::vector<double> sets, gets, puts, unpacks;
@@ -162,11 +166,23 @@ int main(int argc, char** argv) {
       sets.push_back(set), gets.push_back(get), puts.push_back(put), unpacks.push_back(unpack);
     }
     const double set = median(sets), get = median(gets), put = median(puts), unpack = median(unpacks);
+    const std::string tag = bench::size_tag(bytes) + ".c" + std::to_string(conns);
+    bench::figure("set_per_s." + tag, set, "op/s");
+    bench::figure("put_tensor_per_s." + tag, put, "op/s");
+    bench::figure("put_vs_set." + tag, put / set, "x");
+    bench::figure("get_per_s." + tag, get, "op/s");
+    bench::figure("unpack_tensor_per_s." + tag, unpack, "op/s");
+    bench::figure("unpack_vs_get." + tag, unpack / get, "x");
     std::printf("%-10s %14.0f %14.0f %6.2fx %14.0f %14.0f %6.2fx\n",
                 size_name(bytes).c_str(),
                 set, put, put / set, get, unpack, unpack / get);
   }
-  // The throughput loop in each language, rounds alternating between languages.
+  // The throughput loop in each language, rounds alternating between languages (one connection each: the
+  // scaling clients' loop; with more connections asked, the table above is the bench).
+  if (conns != 1) {
+    fs::remove_all(dir);
+    return 0;
+  }
   const fs::path build = fs::read_symlink("/proc/self/exe").parent_path();
   const std::vector<std::string> languages = {"cpp", "c", "fortran", "python"};
   std::printf("\nthe throughput loop per language (put_tensor then unpack_tensor; rates from the median call time, "
@@ -176,7 +192,7 @@ int main(int argc, char** argv) {
   double worst = 1e9;  // C's and Fortran's lowest ratio to C++ over sizes and calls
   std::string worst_at;
   for (size_t bytes : {size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20}) {
-    const int iterations = int(std::clamp<size_t>((size_t(1) << 30) / bytes, 200, 4000));
+    const int iterations = int(std::clamp<size_t>((size_t(1) << 30) / bytes, 200, 4000) / kCallDivisor);
     std::vector<std::vector<double>> puts(languages.size()), unpacks(languages.size());
     for (int round = 0; round < kLanguageRounds; ++round)
       for (size_t l = 0; l < languages.size(); ++l) {
@@ -193,6 +209,10 @@ int main(int argc, char** argv) {
     for (size_t l = 0; l < languages.size(); ++l) {
       const double put_ratio = ratio(puts, l), unpack_ratio = ratio(unpacks, l);
       std::printf(" %9.0f %5.2fx %9.0f %5.2fx", median(puts[l]), put_ratio, median(unpacks[l]), unpack_ratio);
+      const std::string tag = "." + languages[l] + "." + bench::size_tag(bytes);
+      bench::figure("loop_put_per_s" + tag, median(puts[l]), "op/s");
+      bench::figure("loop_unpack_per_s" + tag, median(unpacks[l]), "op/s");
+      if (l > 0) bench::figure("loop_put_vs_cpp" + tag, put_ratio, "x"), bench::figure("loop_unpack_vs_cpp" + tag, unpack_ratio, "x");
       if ((languages[l] == "c" || languages[l] == "fortran") && std::min(put_ratio, unpack_ratio) < worst) {
         worst = std::min(put_ratio, unpack_ratio);
         worst_at = languages[l] + (put_ratio < unpack_ratio ? " put" : " unpack") + " at " + size_name(bytes);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <algorithm>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "host/plugin_loader.h"
 #include "results/compare.h"
 #include "results/csv_export.h"
+#include "results/figures.h"
 #include "results/processing.h"
 #include "results/smartsim_export.h"
 #include "results/run_folder.h"
@@ -392,6 +394,49 @@ Command export_command(CLI::App& results) {
           }};
 }
 
+// "k=v" -> (k, v); UserError naming the flag otherwise.
+std::pair<std::string, std::string> key_value(const std::string& text, const std::string& flag) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw UserError(flag + " " + text + ": expected key=value");
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+Command record_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("record", "store figures a program printed (lines 'metric iteration value unit [t_unix_s]') as a run of <exp_dir>/fanout.sqlite");
+  struct State {
+    std::string exp, run, file = "-";
+    std::vector<std::string> params, provenance;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("exp_dir", st->exp, "experiment folder (fanout.sqlite is created when missing)")->required();
+  cmd->add_option("--run", st->run, "the run's name (recording it again replaces it)")->required();
+  cmd->add_option("--file", st->file, "the figures ('-': standard input)")->capture_default_str();
+  cmd->add_option("--param", st->params, "a parameter of the run, key=value (repeatable)");
+  cmd->add_option("--provenance", st->provenance, "where it was measured, key=value (repeatable: host, commit, ...)");
+  return {cmd, [st] {
+            FigureRun run;
+            run.name = st->run;
+            run.experiment = fs::path(st->exp).lexically_normal().filename().string();
+            if (st->run.empty() || filename_safe(st->run, 200) != st->run || st->run == "." || st->run == "..")
+              throw UserError("--run " + printable(st->run) + ": a name of letters, digits, '.', '_' and '-'");
+            for (auto& p : st->params) run.parameters.push_back(key_value(p, "--param"));
+            for (auto& p : st->provenance) run.provenance.insert(key_value(p, "--provenance"));
+            std::vector<Figure> figures;
+            if (st->file == "-") {
+              figures = parse_figures(std::cin, "<stdin>");
+            } else {
+              std::ifstream in(st->file);
+              if (!in) throw UserError(st->file + ": cannot read");
+              figures = parse_figures(in, st->file);
+            }
+            fs::create_directories(st->exp);
+            ResultsDb db(fs::path(st->exp) / layout::kDatabase);
+            const auto stored = record_figures(db, st->exp, run, figures);
+            std::cout << stored.samples << " figure(s) of " << st->run << " stored in " << (fs::path(st->exp) / layout::kDatabase).string() << "\n";
+            return 0;
+          }};
+}
+
 Command compare_command(CLI::App& results) {
   auto* cmd = results.add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
   struct State {
@@ -544,7 +589,7 @@ int drive(int argc, char** argv) {
   std::vector<Command> commands = {plugins_command(app, scan), run_command(app, inv)};
   auto* results = app.add_subcommand("results", "work with stored results");
   results->require_subcommand(1);
-  for (auto* make : {csv_command, ingest_command, compare_command, export_command}) commands.push_back(make(*results));
+  for (auto* make : {csv_command, ingest_command, compare_command, export_command, record_command}) commands.push_back(make(*results));
   commands.push_back(ls_command(app));
   commands.push_back(site_command(app));
   commands.push_back(resume_command(app));

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "results/csv_export.h"
+#include "results/figures.h"
 #include "results/run_folder.h"
 #include "results/sample_block.h"
 #include "results/sample_file.h"
@@ -291,4 +293,64 @@ INSERT INTO sample_values VALUES(1, 1, 0, 0, 0, 10.5, 0.25, 1), (1, 2, 1, 0, 0, 
   EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks"), 3) << "(put, rank 0), (put, rank 1), (get, rank 0)";
   ResultsDb again(file);  // opening a migrated database changes nothing
   EXPECT_EQ(count(again, "SELECT count(*) FROM samples"), 5);
+}
+
+// Figures (results/figures.h): a bench's printed numbers become one run's samples, one per round, so that the
+// statistics of fanout's own store give their median and spread; bad lines name file:line and store nothing.
+TEST(Figures, RoundsOfABenchBecomeOneRunWhoseStatisticsAreTheRounds) {
+  test::TempDir d;
+  std::istringstream text("# tensor_bench, 3 rounds\n"
+                          "put_1KiB 1 25000 put/s 1764100000.5\n"
+                          "put_1KiB 2 31000 put/s\n"
+                          "\n"
+                          "put_1KiB 3 28000 put/s\n"
+                          "ratio_c_put_1KiB 1 0.99 x\n");
+  const auto figures = parse_figures(text, "figures.txt");
+  ASSERT_EQ(figures.size(), 4u);
+  EXPECT_EQ(figures[0].t_unix_s, 1764100000.5);
+  ResultsDb db(d.path / "fanout.sqlite");
+  FigureRun run{"benchmarks", "tensor_bench", {{"bench", "tensor_bench"}, {"rounds", "3"}}, {{"commit", "abc123"}}};
+  EXPECT_EQ(record_figures(db, d.path, run, figures).samples, 4u);
+  EXPECT_EQ(record_figures(db, d.path, run, figures).samples, 4u);  // again: replaced, not doubled
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 4);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric = 'put_1KiB' AND t_start = 1764100000.5 AND iteration = 1"), 1);
+  auto files = export_csv(db, d.path / "csv");
+  const std::string stats = read_file(files.statistics);
+  EXPECT_NE(stats.find("tensor_bench,COMPLETED,tensor_bench,3,bench,put_1KiB,put/s,1,3,25000,28000,28000,"), std::string::npos) << stats;
+}
+
+TEST(Figures, MalformedLinesNameTheLineAndNothingIsStored) {
+  auto fails = [](const std::string& body, const std::string& text) {
+    std::istringstream in(body);
+    EXPECT_THROW_WITH(parse_figures(in, "f.txt"), UserError, text);
+  };
+  fails("a 1 2\n", "f.txt:1: expected 'metric iteration value unit [t_unix_s]', got 3 field(s)");
+  fails("a 1 2 s\na x 2 s\n", "f.txt:2: iteration 'x' is not an integer");
+  fails("a 1 fast s\n", "f.txt:1: value 'fast' is not a number");
+  fails("a 1 2 s -5\n", "f.txt:1: t_unix_s '-5' is not a positive time");
+  fails("a 1 2 s\na 2 3 ms\n", "f.txt:2: metric a in ms, earlier in s");
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  EXPECT_THROW_WITH(record_figures(db, d.path, FigureRun{"benchmarks", "empty", {}, {}}, {}), UserError, "no figures for empty");
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 0);
+}
+
+TEST(Figures, ResultsRecordStoresStandardInputOrAFileAndRefusesBadNames) {
+  test::TempDir d;
+  write_file_atomic(d.path / "f.txt", "rate 1 10 op/s\nrate 2 12 op/s\n");
+  auto r = test::run_fanout(d.path, {"results", "record", (d.path / "bench").string(), "--run", "pslite", "--file", (d.path / "f.txt").string(),
+                          "--param", "size=1MiB", "--provenance", "commit=abc"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 figure(s) of pslite stored in"), std::string::npos) << r.out;
+  EXPECT_EQ(test::sql_rows(d.path / "bench" / "fanout.sqlite", "SELECT value FROM parameters WHERE name = 'size'").at(0).at(0), "1MiB");
+  EXPECT_EQ(test::sql_rows(d.path / "bench" / "fanout.sqlite", "SELECT value FROM provenance WHERE key = 'commit'").at(0).at(0), "abc");
+  r = test::run_fanout(d.path, {"results", "record", (d.path / "bench").string(), "--run", "../x", "--file", (d.path / "f.txt").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--run ../x: a name of letters"), std::string::npos) << r.err;
+  write_file_atomic(d.path / "bad.txt", "rate 1 10 op/s\nrate one 12 op/s\n");
+  r = test::run_fanout(d.path, {"results", "record", (d.path / "bench").string(), "--run", "pslite", "--file", (d.path / "bad.txt").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.txt:2: iteration 'one' is not an integer"), std::string::npos) << r.err;
+  // The earlier recording is intact.
+  EXPECT_EQ(test::sql_rows(d.path / "bench" / "fanout.sqlite", "SELECT count(*) FROM samples").at(0).at(0), "2");
 }

@@ -377,8 +377,9 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
 
 // Shared emulated devices (shared_device.h) time-slice in the fluid approximation: two steps of 0.1 s on one
 // device, the second starting 0.05 s later, end at 0.15 s and 0.2 s; a step on another device is not slowed;
-// the counters are back to 0 afterwards. A timer never wakes early: the lower bounds are tight, the upper ones
-// leave room for a loaded machine.
+// the counters are back to 0 afterwards. A timer never wakes early, but the sharing is read once per 2 ms slice
+// and the second step starts when its thread wakes: the lower bounds allow those few ms, the upper ones room for
+// a loaded machine.
 TEST(TorchloaderEmulated, SharedDevicesTimeSliceAsAFluid) {
   const fs::path file = fs::temp_directory_path() / ("torchloader_devices_" + std::to_string(::getpid()));
   fs::remove(file);
@@ -396,9 +397,9 @@ TEST(TorchloaderEmulated, SharedDevicesTimeSliceAsAFluid) {
   };
   auto first = step_at({1}, 0.0), second = step_at({1}, 0.05), other = step_at({2}, 0.0);
   const double first_end = first.get(), second_end = second.get(), other_end = other.get();
-  EXPECT_GE(first_end, 0.149) << "0.05 s alone, then 0.05 s of work at half speed";
+  EXPECT_GE(first_end, 0.145) << "0.05 s alone, then 0.05 s of work at half speed";
   EXPECT_LE(first_end, 0.2);
-  EXPECT_GE(second_end, 0.199) << "0.05 s of work at half speed (0.1 s), then 0.05 s alone";
+  EXPECT_GE(second_end, 0.196) << "0.05 s of work at half speed (0.1 s), then 0.05 s alone";
   EXPECT_LE(second_end, 0.27);
   EXPECT_GE(other_end, 0.099) << "device 2 is its own";
   EXPECT_LE(other_end, 0.14);
