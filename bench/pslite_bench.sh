@@ -22,7 +22,11 @@ run() {  # transport len iterations mode(0 sync,1 pushpull,2 push,3 pull)
 }
 gbps() { run "$@" | awk '/Application goodput/ {print $3}'; }
 # bench/run-all's figures (bench/figures.h): "metric 0 value unit t" lines appended to $FANOUT_FIGURES when set.
-figure() { [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"; }
+# An empty value is a failed measurement: the bench fails rather than store nothing or a made-up 0.
+figure() {
+  [ -n "$2" ] || { echo "$(basename "$0"): no value for $1 (a measurement failed)" >&2; exit 1; }
+  [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"
+}
 # QUICK=1 (run-all --quick): 1/20 of the bytes per measurement, a 1 s iperf3.
 quick=${QUICK:-0}
 # Enough iterations for about 400 MB per run, at least 20.
@@ -51,8 +55,8 @@ goals=()
 for mode in push pull pushpull; do
   m=$([ $mode = pushpull ] && echo 1 || ([ $mode = push ] && echo 2 || echo 3))
   for len in 4096 65536 1048576 4194304 16777216; do
-    tcp=$(gbps 0 $len "$(iters $len)" $m); tcp=${tcp:-0}
-    shm=$(gbps shm $len "$(iters $len)" $m); shm=${shm:-0}
+    tcp_raw=$(gbps 0 $len "$(iters $len)" $m); tcp=${tcp_raw:-0}
+    shm_raw=$(gbps shm $len "$(iters $len)" $m); shm=${shm_raw:-0}
     line=$(awk -v mode=$mode -v len=$len -v tcp="$tcp" -v shm="$shm" -v ref="${pslite[$mode$len]}" -v ceil="$ceiling" 'BEGIN{
       one = (mode == "pushpull") ? tcp / 2 : tcp
       ratio = (tcp > 0) ? shm / tcp : 0
@@ -63,8 +67,8 @@ for mode in push pull pushpull; do
       if (len == 1048576) printf "|%s %s shm/tcp %.2f (goal 3x): %s", mode, len, ratio, ((ratio >= 3) ? "met" : "NOT met")
     }')
     echo "${line%%|*}"
-    figure "tcp_gbit_per_s.$mode.$len" "$tcp" Gbit/s
-    figure "shm_gbit_per_s.$mode.$len" "$shm" Gbit/s
+    figure "tcp_gbit_per_s.$mode.$len" "$tcp_raw" Gbit/s
+    figure "shm_gbit_per_s.$mode.$len" "$shm_raw" Gbit/s
     figure "tcp_vs_iperf3.$mode.$len" "$(awk -v t="$tcp" -v c="$ceiling" 'BEGIN{printf "%.6g", t / c}')" x
     IFS='|' read -r -a g <<<"${line#*|}"
     [ "$line" = "${line%%|*}" ] || goals+=("${g[@]}")

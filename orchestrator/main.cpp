@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <map>
+#include <set>
 
 #include <CLI/CLI.hpp>
 
@@ -416,10 +417,15 @@ Command record_command(CLI::App& results) {
   return {cmd, [st] {
             FigureRun run;
             run.name = st->run;
-            run.experiment = fs::path(st->exp).lexically_normal().filename().string();
+            run.experiment = fs::absolute(st->exp).lexically_normal().filename().string();
+            if (run.experiment.empty()) run.experiment = fs::absolute(st->exp).lexically_normal().parent_path().filename().string();
             if (st->run.empty() || filename_safe(st->run, 200) != st->run || st->run == "." || st->run == "..")
               throw UserError("--run " + printable(st->run) + ": a name of letters, digits, '.', '_' and '-'");
-            for (auto& p : st->params) run.parameters.push_back(key_value(p, "--param"));
+            std::set<std::string> keys;
+            for (auto& p : st->params) {
+              run.parameters.push_back(key_value(p, "--param"));
+              if (!keys.insert(run.parameters.back().first).second) throw UserError("--param " + run.parameters.back().first + " is given twice");
+            }
             for (auto& p : st->provenance) run.provenance.insert(key_value(p, "--provenance"));
             std::vector<Figure> figures;
             if (st->file == "-") {
@@ -429,6 +435,7 @@ Command record_command(CLI::App& results) {
               if (!in) throw UserError(st->file + ": cannot read");
               figures = parse_figures(in, st->file);
             }
+            if (figures.empty()) throw UserError("results record: no figures for " + st->run + " in " + st->file + " (the bench printed nothing this reads)");
             fs::create_directories(st->exp);
             ResultsDb db(fs::path(st->exp) / layout::kDatabase);
             const auto stored = record_figures(db, st->exp, run, figures);

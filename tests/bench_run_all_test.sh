@@ -27,4 +27,8 @@ rc=0
 [ $rc -eq 1 ] || fail "run-all exited $rc with a crashing bench, not 1"
 grep -q 'crashed in round 1 (exit 3, no figures): see .*results_bench.r1.log' "$work/bad/benchmarks.md" || fail "the report does not say the bench crashed: $(cat "$work/bad/benchmarks.md")"
 grep -q 'results_bench: crashed' "$work/bad.err" || fail "stderr does not name the crash"
+# A folder holding an earlier invocation is refused (its database would mix the two).
+rc=0
+"$src/bench/run-all" --quick --only results_bench --build "$build" --out "$work/ok" 2>"$work/again.err" || rc=$?
+[ $rc -eq 2 ] && grep -q 'is not empty' "$work/again.err" || fail "a used --out was not refused (exit $rc): $(cat "$work/again.err")"
 echo "PASS"

@@ -351,6 +351,16 @@ TEST(Figures, ResultsRecordStoresStandardInputOrAFileAndRefusesBadNames) {
   r = test::run_fanout(d.path, {"results", "record", (d.path / "bench").string(), "--run", "pslite", "--file", (d.path / "bad.txt").string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad.txt:2: iteration 'one' is not an integer"), std::string::npos) << r.err;
+  r = test::run_fanout(d.path, {"results", "record", (d.path / "bench").string(), "--run", "pslite", "--file", (d.path / "f.txt").string(),
+                                "--param", "size=1", "--param", "size=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--param size is given twice"), std::string::npos) << r.err;
   // The earlier recording is intact.
   EXPECT_EQ(test::sql_rows(d.path / "bench" / "fanout.sqlite", "SELECT count(*) FROM samples").at(0).at(0), "2");
+  // Nothing to record: refused before any folder or database is made.
+  write_file_atomic(d.path / "empty.txt", "# nothing\n");
+  r = test::run_fanout(d.path, {"results", "record", (d.path / "new").string(), "--run", "x", "--file", (d.path / "empty.txt").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no figures for x in"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(d.path / "new"));
 }

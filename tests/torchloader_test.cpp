@@ -110,6 +110,36 @@ TEST(Scheduler, ModeThreeDoesNotPauseAnApplicationWhoseDemandIsMet) {
   EXPECT_TRUE(s.all_finished());
 }
 
+// Shared devices (the seed's cuda_device: each GPU serves two applications): a demand is divided by the
+// applications in the system sharing the application's busiest device, at every event. When vgg's partners
+// complete, its demand doubles: mode 3 pauses it to give it the freed cores; mode 2 does not look.
+TEST(Scheduler, SharedDevicesDivideTheDemandAndACompletionRaisesIt) {
+  EXPECT_EQ(shared_demand(demand(12, .4, 600), 2).demand, 2 + 5) << "10.4 workers alone, 5.2 shared by two";
+  EXPECT_NEAR(shared_demand(demand(12, .4, 600), 2).overload, 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(shared_demand(demand(12, .4, 600), 2).compute_samples_per_second, 300);
+  std::vector<AppSpec> apps = {app("resnet", 0, 1), app("vgg", 0, 1), app("googlenet", 0, 1)};
+  apps[0].cuda_device = {{0, 1}}, apps[1].cuda_device = {{1, 2}}, apps[2].cuda_device = {{0, 2}};
+  EXPECT_EQ(apps_sharing_busiest_device(apps, 1, {true, true, true}), 2);
+  EXPECT_EQ(apps_sharing_busiest_device(apps, 1, {false, true, false}), 1);
+  for (Mode mode : {Mode::OnArrival, Mode::OnArrivalAndCompletion}) {
+    // Alone on a device: resnet and vgg need 4.4 workers (shared: 2.2 -> demand 4), googlenet 30 (shared: 15 -> 17).
+    // 26 cores: shares proportional to the shared demands (4, 4, 17), the leftover core to googlenet.
+    Scheduler s(apps, {demand(6, .4, 100), demand(6, .4, 100), demand(32, 0, 900)}, mode, 1, 26, true);
+    auto launches = s.arrive(0);
+    ASSERT_EQ(launches.size(), 3u);
+    EXPECT_GE(s.workers(2, 0), 17) << "googlenet gets its shared demand";
+    EXPECT_EQ(s.workers(1, 0), 4) << "vgg gets its shared demand";
+    EXPECT_TRUE(s.finished(2, 0, 5).empty()) << "vgg still shares device 1 with resnet: its demand is unchanged";
+    auto after = s.finished(0, 0, 8);
+    if (mode == Mode::OnArrival) {
+      EXPECT_TRUE(after.empty());
+    } else {
+      ASSERT_EQ(count(after, Command::Kind::Pause), 1) << "alone on its devices vgg needs 6, has 4";
+      EXPECT_EQ(s.paused(1, 0).at(0).workers, 26);
+    }
+  }
+}
+
 TEST(Scheduler, ShortOfCoresEveryApplicationStillGetsAWorkerPerProcess) {
   Scheduler s({app("resnet", 0, 1), app("vgg", 0, 1), app("googlenet", 0, 1)}, {demand(9, .1, 1), demand(9, .9, 1), demand(9, .5, 1)},
               Mode::OnArrival, 1, 4);
@@ -242,6 +272,16 @@ TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=5"), "6");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'demand.app%'"), "3");
   EXPECT_EQ(test::sql_one(db, "SELECT value FROM parameters WHERE name='device'"), "emulated") << "the device is part of every run";
+  // The seed's cuda_device puts two applications on each GPU: every node's processes shared one device file, and
+  // no step is left holding a device.
+  int device_files = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "emu"))
+    if (e.path().filename().string().rfind("emulated_devices.node", 0) == 0) {
+      ++device_files;
+      const std::string counters = fanout::read_file(e.path());
+      EXPECT_EQ(counters, std::string(256, '\0')) << e.path();
+    }
+  EXPECT_EQ(device_files, 2);
 }
 
 namespace {

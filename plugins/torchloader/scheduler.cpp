@@ -1,12 +1,42 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace torchloader {
 
-Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node)
-    : mode_(mode), nodes_(std::max(1, nodes)), cores_(std::max(1, cores_per_node)), load_(size_t(std::max(1, nodes)), 0) {
+int apps_sharing_busiest_device(const std::vector<AppSpec>& apps, size_t app, const std::vector<bool>& active) {
+  auto uses = [&](size_t b, int device) {
+    for (const auto& node : apps[b].cuda_device)
+      if (std::find(node.begin(), node.end(), device) != node.end()) return true;
+    return false;
+  };
+  int most = 1;
+  for (const auto& node : apps[app].cuda_device)
+    for (int device : node) {
+      int n = 0;
+      for (size_t b = 0; b < apps.size(); ++b) n += (b == app || (b < active.size() && active[b])) && uses(b, device);
+      most = std::max(most, n);
+    }
+  return most;
+}
+
+Demand shared_demand(const Demand& alone, int sharing) {
+  Demand d = alone;
+  const double s = std::max(1, sharing);
+  d.compute_samples_per_second = alone.compute_samples_per_second / s;
+  d.workers_per_device = alone.workers_per_device / s;
+  const double fl = std::floor(d.workers_per_device);
+  d.demand = int(fl) + 2;
+  d.overload = d.workers_per_device - fl;
+  return d;
+}
+
+Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node,
+                     bool shared_devices)
+    : mode_(mode), nodes_(std::max(1, nodes)), cores_(std::max(1, cores_per_node)), load_(size_t(std::max(1, nodes)), 0),
+      shared_devices_(shared_devices) {
   for (size_t i = 0; i < apps.size(); ++i) {
     App a;
     a.spec = apps[i];
@@ -36,10 +66,23 @@ std::map<int, int> Scheduler::allocation_on(int node, const std::vector<int>& la
     int devices = 0;
     for (const auto& p : a.procs) devices += p.node == node && !p.done;
     if (devices == 0) continue;
-    here.push_back({int(i), devices, std::max(1, a.demand.demand), a.demand.overload, a.demand.compute_samples_per_second});
+    const Demand d = demand_now(int(i), launching);
+    here.push_back({int(i), devices, std::max(1, d.demand), d.overload, d.compute_samples_per_second});
   }
   if (here.empty()) return {};
   return allocate(here, cores_);
+}
+
+Demand Scheduler::demand_now(int app, const std::vector<int>& launching) const {
+  const Demand& alone = apps_[size_t(app)].demand;
+  if (!shared_devices_) return alone;
+  std::vector<AppSpec> specs;
+  std::vector<bool> active;
+  for (size_t i = 0; i < apps_.size(); ++i) {
+    specs.push_back(apps_[i].spec);
+    active.push_back(apps_[i].state == State::Running || std::count(launching.begin(), launching.end(), int(i)));
+  }
+  return shared_demand(alone, apps_sharing_busiest_device(specs, size_t(app), active));
 }
 
 std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
@@ -67,7 +110,7 @@ std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
     proc.pending = workers;  // a pausing process resumes with the newest count
     // More workers for a process that already has its demand would not make it faster, and a pause costs a
     // checkpoint and a restart: only taking workers away, or giving them where demand is unmet, is worth one.
-    const bool helps = workers < proc.workers || proc.workers < apps_[size_t(app)].demand.demand;
+    const bool helps = workers < proc.workers || proc.workers < demand_now(app, launching).demand;
     if (!proc.pausing && workers != proc.workers && helps) changes[app] = true;
   }
   // The processes of an application train together (their gradients are averaged every iteration): they pause

@@ -21,10 +21,23 @@ struct Command {
   int workers;   // Launch / Resume: data-loading workers of this process
 };
 
+// The applications among `active` (active[i]: application i is in the system) that use application app's busiest
+// device, by device index over the workload's cuda_device lists (the seed's applications all span the same nodes,
+// so equal indexes are the same GPU); >= 1.
+int apps_sharing_busiest_device(const std::vector<AppSpec>& apps, size_t app, const std::vector<bool>& active);
+
+// A device's demand shared by `sharing` applications: its compute throughput and workers per device divided
+// (the reference TPM's rule), floor + 2 and the overload recomputed.
+Demand shared_demand(const Demand& alone, int sharing);
+
 class Scheduler {
  public:
-  // demands[i]: application i's TPM demand per device; nodes: how many node agents there are.
-  Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node);
+  // demands[i]: application i's TPM demand per device; nodes: how many node agents there are. shared_devices:
+  // the demands are of a device alone, and each event divides an application's by the applications then in the
+  // system sharing its busiest device (apps_sharing_busiest_device): when one completes, those it shared with
+  // need more workers, which mode 3 gives them.
+  Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node,
+            bool shared_devices = false);
 
   // Launches (and, by the mode, reallocations) for applications whose arrival time is <= now (seconds).
   std::vector<Command> arrive(double now);
@@ -57,6 +70,8 @@ class Scheduler {
   // New worker counts for every running process; Pause for those that change, Launch for `launching`.
   std::vector<Command> reallocate(const std::vector<int>& launching);
   std::map<int, int> allocation_on(int node, const std::vector<int>& launching) const;
+  // Application app's demand now: the TPM's, shared by the applications running or launching.
+  Demand demand_now(int app, const std::vector<int>& launching) const;
   void place(App& app);
   std::vector<Command> resume_when_all_stopped(App& app, int index);
 
@@ -64,6 +79,7 @@ class Scheduler {
   Mode mode_;
   int nodes_, cores_;
   std::vector<int> load_;  // processes placed per node
+  bool shared_devices_;
 };
 
 }  // namespace torchloader

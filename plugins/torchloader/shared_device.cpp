@@ -58,6 +58,12 @@ int SharedDevices::sharing() const {
 
 void SharedDevices::run_step(double seconds, int64_t started_ns) {
   for (int id : ids_) std::atomic_ref<int32_t>(counters_[id]).fetch_add(1);
+  struct Leave {  // the step's devices are given back however it ends
+    SharedDevices& d;
+    ~Leave() {
+      for (int id : d.ids_) std::atomic_ref<int32_t>(d.counters_[id]).fetch_sub(1);
+    }
+  } leave{*this};
   // Progress is integrated over slices: elapsed wall time / the sharing seen at the slice's start.
   double remaining = seconds;
   for (int64_t t = started_ns; remaining > 0;) {
@@ -69,7 +75,6 @@ void SharedDevices::run_step(double seconds, int64_t started_ns) {
     remaining -= double(now - t) * 1e-9 / share;
     t = now;
   }
-  for (int id : ids_) std::atomic_ref<int32_t>(counters_[id]).fetch_sub(1);
 }
 
 }  // namespace torchloader

@@ -38,6 +38,7 @@
 #include "gradient_exchange.h"
 #include "line_channel.h"
 #include "scheduler.h"
+#include "shared_device.h"
 
 namespace torchloader {
 namespace {
@@ -222,27 +223,9 @@ std::string tpm_path(fanout_sdk::Host& host) {
   return p == "auto" || p.empty() ? host.experiment_dir() + "/tpm.json" : p;
 }
 
-// The applications sharing an application's busiest device (>= 1), by device index over the workload's
-// cuda_device lists: the seed's applications all span the same nodes, so equal indexes are the same GPU.
-int apps_sharing_busiest_device(const std::vector<AppSpec>& apps, size_t app) {
-  auto uses = [&](size_t b, int device) {
-    for (const auto& node : apps[b].cuda_device)
-      if (std::find(node.begin(), node.end(), device) != node.end()) return true;
-    return false;
-  };
-  int most = 1;
-  for (const auto& node : apps[app].cuda_device)
-    for (int device : node) {
-      int n = 0;
-      for (size_t b = 0; b < apps.size(); ++b) n += uses(b, device);
-      most = std::max(most, n);
-    }
-  return most;
-}
-
-// Each application's demand per device from the TPM: compute throughput of one process (over the applications
-// sharing its busiest device, when emulated devices are shared as the workload's cuda_device says) over one
-// worker's loader throughput (the reference's rule: floor + 2, the fraction is the overload).
+// Each application's demand per device from the TPM: compute throughput of one process on a device alone over
+// one worker's loader throughput (the reference's rule: floor + 2, the fraction is the overload). Emulated
+// devices shared as the workload's cuda_device says divide it by the sharing (the Scheduler, at every event).
 std::vector<Demand> demands(fanout_sdk::Host& host, const nlohmann::json& tpm, const std::vector<AppSpec>& apps) {
   std::vector<Demand> out;
   for (size_t i = 0; i < apps.size(); ++i) {
@@ -250,8 +233,7 @@ std::vector<Demand> demands(fanout_sdk::Host& host, const nlohmann::json& tpm, c
     const auto& p = tpm.at("apps").at(app_key(host, a));
     LoaderModel loader{p.at("loader_a").get<double>(), p.at("loader_b").get<double>()};
     const double batch = double(a.batch) / std::max(1, a.node_size);
-    const int sharing = host.param("device") == "emulated" ? apps_sharing_busiest_device(apps, i) : 1;
-    const double compute = batch / std::max(1e-9, p.at("compute_s").get<double>()) / sharing;
+    const double compute = batch / std::max(1e-9, p.at("compute_s").get<double>());
     const double need = compute / std::max(1e-9, loader.samples_per_second(1));
     out.push_back({need, int(std::floor(need)) + 2, need - std::floor(need), compute});
   }
@@ -274,6 +256,13 @@ class Master {
 
   int run() {
     apps_ = load_workload(host_);
+    if (host_.param("device") == "emulated")  // refused here, not by each trainer once the run is under way
+      for (size_t a = 0; a < apps_.size(); ++a)
+        for (const auto& node : apps_[a].cuda_device)
+          for (int d : node)
+            if (d >= SharedDevices::kMaxDevices)
+              throw std::runtime_error("application " + std::to_string(a) + " (" + apps_[a].arch + std::to_string(apps_[a].depth) + "): cuda_device " +
+                                       std::to_string(d) + " is beyond the emulated devices 0.." + std::to_string(SharedDevices::kMaxDevices - 1));
     // Published before profiling: the nodes connect (and wait) while it runs.
     const std::string token = fanout_sdk::channel_token();
     LineServer server(fanout_sdk::interface_ipv4("auto"), token);
@@ -298,9 +287,12 @@ class Master {
     register_nodes(nodes, cores);
     const Mode mode = Mode(host_.param_int("mode"));  // one of 1, 2, 3: the driver checked
     const std::vector<Demand> demand = demands(host_, tpm, apps_);
-    for (size_t a = 0; a < demand.size(); ++a)  // the TPM's need per device, unrounded: what WAA allocates by
-      host_.record(("demand.app" + std::to_string(a)).c_str(), 0, host_.now_ns(), demand[a].workers_per_device, "workers", false);
-    Scheduler scheduler(apps_, demand, mode, nodes, cores);
+    const bool shared = host_.param("device") == "emulated";
+    for (size_t a = 0; a < demand.size(); ++a) {  // the TPM's need per device, unrounded, with every application in
+      const int sharing = shared ? apps_sharing_busiest_device(apps_, a, std::vector<bool>(apps_.size(), true)) : 1;
+      host_.record(("demand.app" + std::to_string(a)).c_str(), 0, host_.now_ns(), shared_demand(demand[a], sharing).workers_per_device, "workers", false);
+    }
+    Scheduler scheduler(apps_, demand, mode, nodes, cores, shared);
     sched_ = &scheduler;
     t0_ = host_.now_ns();
     while (!scheduler.all_finished()) {
@@ -471,7 +463,12 @@ class NodeAgent {
     ::setenv(kTokenVariable, token.c_str(), 1);
     LineClient link(announced.substr(0, space), token, kSetupTimeoutMs);
     link_ = &link;
-    apps_ = load_workload(host_);
+    if (host_.param("device") == "emulated") {
+      apps_ = load_workload(host_);  // each application's devices on this node
+      // A fresh device file: a count left by a trainer killed inside a step (an earlier attempt of this run)
+      // would slow every later step on that device.
+      ::unlink(device_file().c_str());
+    }
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
     const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
     link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
@@ -506,6 +503,8 @@ class NodeAgent {
     std::thread reader;
   };
 
+  std::string device_file() const { return host_.run_dir() + "/emulated_devices.node" + std::to_string(host_.rank()); }
+
   std::string checkpoint(int app, int proc) const {
     return host_.run_dir() + "/checkpoints/app" + std::to_string(app) + "." + std::to_string(proc) + ".pt";
   }
@@ -531,7 +530,7 @@ class NodeAgent {
       if (size_t(proc) < devices.size() && !devices[size_t(proc)].empty()) {
         std::string ids;
         for (int d : devices[size_t(proc)]) ids += (ids.empty() ? "" : ",") + std::to_string(d);
-        args.insert(args.end(), {"--device_share", host_.run_dir() + "/emulated_devices.node" + std::to_string(host_.rank()), "--device_ids", ids});
+        args.insert(args.end(), {"--device_share", device_file(), "--device_ids", ids});
       }
     }
     if (host_.param("loader") == "emulated") {  // the TPM's loader model of this application (batch per process)
