@@ -9,12 +9,7 @@ build=${1:-build}
 sizes=(10 100 1000)
 [ "${QUICK:-0}" = 1 ] && sizes=(10)  # bench/run-all --quick
 [ "${2:-}" = --big ] && sizes+=(10000)
-# bench/run-all's figures (bench/figures.h): "metric 0 value unit t" lines appended to $FANOUT_FIGURES when set.
-# An empty value is a failed measurement: the bench fails rather than store nothing or a made-up 0.
-figure() {
-  [ -n "$2" ] || { echo "$(basename "$0"): no value for $1 (a measurement failed)" >&2; exit 1; }
-  [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"
-}
+. "$(dirname "$0")/figures.sh"  # figure(): bench/run-all's figures
 exe=$(readlink -f "$build/fanout")
 work=$(mktemp -d /var/tmp/fanout-driver-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -21,12 +21,7 @@ run() {  # transport len iterations mode(0 sync,1 pushpull,2 push,3 pull)
   wait
 }
 gbps() { run "$@" | awk '/Application goodput/ {print $3}'; }
-# bench/run-all's figures (bench/figures.h): "metric 0 value unit t" lines appended to $FANOUT_FIGURES when set.
-# An empty value is a failed measurement: the bench fails rather than store nothing or a made-up 0.
-figure() {
-  [ -n "$2" ] || { echo "$(basename "$0"): no value for $1 (a measurement failed)" >&2; exit 1; }
-  [ -z "${FANOUT_FIGURES:-}" ] || echo "$1 0 $2 $3 $(date +%s.%N)" >>"$FANOUT_FIGURES"
-}
+. "$(dirname "$0")/figures.sh"  # figure(): bench/run-all's figures
 # QUICK=1 (run-all --quick): 1/20 of the bytes per measurement, a 1 s iperf3.
 quick=${QUICK:-0}
 # Enough iterations for about 400 MB per run, at least 20.
