@@ -38,12 +38,32 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   }
 }
 
+// read() into a string sized from fstat (a stream copied through an ostringstream cost more than decoding the
+// samples it held); files that grow or report no size (pipes, /proc) are read to their end all the same.
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  std::string out;
+  out.resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? size_t(st.st_size) : 4096);
+  size_t have = 0;
+  char more[65536];  // past the expected size: read aside first, so that a whole file costs no extra zeroed copy
+  for (;;) {
+    const bool full = have == out.size();
+    const ssize_t n = full ? ::read(fd, more, sizeof more) : ::read(fd, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw UserError("cannot read " + path.string() + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    if (full) out.append(more, size_t(n));
+    have += size_t(n);
+  }
+  ::close(fd);
+  out.resize(have);
+  return out;
 }
 
 void make_private_dirs(const std::filesystem::path& dir) {

@@ -32,7 +32,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::files
                           const EnvVars& env) {
   ProcessResult r;
   char out_tmpl[] = "/tmp/fanout-proc-out-XXXXXX", err_tmpl[] = "/tmp/fanout-proc-err-XXXXXX";
-  int out_fd = mkstemp(out_tmpl), err_fd = mkstemp(err_tmpl);
+  // Close-on-exec: a process spawned meanwhile by another thread must not inherit these (dup2 clears it on 1 and 2).
+  int out_fd = mkostemp(out_tmpl, O_CLOEXEC), err_fd = mkostemp(err_tmpl, O_CLOEXEC);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);

@@ -1,5 +1,6 @@
 #include "results/processing.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "results/csv_export.h"
@@ -24,6 +25,12 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   const bool ours = fs::exists(dir / layout::kDatabase) && !is_smartsim_tree(dir);
   if (!ours && !is_smartsim_tree(dir))
     throw UserError("--scaling_dir: " + dir.string() + " holds neither fanout.sqlite nor SmartSim-Scaling results (run.cfg, rank_*_timing.csv)");
+  int64_t phase_start = monotonic_ns();
+  auto phase_done = [&](const char* name) {
+    const int64_t now = monotonic_ns();
+    report.phase_s.emplace_back(name, double(now - phase_start) / 1e9);
+    phase_start = now;
+  };
   ResultsDb db(dir / layout::kDatabase);
   if (!ours) {
     // A SmartSim-Scaling experiment folder: import it (again) into the same database, then process as ours.
@@ -41,7 +48,9 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   fs::remove_all(staging);
   fs::create_directories(staging / "plots");
   ResultsDb::ReadSnapshot snapshot(db);  // statistics, samples and plots of the same runs
+  phase_done("import");
   ExperimentStats stats = compute_statistics(db, dir.filename().string());
+  phase_done("statistics");
   // The CSVs go where the driver writes them (DIR/csv), refreshed from this snapshot: one copy, not two. Each
   // file is written aside and renamed.
   const fs::path csv_dir = dir / layout::kCsvDir;
@@ -51,7 +60,9 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   write_runs_csv(stats, csv_dir / "runs.csv");
   for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
     report.files.push_back(csv_dir / name);
+  phase_done("csv");
   auto plots = draw_plots(stats, db, staging / "plots", report.warnings);
+  phase_done("plots");
   write_html_report(stats, plots, staging / "report.html");
   // Each PNG keeps its gnuplot script and data beside it, so a plot can be restyled without fanout.
   fs::path old = dir / "processed.old";
@@ -61,6 +72,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   fs::remove_all(old);
   for (auto& e : fs::recursive_directory_iterator(report.out_dir))
     if (e.is_regular_file()) report.files.push_back(e.path());
+  phase_done("report");
   return report;
 }
 

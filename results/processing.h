@@ -4,6 +4,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -20,6 +21,9 @@ struct ProcessReport {
   std::vector<std::string> warnings;    // plots not drawn, producer sessions without timings, ...
   std::vector<std::string> unreadable;  // SmartSim-Scaling sessions that could not be read ("<file>:<line>: why")
   std::vector<std::filesystem::path> files;
+  // Where the time went: (phase, seconds) in order (import, statistics, csv, plots, report), for
+  // bench/scaling_results_bench and anyone asking why a large tree is slow.
+  std::vector<std::pair<std::string, double>> phase_s;
 };
 
 ProcessReport process_scaling_results(const std::filesystem::path& dir, const ProcessOptions& opts);

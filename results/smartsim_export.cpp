@@ -120,10 +120,12 @@ std::vector<std::pair<std::string, std::string>> attributes_of(const StoredRun& 
     a.emplace_back("iterations", get("iterations"));
     a.emplace_back("tensor_bytes", get("tensor_bytes"));
   }
-  a.emplace_back("language", get("languages", "cpp"));
+  // fanout's smartsim plugin says "languages"; a run imported from SmartSim-Scaling keeps its "language".
+  a.emplace_back("language", get("languages", get("language", "cpp")));
   if (inference && !colocated) a.emplace_back("iterations", get("iterations"));
   static const std::set<std::string> mapped = {"nodes", "client_nodes", "clients_per_node", "db_nodes", "db_cpus", "db_tpq", "batch_size",
-                                               "device", "num_devices", "iterations", "tensor_bytes", "languages", "pin_app_cpus"};
+                                               "device", "num_devices", "iterations", "tensor_bytes", "languages", "language",
+                                               "pin_app_cpus"};
   for (auto& [k, v] : r.parameters)
     if (!mapped.count(k)) a.emplace_back(k, v);
   return a;

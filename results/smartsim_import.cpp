@@ -1,11 +1,16 @@
 #include "results/smartsim_import.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <fstream>
+#include <optional>
 #include <map>
 #include <regex>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/parallel.h"
 #include "common/text.h"
 #include "results/run_folder.h"
 #include "results/store.h"
@@ -82,23 +87,44 @@ struct TimingRow {
   double seconds;
 };
 
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// from_chars for what the clients print; strtod's wider syntax (a leading '+', hex) as before when it declines.
+std::optional<double> seconds_of(std::string_view s) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc() && end == s.data() + s.size()) return v;
+  return parse_double(s);
+}
+
+// One rank_<r>_timing.csv: "rank,function,seconds" lines (blank lines skipped). Read whole and parsed in place:
+// a sweep's tree holds millions of lines.
 std::vector<TimingRow> read_rank_file(const fs::path& file) {
+  const std::string text = read_file(file);
   std::vector<TimingRow> rows;
-  std::ifstream in(file);
-  std::string line;
+  rows.reserve(text.size() / 24);
   int n = 0;
-  while (std::getline(in, line)) {
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view t = trimmed(std::string_view(text).substr(at, end - at));
+    at = end + 1;
     ++n;
-    std::string t = trim(line);
     if (t.empty()) continue;
-    auto parts = split(t, ',');
-    auto bad = [&](const std::string& why) { return UserError(file.string() + ":" + std::to_string(n) + ": " + why + " in '" + printable(t.substr(0, 80)) + "'"); };
-    if (parts.size() != 3) throw bad("expected rank,function,seconds");
-    auto rank = parse_int(trim(parts[0]));
-    auto secs = parse_double(trim(parts[2]));
+    auto bad = [&](const std::string& why) {
+      return UserError(file.string() + ":" + std::to_string(n) + ": " + why + " in '" + printable(t.substr(0, 80)) + "'");
+    };
+    const size_t c1 = t.find(','), c2 = c1 == t.npos ? t.npos : t.find(',', c1 + 1);
+    if (c2 == t.npos || t.find(',', c2 + 1) != t.npos) throw bad("expected rank,function,seconds");
+    auto rank = parse_int(trimmed(t.substr(0, c1)));
+    auto secs = seconds_of(trimmed(t.substr(c2 + 1)));
     if (!rank) throw bad("rank is not an integer");
     if (!secs) throw bad("seconds is not a number");
-    rows.push_back({int(*rank), trim(parts[1]), *secs});
+    rows.push_back({int(*rank), std::string(trimmed(t.substr(c1 + 1, c2 - c1 - 1))), *secs});
   }
   return rows;
 }
@@ -146,11 +172,16 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
 
       // Read every rank file first: a malformed one skips the whole session, before anything is stored.
       std::vector<std::pair<int, std::vector<TimingRow>>> ranks;
+      std::vector<fs::path> rank_files;
       for (auto& e : fs::directory_iterator(session)) {
         std::smatch match;
         std::string name = e.path().filename().string();
-        if (std::regex_match(name, match, kRankFile)) ranks.emplace_back(std::stoi(match[1]), read_rank_file(e.path()));
+        if (std::regex_match(name, match, kRankFile)) {
+          ranks.emplace_back(std::stoi(match[1]), std::vector<TimingRow>{});
+          rank_files.push_back(e.path());
+        }
       }
+      parallel_for(rank_files.size(), [&](size_t i) { ranks[i].second = read_rank_file(rank_files[i]); });
       std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
       if (ranks.empty() && m.session.find("-prod-") != std::string::npos) {
         ++report.producers;  // SmartSim-Scaling's aggregation producers write no timing file: nothing to import

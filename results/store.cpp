@@ -2,16 +2,15 @@
 
 #include <sqlite3.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "results/run_folder.h"
 #include "results/sample_block.h"
 #include "results/sample_file.h"
@@ -320,29 +319,10 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir) {
   for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
     if (e.path().extension() == ".samples") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  // Pack every file first (two threads: the machine's cores), then store them all in one transaction.
-  // Memory is bounded by one run's samples.
+  // Pack every file first (on every core), then store them all in one transaction. Memory is bounded by one run's
+  // samples.
   std::vector<PackedFile> packed(files.size());
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;  // out of memory, ...: rethrown here, not left to end the process in a thread
-  std::mutex failure_mutex;
-  auto pack = [&] {
-    try {
-      for (size_t i; (i = next++) < files.size();) packed[i] = pack_sample_file(files[i]);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next = files.size();
-    }
-  };
-  if (files.size() > 1) {
-    std::thread helper(pack);
-    pack();
-    helper.join();
-  } else {
-    pack();
-  }
-  if (failure) std::rethrow_exception(failure);
+  parallel_for(files.size(), [&](size_t i) { packed[i] = pack_sample_file(files[i]); });
   std::vector<RankPlace> nodes;
   std::vector<std::string> warnings;
   for (size_t i = 0; i < files.size(); ++i) {

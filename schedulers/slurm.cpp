@@ -173,6 +173,22 @@ SlurmScheduler::SlurmScheduler() {
     throw UserError("--launcher=slurm: the Slurm controller does not answer: " + slurm_error());
 }
 
+// One slurm_load_jobs answer, indexed by job id ("123", or "123_4" for an array task).
+struct SlurmScheduler::JobTable {
+  std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg{nullptr, slurm_free_job_info_msg};
+  std::map<std::string, const slurm_job_info_t*> by_id;
+  std::set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
+
+  explicit JobTable(job_info_msg_t* m) : msg(m, slurm_free_job_info_msg) {
+    for (uint32_t i = 0; i < m->record_count; ++i) {
+      const slurm_job_info_t& j = m->job_array[i];
+      if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
+      else by_id[std::to_string(j.job_id)] = &j;
+      if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
+    }
+  }
+};
+
 SlurmScheduler::~SlurmScheduler() = default;
 
 std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec) {
@@ -264,9 +280,13 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
 }
 
 std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_ids) {
-  job_info_msg_t* msg = nullptr;
   ++queries_;
-  if (slurm_load_jobs(0, &msg, SHOW_ALL) != SLURM_SUCCESS) {
+  // Asked with the last answer's time, the controller replies "no change" without sending the table again: a
+  // sweep of a thousand jobs then costs the driver (and slurmctld) little while nothing moves.
+  job_info_msg_t* msg = nullptr;
+  const int rc = slurm_load_jobs(table_ ? table_->msg->last_update : 0, &msg, SHOW_ALL);
+  if (rc == SLURM_SUCCESS) table_ = std::make_unique<JobTable>(msg);
+  else if (!(table_ && slurm_get_errno() == SLURM_NO_CHANGE_IN_DATA)) {
     // A failed query is tolerated: the jobs keep their last known state until the next cycle.
     std::vector<JobStatus> out;
     for (auto& id : job_ids) {
@@ -277,14 +297,8 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     return out;
   }
-  std::map<std::string, const slurm_job_info_t*> by_id;
-  std::set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
-  for (uint32_t i = 0; i < msg->record_count; ++i) {
-    const slurm_job_info_t& j = msg->job_array[i];
-    if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
-    else by_id[std::to_string(j.job_id)] = &j;
-    if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
-  }
+  const auto& by_id = table_->by_id;
+  const auto& pending_arrays = table_->pending_arrays;
   std::vector<JobStatus> out;
   for (auto& id : job_ids) {
     JobStatus s;
@@ -319,7 +333,6 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     out.push_back(s);
   }
-  slurm_free_job_info_msg(msg);
   return out;
 }
 

@@ -57,6 +57,9 @@ class SlurmScheduler : public Scheduler {
     bool seen = false;
   };
   std::map<std::string, Tracked> tracked_;
+  // The controller's last answer, kept so that a query can ask "anything changed since?" and reuse it when not.
+  struct JobTable;
+  std::unique_ptr<JobTable> table_;
   uint64_t queries_ = 0;
   int array_count_ = 0;
 };

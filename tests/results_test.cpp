@@ -10,6 +10,7 @@
 #include "common/text.h"
 #include "results/display_unit.h"
 #include "results/processing.h"
+#include "results/smartsim_export.h"
 #include "results/smartsim_import.h"
 #include "results/store.h"
 #include "tests/test_util.h"
@@ -318,6 +319,20 @@ TEST(SmartSimExport, WritesTheirLayoutAndRoundTripsThroughTheImporter) {
   auto again = run(d, {"results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
+}
+
+// A SmartSim-Scaling tree imported, exported and imported again: its runs carry SmartSim-Scaling's own `language`
+// parameter, which the export must write once in [attributes] (the importer refuses a key twice, as configparser).
+TEST(SmartSimExport, AnImportedTreeExportsAndImportsAgain) {
+  test::TempDir d;
+  ResultsDb db(d.path / "first.sqlite");
+  ASSERT_EQ(import_smartsim_tree(make_smartsim_tree(d.path), db).runs, 2);
+  export_smartsim_layout(db, d.path / "tree");
+  ResultsDb again(d.path / "second.sqlite");
+  auto back = import_smartsim_tree(d.path / "tree", again);
+  EXPECT_TRUE(back.skipped.empty()) << back.skipped.front();
+  EXPECT_EQ(back.runs, 2);
+  EXPECT_EQ(count(d.path / "second.sqlite", "SELECT count(*) FROM parameters WHERE name='language' AND value='cpp'"), 2);
 }
 
 TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
