@@ -13,7 +13,7 @@
 
 namespace fanout {
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode) {
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode, Durability durability) {
   std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
@@ -29,7 +29,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     }
     off += static_cast<size_t>(n);
   }
-  ::fsync(fd);
+  if (durability == Durability::Now) ::fsync(fd);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
@@ -64,6 +64,13 @@ std::string read_file(const std::filesystem::path& path) {
   ::close(fd);
   out.resize(have);
   return out;
+}
+
+void sync_filesystem(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ::sync();
+  ::syncfs(fd);
+  ::close(fd);
 }
 
 void make_private_dirs(const std::filesystem::path& dir) {

@@ -6,7 +6,14 @@
 
 namespace fanout {
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode = 0644);
+// Durable: fsync before the rename. Deferred: no fsync of its own; the caller makes a batch durable with one
+// sync_filesystem() (a thousand run folders laid out with three fsyncs each cost the driver more CPU than
+// everything else it does before submitting).
+enum class Durability { Now, Deferred };
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode = 0644,
+                       Durability durability = Durability::Now);
+// Everything written on the filesystem holding `path` reaches the disk (syncfs): one journal commit for a batch.
+void sync_filesystem(const std::filesystem::path& path);
 std::string read_file(const std::filesystem::path& path);
 // Creates a directory (and parents) that is not world-writable (0755 regardless of umask for the leaf).
 void make_private_dirs(const std::filesystem::path& dir);

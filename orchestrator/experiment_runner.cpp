@@ -567,6 +567,8 @@ class ExperimentSession {
       }
       add_slot(r, 0, int(groups_.size()) - 1);
     }
+    sync_filesystem(outcome_.run_root);  // every folder on disk before any job can start
+    queued_ = true;
     outcome_.runs = slots_.size();
     log() << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
          << st_.launcher;
@@ -575,10 +577,12 @@ class ExperimentSession {
   }
 
   // A slot's folder: private, with its run.toml and job.sh.
+  // Before the first submission every folder is laid out: deferred, then one sync_filesystem() for them all.
   void lay_out(const Slot& s) {
+    const Durability d = queued_ ? Durability::Now : Durability::Deferred;
     make_private_dirs(s.dir);
-    write_run_metadata(s.dir, s.meta);
-    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(s.job), 0755);
+    write_run_metadata(s.dir, s.meta, d);
+    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(s.job), 0755, d);
   }
 
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
@@ -621,11 +625,11 @@ class ExperimentSession {
   }
 
   // A submitted run: tracked by its job id, which its folder keeps (job.id) for a later `fanout resume`.
-  void track_submitted(size_t i, const std::string& id) {
+  void track_submitted(size_t i, const std::string& id, Durability durability = Durability::Now) {
     if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
     slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
-    write_file_atomic(slots_[i].dir / kJobIdFile, id + "\n", 0644);
+    write_file_atomic(slots_[i].dir / kJobIdFile, id + "\n", 0644, durability);
     slots_[i].state = JobState::Pending;
     active_[id] = i;
   }
@@ -759,7 +763,8 @@ class ExperimentSession {
         if (!ids.empty())
           log() << "fanout: submitted " << ids.size() << " run(s) from " << slots_[next_].run->session << " as job(s) " << ids.front()
                 << (ids.size() > 1 ? " .. " + ids.back() : "") << "\n";
-        for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k]);
+        for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k], Durability::Deferred);
+        if (!ids.empty()) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
       } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
@@ -902,6 +907,7 @@ class ExperimentSession {
   int64_t t0_ = 0;
   int max_parallel_ = 1;
   double interval_ = 0.005;
+  bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)
   bool cancelling_ = false;
   int64_t last_stall_check_ns_ = 0;
   std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSamplesDir; }
 
-void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
+void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durability durability) {
   toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
                   {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
                   {"param_hash", m.param_hash}, {"launcher", m.launcher},   {"walltime_s", m.walltime_s},
@@ -55,7 +55,7 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m) {
   }
   std::ostringstream out;
   out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
-  write_file_atomic(run_dir / kRunMetadataFile, out.str());
+  write_file_atomic(run_dir / kRunMetadataFile, out.str(), 0644, durability);
 }
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/files.h"
+
 namespace fanout {
 
 struct RunStep {
@@ -56,7 +58,8 @@ struct RunMetadata {
 
 constexpr const char* kRunMetadataFile = "run.toml";
 
-void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m);  // atomic
+// Atomic; Deferred leaves the fsync to the caller's sync_filesystem() (common/files.h).
+void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m, Durability durability = Durability::Now);
 RunMetadata read_run_metadata(const std::filesystem::path& run_dir);                  // throws UserError
 std::filesystem::path samples_dir(const std::filesystem::path& run_dir);
 

@@ -788,14 +788,17 @@ TEST_F(Slurm, StepsGetTheCpusAndGpusTheyAskOnABindingSite) {
 }
 
 // SmartSim-Scaling's db_hosts and wall_time reach the database's own job: it runs on the node named, for that long.
+// On the scale partition, on a node no other concurrent test needs: on debug's n4 it once deadlocked against
+// StatusLinesNameWhyAJobIsPending (that test's job waits for all four debug nodes, n4 included; Slurm's backfill
+// then kept this database's client waiting behind it, and the database held n4 for its client: 20 minutes).
 TEST_F(Slurm, TheDatabaseJobRunsOnTheHostsNamed) {
-  auto r = fanout({"throughput_standard", "--launcher=slurm", "--exp_name=hosts", "--db_nodes=1", "--db_cpus=1", "--client_nodes=1",
-                   "--clients_per_node=1", "--tensor_bytes=4096", "--iterations=1", "--net_ifname=lo", "--db_port=23570",
-                   "--db_hosts=n4", "--wall_time=00:20:00"},
+  auto r = fanout({"throughput_standard", "--launcher=slurm", "--partition=scale", "--exp_name=hosts", "--db_nodes=1", "--db_cpus=1",
+                   "--client_nodes=1", "--clients_per_node=1", "--tensor_bytes=4096", "--iterations=1", "--net_ifname=lo",
+                   "--db_port=23570", "--db_hosts=n150", "--wall_time=00:20:00"},
                   600);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nodes_of("hosts", "db"), (std::set<std::string>{"n4"}));
-  EXPECT_EQ(nodes_of("hosts", "throughput").count("n4"), 0u);
+  EXPECT_EQ(nodes_of("hosts", "db"), (std::set<std::string>{"n150"}));
+  EXPECT_EQ(nodes_of("hosts", "throughput").count("n150"), 0u);
   const fs::path service = one("hosts", "SELECT path FROM runs WHERE session LIKE 'db-service-%'");
   EXPECT_NE(read_file(service / "job.sh").find("#SBATCH --time=20\n"), std::string::npos);
 }
