@@ -3,7 +3,8 @@
 // invocation, interleaved round by round so that drift of the machine hits both alike. Then run_model latency
 // percentiles and throughput against the number of concurrent clients, without and with batching.
 //   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4]
-// Goal: median(run_model) / median(direct forward) <= 1.05. Warmup rounds (3) are run and not counted.
+// Goal: the median over rounds of run_model / direct forward <= 1.03 (bench/goals.txt). Warmup rounds (3) are run
+// and not counted.
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -122,14 +123,21 @@ int main(int argc, char** argv) {
   print_row("direct libtorch forward", direct_ms);
   print_row("run_model through the database", db_ms);
   std::vector<double> a = direct_ms, b = db_ms;
-  const double ratio = fanout::summarize(b).median / fanout::summarize(a).median;
+  // The two paths run back to back in every round, so each round's ratio cancels the machine's drift between
+  // rounds; their median is the comparison (as tensor_bench's per-round ratios). The ratio of the two medians is
+  // printed too: it mixes rounds the machine ran at different speeds.
+  std::vector<double> paired;
+  for (size_t i = 0; i < a.size(); ++i) paired.push_back(b[i] / a[i]);
+  const double ratio = fanout::summarize(paired).median;
+  const double ratio_of_medians = fanout::summarize(b).median / fanout::summarize(a).median;
   bench::figure("direct_p50_ms", fanout::summarize(a).median, "ms");
   bench::figure("direct_p99_ms", fanout::summarize(a).p99, "ms");
   bench::figure("database_p50_ms", fanout::summarize(b).median, "ms");
   bench::figure("database_p99_ms", fanout::summarize(b).p99, "ms");
   bench::figure("database_vs_direct", ratio, "x");
-  std::printf("ratio of medians (database / direct): %.3fx  goal <= 1.05x: %s; largest logit difference %.2e\n", ratio,
-              ratio <= 1.05 ? "MET" : "NOT MET", max_difference);
+  bench::figure("database_vs_direct_of_medians", ratio_of_medians, "x");
+  std::printf("database / direct: median of the rounds' ratios %.3fx (ratio of the medians %.3fx)  goal <= 1.03x: %s; "
+              "largest logit difference %.2e\n", ratio, ratio_of_medians, ratio <= 1.03 ? "MET" : "NOT MET", max_difference);
 
   std::printf("\nthroughput vs concurrent clients (run_model on its own key each; BATCHSIZE = clients when batched)\n");
   std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "clients / model (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");

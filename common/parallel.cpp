@@ -1,13 +1,28 @@
 #include "common/parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 namespace fanout {
+
+namespace {
+
+// The CPUs this process may run on (its affinity mask: a cgroup or taskset on a shared node), at least 1.
+size_t usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return size_t(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
 
 void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};
@@ -22,9 +37,13 @@ void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
       next = n;
     }
   };
-  const size_t helpers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency())) - (n > 0);
+  const size_t helpers = std::min<size_t>(n, usable_cpus()) - (n > 0);
   std::vector<std::thread> threads;
-  for (size_t k = 0; k < helpers; ++k) threads.emplace_back(work);
+  try {
+    for (size_t k = 0; k < helpers; ++k) threads.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads (a login node's process limit): the ones started and this one do the work.
+  }
   work();
   for (auto& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);

@@ -1,6 +1,7 @@
-// fn(0) .. fn(n-1) spread over the machine's cores: the caller's thread and helpers take the next index until none
-// is left. The first exception ends the work (indexes not yet taken are skipped) and is rethrown to the caller, not
-// left to end the process in a helper thread. For independent, similar-sized pieces of work (files, plots).
+// fn(0) .. fn(n-1) spread over the CPUs this process may use: the caller's thread and helpers take the next index
+// until none is left. The first exception ends the work (indexes not yet taken are skipped) and is rethrown to the
+// caller, not left to end the process in a helper thread. For independent, similar-sized pieces of work (files,
+// plots). Callers that report errors by position catch inside fn (which exception comes first is timing's).
 #pragma once
 #include <cstddef>
 #include <functional>

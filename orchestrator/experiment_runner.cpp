@@ -567,7 +567,9 @@ class ExperimentSession {
       }
       add_slot(r, 0, int(groups_.size()) - 1);
     }
-    sync_filesystem(outcome_.run_root);  // every folder on disk before any job can start
+    // Every folder on disk before any job can start. syncfs flushes what this host has written on that
+    // filesystem (on a shared $HOME, this host's other writes too): once per experiment, not per run.
+    sync_filesystem(outcome_.run_root);
     queued_ = true;
     outcome_.runs = slots_.size();
     log() << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
@@ -878,12 +880,15 @@ class ExperimentSession {
          << "fanout: runs     " << outcome_.run_root.string() << "\n";
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    // "n/a" when not every run was submitted (interrupted, cancelled): no figure rather than a wrong one.
+    char submitted[32] = "n/a";
+    if (cost_.cpu_submitted_s >= 0) std::snprintf(submitted, sizeof submitted, "%.3f", cost_.cpu_submitted_s);
     char line[360];
     std::snprintf(line, sizeof line,
                   "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
-                  "cpu %.3f s (until all submitted %.3f s), peak memory %.1f MiB\n",
+                  "cpu %.3f s (until all submitted %s s), peak memory %.1f MiB\n",
                   slots_.size(), cost_.submit_s, (unsigned long long)cost_.polls, cost_.poll_s, (unsigned long long)scheduler_->queries(),
-                  cost_.ingest_s, csv_s, process_cpu_s(), std::max(0.0, cost_.cpu_submitted_s), double(ru.ru_maxrss) / 1024);
+                  cost_.ingest_s, csv_s, process_cpu_s(), submitted, double(ru.ru_maxrss) / 1024);
     log() << line;
   }
 

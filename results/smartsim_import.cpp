@@ -181,7 +181,17 @@ SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
           rank_files.push_back(e.path());
         }
       }
-      parallel_for(rank_files.size(), [&](size_t i) { ranks[i].second = read_rank_file(rank_files[i]); });
+      // In parallel; the error reported is the first file's in directory order, as when they were read in turn.
+      std::vector<std::string> errors(rank_files.size());
+      parallel_for(rank_files.size(), [&](size_t i) {
+        try {
+          ranks[i].second = read_rank_file(rank_files[i]);
+        } catch (const UserError& e) {
+          errors[i] = e.what();
+        }
+      });
+      for (const std::string& e : errors)
+        if (!e.empty()) throw UserError(e);
       std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
       if (ranks.empty() && m.session.find("-prod-") != std::string::npos) {
         ++report.producers;  // SmartSim-Scaling's aggregation producers write no timing file: nothing to import

@@ -321,6 +321,24 @@ TEST(SmartSimExport, WritesTheirLayoutAndRoundTripsThroughTheImporter) {
   EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
 }
 
+// A rank file that cannot be read (here a folder in its place) skips its session, named, as a malformed one does;
+// the other sessions are imported.
+TEST(SmartSimImport, AnUnreadableRankFileSkipsItsSessionNamingIt) {
+  test::TempDir d;
+  fs::path exp = make_smartsim_tree(d.path);
+  fs::path session;
+  for (auto& e : fs::recursive_directory_iterator(exp))
+    if (e.is_directory() && e.path().filename().string().find("-N2-") != std::string::npos) session = e.path();
+  ASSERT_FALSE(session.empty());
+  fs::create_directories(session / "rank_9_timing.csv");
+  ResultsDb db(exp / "fanout.sqlite");
+  auto r = import_smartsim_tree(exp, db);
+  EXPECT_EQ(r.runs, 1);
+  ASSERT_EQ(r.skipped.size(), 2u);
+  const std::string all = r.skipped[0] + "\n" + r.skipped[1];
+  EXPECT_NE(all.find("rank_9_timing.csv: Is a directory"), std::string::npos) << all;
+}
+
 // A SmartSim-Scaling tree imported, exported and imported again: its runs carry SmartSim-Scaling's own `language`
 // parameter, which the export must write once in [attributes] (the importer refuses a key twice, as configparser).
 TEST(SmartSimExport, AnImportedTreeExportsAndImportsAgain) {
