@@ -11,12 +11,14 @@
 
 namespace fanout {
 
-std::string trim(std::string_view s) {
+std::string_view trim_view(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
+  return s.substr(b, e - b);
 }
+
+std::string trim(std::string_view s) { return std::string(trim_view(s)); }
 
 std::vector<std::string> split(std::string_view s, char sep) {
   std::vector<std::string> out;

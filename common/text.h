@@ -9,6 +9,7 @@
 namespace fanout {
 
 std::string trim(std::string_view s);
+std::string_view trim_view(std::string_view s);  // the same, without a copy
 std::vector<std::string> split(std::string_view s, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 bool starts_with(std::string_view s, std::string_view prefix);

@@ -87,7 +87,7 @@ bool is_bookkeeping(const std::vector<const MetricStats*>& group) {
 std::string file_stem(const std::string& role, const std::string& metric) { return filename_safe(role + "_" + metric, 80); }
 
 void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
-            std::vector<std::string>& warnings, Plot::Section section) {
+            Plot::Section section) {
   const MetricStats& first = *group.front();
   const DisplayUnit du = unit_of(group);
   auto axis = [](const MetricStats& m) { return std::to_string(m.ranks); };
@@ -143,7 +143,7 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
 }
 
 void histogram(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const ResultsDb& db, const fs::path& dir,
-               std::vector<Plot>& plots, std::vector<std::string>& warnings, Plot::Section section) {
+               std::vector<Plot>& plots, Plot::Section section) {
   const MetricStats& first = *group.front();
   const DisplayUnit du = unit_of(group);
   double lo = INFINITY, hi = -INFINITY;
@@ -216,8 +216,7 @@ bool is_size_param(const std::string& n) {
          n.find("_len") != std::string::npos;
 }
 
-void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
-               std::vector<std::string>& warnings) {
+void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots) {
   const MetricStats& first = *group.front();
   if (first.unit.find("bytes/s") == std::string::npos && first.unit.find("B/s") == std::string::npos) return;
   const DisplayUnit du = unit_of(group);
@@ -250,8 +249,7 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
 // Headline: the metric's median against the ranks recording it (the clients), one line per combination of the
 // other varied parameters. A time metric with a varied size parameter is shown as the aggregate bandwidth those
 // ranks moved, ranks x size / median time (SmartSim-Scaling's throughput plots), one line per size.
-void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
-             std::vector<std::string>& warnings) {
+void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots) {
   const MetricStats& first = *group.front();
   std::set<int> ranks;
   for (auto* m : group) ranks.insert(m->ranks);
@@ -309,12 +307,12 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   for (auto& [key, group] : by_metric(exp)) {
     const bool bookkeeping = is_bookkeeping(group);
     if (!bookkeeping) {
-      scaling(group, exp, dir, plots, warnings);
-      bandwidth(group, exp, dir, plots, warnings);
+      scaling(group, exp, dir, plots);
+      bandwidth(group, exp, dir, plots);
     }
     const auto section = bookkeeping ? Plot::Section::Bookkeeping : Plot::Section::Distribution;
-    violin(group, exp, dir, plots, warnings, section);
-    histogram(group, exp, db, dir, plots, warnings, section);
+    violin(group, exp, dir, plots, section);
+    histogram(group, exp, db, dir, plots, section);
   }
   run_gnuplot(plots, warnings);
   std::stable_sort(plots.begin(), plots.end(), [](const Plot& a, const Plot& b) { return std::tie(a.section, a.order) < std::tie(b.section, b.order); });

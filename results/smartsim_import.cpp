@@ -1,7 +1,6 @@
 #include "results/smartsim_import.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <optional>
@@ -87,12 +86,6 @@ struct TimingRow {
   double seconds;
 };
 
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // from_chars for what the clients print; strtod's wider syntax (a leading '+', hex) as before when it declines.
 std::optional<double> seconds_of(std::string_view s) {
   double v = 0;
@@ -111,7 +104,7 @@ std::vector<TimingRow> read_rank_file(const fs::path& file) {
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
-    const std::string_view t = trimmed(std::string_view(text).substr(at, end - at));
+    const std::string_view t = trim_view(std::string_view(text).substr(at, end - at));
     at = end + 1;
     ++n;
     if (t.empty()) continue;
@@ -120,11 +113,11 @@ std::vector<TimingRow> read_rank_file(const fs::path& file) {
     };
     const size_t c1 = t.find(','), c2 = c1 == t.npos ? t.npos : t.find(',', c1 + 1);
     if (c2 == t.npos || t.find(',', c2 + 1) != t.npos) throw bad("expected rank,function,seconds");
-    auto rank = parse_int(trimmed(t.substr(0, c1)));
-    auto secs = seconds_of(trimmed(t.substr(c2 + 1)));
+    auto rank = parse_int(trim_view(t.substr(0, c1)));
+    auto secs = seconds_of(trim_view(t.substr(c2 + 1)));
     if (!rank) throw bad("rank is not an integer");
     if (!secs) throw bad("seconds is not a number");
-    rows.push_back({int(*rank), std::string(trimmed(t.substr(c1 + 1, c2 - c1 - 1))), *secs});
+    rows.push_back({int(*rank), std::string(trim_view(t.substr(c1 + 1, c2 - c1 - 1))), *secs});
   }
   return rows;
 }
