@@ -8,9 +8,12 @@
 #   e.g. bench/torchloader_emulated_bench.sh build "local slurm" 3
 # Two workloads: the seed's three 2-node applications (500 iterations; ITERATIONS caps them), and a skewed one
 # (bench/torchloader_skewed.csv: the loader-hungry googlenet runs 10x the others' iterations). Modes 1, 2, 3 on
-# 2 nodes; each repeat is a fresh experiment; the table gives per mode the median aggregate throughput and makespan
-# over the repeats, their spread (min..max), and the ratio of medians to mode 1. A per-application table shows why:
-# demand (TPM), workers allocated, completion time.
+# 2 nodes with the seed's reallocation (pause, checkpoint, restart), and row 3L: mode 3 resizing the loaders in
+# place (--resize=live, fanout's; mode 2 live would equal mode 2 here, where every application arrives at once).
+# The runs of an experiment go one after another on either launcher (--max_parallel=1), so each mode has the
+# machine to itself. Each repeat is a fresh experiment; the table gives per mode the median aggregate throughput
+# and makespan over the repeats, their spread (min..max), and the ratio of medians to mode 1. A per-application
+# table shows why: demand (TPM), workers allocated, completion time, pauses and live resizes.
 # Knobs (environment): TFLOPS (0.15: a V100's sustained ~7 TFLOP/s on ImageNet's 224x224 images is 7 / 49 on our
 # 32x32 ones, so compute per loaded sample is the paper's), COST (600: blur passes per sample of the real loader the
 # TPM profiles; one worker then delivers about 300 samples/s, an ImageNet-like loading cost), CORES (48),
@@ -35,16 +38,19 @@ for w in seed "$here/torchloader_skewed.csv"; do
     { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
 done
 
-run() {  # run <launcher> <workload> <cap> <rep>: one experiment of modes 1, 2, 3
+run() {  # run <launcher> <workload> <cap> <rep>: one experiment of modes 1, 2, 3 and 3L
   local name="$1-$(basename "$2" .csv)-r$4"
   "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
-    --max_iterations="$3" --mode=[1,2,3] --nodes=2 --cores="$CORES" --loader=emulated "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
+    --max_iterations="$3" --mode=[1,2,3] --resize=[restart,live] --exclude=mode=[1,2],resize=live --max_parallel=1 \
+    --nodes=2 --cores="$CORES" --loader=emulated "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
     { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
   echo "$out/$name/fanout.sqlite"
 }
 
-metric_sql="SELECT p.value, s.metric, s.value FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode'
-            WHERE s.metric IN ('aggregate_throughput', 'makespan')"
+# A run's row: its mode, with L when it resized in place.
+row="p.value || CASE r.value WHEN 'live' THEN 'L' ELSE '' END"
+runs="samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode' JOIN parameters r ON r.run_id = s.run_id AND r.name = 'resize'"
+metric_sql="SELECT $row, s.metric, s.value FROM $runs WHERE s.metric IN ('aggregate_throughput', 'makespan')"
 for launcher in $launchers; do
   for w in seed "$here/torchloader_skewed.csv"; do
     cap=$([ "$w" = seed ] && echo "$ITERATIONS" || echo 0)
@@ -63,21 +69,24 @@ for launcher in $launchers; do
       { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
       END {
         printf "%-5s %14s %18s %10s %11s %16s %10s\n", "mode", "samples/s", "(min..max)", "vs mode 1", "makespan s", "(min..max)", "vs mode 1"
-        for (m = 1; m <= 3; m++) {
+        split("1 2 3 3L", rows_in_order, " ")
+        for (r = 1; r <= 4; r++) {
+          m = rows_in_order[r]
           if (!(m in modes)) continue
           for (q = 0; q < 2; q++) {
             metric = q ? "makespan" : "aggregate_throughput"; k = m SUBSEP metric; lo = hi = v[k, 1]
             for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < lo) lo = x[i]; if (x[i] > hi) hi = x[i] }
             M[m, q] = med(x, n[k]); L[m, q] = lo; H[m, q] = hi
           }
-          printf "%-5s %14.0f %18s %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M[1, 0],
-                 M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M[1, 1] / M[m, 1]
+          printf "%-5s %14.0f %18s %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M["1", 0],
+                 M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M["1", 1] / M[m, 1]
         }
       }' "$rows"
-    echo "-- why (first repeat): per application (app0 resnet10, app1 vgg11, app2 googlenet1), its TPM demand per device, its workers (all processes) at the start -> at the end, its completion time (s); pauses"
+    echo "-- why (first repeat): per application (app0 resnet10, app1 vgg11, app2 googlenet1), its TPM demand per device, its workers (all processes) at the start -> at the end, its completion time (s); pauses; live resizes"
     sqlite3 -separator ' ' "${dbs[0]}" "
-      SELECT p.value, s.metric, s.value FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode'
-      WHERE s.metric LIKE 'demand.app%' OR s.metric LIKE 'workers.app%' OR s.metric LIKE 'completion_s.app%' OR s.metric = 'pauses' ORDER BY p.value, s.metric, s.t_start" |
+      SELECT $row, s.metric, s.value FROM $runs
+      WHERE s.metric LIKE 'demand.app%' OR s.metric LIKE 'workers.app%' OR s.metric LIKE 'completion_s.app%' OR s.metric IN ('pauses', 'resizes')
+      ORDER BY 1, s.metric, s.t_start, s.iteration" |
       awk '{ key = $1 " " $2; if (!(key in first)) { first[key] = $3; order[++n] = key } last[key] = $3 }
            END { for (i = 1; i <= n; i++) { split(order[i], a, " "); m = a[1]; name = a[2]
                    if (name ~ /^workers/) printf "  mode %s %-16s %s -> %s\n", m, name, first[order[i]], last[order[i]]

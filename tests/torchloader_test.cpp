@@ -140,6 +140,35 @@ TEST(Scheduler, SharedDevicesDivideTheDemandAndACompletionRaisesIt) {
   }
 }
 
+// resize=live: a running application's new count is applied in place (Resize, never Pause), for every change the
+// WAA makes, since it costs no restart: mode 3 hands the cores freed by a completion to the others even where their
+// demand is met, so that they already have them when a later completion raises it.
+TEST(Scheduler, LiveResizingAppliesEveryChangeInPlace) {
+  std::vector<AppSpec> apps = {app("resnet", 0, 2), app("vgg", 0, 2), app("googlenet", 0, 2)};
+  apps[0].cuda_device = {{0, 1}, {0, 1}}, apps[1].cuda_device = {{1, 2}, {1, 2}}, apps[2].cuda_device = {{0, 2}, {0, 2}};
+  for (Mode mode : {Mode::OnArrival, Mode::OnArrivalAndCompletion}) {
+    Scheduler s(apps, {demand(6, .4, 100), demand(6, .4, 100), demand(32, 0, 900)}, mode, 2, 26, true, Resizing::Live);
+    ASSERT_EQ(count(s.arrive(0), Command::Kind::Launch), 6);
+    const int vgg_before = s.workers(1, 0) + s.workers(1, 1);
+    auto freed = s.finished(2, 0, 5);
+    EXPECT_TRUE(freed.empty()) << "googlenet's other process still runs";
+    freed = s.finished(2, 1, 5);
+    if (mode == Mode::OnArrival) {
+      EXPECT_TRUE(freed.empty()) << "mode 2 does not look at completions";
+      continue;
+    }
+    EXPECT_EQ(count(freed, Command::Kind::Pause), 0);
+    ASSERT_EQ(count(freed, Command::Kind::Resize), 4) << "both processes of resnet and of vgg grow";
+    for (const auto& c : freed) EXPECT_EQ(c.workers, s.workers(c.app, c.process)) << "the scheduler's count is the command's";
+    EXPECT_EQ(s.workers(0, 0) + s.workers(1, 0), 26) << "node 0's cores go to the two applications left on it";
+    EXPECT_GT(s.workers(1, 0) + s.workers(1, 1), vgg_before);
+    EXPECT_TRUE(s.paused(1, 0).empty()) << "nothing was paused, so nothing resumes";
+    for (int p = 0; p < 2; ++p) s.finished(0, p, 8);
+    for (int p = 0; p < 2; ++p) s.finished(1, p, 9);
+    EXPECT_TRUE(s.all_finished());
+  }
+}
+
 TEST(Scheduler, ShortOfCoresEveryApplicationStillGetsAWorkerPerProcess) {
   Scheduler s({app("resnet", 0, 1), app("vgg", 0, 1), app("googlenet", 0, 1)}, {demand(9, .1, 1), demand(9, .9, 1), demand(9, .5, 1)},
               Mode::OnArrival, 1, 4);
@@ -215,6 +244,23 @@ TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
   // Every process reported FINISHED at its last iteration: the resumed one too.
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value NOT IN (60, 10)"), "0");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration'"), "4");
+
+  // resize=live, mode 3: the long application's loader shrinks in place when the short one arrives and grows back
+  // when it completes; nothing pauses, and its heartbeats show the counts its loader ran.
+  auto live = test::run_fanout(d.path, {"torchloader", "--exp_name=live", "--workload=" + workload.string(), "--mode=3", "--resize=live",
+                                        "--nodes=1", "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
+                               900);
+  ASSERT_EQ(live.exit_code, 0) << live.err << live.out;
+  const fs::path live_db = d.path / "results" / "live" / "fanout.sqlite";
+  EXPECT_EQ(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='pauses'")), 0);
+  EXPECT_GE(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='resizes'")), 2) << "a shrink and a growth";
+  EXPECT_EQ(test::sql_one(live_db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value IN (60, 10)"), "2");
+  const auto asked = test::sql_rows(live_db, "SELECT value FROM samples WHERE metric='workers.app0' ORDER BY iteration");
+  ASSERT_GE(asked.size(), 3u) << "launched, shrunk, grown";
+  EXPECT_LT(std::stod(asked[1][0]), std::stod(asked[0][0]));
+  EXPECT_GT(std::stod(asked[2][0]), std::stod(asked[1][0]));
+  EXPECT_EQ(test::sql_one(live_db, "SELECT count(DISTINCT value) > 1 FROM samples WHERE metric='loader_workers.app0.p0'"), "1")
+      << "the trainer's own heartbeats report the resized loader";
 }
 
 // The seed's workload as written in torchloader's README (3 applications of 2 nodes each, arriving together),
@@ -378,6 +424,8 @@ TEST(AgentMessage, EachKindParsesAndMalformedLinesAreRefused) {
   EXPECT_EQ(m->app, 1);
   EXPECT_EQ(m->iteration, 12);
   EXPECT_DOUBLE_EQ(m->samples_per_s, 340.5);
+  EXPECT_EQ(m->loader_workers, 0) << "a heartbeat without the loader's count";
+  EXPECT_EQ(torchloader::parse_agent_message("HB 1 0 12 340.500000 0.100000 0.020000 6")->loader_workers, 6);
   m = torchloader::parse_agent_message("LISTENING 2 0 40123");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, K::Listening);
@@ -392,6 +440,7 @@ TEST(AgentMessage, EachKindParsesAndMalformedLinesAreRefused) {
   EXPECT_EQ(m->why, "exit 3 (see the node's log)");
   EXPECT_EQ(torchloader::parse_agent_message("PAUSED 3 2 42")->kind, K::Paused);
   for (const char* bad : {"HB x 0 1 2", "HB 0 0 1 nan 0 0", "HB 0 0 1 -5 0 0", "LISTENING 0 0 70000", "LISTENING 0 0 0", "FINISHED 0 0",
-                          "PAUSED 0 0 12x", "PAUSED -1 0 3", "PAUSED 0 99999999999 3", "HELLO 0 0 1", "", "HB 0"})
+                          "PAUSED 0 0 12x", "PAUSED -1 0 3", "PAUSED 0 99999999999 3", "HELLO 0 0 1", "", "HB 0",
+                          "HB 0 0 1 5 0 0 0", "HB 0 0 1 5 0 0 2.5", "HB 0 0 1 5 0 0 3 4"})
     EXPECT_FALSE(torchloader::parse_agent_message(bad)) << bad;
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -156,6 +157,57 @@ TEST(TorchloaderData, IterationDataDoesNotDependOnWorkers) {
     DataLoader l(ds, batch, 2, 0, 1000);
     l.next();
   }
+}
+
+// Live resizing (resize=live): the loader grows and shrinks while batches are taken; every iteration's batch is
+// still the dataset's, in order, and the worker count follows.
+TEST(TorchloaderData, ResizingTheLoaderInPlaceKeepsTheBatchesAndTheirOrder) {
+  SyntheticImageDataset ds(50, 10, 1, 11);
+  const int64_t batch = 8, end = 40;
+  DataLoader l(ds, batch, 1, 0, end);
+  int64_t expect = 0;
+  auto take = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      auto b = l.next();
+      ASSERT_TRUE(b.has_value()) << "iteration " << expect;
+      ASSERT_EQ(b->iteration, expect);
+      auto [x, y] = ds.make_batch(expect, batch);
+      EXPECT_TRUE(torch::equal(x, b->data)) << "iteration " << expect;
+      EXPECT_TRUE(torch::equal(y, b->labels)) << "iteration " << expect;
+      ++expect;
+    }
+  };
+  take(5);
+  l.resize(4);
+  EXPECT_EQ(l.workers(), 4);
+  take(10);
+  l.resize(2);
+  EXPECT_EQ(l.workers(), 2);
+  take(10);
+  l.resize(3);  // grows again after a shrink: the stopped threads are joined, not counted
+  EXPECT_EQ(l.workers(), 3);
+  take(int(end - expect));
+  EXPECT_FALSE(l.next().has_value()) << "nothing after end_iter";
+  EXPECT_THROW(l.resize(0), std::invalid_argument);
+}
+
+// An emulated loader resized in place delivers at the model's rate for the new count (a / workers + b seconds per
+// sample over all workers), measured after the new workers' first batches.
+TEST(TorchloaderEmulated, AResizedLoaderFollowsTheModelForItsNewCount) {
+  SyntheticImageDataset ds(50, 10, 1, 11);
+  const EmulatedLoader model{2e-3, 2e-4};
+  const int64_t batch = 16;
+  DataLoader l(ds, batch, 1, 0, std::numeric_limits<int64_t>::max(), 0, 1, model);
+  l.next();
+  l.resize(4);
+  for (int i = 0; i < 8; ++i) l.next();  // the pipeline of the new workers fills
+  const auto t = std::chrono::steady_clock::now();
+  const int n = 40;
+  for (int i = 0; i < n; ++i) l.next();
+  const double got = double(n * batch) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const double expect = 1.0 / (model.a / 4 + model.b);  // 1,667 samples/s; one worker: 455
+  EXPECT_LE(got / expect, 1.05) << got << " samples/s, the model for 4 workers says " << expect;
+  EXPECT_GE(got / expect, 0.8) << got << " samples/s, the model for 4 workers says " << expect;
 }
 
 TEST(TorchloaderTrain, PauseThenResumeWithOtherWorkersMatchesUninterruptedRun) {
@@ -504,6 +556,32 @@ TEST(TorchloaderExecutable, SigusrPausesAndResumeFinishes) {
   EXPECT_EQ(status, 0) << log2;
   EXPECT_EQ(iter_of(fin), next + 5) << log2;
   EXPECT_NE(fin.find("seconds="), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// SIGRTMIN+1 queued with a worker count resizes the loader in place: later heartbeats report the new count, the
+// process neither pauses nor restarts, and SIGUSR1 still pauses it.
+TEST(TorchloaderExecutable, QueuedSignalResizesTheLoaderInPlace) {
+  fs::path dir = scratch_dir();
+  Child c = spawn({"--arch", "resnet", "--depth", "1", "--batch", "8", "--cost", "1", "--threads", "1", "--seed", "3",
+                   "--checkpoint", (dir / "resize.ckpt").string(), "--heartbeat", "0.05", "--workers", "1", "--end_iter", "1000000"});
+  ASSERT_GT(c.pid, 0);
+  std::string log;
+  std::string hb = read_until(c, "HEARTBEAT iter=", log);
+  ASSERT_NE(hb.find("workers=1"), std::string::npos) << log;
+  union sigval v {};
+  v.sival_int = 3;
+  ASSERT_EQ(sigqueue(c.pid, SIGRTMIN + 1, v), 0);
+  std::string resized;
+  while (resized.empty()) {
+    std::string line = read_until(c, "HEARTBEAT iter=", log);
+    ASSERT_FALSE(line.empty()) << "the trainer ended: " << log;
+    if (line.find("workers=3") != std::string::npos) resized = line;
+  }
+  EXPECT_GT(iter_of(resized), iter_of(hb)) << "it kept training";
+  ASSERT_EQ(kill(c.pid, SIGUSR1), 0);
+  EXPECT_FALSE(read_until(c, "PAUSED iter=", log).empty()) << log;
+  EXPECT_EQ(finish(c, log), 75) << log;
   fs::remove_all(dir);
 }
 

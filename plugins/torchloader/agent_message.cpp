@@ -41,11 +41,12 @@ std::optional<AgentMessage> parse_agent_message(const std::string& line) {
     const auto port = whole_number(w[3], 1, 65535);
     if (!port) return std::nullopt;
     m.kind = AgentMessage::Kind::Listening, m.port = int(*port);
-  } else if (w[0] == "HB" && w.size() == 7) {
+  } else if (w[0] == "HB" && (w.size() == 7 || w.size() == 8)) {
     const auto iter = whole_number(w[3], 0, kIterMax);
     const auto rate = amount(w[4]);
-    if (!iter || !rate || !amount(w[5]) || !amount(w[6])) return std::nullopt;
-    m.kind = AgentMessage::Kind::Heartbeat, m.iteration = *iter, m.samples_per_s = *rate;
+    const auto workers = w.size() == 8 ? whole_number(w[7], 1, kIntMax) : std::optional<int64_t>(0);
+    if (!iter || !rate || !amount(w[5]) || !amount(w[6]) || !workers) return std::nullopt;
+    m.kind = AgentMessage::Kind::Heartbeat, m.iteration = *iter, m.samples_per_s = *rate, m.loader_workers = int(*workers);
   } else if ((w[0] == "PAUSED" && w.size() == 4) || (w[0] == "FINISHED" && (w.size() == 4 || (w.size() == 5 && amount(w[4]))))) {
     const auto iter = whole_number(w[3], 0, kIterMax);
     if (!iter) return std::nullopt;

@@ -1,7 +1,7 @@
 // What a node agent tells the torchloader master about one training process, a line each (NodeAgent in
 // torchloader.cpp writes them, relaying what fanout-torchloader-train prints):
 //   LISTENING <app> <proc> <port>                                   process 0 of a multi-node application takes peers
-//   HB <app> <proc> <iter> <samples/s> <iter_s> <loader_wait_s>      a heartbeat
+//   HB <app> <proc> <iter> <samples/s> <iter_s> <loader_wait_s> [<loader_workers>]   a heartbeat
 //   PAUSED <app> <proc> <iter>
 //   FINISHED <app> <proc> <iter> [<seconds>]
 //   FAILED <app> <proc> <why...>
@@ -21,6 +21,7 @@ struct AgentMessage {
   int port = 0;               // Listening: 1-65535
   int64_t iteration = 0;      // Heartbeat, Paused, Finished
   double samples_per_s = 0;   // Heartbeat
+  int loader_workers = 0;     // Heartbeat: the workers its loader runs (0: not said)
   std::string why;            // Failed
 };
 

@@ -34,9 +34,9 @@ Demand shared_demand(const Demand& alone, int sharing) {
 }
 
 Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node,
-                     bool shared_devices)
+                     bool shared_devices, Resizing resizing)
     : mode_(mode), nodes_(std::max(1, nodes)), cores_(std::max(1, cores_per_node)), load_(size_t(std::max(1, nodes)), 0),
-      shared_devices_(shared_devices) {
+      shared_devices_(shared_devices), resizing_(resizing) {
   for (size_t i = 0; i < apps.size(); ++i) {
     App a;
     a.spec = apps[i];
@@ -105,6 +105,13 @@ std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
     if (std::count(launching.begin(), launching.end(), app)) {
       proc.workers = workers;
       out.push_back({Command::Kind::Launch, app, p, proc.node, workers});
+      continue;
+    }
+    if (resizing_ == Resizing::Live) {
+      if (workers != proc.workers) {
+        proc.workers = workers;
+        out.push_back({Command::Kind::Resize, app, p, proc.node, workers});
+      }
       continue;
     }
     proc.pending = workers;  // a pausing process resumes with the newest count

@@ -1,7 +1,8 @@
 // The torchloader Master's scheduling decisions, without sockets or processes: applications arrive at their
 // arrival times, each runs one training process per node it spans, and on every event the mode says whether
 // data-loading workers are reallocated (WAA per node over the applications on it, with their TPM demands).
-// A process whose worker count changes is paused (it checkpoints) and resumed with the new count.
+// A process whose worker count changes is paused (it checkpoints) and resumed with the new count (the seed's way),
+// or, with Resizing::Live, told to resize its loader in place (fanout's: no pause, no restart).
 // The caller turns the returned commands into messages and feeds back what the processes report.
 #pragma once
 #include <map>
@@ -14,12 +15,15 @@
 namespace torchloader {
 
 struct Command {
-  enum class Kind { Launch, Pause, Resume } kind;
+  enum class Kind { Launch, Pause, Resume, Resize } kind;
   int app;       // index in the workload
   int process;   // 0 .. processes of the app - 1
   int node;      // where it runs
-  int workers;   // Launch / Resume: data-loading workers of this process
+  int workers;   // Launch / Resume / Resize: data-loading workers of this process
 };
+
+// How a running process gets a new worker count: the seed's pause, checkpoint and restart, or in place.
+enum class Resizing { Restart, Live };
 
 // The applications among `active` (active[i]: application i is in the system) that use application app's busiest
 // device, by device index over the workload's cuda_device lists (the seed's applications all span the same nodes,
@@ -35,9 +39,11 @@ class Scheduler {
   // demands[i]: application i's TPM demand per device; nodes: how many node agents there are. shared_devices:
   // the demands are of a device alone, and each event divides an application's by the applications then in the
   // system sharing its busiest device (apps_sharing_busiest_device): when one completes, those it shared with
-  // need more workers, which mode 3 gives them.
+  // need more workers, which mode 3 gives them. resizing: Restart pauses a running application only where the
+  // change pays for its restart (fewer workers, or more where its demand is unmet); Live resizes every process
+  // whose count changes, as the WAA says, since that costs nothing.
   Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node,
-            bool shared_devices = false);
+            bool shared_devices = false, Resizing resizing = Resizing::Restart);
 
   // Launches (and, by the mode, reallocations) for applications whose arrival time is <= now (seconds).
   std::vector<Command> arrive(double now);
@@ -80,6 +86,7 @@ class Scheduler {
   int nodes_, cores_;
   std::vector<int> load_;  // processes placed per node
   bool shared_devices_;
+  Resizing resizing_;
 };
 
 }  // namespace torchloader

@@ -5,12 +5,13 @@
 //           throughput over time, workers over time, completion times, and the makespan.
 //   node    (1 rank per node): the Worker and Application Master of the node. Registers with the Master, spawns
 //           fanout-torchloader-train processes, pauses them (SIGUSR1: checkpoint at the current iteration) and
-//           resumes them with a new worker count, relays their heartbeats.
+//           resumes them with a new worker count, or resizes their loaders in place (SIGRTMIN+1 with the count,
+//           resize=live), relays their heartbeats.
 //   profile (1 rank): the TPM's profiling runs; fits and writes the model file the master reads.
 // Messages (text lines, line_channel.h):  node -> master: REGISTER node cores ip | HB app proc iter samples/s
-//   iter_s loader_wait_s | LISTENING app 0 port | PAUSED app proc iter | FINISHED app proc iter seconds |
+//   iter_s loader_wait_s loader_workers | LISTENING app 0 port | PAUSED app proc iter | FINISHED app proc iter seconds |
 //   FAILED app proc why...     master -> node: LAUNCH|RESUME app proc workers arch depth batch iterations world
-//   address | PAUSE app proc | EXIT
+//   address | PAUSE app proc | RESIZE app proc workers (resize=live: the loader changes in place) | EXIT
 // A multi-node application's processes average gradients through its process 0 (gradient_exchange.h): process 0
 // starts first and says where it listens (LISTENING), then the others start with that address.
 #include <signal.h>
@@ -55,6 +56,7 @@ constexpr char kSeedWorkload[] =
 const char* const kModes[] = {"1", "2", "3"};
 const char* const kDevices[] = {"auto", "cpu", "cuda", "emulated"};
 const char* const kLoaders[] = {"real", "emulated"};
+const char* const kResizings[] = {"restart", "live"};
 const fanout_param_spec kParams[] = {
     FANOUT_PARAM("workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"),
     FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions", kModes),
@@ -69,6 +71,7 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_ONE_OF("device", FANOUT_PARAM_STRING, "auto", "where training computes: auto (CUDA if libtorch has it, else CPU), cpu, cuda, or emulated: a simulated accelerator per training process whose iterations take launch + 6 x MACs x batch / tflops on a timer, using no CPU core", kDevices),
     FANOUT_PARAM_RANGE_FLAGS("device_tflops", FANOUT_PARAM_FLOAT, "10", "emulated device: sustained 10^12 FLOP/s", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
     FANOUT_PARAM_RANGE("device_launch_us", FANOUT_PARAM_FLOAT, "200", "emulated device: fixed microseconds per iteration (launches, synchronisation)", "0", NULL),
+    FANOUT_PARAM_ONE_OF("resize", FANOUT_PARAM_STRING, "restart", "how a running application gets a new worker count: restart (the seed: pause, checkpoint, relaunch; only where it pays) or live (fanout: its loaders grow or shrink in place, no pause)", kResizings),
     FANOUT_PARAM_ONE_OF("loader", FANOUT_PARAM_STRING, "real", "real: loader workers do the CPU work; emulated: each delivers batches at the rate the TPM profiled for its application (a/workers + b seconds per sample), on timers", kLoaders),
 };
 
@@ -292,7 +295,7 @@ class Master {
       const int sharing = shared ? apps_sharing_busiest_device(apps_, a, std::vector<bool>(apps_.size(), true)) : 1;
       host_.record(("demand.app" + std::to_string(a)).c_str(), 0, host_.now_ns(), shared_demand(demand[a], sharing).workers_per_device, "workers", false);
     }
-    Scheduler scheduler(apps_, demand, mode, nodes, cores, shared);
+    Scheduler scheduler(apps_, demand, mode, nodes, cores, shared, host_.param("resize") == "live" ? Resizing::Live : Resizing::Restart);
     sched_ = &scheduler;
     t0_ = host_.now_ns();
     while (!scheduler.all_finished()) {
@@ -343,6 +346,10 @@ class Master {
       if (c.kind == Command::Kind::Pause) {
         msg = "PAUSE " + id;
         ++pauses_;
+      } else if (c.kind == Command::Kind::Resize) {
+        msg = "RESIZE " + id + " " + std::to_string(c.workers);
+        ++resizes_;
+        record_workers(c.app);
       } else {
         if (world > 1 && c.process > 0 && dp_address.empty()) {
           deferred_[c.app].push_back(c);  // started once process 0 says where it listens
@@ -364,6 +371,16 @@ class Master {
     int total = 0;
     for (int p = 0; p < sched_->processes(app); ++p) total += sched_->workers(app, p);
     host_.record(("workers.app" + std::to_string(app)).c_str(), changes_[app]++, host_.now_ns(), total, "workers", false);
+  }
+
+  // The workers a process's loader reports running, when that changes (after a launch, a resume or a live
+  // resize): what the processes did, beside workers.app<a>, what the master asked.
+  void record_loader_workers(int app, int proc, int workers) {
+    int& last = loader_workers_[{app, proc}];
+    if (workers < 1 || workers == last) return;
+    last = workers;
+    host_.record(("loader_workers.app" + std::to_string(app) + ".p" + std::to_string(proc)).c_str(), loader_changes_[{app, proc}]++,
+                 host_.now_ns(), workers, "workers", false);
   }
 
   // A peer's line that does not parse (agent_message.h), or names an application or process that does not
@@ -390,6 +407,7 @@ class Master {
       }
       case AgentMessage::Kind::Heartbeat:
         host_.record(("samples_per_s.app" + std::to_string(app)).c_str(), hb_[app]++, host_.now_ns(), m.samples_per_s, "samples/s", false);
+        record_loader_workers(app, proc, m.loader_workers);
         break;
       case AgentMessage::Kind::Paused:
         send(sched_->paused(app, proc));
@@ -426,6 +444,7 @@ class Master {
     host_.record("aggregate_throughput", 0, t0_, aggregate, "samples/s", false);
     host_.record("cluster_throughput", 0, t0_, samples / std::max(1e-9, makespan), "samples/s", false);
     host_.record("pauses", 0, t0_, pauses_, "count", false);
+    host_.record("resizes", 0, t0_, resizes_, "count", false);
   }
 
   fanout_sdk::Host& host_;
@@ -438,7 +457,8 @@ class Master {
   std::map<int, int64_t> hb_, changes_;  // sample numbers of each application's heartbeats and worker changes
   int64_t t0_ = 0;
   std::map<int, double> samples_;  // per application, counted as its processes finish
-  int pauses_ = 0, failures_ = 0;
+  int pauses_ = 0, resizes_ = 0, failures_ = 0;
+  std::map<std::pair<int, int>, int> loader_workers_, loader_changes_;  // per (app, process)
 };
 
 int run_master(fanout_context* ctx, const fanout_host_ops* ops) {
@@ -480,6 +500,7 @@ class NodeAgent {
           if (w[0] == "EXIT") running = false;
           else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
           else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
+          else if (w[0] == "RESIZE" && w.size() == 4) resize(std::stoi(w[1]), std::stoi(w[2]), std::stoi(w[3]));
         }
       }
     } catch (...) {
@@ -491,13 +512,20 @@ class NodeAgent {
   }
 
  private:
-  // What the reader thread and the agent share about a training process. A pause is only signalled once the
-  // trainer has printed a line (its SIGUSR1 handler is installed by then; before, the signal would kill it).
+  // What the reader thread and the agent share about a training process. A pause or a resize is only signalled
+  // once the trainer has printed a line (its handlers are installed by then; before, the signal would kill it).
   struct Shared {
     std::mutex mu;
     pid_t pid = -1;  // -1 once it has exited
     bool ready = false, pause_pending = false;
+    int resize_pending = 0;  // workers, 0: none
   };
+
+  static void send_resize(pid_t pid, int workers) {
+    union sigval v {};
+    v.sival_int = workers;
+    ::sigqueue(pid, SIGRTMIN + 1, v);
+  }
   struct Process {
     std::shared_ptr<Shared> state = std::make_shared<Shared>();
     std::thread reader;
@@ -558,12 +586,16 @@ class NodeAgent {
         if (!s.empty() && s.back() == '\n') s.pop_back();
         {
           std::lock_guard<std::mutex> g(st->mu);
-          if (!st->ready && (st->ready = true) && st->pause_pending) ::kill(st->pid, SIGUSR1);
+          if (!st->ready && (st->ready = true)) {
+            if (st->resize_pending) send_resize(st->pid, st->resize_pending);
+            if (st->pause_pending) ::kill(st->pid, SIGUSR1);
+          }
         }
         if (s.rfind("LISTENING ", 0) == 0) link_->send("LISTENING " + id + " " + std::to_string(int(field(s, "port"))));
         if (s.rfind("HEARTBEAT ", 0) == 0)
           link_->send("HB " + id + " " + std::to_string(int64_t(field(s, "iter"))) + " " + std::to_string(field(s, "samples_per_s")) +
-                      " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")));
+                      " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")) + " " +
+                      std::to_string(std::max(1, int(field(s, "workers")))));
         last = s;
       }
       if (in) std::fclose(in);
@@ -586,6 +618,17 @@ class NodeAgent {
     std::lock_guard<std::mutex> l(st.mu);
     if (st.pid > 0 && st.ready) ::kill(st.pid, SIGUSR1);
     else if (st.pid > 0) st.pause_pending = true;
+  }
+
+  void resize(int app, int proc, int workers) {
+    if (workers < 1) return;
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = procs_.find({app, proc});
+    if (it == procs_.end()) return;
+    Shared& st = *it->second.state;
+    std::lock_guard<std::mutex> l(st.mu);
+    if (st.pid > 0 && st.ready) send_resize(st.pid, workers);
+    else if (st.pid > 0) st.resize_pending = workers;
   }
 
   void stop_all() {

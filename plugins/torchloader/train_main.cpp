@@ -1,8 +1,10 @@
 // fanout-torchloader-train: one torchloader (A-Dloader) training application. SIGUSR1 pauses it: it finishes the
 // current iteration, checkpoints, prints "PAUSED iter=<next>" and exits 75 (EX_TEMPFAIL); --resume continues from
-// the checkpoint, possibly with another --workers.
+// the checkpoint, possibly with another --workers. SIGRTMIN+1 sent with sigqueue() and an int value resizes the
+// loader to that many workers in place, after the current iteration (fanout's live resizing; no pause).
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,14 @@ volatile std::sig_atomic_t g_pause = 0;
 
 extern "C" void on_sigusr1(int) { g_pause = 1; }
 
+// A lock-free atomic is async-signal-safe; the training loop exchanges it for 0, so a count is taken once.
+std::atomic<int> g_resize{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_resize(int, siginfo_t* info, void*) {
+  if (info->si_code == SI_QUEUE && info->si_value.sival_int > 0) g_resize.store(info->si_value.sival_int);
+}
+
 constexpr int kExitPaused = 75;
 constexpr int kExitUsage = 2;
 constexpr int kIntMax = std::numeric_limits<int>::max();
@@ -32,6 +42,11 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
+  struct sigaction rs {};
+  rs.sa_sigaction = on_resize;
+  sigemptyset(&rs.sa_mask);
+  rs.sa_flags = SA_RESTART | SA_SIGINFO;
+  sigaction(SIGRTMIN + 1, &rs, nullptr);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   torchloader::TrainOptions o;
@@ -41,7 +56,7 @@ int main(int argc, char** argv) {
   o.checkpoint = "torchloader.ckpt";
   int profile_iters = 0;
 
-  CLI::App app{"torchloader training application (synthetic 32x32 images, SGD; SIGUSR1 pauses)"};
+  CLI::App app{"torchloader training application (synthetic 32x32 images, SGD; SIGUSR1 pauses; SIGRTMIN+1 with a value resizes the loader)"};
   app.add_option("--arch", o.arch, "model: resnet, vgg, googlenet")
       ->check(CLI::IsMember({"resnet", "vgg", "googlenet"}))
       ->capture_default_str();
@@ -115,12 +130,13 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return 0;
     }
+    o.loader_workers_wanted = [] { return g_resize.exchange(0); };
     torchloader::TrainResult r = torchloader::train(
         o, [] { return g_pause != 0; },
         [](const torchloader::Heartbeat& hb) {
-          std::printf("HEARTBEAT iter=%lld samples_per_s=%.1f iter_s=%.6f loader_wait_s=%.6f\n",
+          std::printf("HEARTBEAT iter=%lld samples_per_s=%.1f iter_s=%.6f loader_wait_s=%.6f workers=%d\n",
                       static_cast<long long>(hb.iteration), hb.samples_per_second, hb.iteration_seconds,
-                      hb.loader_wait_seconds);
+                      hb.loader_wait_seconds, hb.workers);
           std::fflush(stdout);
         });
     if (r.paused) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -101,7 +102,7 @@ struct EmulatedLoader {
 
 // `workers` threads build the batches of iterations [start_iter, end_iter) and hand them out strictly in iteration
 // order. At most 2 * workers batches are claimed but not yet taken (PyTorch's prefetch_factor = 2). The batch of
-// iteration k does not depend on the worker count.
+// iteration k does not depend on the worker count, which resize() changes while batches are being taken.
 class DataLoader {
  public:
   // shard_rank of shard_world: iteration k loads the samples of virtual iteration k * shard_world + shard_rank, so
@@ -114,28 +115,37 @@ class DataLoader {
 
   // The next batch in order, waiting for it if needed; std::nullopt after end_iter. Rethrows a worker's exception.
   std::optional<Batch> next();
-  int workers() const { return static_cast<int>(threads_.size()); }
+  int workers() const;
+  // Live resizing (fanout's alternative to the seed's pause and restart): new threads start claiming at once;
+  // surplus ones finish the batch they hold and stop. Batches already claimed keep their order. workers >= 1.
+  void resize(int workers);
 
  private:
-  void run();
+  struct Worker {
+    std::thread thread;
+    bool retire = false, ended = false;  // guarded by mu_
+  };
+  void run(Worker* self);
+  void start_worker();  // mu_ held
 
   const SyntheticImageDataset& dataset_;
   const int64_t batch_;
   const int64_t end_iter_;
   const int shard_rank_, shard_world_;
   const EmulatedLoader emulated_;
-  const double emulated_batch_s_;                  // one worker's time per batch when emulated
   std::pair<torch::Tensor, torch::Tensor> zeros_;  // the emulated loader's batch, shared
-  const int64_t capacity_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable ready_cv_;
+  int live_ = 0;                  // workers not retiring
+  double emulated_batch_s_ = 0;   // one worker's time per batch when emulated (depends on live_)
+  int64_t capacity_ = 0;          // 2 * live_
   int64_t next_claim_;
   int64_t next_take_;
   std::map<int64_t, Batch> ready_;
   bool stop_ = false;
   std::exception_ptr error_;
-  std::vector<std::thread> threads_;
+  std::list<Worker> workers_;  // stable addresses: each thread holds its own entry
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -179,6 +189,8 @@ struct TrainOptions {
   std::string dp_address;
   std::string dp_token;  // the job's channel token, presented to process 0 (from FANOUT_TORCHLOADER_TOKEN)
   std::function<void(int port)> on_listening;
+  // Polled after every iteration: a worker count > 0 resizes the loader in place (DataLoader::resize); 0 keeps it.
+  std::function<int()> loader_workers_wanted;
 };
 
 struct TrainResult {
@@ -194,6 +206,7 @@ struct Heartbeat {
   double samples_per_second;    // over the interval since the previous heartbeat (monotonic clock)
   double iteration_seconds;     // mean wall time per iteration in that interval (loader wait included)
   double loader_wait_seconds;   // total time the training loop waited for the loader in that interval
+  int workers;                  // the loader's workers at the heartbeat
   double wall_ns;               // system_clock time of the heartbeat, ns since the epoch
 };
 
@@ -220,7 +233,8 @@ struct ProfileResult {
   double loader_samples_per_second;      // opts.workers loader threads alone (no training)
 };
 // Both measured after one warmup iteration: compute over `iterations` iterations (>= 1), the loader over at least
-// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s. With dp_world > 1 the compute
+// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s, the best of 3 such windows in a
+// row. With dp_world > 1 the compute
 // iterations average their gradients with the other replicas (as training does) and the loader is not measured (0).
 ProfileResult profile(const TrainOptions& opts, int iterations);
 
