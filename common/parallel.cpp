@@ -12,17 +12,12 @@
 
 namespace fanout {
 
-namespace {
-
-// The CPUs this process may run on (its affinity mask: a cgroup or taskset on a shared node), at least 1.
 size_t usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return size_t(CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
 }
-
-}  // namespace
 
 void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};

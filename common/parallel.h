@@ -10,4 +10,7 @@ namespace fanout {
 
 void parallel_for(size_t n, const std::function<void(size_t)>& fn);
 
+// The CPUs this process may run on (its affinity mask: a cgroup or taskset on a shared node), at least 1.
+size_t usable_cpus();
+
 }  // namespace fanout

@@ -29,18 +29,16 @@ std::string gq(const std::string& s) {
   return out + "'";
 }
 
-const char* kTerminal = "set terminal pngcairo size 1200,700 noenhanced font ',10'\n";
+// Every script's first lines: `reset` because scripts share a gnuplot session (run_gnuplot); reset leaves the
+// terminal and output alone, which each script then sets.
+const char* kTerminal = "reset\nset terminal pngcairo size 1200,700 noenhanced font ',10'\n";
 
-// Draws every plot from the script beside its PNG (stem.gp), one gnuplot per plot, on every core (a gnuplot
-// start costs about as much as a plot: a dozen plots one after another took over a second); a plot whose script
-// fails is left out with a warning, in the plots' order.
+// Draws every plot from the script beside its PNG (stem.gp); a plot whose script fails is left out with a
+// warning, the others are kept, in the plots' order.
 void run_gnuplot(std::vector<Plot>& plots, std::vector<std::string>& warnings) {
-  std::vector<std::string> failed(plots.size());
-  parallel_for(plots.size(), [&](size_t i) {
-    const fs::path script = fs::path(plots[i].png).replace_extension(".gp");
-    auto r = run_process({"gnuplot", script.string()}, script.parent_path(), 120);
-    if (r.exit_code != 0) failed[i] = "gnuplot failed on " + script.string() + ": " + trim(r.err);
-  });
+  std::vector<fs::path> scripts;
+  for (auto& p : plots) scripts.push_back(fs::path(p.png).replace_extension(".gp"));
+  const std::vector<std::string> failed = run_gnuplot_scripts(scripts);
   std::vector<Plot> drawn;
   for (size_t i = 0; i < plots.size(); ++i) {
     if (failed[i].empty()) drawn.push_back(std::move(plots[i]));
@@ -317,6 +315,23 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   run_gnuplot(plots, warnings);
   std::stable_sort(plots.begin(), plots.end(), [](const Plot& a, const Plot& b) { return std::tie(a.section, a.order) < std::tie(b.section, b.order); });
   return plots;
+}
+
+std::vector<std::string> run_gnuplot_scripts(const std::vector<fs::path>& scripts) {
+  auto run = [&](size_t begin, size_t end) {
+    std::vector<std::string> argv{"gnuplot"};
+    for (size_t i = begin; i < end; ++i) argv.push_back(scripts[i].string());
+    return run_process(argv, scripts[begin].parent_path(), 120);
+  };
+  std::vector<std::string> failed(scripts.size());
+  const size_t shares = std::min(scripts.size(), usable_cpus());
+  parallel_for(shares, [&](size_t s) {
+    const size_t begin = scripts.size() * s / shares, end = scripts.size() * (s + 1) / shares;
+    if (run(begin, end).exit_code == 0) return;
+    for (size_t i = begin; i < end; ++i)
+      if (auto r = run(i, i + 1); r.exit_code != 0) failed[i] = "gnuplot failed on " + scripts[i].string() + ": " + trim(r.err);
+  });
+  return failed;
 }
 
 }  // namespace fanout

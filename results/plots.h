@@ -28,4 +28,10 @@ struct Plot {
 std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const std::filesystem::path& out_dir,
                              std::vector<std::string>& warnings);
 
+// Runs gnuplot scripts (each sets its own terminal and output, and starts with `reset`): one gnuplot per CPU, each
+// running a contiguous share of them in one session, since a start costs about three plots. gnuplot stops at a
+// script's error, so a share that fails is run again one script per gnuplot. Returns, per script, "" or why it
+// failed (naming it).
+std::vector<std::string> run_gnuplot_scripts(const std::vector<std::filesystem::path>& scripts);
+
 }  // namespace fanout

@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "results/display_unit.h"
+#include "results/plots.h"
 #include "results/processing.h"
 #include "results/smartsim_export.h"
 #include "results/smartsim_import.h"
@@ -351,6 +352,33 @@ TEST(SmartSimExport, AnImportedTreeExportsAndImportsAgain) {
   EXPECT_TRUE(back.skipped.empty()) << back.skipped.front();
   EXPECT_EQ(back.runs, 2);
   EXPECT_EQ(count(d.path / "second.sqlite", "SELECT count(*) FROM parameters WHERE name='language' AND value='cpp'"), 2);
+}
+
+// Scripts share gnuplot sessions (a share per CPU); one that fails stops its session, so its share is drawn again
+// a script at a time: only the bad one is reported, by name, and every other PNG is drawn, those after it too. A
+// script that sets something (a log scale here) does not reach the next one: each starts with reset.
+TEST(Plots, AFailingScriptIsNamedAndTheOthersInItsSessionAreStillDrawn) {
+  test::TempDir d;
+  std::vector<fs::path> scripts;
+  for (int i = 0; i < 6; ++i) {
+    scripts.push_back(d.path / ("p" + std::to_string(i) + ".gp"));
+    std::ofstream f(scripts.back());
+    f << "reset\nset terminal pngcairo size 1200,700\nset output '" << (d.path / ("p" + std::to_string(i) + ".png")).string() << "'\n";
+    if (i == 1) f << "plot x with nonsense\n";
+    else if (i == 3) f << "set logscale y\nplot [0:1] x + 1\n";
+    else if (i == 4) f << "plot [-1:0] x\n";  // no point could be drawn on the log scale p3 set, had it stayed
+    else f << "plot sin(x)\n";
+  }
+  const auto failed = run_gnuplot_scripts(scripts);
+  ASSERT_EQ(failed.size(), scripts.size());
+  for (size_t i = 0; i < scripts.size(); ++i) {
+    if (i == 1) {
+      EXPECT_NE(failed[i].find("p1.gp"), std::string::npos) << failed[i];
+      continue;
+    }
+    EXPECT_EQ(failed[i], "") << scripts[i];
+    expect_png(fs::path(scripts[i]).replace_extension(".png"));
+  }
 }
 
 TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {

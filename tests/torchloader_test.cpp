@@ -199,11 +199,11 @@ TEST(Scheduler, AMultiNodeApplicationPausesAndResumesAllItsProcesses) {
 
 namespace {
 
-// Two applications on one node: a long one, and a short one arriving while it runs.
-fs::path staggered_workload(const fs::path& dir) {
-  fs::path p = dir / "workload.csv";
+// Two applications on one node: a long one (`long_iterations`), and a short one arriving while it runs.
+fs::path staggered_workload(const fs::path& dir, int long_iterations = 60) {
+  fs::path p = dir / ("workload" + std::to_string(long_iterations) + ".csv");
   std::ofstream(p) << "arch,depth,batch,workers,output_folder,master,port,arrival_time,cuda_device,start_iter,start_epoch,end_iter,end_epoch,node_size\n"
-                      "resnet, 1, 16, 2, \"t\", n1, 1, 0, [], 0, 1, 60, 1, 1\n"
+                      "resnet, 1, 16, 2, \"t\", n1, 1, 0, [], 0, 1, " << long_iterations << ", 1, 1\n"
                       "vgg, 1, 16, 2, \"t\", n1, 1, 1, [], 0, 1, 10, 1, 1\n";
   return p;
 }
@@ -246,15 +246,16 @@ TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration'"), "4");
 
   // resize=live, mode 3: the long application's loader shrinks in place when the short one arrives and grows back
-  // when it completes; nothing pauses, and its heartbeats show the counts its loader ran.
-  auto live = test::run_fanout(d.path, {"torchloader", "--exp_name=live", "--workload=" + workload.string(), "--mode=3", "--resize=live",
+  // when it completes; nothing pauses, and its heartbeats show the counts its loader ran. The long application
+  // runs 300 iterations here, so that it outlives the short one by far even on a loaded machine.
+  auto live = test::run_fanout(d.path, {"torchloader", "--exp_name=live", "--workload=" + staggered_workload(d.path, 300).string(), "--mode=3", "--resize=live",
                                         "--nodes=1", "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
                                900);
   ASSERT_EQ(live.exit_code, 0) << live.err << live.out;
   const fs::path live_db = d.path / "results" / "live" / "fanout.sqlite";
   EXPECT_EQ(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='pauses'")), 0);
   EXPECT_GE(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='resizes'")), 2) << "a shrink and a growth";
-  EXPECT_EQ(test::sql_one(live_db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value IN (60, 10)"), "2");
+  EXPECT_EQ(test::sql_one(live_db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value IN (300, 10)"), "2");
   const auto asked = test::sql_rows(live_db, "SELECT value FROM samples WHERE metric='workers.app0' ORDER BY iteration");
   ASSERT_GE(asked.size(), 3u) << "launched, shrunk, grown";
   EXPECT_LT(std::stod(asked[1][0]), std::stod(asked[0][0]));

@@ -183,9 +183,15 @@ TEST(TorchloaderData, ResizingTheLoaderInPlaceKeepsTheBatchesAndTheirOrder) {
   take(10);
   l.resize(2);
   EXPECT_EQ(l.workers(), 2);
+  // The two retired threads stop once they have delivered what they held (the batches taken next).
   take(10);
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       l.running() > 2 && std::chrono::steady_clock::now() < deadline;)
+    std::this_thread::yield();
+  EXPECT_EQ(l.running(), 2) << "the surplus threads stopped";
   l.resize(3);  // grows again after a shrink: the stopped threads are joined, not counted
   EXPECT_EQ(l.workers(), 3);
+  EXPECT_EQ(l.running(), 3);
   take(int(end - expect));
   EXPECT_FALSE(l.next().has_value()) << "nothing after end_iter";
   EXPECT_THROW(l.resize(0), std::invalid_argument);
@@ -205,9 +211,11 @@ TEST(TorchloaderEmulated, AResizedLoaderFollowsTheModelForItsNewCount) {
   const int n = 40;
   for (int i = 0; i < n; ++i) l.next();
   const double got = double(n * batch) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  const double expect = 1.0 / (model.a / 4 + model.b);  // 1,667 samples/s; one worker: 455
+  const double expect = 1.0 / (model.a / 4 + model.b);  // 1,429 samples/s; one worker: 455
+  // A timer only wakes late: at most 5 % over the model; at least 0.7 of it on a loaded machine (one worker's
+  // rate, had the loader not grown, is 0.32 of it).
   EXPECT_LE(got / expect, 1.05) << got << " samples/s, the model for 4 workers says " << expect;
-  EXPECT_GE(got / expect, 0.8) << got << " samples/s, the model for 4 workers says " << expect;
+  EXPECT_GE(got / expect, 0.7) << got << " samples/s, the model for 4 workers says " << expect;
 }
 
 TEST(TorchloaderTrain, PauseThenResumeWithOtherWorkersMatchesUninterruptedRun) {

@@ -73,7 +73,8 @@ class Scheduler {
     std::vector<Proc> procs;
     double completed_at = -1;
   };
-  // New worker counts for every running process; Pause for those that change, Launch for `launching`.
+  // New worker counts for every running process; for those that change, Pause (Restart: where it pays) or Resize
+  // (Live); Launch for `launching`.
   std::vector<Command> reallocate(const std::vector<int>& launching);
   std::map<int, int> allocation_on(int node, const std::vector<int>& launching) const;
   // Application app's demand now: the TPM's, shared by the applications running or launching.

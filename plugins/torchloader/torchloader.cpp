@@ -347,16 +347,20 @@ class Master {
         msg = "PAUSE " + id;
         ++pauses_;
       } else if (c.kind == Command::Kind::Resize) {
-        msg = "RESIZE " + id + " " + std::to_string(c.workers);
         ++resizes_;
         record_workers(c.app);
+        const auto& held = deferred_[c.app];
+        if (std::any_of(held.begin(), held.end(), [&](const Command& d) { return d.process == c.process; }))
+          continue;  // not started yet: its launch, once process 0 listens, takes the new count
+        msg = "RESIZE " + id + " " + std::to_string(c.workers);
       } else {
         if (world > 1 && c.process > 0 && dp_address.empty()) {
           deferred_[c.app].push_back(c);  // started once process 0 says where it listens
           continue;
         }
         const std::string address = world == 1 ? "-" : c.process == 0 ? node_ip_[size_t(c.node)] : dp_address;
-        msg = std::string(c.kind == Command::Kind::Launch ? "LAUNCH " : "RESUME ") + id + " " + std::to_string(c.workers) + " " +
+        // The scheduler's count now: a held launch may have been resized (resize=live) while process 0 started.
+        msg = std::string(c.kind == Command::Kind::Launch ? "LAUNCH " : "RESUME ") + id + " " + std::to_string(sched_->workers(c.app, c.process)) + " " +
               a.arch + " " + std::to_string(a.depth) + " " + std::to_string(std::max(1, a.batch / world)) + " " +
               std::to_string(total_iterations(a)) + " " + std::to_string(world) + " " + address;
         record_workers(c.app);
@@ -524,7 +528,8 @@ class NodeAgent {
   static void send_resize(pid_t pid, int workers) {
     union sigval v {};
     v.sival_int = workers;
-    ::sigqueue(pid, SIGRTMIN + 1, v);
+    if (::sigqueue(pid, SIGRTMIN + 1, v) != 0)  // to the node's log (stderr); also called from reader threads
+      std::fprintf(stderr, "torchloader node: resize of process %d to %d workers not sent: %s\n", int(pid), workers, std::strerror(errno));
   }
   struct Process {
     std::shared_ptr<Shared> state = std::make_shared<Shared>();
@@ -594,8 +599,8 @@ class NodeAgent {
         if (s.rfind("LISTENING ", 0) == 0) link_->send("LISTENING " + id + " " + std::to_string(int(field(s, "port"))));
         if (s.rfind("HEARTBEAT ", 0) == 0)
           link_->send("HB " + id + " " + std::to_string(int64_t(field(s, "iter"))) + " " + std::to_string(field(s, "samples_per_s")) +
-                      " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")) + " " +
-                      std::to_string(std::max(1, int(field(s, "workers")))));
+                      " " + std::to_string(field(s, "iter_s")) + " " + std::to_string(field(s, "loader_wait_s")) +
+                      (s.find(" workers=") == std::string::npos ? "" : " " + std::to_string(int(field(s, "workers")))));
         last = s;
       }
       if (in) std::fclose(in);

@@ -468,7 +468,8 @@ DataLoader::~DataLoader() {
     stop_ = true;
   }
   work_cv_.notify_all();
-  for (auto& w : workers_) w.thread.join();
+  for (auto& w : workers_)
+    if (w.thread.joinable()) w.thread.join();
 }
 
 int DataLoader::workers() const {
@@ -479,7 +480,17 @@ int DataLoader::workers() const {
 void DataLoader::start_worker() {
   workers_.emplace_back();
   Worker* w = &workers_.back();
-  w->thread = std::thread([this, w] { run(w); });
+  try {
+    w->thread = std::thread([this, w] { run(w); });
+  } catch (...) {  // no thread (EAGAIN): no entry either, so that nothing waits for it
+    workers_.pop_back();
+    throw;
+  }
+}
+
+int DataLoader::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.ended; }));
 }
 
 void DataLoader::resize(int workers) {
@@ -487,10 +498,16 @@ void DataLoader::resize(int workers) {
   std::vector<std::thread> ended;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Threads that have stopped since the last resize are joined (outside the lock) and forgotten.
+    // Threads that have stopped since the last resize are joined (outside the lock) and forgotten; one that stopped
+    // unasked (the data ran out, or an error) no longer counts.
     for (auto it = workers_.begin(); it != workers_.end();)
-      if (it->ended) ended.push_back(std::move(it->thread)), it = workers_.erase(it);
-      else ++it;
+      if (it->ended) {
+        if (!it->retire) --live_;
+        ended.push_back(std::move(it->thread));
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
     for (auto it = workers_.rbegin(); live_ > workers && it != workers_.rend(); ++it)
       if (!it->retire) it->retire = true, --live_;
     for (; live_ < workers; ++live_) start_worker();

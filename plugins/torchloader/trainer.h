@@ -101,8 +101,9 @@ struct EmulatedLoader {
 };
 
 // `workers` threads build the batches of iterations [start_iter, end_iter) and hand them out strictly in iteration
-// order. At most 2 * workers batches are claimed but not yet taken (PyTorch's prefetch_factor = 2). The batch of
-// iteration k does not depend on the worker count, which resize() changes while batches are being taken.
+// order. At most 2 * workers batches are claimed but not yet taken (PyTorch's prefetch_factor = 2; right after a
+// shrink, until the retiring threads deliver what they hold, a few more). The batch of iteration k does not depend
+// on the worker count, which resize() changes while batches are being taken.
 class DataLoader {
  public:
   // shard_rank of shard_world: iteration k loads the samples of virtual iteration k * shard_world + shard_rank, so
@@ -115,7 +116,8 @@ class DataLoader {
 
   // The next batch in order, waiting for it if needed; std::nullopt after end_iter. Rethrows a worker's exception.
   std::optional<Batch> next();
-  int workers() const;
+  int workers() const;  // the count asked for (constructor or last resize)
+  int running() const;  // threads not yet stopped: retiring ones finish the batch they hold first
   // Live resizing (fanout's alternative to the seed's pause and restart): new threads start claiming at once;
   // surplus ones finish the batch they hold and stop. Batches already claimed keep their order. workers >= 1.
   void resize(int workers);
@@ -206,7 +208,7 @@ struct Heartbeat {
   double samples_per_second;    // over the interval since the previous heartbeat (monotonic clock)
   double iteration_seconds;     // mean wall time per iteration in that interval (loader wait included)
   double loader_wait_seconds;   // total time the training loop waited for the loader in that interval
-  int workers;                  // the loader's workers at the heartbeat
+  int workers;                  // the loader's worker count at the heartbeat (as last asked: DataLoader::workers)
   double wall_ns;               // system_clock time of the heartbeat, ns since the epoch
 };
 
