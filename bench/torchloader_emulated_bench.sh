@@ -18,12 +18,19 @@
 # 32x32 ones, so compute per loaded sample is the paper's), COST (600: blur passes per sample of the real loader the
 # TPM profiles; one worker then delivers about 300 samples/s, an ImageNet-like loading cost), CORES (48),
 # ITERATIONS (0: the seed's own 500; a cap makes the loaders' pipeline fill, seconds at 40 workers, dominate).
+# WORKLOADS ("seed skewed"). QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
 # Devices are shared as the workload's cuda_device column says (two applications per GPU in the seed).
+# Under bench/run-all (FANOUT_FIGURES set) every row's medians and ratios to mode 1 are figures:
+# <workload>.<launcher>.<row>.{aggregate_samples_per_s,makespan_s,aggregate_vs_even,makespan_vs_even}
+# (makespan_vs_even: mode 1's makespan over the row's, > 1 is shorter).
 set -euo pipefail
 build=${1:-build}
 launchers=${2:-local}
 repeats=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/figures.sh"  # figure(): bench/run-all's figures
+WORKLOADS=${WORKLOADS:-seed skewed}
+if [ "${QUICK:-0}" = 1 ]; then WORKLOADS=seed ITERATIONS=10 COST=60 launchers=local repeats=1; fi
 [ -x "$build/fanout" ] || { echo "torchloader_emulated_bench: $build/fanout not found (build first)" >&2; exit 2; }
 command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlite3" >&2; exit 2; }
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
@@ -31,8 +38,16 @@ out=$(mktemp -d /tmp/torchloader-emulated-XXXXXX)
 device=(--device=emulated --device_tflops="$TFLOPS" --cost="$COST")
 tpm="$out/tpm.json"
 
+workload_files=()
+for w in $WORKLOADS; do
+  case $w in
+    seed) workload_files+=(seed) ;;
+    skewed) workload_files+=("$here/torchloader_skewed.csv") ;;
+    *) echo "torchloader_emulated_bench: WORKLOADS: $w is not seed or skewed" >&2; exit 2 ;;
+  esac
+done
 # One profile per workload (compute on the emulated device, the real loader's throughput), shared by every run.
-for w in seed "$here/torchloader_skewed.csv"; do
+for w in "${workload_files[@]}"; do
   "$build/fanout" torchloader_profile --exp_name="profile-$(basename "$w" .csv)" --results_dir="$out" --tpm="$tpm" \
     --workload="$w" "${device[@]}" >/dev/null 2>>"$out/profile.log" ||
     { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
@@ -52,7 +67,7 @@ row="p.value || CASE r.value WHEN 'live' THEN 'L' ELSE '' END"
 runs="samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode' JOIN parameters r ON r.run_id = s.run_id AND r.name = 'resize'"
 metric_sql="SELECT $row, s.metric, s.value FROM $runs WHERE s.metric IN ('aggregate_throughput', 'makespan')"
 for launcher in $launchers; do
-  for w in seed "$here/torchloader_skewed.csv"; do
+  for w in "${workload_files[@]}"; do
     cap=$([ "$w" = seed ] && echo "$ITERATIONS" || echo 0)
     rows=$(mktemp)
     dbs=()
@@ -63,7 +78,8 @@ for launcher in $launchers; do
     done
     echo
     echo "== $(basename "$w" .csv) workload, $launcher launcher, 2 nodes x $CORES emulated loader cores, emulated devices at $TFLOPS TFLOP/s, $repeats repeats"
-    awk '
+    figs=$(mktemp)
+    awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
       { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
@@ -80,8 +96,13 @@ for launcher in $launchers; do
           }
           printf "%-5s %14.0f %18s %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M["1", 0],
                  M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M["1", 1] / M[m, 1]
+          f = prefix "." m
+          printf "%s.aggregate_samples_per_s %.6g samples/s\n%s.makespan_s %.6g s\n", f, M[m, 0], f, M[m, 1] > figs
+          printf "%s.aggregate_vs_even %.6g ratio\n%s.makespan_vs_even %.6g ratio\n", f, M[m, 0] / M["1", 0], f, M["1", 1] / M[m, 1] > figs
         }
       }' "$rows"
+    while read -r name value unit; do figure "$name" "$value" "$unit"; done <"$figs"
+    rm -f "$figs"
     echo "-- why (first repeat): per application (app0 resnet10, app1 vgg11, app2 googlenet1), its TPM demand per device, its workers (all processes) at the start -> at the end, its completion time (s); pauses; live resizes"
     sqlite3 -separator ' ' "${dbs[0]}" "
       SELECT $row, s.metric, s.value FROM $runs
@@ -94,5 +115,6 @@ for launcher in $launchers; do
     rm -f "$rows"
   done
 done
+find "$out" -path '*/checkpoints/*' -type f -delete  # hundreds of MB of trainer checkpoints; the results stay
 echo
 echo "(results in $out)"

@@ -4,7 +4,7 @@
 # (executions, exec/s, corpus size, crashes) and a last line "N passed, M failed"; exits non-zero when any
 # target crashed (crash, leak, UB, timeout or out-of-memory: libFuzzer's artifacts are kept in
 # <build>/fuzz-artifacts/<target>/; once fixed, add the reproducer to the target's corpus).
-# Usage: scripts/fuzz.sh [--long]   --long: the nightly-style run, 600 s per target (CI runs 20 s each)
+# Usage: scripts/fuzz.sh [--long]   --long: the nightly-style run, 600 s per target (CI runs 15 s each)
 # Env: FANOUT_FUZZ_SECONDS  seconds per target (20; 600 with --long)
 #      FANOUT_FUZZ_MERGE=1  merge the inputs that add coverage back into the repo corpus
 #      FANOUT_FUZZ_TARGETS  a subset, space-separated (all of them)
