@@ -36,7 +36,7 @@ Demand shared_demand(const Demand& alone, int sharing) {
 Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mode mode, int nodes, int cores_per_node,
                      bool shared_devices, Resizing resizing)
     : mode_(mode), nodes_(std::max(1, nodes)), cores_(std::max(1, cores_per_node)), load_(size_t(std::max(1, nodes)), 0),
-      shared_devices_(shared_devices), resizing_(resizing) {
+      shared_devices_(shared_devices), resizing_(resizing), specs_(apps) {
   for (size_t i = 0; i < apps.size(); ++i) {
     App a;
     a.spec = apps[i];
@@ -76,13 +76,10 @@ std::map<int, int> Scheduler::allocation_on(int node, const std::vector<int>& la
 Demand Scheduler::demand_now(int app, const std::vector<int>& launching) const {
   const Demand& alone = apps_[size_t(app)].demand;
   if (!shared_devices_) return alone;
-  std::vector<AppSpec> specs;
   std::vector<bool> active;
-  for (size_t i = 0; i < apps_.size(); ++i) {
-    specs.push_back(apps_[i].spec);
+  for (size_t i = 0; i < apps_.size(); ++i)
     active.push_back(apps_[i].state == State::Running || std::count(launching.begin(), launching.end(), int(i)));
-  }
-  return shared_demand(alone, apps_sharing_busiest_device(specs, size_t(app), active));
+  return shared_demand(alone, apps_sharing_busiest_device(specs_, size_t(app), active));
 }
 
 std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {

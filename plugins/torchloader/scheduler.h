@@ -88,6 +88,7 @@ class Scheduler {
   std::vector<int> load_;  // processes placed per node
   bool shared_devices_;
   Resizing resizing_;
+  std::vector<AppSpec> specs_;  // the workload as given, for the device sharing (apps_[i].spec, side by side)
 };
 
 }  // namespace torchloader
