@@ -550,6 +550,7 @@ void DataLoader::run(Worker* self) {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      b.ready_at = Clock::now();
       ready_.emplace(k, std::move(b));
     }
     ready_cv_.notify_all();
@@ -760,28 +761,31 @@ ProfileResult profile(const TrainOptions& opts, int iterations) {
   }
   if (opts.dp_world > 1) return r;  // the loader alone is profiled by single-process runs
 
-  // Loader alone. All workers start together, so batches 1..workers-1 arrive right after batch 0: time from batch 0
-  // to batch k*workers (k >= 1), which covers exactly k*workers batches of steady-state production. At least
+  // Loader alone. All workers start together, so batches 1..workers-1 are ready right after batch 0: from batch 0
+  // being ready to batch k*workers being ready, exactly k*workers batches of steady-state production. At least
   // `iterations` batches and at least kMinLoaderSeconds (cheap batches would otherwise be timed over a few ms).
-  // The best of kLoaderWindows consecutive windows: the machine's other work only ever slows a window down, and
-  // the TPM extrapolates this to many workers (a 5 % dip at 2 workers reads as a serial part that caps 48).
+  // Timed by when the workers finished the batches, not when they were taken: a batch left waiting while this
+  // thread was descheduled would otherwise count in the next window for free. The best of kLoaderWindows windows in
+  // a row: the machine's other work only ever slows a window down, and the TPM extrapolates this to many workers
+  // (a 5 % dip at 2 workers reads as a serial part that caps 48).
   {
     constexpr double kMinLoaderSeconds = 0.25;
     constexpr int kLoaderWindows = 3;
     const int64_t w = opts.workers;
     const int64_t at_least = std::max<int64_t>(1, (iterations + w - 1) / w) * w;
     DataLoader loader(dataset, opts.batch, opts.workers, 0, std::numeric_limits<int64_t>::max(), 0, 1, opts.emulated_loader);
-    loader.next();  // warmup
+    auto since = loader.next()->ready_at;  // warmup
     for (int window = 0; window < kLoaderWindows; ++window) {
-      const auto t = Clock::now();
       int64_t taken = 0;
       double elapsed = 0;
+      Clock::time_point last = since;
       while (taken < at_least || elapsed < kMinLoaderSeconds) {
-        for (int64_t i = 0; i < w; ++i) loader.next();
+        for (int64_t i = 0; i < w; ++i) last = loader.next()->ready_at;
         taken += w;
-        elapsed = seconds_since(t);
+        elapsed = std::chrono::duration<double>(last - since).count();
       }
-      r.loader_samples_per_second = std::max(r.loader_samples_per_second, static_cast<double>(taken * opts.batch) / elapsed);
+      if (elapsed > 0) r.loader_samples_per_second = std::max(r.loader_samples_per_second, static_cast<double>(taken * opts.batch) / elapsed);
+      since = last;
     }
   }
   return r;

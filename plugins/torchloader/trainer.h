@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -88,6 +89,7 @@ struct Batch {
   int64_t iteration = 0;
   torch::Tensor data;
   torch::Tensor labels;
+  std::chrono::steady_clock::time_point ready_at;  // when its worker finished it (not when it was taken)
 };
 
 // An emulated loader (a simulation, for nodes of a shape this machine does not have): each worker delivers a batch
@@ -235,8 +237,8 @@ struct ProfileResult {
   double loader_samples_per_second;      // opts.workers loader threads alone (no training)
 };
 // Both measured after one warmup iteration: compute over `iterations` iterations (>= 1), the loader over at least
-// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s, the best of 3 such windows in a
-// row. With dp_world > 1 the compute
+// `iterations` batches (rounded up to a multiple of workers) and at least 0.25 s of its workers' production, the
+// best of 3 such windows in a row. With dp_world > 1 the compute
 // iterations average their gradients with the other replicas (as training does) and the loader is not measured (0).
 ProfileResult profile(const TrainOptions& opts, int iterations);
 
