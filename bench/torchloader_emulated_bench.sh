@@ -18,6 +18,9 @@
 # 32x32 ones, so compute per loaded sample is the paper's), COST (600: blur passes per sample of the real loader the
 # TPM profiles; one worker then delivers about 300 samples/s, an ImageNet-like loading cost), CORES (48),
 # ITERATIONS (0: the seed's own 500; a cap makes the loaders' pipeline fill, seconds at 40 workers, dominate).
+# LOADER=real: the real loaders (CPU work on this machine's cores; CORES then defaults to the CPUs, which both node
+# agents share), emulated devices still; e.g. LOADER=real COST=64 ITERATIONS=100 WORKLOADS=seed. Figures are then
+# named <workload>.<launcher>.real.<row>...
 # WORKLOADS ("seed skewed"). QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
 # Devices are shared as the workload's cuda_device column says (two applications per GPU in the seed).
 # Under bench/run-all (FANOUT_FIGURES set) every row's medians and ratios to mode 1 are figures:
@@ -33,6 +36,8 @@ WORKLOADS=${WORKLOADS:-seed skewed}
 if [ "${QUICK:-0}" = 1 ]; then WORKLOADS=seed ITERATIONS=10 COST=60 launchers=local repeats=1; fi
 [ -x "$build/fanout" ] || { echo "torchloader_emulated_bench: $build/fanout not found (build first)" >&2; exit 2; }
 command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlite3" >&2; exit 2; }
+LOADER=${LOADER:-emulated}
+case $LOADER in emulated) ;; real) CORES=${CORES:-$(nproc)} ;; *) echo "torchloader_emulated_bench: LOADER=$LOADER: emulated or real" >&2; exit 2 ;; esac
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
 out=$(mktemp -d /tmp/torchloader-emulated-XXXXXX)
 device=(--device=emulated --device_tflops="$TFLOPS" --cost="$COST")
@@ -57,7 +62,7 @@ run() {  # run <launcher> <workload> <cap> <rep>: one experiment of modes 1, 2, 
   local name="$1-$(basename "$2" .csv)-r$4"
   "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
     --max_iterations="$3" --mode=[1,2,3] --resize=[restart,live] --exclude=mode=[1,2],resize=live --max_parallel=1 \
-    --nodes=2 --cores="$CORES" --loader=emulated "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
+    --nodes=2 --cores="$CORES" --loader="$LOADER" "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
     { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
   echo "$out/$name/fanout.sqlite"
 }
@@ -77,9 +82,9 @@ for launcher in $launchers; do
       sqlite3 -separator ' ' "$db" "$metric_sql" >> "$rows"
     done
     echo
-    echo "== $(basename "$w" .csv) workload, $launcher launcher, 2 nodes x $CORES emulated loader cores, emulated devices at $TFLOPS TFLOP/s, $repeats repeats"
+    echo "== $(basename "$w" .csv) workload$([ "$cap" = 0 ] || echo " ($cap iterations)"), $launcher launcher, 2 nodes x $CORES $LOADER loader cores (cost $COST), emulated devices at $TFLOPS TFLOP/s, $repeats repeats"
     figs=$(mktemp)
-    awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher" '
+    awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher$([ "$LOADER" = emulated ] || echo ".$LOADER")" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
       { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
