@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <map>
 #include <regex>
@@ -129,74 +130,114 @@ std::string kind_of(const std::string& session) {
   return "unknown";
 }
 
+// One session read (run.cfg and every rank file), before anything is stored.
+struct SessionTimings {
+  RunMetadata meta;
+  std::vector<std::pair<int, std::vector<TimingRow>>> ranks;  // by rank
+  bool producer = false;  // an aggregation producer: no timings, by design
+};
+
+SessionTimings read_session(const fs::path& dir, const fs::path& session) {
+  SessionTimings s;
+  RunMetadata& m = s.meta;
+  m.session = session.filename().string();
+  m.experiment = fs::absolute(dir).lexically_normal().filename().string();
+  m.plugin = "smartsim-scaling";
+  m.subcommand = kind_of(m.session);
+  m.launcher = "imported";
+  const fs::path cfg = session / "run.cfg";
+  if (!fs::exists(cfg)) throw UserError(cfg.string() + ": missing (every SmartSim-Scaling session has one)");
+  // SmartSim-Scaling's write_run_config puts the driver's arguments in [attributes] and run facts in [run];
+  // `language` is in both (the same value): parameters come from [attributes], [run] goes to provenance.
+  auto ini = read_ini(cfg);
+  for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
+  for (auto& [k, v] : ini["run"]) {
+    m.provenance["smartsim." + k] = v;
+    const std::string& key = k;  // a structured binding cannot be captured before C++20
+    const bool known = std::any_of(m.parameters.begin(), m.parameters.end(), [&](const auto& p) { return p.first == key; });
+    if (k == "language" && !known) m.parameters.emplace_back("language", v);
+  }
+  if (m.parameters.empty()) throw UserError(cfg.string() + ": no [attributes] section");
+  m.provenance["imported_from"] = fs::absolute(session).string();
+  auto sorted = m.parameters;
+  std::sort(sorted.begin(), sorted.end());
+  std::string canon = "smartsim-scaling\n" + m.subcommand + "\n";
+  for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+  m.param_hash = fnv1a_hex(canon);
+
+  // Read every rank file first: a malformed one skips the whole session, before anything is stored.
+  auto& ranks = s.ranks;
+  std::vector<fs::path> rank_files;
+  for (auto& e : fs::directory_iterator(session)) {
+    std::smatch match;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, match, kRankFile)) {
+      ranks.emplace_back(std::stoi(match[1]), std::vector<TimingRow>{});
+      rank_files.push_back(e.path());
+    }
+  }
+  // In parallel; the error reported is the first file's in directory order, as when they were read in turn.
+  std::vector<std::string> errors(rank_files.size());
+  parallel_for(rank_files.size(), [&](size_t i) {
+    try {
+      ranks[i].second = read_rank_file(rank_files[i]);
+    } catch (const UserError& e) {
+      errors[i] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    if (!e.empty()) throw UserError(e);
+  std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  // SmartSim-Scaling's aggregation producers write no timing file: nothing to import.
+  s.producer = ranks.empty() && m.session.find("-prod-") != std::string::npos;
+  return s;
+}
+
 }  // namespace
 
 bool is_smartsim_tree(const fs::path& dir) { return !session_dirs(dir).empty(); }
 
+// Sessions are read one ahead, in a thread of their own, while the previous one is stored: SQLite takes one
+// writer, and reading (on every core) would otherwise wait for it.
 SmartSimImportReport import_smartsim_tree(const fs::path& dir, ResultsDb& db) {
   SmartSimImportReport report;
-  for (const fs::path& session : session_dirs(dir)) {
+  const std::vector<fs::path> sessions = session_dirs(dir);
+  struct Read {
+    SessionTimings timings;
+    std::string error;
+  };
+  auto read = [&](size_t i) {
+    Read r;
     try {
-      RunMetadata m;
-      m.session = session.filename().string();
-      m.experiment = fs::absolute(dir).lexically_normal().filename().string();
-      m.plugin = "smartsim-scaling";
-      m.subcommand = kind_of(m.session);
-      m.launcher = "imported";
-      const fs::path cfg = session / "run.cfg";
-      if (!fs::exists(cfg)) throw UserError(cfg.string() + ": missing (every SmartSim-Scaling session has one)");
-      // SmartSim-Scaling's write_run_config puts the driver's arguments in [attributes] and run facts in [run];
-      // `language` is in both (the same value): parameters come from [attributes], [run] goes to provenance.
-      auto ini = read_ini(cfg);
-      for (auto& [k, v] : ini["attributes"]) m.parameters.emplace_back(k, v);
-      for (auto& [k, v] : ini["run"]) {
-        m.provenance["smartsim." + k] = v;
-        const std::string& key = k;  // a structured binding cannot be captured before C++20
-        const bool known = std::any_of(m.parameters.begin(), m.parameters.end(), [&](const auto& p) { return p.first == key; });
-        if (k == "language" && !known) m.parameters.emplace_back("language", v);
-      }
-      if (m.parameters.empty()) throw UserError(cfg.string() + ": no [attributes] section");
-      m.provenance["imported_from"] = fs::absolute(session).string();
-      auto sorted = m.parameters;
-      std::sort(sorted.begin(), sorted.end());
-      std::string canon = "smartsim-scaling\n" + m.subcommand + "\n";
-      for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
-      m.param_hash = fnv1a_hex(canon);
-
-      // Read every rank file first: a malformed one skips the whole session, before anything is stored.
-      std::vector<std::pair<int, std::vector<TimingRow>>> ranks;
-      std::vector<fs::path> rank_files;
-      for (auto& e : fs::directory_iterator(session)) {
-        std::smatch match;
-        std::string name = e.path().filename().string();
-        if (std::regex_match(name, match, kRankFile)) {
-          ranks.emplace_back(std::stoi(match[1]), std::vector<TimingRow>{});
-          rank_files.push_back(e.path());
-        }
-      }
-      // In parallel; the error reported is the first file's in directory order, as when they were read in turn.
-      std::vector<std::string> errors(rank_files.size());
-      parallel_for(rank_files.size(), [&](size_t i) {
-        try {
-          ranks[i].second = read_rank_file(rank_files[i]);
-        } catch (const UserError& e) {
-          errors[i] = e.what();
-        }
-      });
-      for (const std::string& e : errors)
-        if (!e.empty()) throw UserError(e);
-      std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.first < b.first; });
-      if (ranks.empty() && m.session.find("-prod-") != std::string::npos) {
-        ++report.producers;  // SmartSim-Scaling's aggregation producers write no timing file: nothing to import
-        continue;
-      }
+      r.timings = read_session(dir, sessions[i]);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+    return r;
+  };
+  std::future<Read> next;
+  if (!sessions.empty()) next = std::async(std::launch::async, read, 0);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    const fs::path& session = sessions[i];
+    Read got = next.get();
+    if (i + 1 < sessions.size()) next = std::async(std::launch::async, read, i + 1);
+    if (!got.error.empty()) {
+      report.skipped.push_back(session.string() + ": " + got.error);
+      continue;
+    }
+    SessionTimings& s = got.timings;
+    if (s.producer) {
+      ++report.producers;
+      continue;
+    }
+    try {
       RunStatusRecord st;
-      st.state = ranks.empty() ? "FAILED" : "COMPLETED";
-      st.reason = ranks.empty() ? "no rank_*_timing.csv: the run produced no timings" : "";
-      m.status = st;
-      auto stored = db.store_run(m, session, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
+      st.state = s.ranks.empty() ? "FAILED" : "COMPLETED";
+      st.reason = s.ranks.empty() ? "no rank_*_timing.csv: the run produced no timings" : "";
+      s.meta.status = st;
+      auto stored = db.store_run(s.meta, session, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
         std::map<std::string, int64_t> ids;
-        for (auto& [rank, rows] : ranks) {
+        for (auto& [rank, rows] : s.ranks) {
           std::map<std::string, int64_t> iteration;
           for (auto& r : rows) {
             auto it = ids.find(r.function);
