@@ -29,7 +29,7 @@ std::string gq(const std::string& s) {
   return out + "'";
 }
 
-// Every script's first lines: `reset` because scripts share a gnuplot session (run_gnuplot); reset leaves the
+// Every script's first lines: `reset` because scripts share a gnuplot session (run_gnuplot_scripts); reset leaves the
 // terminal and output alone, which each script then sets.
 const char* kTerminal = "reset\nset terminal pngcairo size 1200,700 noenhanced font ',10'\n";
 

@@ -39,9 +39,8 @@ Scheduler::Scheduler(std::vector<AppSpec> apps, std::vector<Demand> demands, Mod
       shared_devices_(shared_devices), resizing_(resizing), specs_(apps) {
   for (size_t i = 0; i < apps.size(); ++i) {
     App a;
-    a.spec = apps[i];
     a.demand = i < demands.size() ? demands[i] : Demand{};
-    a.procs.resize(size_t(std::max(1, a.spec.node_size)));
+    a.procs.resize(size_t(std::max(1, apps[i].node_size)));
     apps_.push_back(std::move(a));
   }
 }
@@ -132,7 +131,7 @@ std::vector<Command> Scheduler::reallocate(const std::vector<int>& launching) {
 std::vector<Command> Scheduler::arrive(double now) {
   std::vector<int> launching;
   for (size_t i = 0; i < apps_.size(); ++i)
-    if (apps_[i].state == State::Waiting && apps_[i].spec.arrival_time <= now) {
+    if (apps_[i].state == State::Waiting && specs_[i].arrival_time <= now) {
       place(apps_[i]);
       launching.push_back(int(i));
     }
@@ -205,8 +204,8 @@ bool Scheduler::all_finished() const {
 
 double Scheduler::next_arrival() const {
   double next = std::numeric_limits<double>::infinity();
-  for (const auto& a : apps_)
-    if (a.state == State::Waiting) next = std::min(next, a.spec.arrival_time);
+  for (size_t i = 0; i < apps_.size(); ++i)
+    if (apps_[i].state == State::Waiting) next = std::min(next, specs_[i].arrival_time);
   return next;
 }
 

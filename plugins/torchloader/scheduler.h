@@ -66,8 +66,7 @@ class Scheduler {
     int node = 0, workers = 0, pending = 0;  // pending: the count to resume with
     bool pausing = false, stopped = false, done = false;  // stopped: paused and waiting for its siblings
   };
-  struct App {
-    AppSpec spec;
+  struct App {  // application i's state; its spec is specs_[i]
     Demand demand;
     State state = State::Waiting;
     std::vector<Proc> procs;
@@ -88,7 +87,7 @@ class Scheduler {
   std::vector<int> load_;  // processes placed per node
   bool shared_devices_;
   Resizing resizing_;
-  std::vector<AppSpec> specs_;  // the workload as given, for the device sharing (apps_[i].spec, side by side)
+  std::vector<AppSpec> specs_;  // the workload as given (specs_[i] is apps_[i]'s)
 };
 
 }  // namespace torchloader

@@ -503,8 +503,8 @@ class NodeAgent {
           if (w.empty()) continue;
           if (w[0] == "EXIT") running = false;
           else if ((w[0] == "LAUNCH" || w[0] == "RESUME") && w.size() == 10) start(w, w[0] == "RESUME");
-          else if (w[0] == "PAUSE" && w.size() == 3) pause(std::stoi(w[1]), std::stoi(w[2]));
-          else if (w[0] == "RESIZE" && w.size() == 4) resize(std::stoi(w[1]), std::stoi(w[2]), std::stoi(w[3]));
+          else if (w[0] == "PAUSE" && w.size() == 3) signal(std::stoi(w[1]), std::stoi(w[2]), true, 0);
+          else if (w[0] == "RESIZE" && w.size() == 4) signal(std::stoi(w[1]), std::stoi(w[2]), false, std::stoi(w[3]));
         }
       }
     } catch (...) {
@@ -517,7 +517,8 @@ class NodeAgent {
 
  private:
   // What the reader thread and the agent share about a training process. A pause or a resize is only signalled
-  // once the trainer has printed a line (its handlers are installed by then; before, the signal would kill it).
+  // once the trainer has printed a line (its handlers are installed by then; before, the signal would kill it):
+  // until then it is pending, and deliver() sends what is pending once the process is ready.
   struct Shared {
     std::mutex mu;
     pid_t pid = -1;  // -1 once it has exited
@@ -525,11 +526,16 @@ class NodeAgent {
     int resize_pending = 0;  // workers, 0: none
   };
 
-  static void send_resize(pid_t pid, int workers) {
-    union sigval v {};
-    v.sival_int = workers;
-    if (::sigqueue(pid, SIGRTMIN + 1, v) != 0)  // to the node's log (stderr); also called from reader threads
-      std::fprintf(stderr, "torchloader node: resize of process %d to %d workers not sent: %s\n", int(pid), workers, std::strerror(errno));
+  // st.mu held. The resize first: a process told both resumes with its count anyway.
+  static void deliver(Shared& st) {
+    if (!st.ready || st.pid <= 0) return;
+    if (const int workers = std::exchange(st.resize_pending, 0)) {
+      union sigval v {};
+      v.sival_int = workers;
+      if (::sigqueue(st.pid, SIGRTMIN + 1, v) != 0)  // to the node's log (stderr); also called from reader threads
+        std::fprintf(stderr, "torchloader node: resize of process %d to %d workers not sent: %s\n", int(st.pid), workers, std::strerror(errno));
+    }
+    if (std::exchange(st.pause_pending, false)) ::kill(st.pid, SIGUSR1);
   }
   struct Process {
     std::shared_ptr<Shared> state = std::make_shared<Shared>();
@@ -591,9 +597,9 @@ class NodeAgent {
         if (!s.empty() && s.back() == '\n') s.pop_back();
         {
           std::lock_guard<std::mutex> g(st->mu);
-          if (!st->ready && (st->ready = true)) {
-            if (st->resize_pending) send_resize(st->pid, st->resize_pending);
-            if (st->pause_pending) ::kill(st->pid, SIGUSR1);
+          if (!st->ready) {
+            st->ready = true;
+            deliver(*st);
           }
         }
         if (s.rfind("LISTENING ", 0) == 0) link_->send("LISTENING " + id + " " + std::to_string(int(field(s, "port"))));
@@ -615,25 +621,18 @@ class NodeAgent {
     });
   }
 
-  void pause(int app, int proc) {
+  // A pause (PAUSE) or a new loader size (RESIZE, workers > 0) for a training process of this node: sent now if it
+  // is ready, else when it is (deliver); nothing for a process that has exited.
+  void signal(int app, int proc, bool pause, int workers) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = procs_.find({app, proc});
     if (it == procs_.end()) return;
     Shared& st = *it->second.state;
     std::lock_guard<std::mutex> l(st.mu);
-    if (st.pid > 0 && st.ready) ::kill(st.pid, SIGUSR1);
-    else if (st.pid > 0) st.pause_pending = true;
-  }
-
-  void resize(int app, int proc, int workers) {
-    if (workers < 1) return;
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = procs_.find({app, proc});
-    if (it == procs_.end()) return;
-    Shared& st = *it->second.state;
-    std::lock_guard<std::mutex> l(st.mu);
-    if (st.pid > 0 && st.ready) send_resize(st.pid, workers);
-    else if (st.pid > 0) st.resize_pending = workers;
+    if (st.pid <= 0) return;
+    st.pause_pending = st.pause_pending || pause;
+    if (workers > 0) st.resize_pending = workers;
+    deliver(st);
   }
 
   void stop_all() {

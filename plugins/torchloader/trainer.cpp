@@ -472,9 +472,13 @@ DataLoader::~DataLoader() {
     if (w.thread.joinable()) w.thread.join();
 }
 
+int DataLoader::asked() const {
+  return int(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.retire; }));
+}
+
 int DataLoader::workers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return live_;
+  return asked();
 }
 
 void DataLoader::start_worker() {
@@ -502,17 +506,17 @@ void DataLoader::resize(int workers) {
     // unasked (the data ran out, or an error) no longer counts.
     for (auto it = workers_.begin(); it != workers_.end();)
       if (it->ended) {
-        if (!it->retire) --live_;
         ended.push_back(std::move(it->thread));
         it = workers_.erase(it);
       } else {
         ++it;
       }
-    for (auto it = workers_.rbegin(); live_ > workers && it != workers_.rend(); ++it)
-      if (!it->retire) it->retire = true, --live_;
-    for (; live_ < workers; ++live_) start_worker();
-    capacity_ = 2 * static_cast<int64_t>(live_);
-    emulated_batch_s_ = emulated_.batch_seconds(batch_, live_);
+    int now = asked();
+    for (auto it = workers_.rbegin(); now > workers && it != workers_.rend(); ++it)
+      if (!it->retire) it->retire = true, --now;
+    for (; now < workers; ++now) start_worker();
+    capacity_ = 2 * static_cast<int64_t>(workers);
+    emulated_batch_s_ = emulated_.batch_seconds(batch_, workers);
   }
   work_cv_.notify_all();
   for (auto& t : ended) t.join();

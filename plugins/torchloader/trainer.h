@@ -131,6 +131,7 @@ class DataLoader {
   };
   void run(Worker* self);
   void start_worker();  // mu_ held
+  int asked() const;     // mu_ held: the workers not retiring
 
   const SyntheticImageDataset& dataset_;
   const int64_t batch_;
@@ -141,9 +142,8 @@ class DataLoader {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable ready_cv_;
-  int live_ = 0;                  // workers not retiring
-  double emulated_batch_s_ = 0;   // one worker's time per batch when emulated (depends on live_)
-  int64_t capacity_ = 0;          // 2 * live_
+  double emulated_batch_s_ = 0;   // one worker's time per batch when emulated (depends on the count)
+  int64_t capacity_ = 0;          // 2 x the count asked for
   int64_t next_claim_;
   int64_t next_take_;
   std::map<int64_t, Batch> ready_;
