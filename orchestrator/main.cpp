@@ -203,15 +203,14 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
 
 // Re-ingests every run folder below dir (an experiment folder or a run-<stamp> folder).
 int ingest_tree(const fs::path& dir, ResultsDb& db) {
-  int runs = 0;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().filename() != kRunMetadataFile) continue;
-    auto report = db.ingest_run(e.path().parent_path());
-    std::cout << e.path().parent_path().string() << ": " << report.samples << " samples\n";
+  std::vector<fs::path> runs;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == kRunMetadataFile) runs.push_back(e.path().parent_path());
+  db.ingest_runs(runs, [](const fs::path& run, const IngestReport& report) {
+    std::cout << run.string() << ": " << report.samples << " samples\n";
     for (auto& w : report.warnings) std::cout << "  warning: " << w << "\n";
-    ++runs;
-  }
-  return runs;
+  });
+  return int(runs.size());
 }
 
 // `fanout ls`: one line per experiment folder (one holding fanout.sqlite) under dir, newest last. Exit 1 when a

@@ -16,6 +16,8 @@ struct Summary {
   size_t outliers = 0;                           // |x - median| > 3 * 1.4826 * MAD
 };
 
+// Sorts values (no NaN) in ascending order: a radix sort for large vectors, std::sort for small ones.
+void sort_values(std::vector<double>& values);
 // Percentile q in [0,100] of sorted values, linear interpolation between closest ranks (numpy's default).
 double percentile_sorted(const std::vector<double>& sorted, double q);
 // Sorts `values` in place and summarises them. stddev is the sample standard deviation (n-1).

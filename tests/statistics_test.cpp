@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 
 #include "results/statistics.h"
 
@@ -85,4 +87,25 @@ TEST(Statistics, KernelDensityIntegratesToAboutOne) {
   for (size_t i = 1; i < kd.size(); ++i) area += (kd[i].first - kd[i - 1].first) * (kd[i].second + kd[i - 1].second) / 2;
   EXPECT_GT(area, 0.9);  // the little mass beyond min/max is cut off
   EXPECT_LT(area, 1.01);
+}
+
+TEST(Statistics, LargeVectorsAreSortedLikeStdSort) {
+  // Above the radix sort's threshold, with what a rank can record: negatives, zeros of both signs, infinities,
+  // subnormals, repeats, and values that share their high bits (latencies of one magnitude).
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> latency(-7.0, 0.3);
+  std::uniform_real_distribution<double> wide(-1e6, 1e6);
+  std::vector<double> v;
+  for (int i = 0; i < 20000; ++i) v.push_back(latency(rng));
+  for (int i = 0; i < 5000; ++i) v.push_back(wide(rng));
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double x : {0.0, -0.0, 1.0, 1.0, -1.0, inf, -inf, 4.9e-324, -4.9e-324, 1e300, -1e300}) v.push_back(x);
+  std::shuffle(v.begin(), v.end(), rng);
+  std::vector<double> expected = v;
+  std::sort(expected.begin(), expected.end());
+  sort_values(v);
+  ASSERT_EQ(v.size(), expected.size());
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], expected[i]) << "at " << i;  // -0 == 0 compares equal
+  EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+  EXPECT_TRUE(std::signbit(v[size_t(std::find(v.begin(), v.end(), 0.0) - v.begin())]));  // the radix order puts -0 before +0
 }
