@@ -8,6 +8,8 @@
 // pipe as they come) (goal: C and Fortran within 5 % of C++; Python's cost shown).
 // Usage: tensor_bench [connections=1]     (tensor_bench --cpp-client BYTES ITERATIONS: the C++ client loop)
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,11 +38,43 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The CPUs the clients run on: those this process may use, less the server's. Both clients are held to them, so
+// neither competes with the server for its core (left to the kernel, our four client threads were placed on the
+// server's core at times, redis-benchmark's one thread was not). Empty (no pinning) where no CPU is left over.
+std::vector<int> g_client_cpus;
+
+void choose_client_cpus(const std::string& server_cpus) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> server;
+  std::istringstream in(server_cpus);
+  for (std::string c; std::getline(in, c, ',');) server.push_back(std::atoi(c.c_str()));
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed) && std::find(server.begin(), server.end(), c) == server.end()) g_client_cpus.push_back(c);
+}
+
+std::string client_cpu_list() {
+  std::string list;
+  for (int c : g_client_cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+  return list;
+}
+
+void pin_this_thread_to_client_cpus() {
+  if (g_client_cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : g_client_cpus) CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 // "SET" and "GET" requests per second from redis-benchmark --csv.
 std::pair<double, double> redis_benchmark(int port, const std::string& pw, size_t bytes, int conns, int n) {
-  auto r = fanout::run_process({"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(port), "-a", pw, "-t", "set,get",
-                                "-d", std::to_string(bytes), "-c", std::to_string(conns), "-n", std::to_string(n), "--csv"},
-                               {}, 600);
+  std::vector<std::string> argv;
+  if (!g_client_cpus.empty()) argv = {"taskset", "-c", client_cpu_list()};
+  for (std::string a : std::vector<std::string>{"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(port), "-a", pw, "-t", "set,get",
+                                "-d", std::to_string(bytes), "-c", std::to_string(conns), "-n", std::to_string(n), "--csv"})
+    argv.push_back(a);
+  auto r = fanout::run_process(argv, {}, 600);
   double set = 0, get = 0;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) {
@@ -67,6 +101,7 @@ std::pair<double, double> ours(int port, const std::string& pw, size_t bytes, in
     auto t0 = Clock::now();
     for (int c = 0; c < conns; ++c)
       threads.emplace_back([&, c] {
+        pin_this_thread_to_client_cpus();
         smartsim::ClientOptions o;
         o.addresses = {"127.0.0.1:" + std::to_string(port)};
         o.password = pw;
@@ -152,8 +187,10 @@ int main(int argc, char** argv) {
   cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
   cfg.cpus = 1;
   smartsim::RedisServer server(cfg);
-  std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU 0), %d connection(s), loopback; "
-              "medians of %d alternating rounds\n", conns, kRounds);
+  choose_client_cpus(server.pinned());
+  std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU %s), %d connection(s), loopback, both clients "
+              "on CPU %s; medians of %d alternating rounds\n", server.pinned().c_str(), conns,
+              g_client_cpus.empty() ? "any" : client_cpu_list().c_str(), kRounds);
   std::printf("%-10s %14s %14s %7s %14s %14s %7s\n", "size", "SET/s", "put_tensor/s", "ratio", "GET/s", "unpack/s", "ratio");
   for (size_t bytes : {size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20}) {
     int n = int(std::clamp<size_t>((size_t(2) << 30) / bytes, 400, 20000) / kCallDivisor);

@@ -21,7 +21,8 @@
 # LOADER=real: the real loaders (CPU work on this machine's cores; CORES then defaults to the CPUs, which both node
 # agents share), emulated devices still; e.g. LOADER=real COST=64 ITERATIONS=100 WORKLOADS=seed. Figures are then
 # named <workload>.<launcher>.real.<row>...
-# WORKLOADS ("seed skewed"). QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
+# WORKLOADS ("seed skewed"). ROWS ("1 2 3 3L"): the rows to run; mode 1 is always run, the baseline of every ratio.
+# QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
 # Devices are shared as the workload's cuda_device column says (two applications per GPU in the seed).
 # Under bench/run-all (FANOUT_FIGURES set) every row's medians and ratios to mode 1 are figures:
 # <workload>.<launcher>.<row>.{aggregate_samples_per_s,makespan_s,aggregate_vs_even,makespan_vs_even}
@@ -39,6 +40,18 @@ command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlit
 LOADER=${LOADER:-emulated}
 case $LOADER in emulated) ;; real) CORES=${CORES:-$(nproc)} ;; *) echo "torchloader_emulated_bench: LOADER=$LOADER: emulated or real" >&2; exit 2 ;; esac
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
+# The rows as fanout's permutations: --mode over the rows' modes, --resize over restart and live, and an exclusion
+# for each (mode, resize) pair that is not a row.
+ROWS=" 1 ${ROWS:-1 2 3 3L} "
+modes= rows_excluded=()
+for m in 1 2 3; do
+  case $ROWS in *" $m "*|*" ${m}L "*) modes+=${modes:+,}$m ;; *) continue ;; esac
+  case $ROWS in *" $m "*) ;; *) rows_excluded+=(--exclude=mode=$m,resize=restart) ;; esac
+  case $ROWS in *" ${m}L "*) ;; *) rows_excluded+=(--exclude=mode=$m,resize=live) ;; esac
+done
+for r in $ROWS; do
+  case $r in 1|2|3|2L|3L) ;; *) echo "torchloader_emulated_bench: ROWS: $r is not 1, 2, 3, 2L or 3L" >&2; exit 2 ;; esac
+done
 out=$(mktemp -d /tmp/torchloader-emulated-XXXXXX)
 device=(--device=emulated --device_tflops="$TFLOPS" --cost="$COST")
 tpm="$out/tpm.json"
@@ -58,10 +71,10 @@ for w in "${workload_files[@]}"; do
     { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
 done
 
-run() {  # run <launcher> <workload> <cap> <rep>: one experiment of modes 1, 2, 3 and 3L
+run() {  # run <launcher> <workload> <cap> <rep>: one experiment of the ROWS
   local name="$1-$(basename "$2" .csv)-r$4"
   "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
-    --max_iterations="$3" --mode=[1,2,3] --resize=[restart,live] --exclude=mode=[1,2],resize=live --max_parallel=1 \
+    --max_iterations="$3" --mode=["$modes"] --resize=[restart,live] "${rows_excluded[@]}" --max_parallel=1 \
     --nodes=2 --cores="$CORES" --loader="$LOADER" "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
     { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
   echo "$out/$name/fanout.sqlite"
