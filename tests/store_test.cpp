@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -363,4 +364,57 @@ TEST(Figures, ResultsRecordStoresStandardInputOrAFileAndRefusesBadNames) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no figures for x in"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(d.path / "new"));
+}
+
+TEST(Store, IngestRunsStoresEachInOrderAndStopsAtAnUnreadableFolder) {
+  test::TempDir d;
+  auto a = make_run(d.path, "a", 2, 3000), c = make_run(d.path, "c", 1, 10);
+  std::filesystem::create_directories(d.path / "bad");  // no run.toml
+  ResultsDb db(d.path / "fanout.sqlite");
+  std::vector<std::string> stored;
+  auto note = [&](const std::filesystem::path& run, const IngestReport& r) {
+    stored.push_back(run.filename().string() + ":" + std::to_string(r.samples));
+  };
+  // The next folder is read while one is stored: the bad one fails while "a" is being stored, and is reported after.
+  EXPECT_THROW_WITH(db.ingest_runs({a, d.path / "bad", c}, note), UserError, "bad/run.toml");
+  EXPECT_EQ(stored, std::vector<std::string>{"a:6002"});
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 6002);
+  stored.clear();
+  db.ingest_runs({c, a}, note);
+  EXPECT_EQ(stored, (std::vector<std::string>{"c:11", "a:6002"}));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
+}
+
+TEST(Store, NewDatabasesHave64KiBPagesAndOldOnesKeepTheirs) {
+  test::TempDir d;
+  {
+    ResultsDb db(d.path / "new.sqlite");
+    EXPECT_EQ(count(db, "PRAGMA page_size"), 65536);
+  }
+  // A database made with SQLite's default pages (fanout before 2026-11-26) opens, keeps them, and takes runs.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open((d.path / "old.sqlite").c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA page_size=4096; CREATE TABLE t(x);", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  ResultsDb db(d.path / "old.sqlite");
+  EXPECT_EQ(count(db, "PRAGMA page_size"), 4096);
+  EXPECT_EQ(db.ingest_run(make_run(d.path, "s1", 2, 10)).samples, 22u);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 22);
+}
+
+TEST(Store, MetricGroupsComeInOrderWhetherParsedHereOrOnTheSecondThread) {
+  // Groups above 256 KiB of text are parsed on a second thread while the next is read; small ones inline. Either
+  // way fn sees every (run, metric) once, in order, with its measured values (warmup left out) and its ranks.
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  db.ingest_runs({make_run(d.path, "big1", 3, 20000), make_run(d.path, "small", 2, 5), make_run(d.path, "big2", 2, 20000)},
+                 [](const std::filesystem::path&, const IngestReport&) {});
+  std::vector<std::string> seen;
+  db.for_each_metric([&](MetricSummaryRow& g) {
+    double lo = *std::min_element(g.values.begin(), g.values.end()), hi = *std::max_element(g.values.begin(), g.values.end());
+    seen.push_back(std::to_string(g.run_id) + ":" + g.metric + ":" + std::to_string(g.values.size()) + ":" +
+                   std::to_string(g.ranks) + ":" + std::to_string(int(lo)) + "-" + std::to_string(int(hi)));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"1:sleep:60000:3:100-20099", "2:sleep:10:2:100-104", "3:sleep:40000:2:100-20099"}));
 }
