@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   smartsim::RedisServer server(cfg);
   choose_client_cpus(server.pinned());
   std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU %s), %d connection(s), loopback, both clients "
-              "on CPU %s; medians of %d alternating rounds\n", server.pinned().c_str(), conns,
+              "on CPU %s; medians of %d alternating rounds\n", server.pinned().empty() ? "none (pinning failed)" : server.pinned().c_str(), conns,
               g_client_cpus.empty() ? "any" : client_cpu_list().c_str(), kRounds);
   std::printf("%-10s %14s %14s %7s %14s %14s %7s\n", "size", "SET/s", "put_tensor/s", "ratio", "GET/s", "unpack/s", "ratio");
   for (size_t bytes : {size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(4) << 20}) {

@@ -42,7 +42,8 @@ case $LOADER in emulated) ;; real) CORES=${CORES:-$(nproc)} ;; *) echo "torchloa
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
 # The rows as fanout's permutations: --mode over the rows' modes, --resize over restart and live, and an exclusion
 # for each (mode, resize) pair that is not a row.
-ROWS=" 1 ${ROWS:-1 2 3 3L} "
+read -ra rows_asked <<<"${ROWS:-1 2 3 3L}"
+ROWS=" 1 ${rows_asked[*]} "  # one space between rows, for the patterns below
 modes= rows_excluded=()
 for m in 1 2 3; do
   case $ROWS in *" $m "*|*" ${m}L "*) modes+=${modes:+,}$m ;; *) continue ;; esac
@@ -103,8 +104,8 @@ for launcher in $launchers; do
       { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
       END {
         printf "%-5s %14s %18s %10s %11s %16s %10s\n", "mode", "samples/s", "(min..max)", "vs mode 1", "makespan s", "(min..max)", "vs mode 1"
-        split("1 2 3 3L", rows_in_order, " ")
-        for (r = 1; r <= 4; r++) {
+        split("1 2 2L 3 3L", rows_in_order, " ")
+        for (r = 1; r <= 5; r++) {
           m = rows_in_order[r]
           if (!(m in modes)) continue
           for (q = 0; q < 2; q++) {

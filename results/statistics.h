@@ -20,7 +20,8 @@ struct Summary {
 void sort_values(std::vector<double>& values);
 // Percentile q in [0,100] of sorted values, linear interpolation between closest ranks (numpy's default).
 double percentile_sorted(const std::vector<double>& sorted, double q);
-// Sorts `values` in place and summarises them. stddev is the sample standard deviation (n-1).
+// Sorts `values` (no NaN: callers leave it out) in place and summarises them. stddev is the sample standard
+// deviation (n-1).
 Summary summarize(std::vector<double>& values);
 
 // 95 % CI of the median of sorted values: a percentile bootstrap (1000 resamples, fixed seed, so the same data

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -183,11 +184,12 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   }
   // Writers from several fanout processes wait for each other instead of failing with "database is locked".
   sqlite3_busy_timeout(db_, 60000);
-  // A new database gets 64 KiB pages (set before WAL, which fixes the page size): a block of samples is about
-  // 160 KB of text, on SQLite's default 4 KiB pages a chain of 40 overflow pages, each linked and copied on write
-  // and on read. Ingesting 10 M samples took 4.3 s with 4 KiB pages, 3.5 s with 64 KiB (bench/results_bench).
-  // An existing database keeps its page size (this pragma is a no-op there).
-  exec("PRAGMA page_size=65536;");
+  // A new database gets 32 KiB pages (set before WAL, which fixes the page size): a block of samples is about
+  // 160 KB of text, on SQLite's default 4 KiB pages a chain of 40 overflow pages, each a WAL frame of its own.
+  // Larger pages cost small runs: a commit writes every page it touched whole, about ten per run. Measured with
+  // bench/results_bench, ingesting 10 M samples in 40 runs / 200 k in 2,000 runs: 4 KiB 3.5-4.0 / 1.3-1.6 s,
+  // 32 KiB 2.9-3.1 / 2.4-2.8 s, 64 KiB 2.6-3.0 / 2.9-3.5 s. An existing database keeps its page size.
+  exec("PRAGMA page_size=32768;");
   // 64 MiB page cache: ingestion of large runs stays in memory until commit.
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536;");
   exec("BEGIN IMMEDIATE;");
@@ -334,7 +336,8 @@ PackedRun pack_run(const fs::path& run_dir) {
   for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
     if (e.path().extension() == ".samples") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  // Every file packed on every core. Memory is bounded by one run's samples.
+  // Every file packed on every core. Memory holds this run's samples (ingest_runs: two runs', this one and the
+  // one being stored).
   run.files.resize(files.size());
   parallel_for(files.size(), [&](size_t i) { run.files[i] = pack_sample_file(files[i]); });
   for (size_t i = 0; i < files.size(); ++i) {
@@ -469,79 +472,94 @@ bool measured(const SampleRowText& row, double& value) {
   return !std::isnan(value);
 }
 
-}  // namespace
-
-namespace {
-
-// One (run, metric)'s stored blocks, as read from the database, rank by rank.
-struct MetricBlocks {
-  int64_t run = 0, metric = 0;
+// Consecutive stored blocks of one (run, metric), rank by rank, with the group's row so far: a chunk of at most
+// about kChunkBytes of text is parsed while the next is read, so memory holds two chunks and the values.
+struct MetricChunk {
+  MetricSummaryRow row;  // run and names set when the group starts; values and ranks grow chunk by chunk
+  int last_rank = -1;    // the last rank counted in row.ranks: blocks come rank by rank
+  bool ends_group = false;
   size_t bytes = 0;
   std::vector<std::pair<int, std::string>> blocks;  // (rank, rows)
 };
+constexpr size_t kChunkBytes = 8u << 20;
 
-// The group's measured values and how many ranks recorded one.
-MetricSummaryRow parse_metric_blocks(const MetricBlocks& g, const ResultsDb::MetricInfo& info, const std::string& what) {
-  MetricSummaryRow out;
-  out.run_id = g.run;
-  out.role = info.role;
-  out.metric = info.name;
-  out.unit = info.unit;
-  int last_rank = -1;  // the last rank counted in out.ranks: blocks come rank by rank
-  SampleRowText row;
-  for (auto& [rank, rows] : g.blocks) {
+// Adds the chunk's measured values (warmup and NaN left out) to its row.
+MetricChunk parse_chunk(MetricChunk c, const std::string& what) {
+  SampleRowText text;
+  for (auto& [rank, rows] : c.blocks) {
     SampleBlockReader reader(rows, what);
-    while (reader.next(row)) {
+    while (reader.next(text)) {
       double v = 0;
-      if (!measured(row, v)) continue;
-      out.values.push_back(v);
-      if (rank != last_rank) ++out.ranks, last_rank = rank;
+      if (!measured(text, v)) continue;
+      c.row.values.push_back(v);
+      if (rank != c.last_rank) ++c.row.ranks, c.last_rank = rank;
     }
   }
-  return out;
+  c.blocks.clear();
+  return c;
 }
 
 }  // namespace
 
 void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const {
-  // Three stages: this thread reads a group's blocks while the previous group is parsed on a second thread (and fn
-  // may summarise the one before on a third). Parsing the text was half of `fanout results stats`' time.
+  // Stages: this thread reads a chunk of blocks while the previous chunk is parsed on a second thread, and fn (on
+  // this thread, in order) may summarise a finished group on a third. Parsing the text was half the time of
+  // computing statistics.
   const auto names = metrics();
-  std::future<MetricSummaryRow> parsing;
-  auto deliver = [&] {
-    if (!parsing.valid()) return;
-    MetricSummaryRow row = parsing.get();
-    if (!row.values.empty()) fn(row);
-  };
-  auto hand_over = [&](MetricBlocks g) {
-    deliver();
-    const MetricInfo& info = names.at(g.metric);
-    // A small group is parsed here: a thread costs more than its parsing.
-    if (g.bytes < (256u << 10)) {
-      std::promise<MetricSummaryRow> done;
-      done.set_value(parse_metric_blocks(g, info, file_.string()));
-      parsing = done.get_future();
-    } else {
-      parsing = std::async(std::launch::async, [g = std::move(g), &info, what = file_.string()] {
-        return parse_metric_blocks(g, info, what);
-      });
+  const std::string what = file_.string();
+  std::future<MetricChunk> parsing;
+  auto hand_over = [&](MetricChunk next) {
+    std::optional<MetricSummaryRow> finished;
+    if (parsing.valid()) {
+      MetricChunk done = parsing.get();
+      if (done.ends_group) finished = std::move(done.row);
+      else next.row = std::move(done.row), next.last_rank = done.last_rank;  // the same group goes on
     }
+    // A small chunk is parsed here: a thread costs more than its parsing.
+    if (next.bytes < (256u << 10)) {
+      std::promise<MetricChunk> ready;
+      ready.set_value(parse_chunk(std::move(next), what));
+      parsing = ready.get_future();
+    } else {
+      parsing = std::async(std::launch::async, parse_chunk, std::move(next), std::cref(what));
+    }
+    if (finished && !finished->values.empty()) fn(*finished);
+  };
+  auto start_group = [&](int64_t run, int64_t metric) {
+    MetricChunk c;
+    const MetricInfo& info = names.at(metric);
+    c.row.run_id = run;
+    c.row.role = info.role;
+    c.row.metric = info.name;
+    c.row.unit = info.unit;
+    return c;
   };
   // Primary-key order: run, metric, rank, block (recording order within a rank).
   Stmt q(db_, "SELECT run_id, metric_id, rank, rows FROM sample_blocks ORDER BY run_id, metric_id, rank, block");
-  MetricBlocks cur;
-  bool any = false;
+  MetricChunk cur;
+  int64_t cur_metric = -1;
   while (q.step()) {
     const int64_t run = q.i64(0), metric = q.i64(1);
-    if (any && (run != cur.run || metric != cur.metric)) hand_over(std::exchange(cur, MetricBlocks{}));
-    any = true;
-    cur.run = run;
-    cur.metric = metric;
+    if (cur_metric < 0 || run != cur.row.run_id || metric != cur_metric) {
+      if (cur_metric >= 0) {
+        cur.ends_group = true;
+        hand_over(std::move(cur));
+      }
+      cur = start_group(run, metric);
+      cur_metric = metric;
+    } else if (cur.bytes >= kChunkBytes) {
+      MetricChunk rest;  // the group goes on: its row is carried over from this chunk when parsed
+      rest.row.run_id = run;
+      hand_over(std::exchange(cur, std::move(rest)));
+    }
     cur.blocks.emplace_back(int(q.i64(2)), std::string(q.view(3)));
     cur.bytes += cur.blocks.back().second.size();
   }
-  if (any) hand_over(std::move(cur));
-  deliver();
+  if (cur_metric >= 0) {
+    cur.ends_group = true;
+    hand_over(std::move(cur));
+  }
+  hand_over(MetricChunk{});  // collects the last group (an empty chunk: nothing to parse)
 }
 
 void ResultsDb::for_each_row(const std::string& where,

@@ -386,11 +386,11 @@ TEST(Store, IngestRunsStoresEachInOrderAndStopsAtAnUnreadableFolder) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
 }
 
-TEST(Store, NewDatabasesHave64KiBPagesAndOldOnesKeepTheirs) {
+TEST(Store, NewDatabasesHave32KiBPagesAndOldOnesKeepTheirs) {
   test::TempDir d;
   {
     ResultsDb db(d.path / "new.sqlite");
-    EXPECT_EQ(count(db, "PRAGMA page_size"), 65536);
+    EXPECT_EQ(count(db, "PRAGMA page_size"), 32768);
   }
   // A database made with SQLite's default pages (fanout before 2026-11-26) opens, keeps them, and takes runs.
   sqlite3* raw = nullptr;
