@@ -404,17 +404,19 @@ TEST(Store, NewDatabasesHave32KiBPagesAndOldOnesKeepTheirs) {
 }
 
 TEST(Store, MetricGroupsComeInOrderWhetherParsedHereOrOnTheSecondThread) {
-  // Groups above 256 KiB of text are parsed on a second thread while the next is read; small ones inline. Either
-  // way fn sees every (run, metric) once, in order, with its measured values (warmup left out) and its ranks.
+  // Chunks above 256 KiB of text are parsed on a second thread while the next is read; small ones inline; a group
+  // above 8 MiB (big2: about 11 MB) comes in two chunks, its row and rank count carried from one to the next. Every
+  // way, fn sees every (run, metric) once, in order, with its measured values (warmup left out) and its ranks.
   test::TempDir d;
   ResultsDb db(d.path / "fanout.sqlite");
-  db.ingest_runs({make_run(d.path, "big1", 3, 20000), make_run(d.path, "small", 2, 5), make_run(d.path, "big2", 2, 20000)},
+  db.ingest_runs({make_run(d.path, "big1", 3, 20000), make_run(d.path, "small", 2, 5), make_run(d.path, "big2", 2, 200000)},
                  [](const std::filesystem::path&, const IngestReport&) {});
+  ASSERT_GT(count(db, "SELECT sum(length(rows)) FROM sample_blocks WHERE run_id = 3"), 9 << 20);
   std::vector<std::string> seen;
   db.for_each_metric([&](MetricSummaryRow& g) {
     double lo = *std::min_element(g.values.begin(), g.values.end()), hi = *std::max_element(g.values.begin(), g.values.end());
     seen.push_back(std::to_string(g.run_id) + ":" + g.metric + ":" + std::to_string(g.values.size()) + ":" +
                    std::to_string(g.ranks) + ":" + std::to_string(int(lo)) + "-" + std::to_string(int(hi)));
   });
-  EXPECT_EQ(seen, (std::vector<std::string>{"1:sleep:60000:3:100-20099", "2:sleep:10:2:100-104", "3:sleep:40000:2:100-20099"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"1:sleep:60000:3:100-20099", "2:sleep:10:2:100-104", "3:sleep:400000:2:100-200099"}));
 }
