@@ -5,6 +5,7 @@
 //   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4]
 // Goal: the median over rounds of run_model / direct forward <= 1.03 (bench/goals.txt). Warmup rounds (3) are run
 // and not counted.
+#include <hiredis/hiredis.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -49,6 +50,21 @@ void print_row(const char* what, std::vector<double> ms, double per_second = 0) 
   std::printf("%-34s %6zu %9.2f %9.2f %9.2f %9.2f", what, s.count, s.median, s.p90, s.p99, s.mean);
   if (per_second > 0) std::printf(" %10.2f", per_second);
   std::printf("\n");
+}
+
+// The module's own account of a model's runs (AI.INFO's `duration`: microseconds spent running it, summed), in ms.
+// Read around each timed run_model, it splits the database path into the forward inside the server and the rest.
+double model_duration_ms(redisContext* c, const char* key) {
+  auto* r = static_cast<redisReply*>(redisCommand(c, "AI.INFO %s", key));
+  if (!r || r->type != REDIS_REPLY_ARRAY) {
+    std::fprintf(stderr, "inference_bench: AI.INFO %s failed: %s\n", key, r && r->str ? r->str : c->errstr);
+    std::exit(1);
+  }
+  double ms = -1;
+  for (size_t i = 0; i + 1 < r->elements; i += 2)
+    if (std::string(r->element[i]->str) == "duration") ms = double(r->element[i + 1]->integer) / 1000.0;
+  freeReplyObject(r);
+  return ms;
 }
 
 smartsim::ClientOptions options(const smartsim::RedisServer& server) {
@@ -99,10 +115,14 @@ int main(int argc, char** argv) {
 
   std::printf("ResNet-50 (25,557,032 parameters, seeded weights), batch 1, %d intra-op thread(s) in both paths, "
               "%d rounds after %d warmup rounds, interleaved\n", threads, rounds, kWarmup);
-  std::vector<double> direct_ms, db_ms;
+  std::vector<double> direct_ms, db_ms, forward_ms;  // forward_ms: inside the server, by AI.INFO
+  redisContext* info = redisConnect(cfg.bind.c_str(), cfg.port);
+  if (!info || info->err) return std::fprintf(stderr, "inference_bench: cannot connect for AI.INFO\n"), 1;
+  freeReplyObject(redisCommand(info, "AUTH %s", cfg.password.c_str()));
   std::vector<float> out(1000);
   double max_difference = 0;
   for (int r = -kWarmup; r < rounds; ++r) {
+    const double before = model_duration_ms(info, "resnet");
     auto t0 = Clock::now();
     torch::Tensor y;
     {
@@ -113,7 +133,7 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     client.run_model("resnet", {"x"}, {"y"});
     const double m = ms_since(t0);
-    if (r >= 0) direct_ms.push_back(d), db_ms.push_back(m);
+    if (r >= 0) direct_ms.push_back(d), db_ms.push_back(m), forward_ms.push_back(model_duration_ms(info, "resnet") - before);
     if (r == -kWarmup) {  // the two paths compute the same logits
       client.unpack_tensor("y", smartsim::DType::Float, {1, 1000}, out.data(), out.size() * 4);
       for (size_t i = 0; i < 1000; ++i) max_difference = std::max(max_difference, double(std::abs(out[i] - y[0][long(i)].item<float>())));
@@ -122,6 +142,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "path (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
   print_row("direct libtorch forward", direct_ms);
   print_row("run_model through the database", db_ms);
+  print_row("  of which the forward (AI.INFO)", forward_ms);
   std::vector<double> a = direct_ms, b = db_ms;
   // The two paths run back to back in every round, so each round's ratio cancels the machine's drift between
   // rounds; their median is the comparison (as tensor_bench's per-round ratios). The ratio of the two medians is
@@ -129,6 +150,11 @@ int main(int argc, char** argv) {
   std::vector<double> paired;
   for (size_t i = 0; i < a.size(); ++i) paired.push_back(b[i] / a[i]);
   const double ratio = fanout::summarize(paired).median;
+  // Where the ratio comes from, round by round: the forward inside the server against the direct one, and the time
+  // the database adds outside the forward (the request's round trip, the queue, the copies).
+  std::vector<double> forward_ratio, outside_ms;
+  for (size_t i = 0; i < a.size(); ++i) forward_ratio.push_back(forward_ms[i] / a[i]), outside_ms.push_back(b[i] - forward_ms[i]);
+  const double forward_vs_direct = fanout::summarize(forward_ratio).median, outside = fanout::summarize(outside_ms).median;
   const double ratio_of_medians = fanout::summarize(b).median / fanout::summarize(a).median;
   bench::figure("direct_p50_ms", fanout::summarize(a).median, "ms");
   bench::figure("direct_p99_ms", fanout::summarize(a).p99, "ms");
@@ -136,8 +162,13 @@ int main(int argc, char** argv) {
   bench::figure("database_p99_ms", fanout::summarize(b).p99, "ms");
   bench::figure("database_vs_direct", ratio, "x");
   bench::figure("database_vs_direct_of_medians", ratio_of_medians, "x");
+  bench::figure("server_forward_vs_direct", forward_vs_direct, "x");
+  bench::figure("outside_forward_p50_ms", outside, "ms");
   std::printf("database / direct: median of the rounds' ratios %.3fx (ratio of the medians %.3fx)  goal <= 1.03x: %s; "
               "largest logit difference %.2e\n", ratio, ratio_of_medians, ratio <= 1.03 ? "MET" : "NOT MET", max_difference);
+  std::printf("of which: the forward inside the server / the direct one %.3fx (median of the rounds), the rest outside "
+              "the forward %.2f ms (median)\n", forward_vs_direct, outside);
+  redisFree(info);
 
   std::printf("\nthroughput vs concurrent clients (run_model on its own key each; BATCHSIZE = clients when batched)\n");
   std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "clients / model (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
