@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <random>
 #include <tuple>
+#include <utility>
 
 namespace fanout {
 

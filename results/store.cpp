@@ -534,12 +534,9 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
     c.row.unit = info.unit;
     return c;
   };
-  // Primary-key order: run, metric, rank, block (recording order within a rank).
-  Stmt q(db_, "SELECT run_id, metric_id, rank, rows FROM sample_blocks ORDER BY run_id, metric_id, rank, block");
   MetricChunk cur;
   int64_t cur_metric = -1;
-  while (q.step()) {
-    const int64_t run = q.i64(0), metric = q.i64(1);
+  for_each_block("", [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
     if (cur_metric < 0 || run != cur.row.run_id || metric != cur_metric) {
       if (cur_metric >= 0) {
         cur.ends_group = true;
@@ -552,9 +549,9 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
       rest.row.run_id = run;
       hand_over(std::exchange(cur, std::move(rest)));
     }
-    cur.blocks.emplace_back(int(q.i64(2)), std::string(q.view(3)));
-    cur.bytes += cur.blocks.back().second.size();
-  }
+    cur.blocks.emplace_back(rank, std::string(rows));
+    cur.bytes += rows.size();
+  });
   if (cur_metric >= 0) {
     cur.ends_group = true;
     hand_over(std::move(cur));
@@ -562,18 +559,21 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
   hand_over(MetricChunk{});  // collects the last group (an empty chunk: nothing to parse)
 }
 
-void ResultsDb::for_each_row(const std::string& where,
-                             const std::function<void(int64_t, int64_t, int, const SampleRowText&)>& fn) const {
+void ResultsDb::for_each_block(const std::string& where,
+                               const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const {
   // Primary-key order: run, metric, rank, block (recording order within a rank).
   Stmt q(db_, ("SELECT b.run_id, b.metric_id, b.rank, b.rows FROM sample_blocks b " + where +
                " ORDER BY b.run_id, b.metric_id, b.rank, b.block").c_str());
+  while (q.step()) fn(q.i64(0), q.i64(1), int(q.i64(2)), q.view(3));
+}
+
+void ResultsDb::for_each_row(const std::string& where,
+                             const std::function<void(int64_t, int64_t, int, const SampleRowText&)>& fn) const {
   SampleRowText row;
-  while (q.step()) {
-    const int64_t run = q.i64(0), metric = q.i64(1);
-    const int rank = int(q.i64(2));
-    SampleBlockReader reader(q.view(3), file_.string());
+  for_each_block(where, [&](int64_t run, int64_t metric, int rank, std::string_view rows) {
+    SampleBlockReader reader(rows, file_.string());
     while (reader.next(row)) fn(run, metric, rank, row);
-  }
+  });
 }
 
 void ResultsDb::for_each_value(const std::string& role, const std::string& metric, const std::string& unit,

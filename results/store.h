@@ -110,8 +110,11 @@ class ResultsDb {
  private:
   void exec(const std::string& sql) const;
   void rollback() const;  // ends an open transaction, if SQLite has not ended it already
-  // fn(run, metric, rank, row) for each stored sample of the blocks matching `where` (SQL over alias b), in key
-  // order: run, metric, rank, then as recorded.
+  // fn(run, metric, rank, rows) for each stored block matching `where` (SQL over alias b), in key order: run,
+  // metric, rank, block (recording order within a rank). rows is valid until fn returns.
+  void for_each_block(const std::string& where,
+                      const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const;
+  // fn(run, metric, rank, row) for each stored sample of those blocks, in the same order.
   void for_each_row(const std::string& where, const std::function<void(int64_t, int64_t, int, const struct SampleRowText&)>& fn) const;
   int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
   int64_t metric_id(const std::string& role, const std::string& name, const std::string& unit);
