@@ -16,6 +16,7 @@
 #include <random>
 
 #include "bench/figures.h"
+#include "bench/generated_run.h"
 #include "results/csv_export.h"
 #include "results/metric_stats.h"
 #include "results/run_folder.h"
@@ -45,16 +46,7 @@ int main(int argc, char** argv) {
   std::vector<fs::path> dirs;
   for (int r = 0; r < runs; ++r) {
     fs::path dir = root / ("run-" + std::to_string(r));
-    fs::create_directories(samples_dir(dir));
-    RunMetadata m;
-    m.session = dir.filename().string();
-    m.experiment = "bench";
-    m.subcommand = "throughput_standard";
-    m.plugin = "bench";
-    m.param_hash = std::to_string(r);
-    m.parameters = {{"client_nodes", std::to_string(1 << (r % 4))}, {"tensor_bytes", std::to_string(1024 << (r % 10))}};
-    m.status = RunStatusRecord{"COMPLETED", "", "", "", 0, 0, 0, 0, {}};
-    write_run_metadata(dir, m);
+    bench::write_completed_run(dir, "bench", r, {{"client_nodes", std::to_string(1 << (r % 4))}, {"tensor_bytes", std::to_string(1024 << (r % 10))}});
     for (int k = 0; k < ranks; ++k) {
       SampleWriter w(samples_dir(dir) / ("client." + std::to_string(k) + ".samples"), k, "client", "n1", 0, 0);
       for (uint64_t i = 0; i < per_rank; ++i)

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "bench/figures.h"
+#include "bench/generated_run.h"
 #include "common/files.h"
 #include "results/processing.h"
 #include "results/run_folder.h"
@@ -31,18 +32,10 @@ static double since(Clock::time_point t) { return std::chrono::duration<double>(
 // unpack_tensor per iteration, loop_time and main().
 static void write_session(const fs::path& dir, int session, int ranks, int iterations, std::mt19937_64& rng) {
   std::lognormal_distribution<double> latency(-9.0, 0.4);
-  fs::create_directories(samples_dir(dir));
-  RunMetadata m;
-  m.session = dir.filename().string();
-  m.experiment = "bench";
-  m.subcommand = "throughput_standard";
-  m.plugin = "smartsim";
-  m.param_hash = std::to_string(session);
-  m.parameters = {{"client_nodes", std::to_string(1 << (session % 6))}, {"clients_per_node", std::to_string(ranks >> (session % 6))},
-                  {"db_nodes", std::to_string(1 << (session / 6 % 4))}, {"db_cpus", "8"}, {"iterations", std::to_string(iterations)},
-                  {"tensor_bytes", std::to_string(1024 << (session / 24 % 2 * 10))}, {"languages", "cpp"}};
-  m.status = RunStatusRecord{"COMPLETED", "", "", "", 0, 0, 0, 0, {}};
-  write_run_metadata(dir, m);
+  bench::write_completed_run(dir, "smartsim", session,
+                             {{"client_nodes", std::to_string(1 << (session % 6))}, {"clients_per_node", std::to_string(ranks >> (session % 6))},
+                              {"db_nodes", std::to_string(1 << (session / 6 % 4))}, {"db_cpus", "8"}, {"iterations", std::to_string(iterations)},
+                              {"tensor_bytes", std::to_string(1024 << (session / 24 % 2 * 10))}, {"languages", "cpp"}});
   const int64_t t0 = int64_t(1.7e18);
   for (int r = 0; r < ranks; ++r) {
     SampleWriter w(samples_dir(dir) / ("client." + std::to_string(r) + ".samples"), r, "client", "n1", 0, t0);

@@ -43,12 +43,9 @@ namespace {
 // server's core at times, redis-benchmark's one thread was not). Empty (no pinning) where no CPU is left over.
 std::vector<int> g_client_cpus;
 
-void choose_client_cpus(const std::string& server_cpus) {
+void choose_client_cpus(const std::vector<int>& server) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  std::vector<int> server;
-  std::istringstream in(server_cpus);
-  for (std::string c; std::getline(in, c, ',');) server.push_back(std::atoi(c.c_str()));
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &allowed) && std::find(server.begin(), server.end(), c) == server.end()) g_client_cpus.push_back(c);
 }
@@ -187,7 +184,7 @@ int main(int argc, char** argv) {
   cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
   cfg.cpus = 1;
   smartsim::RedisServer server(cfg);
-  choose_client_cpus(server.pinned());
+  choose_client_cpus(server.pinned_cpus());
   std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU %s), %d connection(s), loopback, both clients "
               "on CPU %s; medians of %d alternating rounds\n", server.pinned().empty() ? "none (pinning failed)" : server.pinned().c_str(), conns,
               g_client_cpus.empty() ? "any" : client_cpu_list().c_str(), kRounds);

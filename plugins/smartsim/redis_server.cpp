@@ -133,10 +133,10 @@ bool RedisServer::start() {
     CPU_ZERO(&allowed);
     for (long i = 0; i < sysconf(_SC_NPROCESSORS_ONLN) && i < CPU_SETSIZE; ++i) CPU_SET(int(i), &allowed);
   }
-  std::string list;
-  for (int c = 0, k = 0; c < CPU_SETSIZE && k < std::max(1, cfg_.cpus); ++c)
-    if (CPU_ISSET(c, &allowed)) CPU_SET(c, &set), ++k, list += (list.empty() ? "" : ",") + std::to_string(c);
-  if (sched_setaffinity(pid_, sizeof set, &set) == 0) pinned_ = list;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && int(cpus.size()) < std::max(1, cfg_.cpus); ++c)
+    if (CPU_ISSET(c, &allowed)) CPU_SET(c, &set), cpus.push_back(c);
+  if (sched_setaffinity(pid_, sizeof set, &set) == 0) pinned_ = cpus;
   // Ready when OUR server answers (INFO names its pid: another server on a taken port does not count),
   // or stopped: then its log says why.
   // A deadline, not a wait: ready returns at once. Sixteen servers loading libtorch at once on a busy 2-core node
@@ -162,6 +162,12 @@ bool RedisServer::start() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+std::string RedisServer::pinned() const {
+  std::string list;
+  for (int c : pinned_) list += (list.empty() ? "" : ",") + std::to_string(c);
+  return list;
 }
 
 RedisServer::~RedisServer() {

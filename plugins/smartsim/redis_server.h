@@ -28,14 +28,15 @@ class RedisServer {
   ~RedisServer();                              // SHUTDOWN NOSAVE, then SIGKILL if it lingers
   std::string address() const { return cfg_.bind + ":" + std::to_string(cfg_.port); }
   int port() const { return cfg_.port; }  // the port it got (may differ from the one asked for)
-  std::string pinned() const { return pinned_; }
+  std::string pinned() const;                                   // "0,1": the CPUs it was pinned to; empty if pinning failed
+  const std::vector<int>& pinned_cpus() const { return pinned_; }
   pid_t pid() const { return pid_; }
 
  private:
   bool start();  // false when the port was taken
   RedisServerConfig cfg_;
   pid_t pid_ = -1;
-  std::string pinned_;
+  std::vector<int> pinned_;
 };
 
 // A word of a Redis configuration file, quoted as its parser (sdssplitargs) reads it back: "..." with \\, \"
