@@ -31,4 +31,12 @@ grep -q 'results_bench: crashed' "$work/bad.err" || fail "stderr does not name t
 rc=0
 "$src/bench/run-all" --quick --only results_bench --build "$build" --out "$work/ok" 2>"$work/again.err" || rc=$?
 [ $rc -eq 2 ] && grep -q 'is not empty' "$work/again.err" || fail "a used --out was not refused (exit $rc): $(cat "$work/again.err")"
+# An every-round goal (goals.txt) is judged on the worst round, not the median: inference_bench's ratio with
+# rounds 1.01, 1.05, 1.02 has a median within 1.03 and is NOT met. --report measures nothing.
+printf 'database_vs_direct 1 1.01 x\ndatabase_vs_direct 2 1.05 x\ndatabase_vs_direct 3 1.02 x\n' >"$work/inference.txt"
+"$build/fanout" results record "$work/crafted" --run inference_bench --file "$work/inference.txt" --param bench=inference_bench \
+  --param rounds=3 --param quick=1 --provenance commit=test >/dev/null
+"$src/bench/run-all" --report "$work/crafted" --only inference_bench --build "$build" 2>"$work/crafted.err" || fail "run-all --report exited $?: $(cat "$work/crafted.err")"
+grep -Eq '^\| inference_bench \| database_vs_direct \| 1\.02 \| 1\.01\.\.1\.05 \| <= 1\.03 in every round .*\| \*\*NOT met\*\* \(worst round 1\.05\), margin ' "$work/crafted/benchmarks.md" ||
+  fail "an every-round goal was not judged on its worst round: $(grep database_vs_direct "$work/crafted/benchmarks.md")"
 echo "PASS"

@@ -261,7 +261,20 @@ TEST(TensorClient, ThreeShardClusterRoutingAndARealMovedRedirection) {
   }
   ASSERT_FALSE(owner_port.empty());
   ASSERT_FALSE(target_id.empty());
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(cli(ports[size_t(i)], {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
+  // As redis-cli --cluster reshard moves a slot: IMPORTING on the target, MIGRATING on the owner, then NODE on the
+  // target first, which bumps its config epoch above the others'. With NODE alone on each node in port order, a
+  // ping from the owner (still claiming the slot, at a higher epoch than the target's) could give the slot back on
+  // the target before the owner let go of it: each then answered MOVED to the other for good ("too many cluster
+  // redirections", once in a full suite run on 2026-11-26).
+  std::string owner_id = cli(std::stoi(owner_port), {"CLUSTER", "MYID"});
+  owner_id.pop_back();
+  EXPECT_EQ(cli(std::stoi(target_port), {"CLUSTER", "SETSLOT", slot, "IMPORTING", owner_id}), "OK\n");
+  EXPECT_EQ(cli(std::stoi(owner_port), {"CLUSTER", "SETSLOT", slot, "MIGRATING", target_id}), "OK\n");
+  EXPECT_EQ(cli(std::stoi(target_port), {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
+  for (int p : ports) {
+    if (std::to_string(p) == target_port) continue;
+    EXPECT_EQ(cli(p, {"CLUSTER", "SETSLOT", slot, "NODE", target_id}), "OK\n");
+  }
   client.put_tensor(key, DType::Int32, {10, 10}, in.data(), 400);  // routed to the old owner, MOVED, retried
   EXPECT_NE(cli(std::stoi(target_port), {"-c", "AI.TENSORGET", key, "META"}).find("INT32"), std::string::npos)
       << "the tensor landed on the slot's new owner";
