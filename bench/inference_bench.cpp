@@ -3,8 +3,8 @@
 // invocation, interleaved round by round so that drift of the machine hits both alike. Then run_model latency
 // percentiles and throughput against the number of concurrent clients, without and with batching.
 //   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4]
-// Goal: the median over rounds of run_model / direct forward <= 1.03 (bench/goals.txt). Warmup rounds (3) are run
-// and not counted.
+// Goal: the median over this invocation's rounds of run_model / direct forward <= 1.03, in every bench/run-all
+// round (bench/goals.txt: every-round). Warmup rounds (3) are run and not counted.
 #include <hiredis/hiredis.h>
 #include <torch/script.h>
 #include <torch/torch.h>
