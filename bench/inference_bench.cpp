@@ -1,15 +1,19 @@
 // ResNet-50 batch 1 through the database (AI.MODELEXECUTE on our RedisAI module, timed by the client) against
-// the same forward called directly in libtorch in this process, same model file, same intra-op threads, in one
-// invocation, interleaved round by round so that drift of the machine hits both alike. Then run_model latency
+// the same forward called directly in libtorch, same model file, same intra-op threads, in one invocation,
+// interleaved round by round so that drift of the machine hits both alike. The direct forward runs in a worker
+// process started fresh for each pair with a fresh server: a process's forward speed differs from the next one's by
+// a few per cent (bench/why.txt), so both paths are sampled over several process starts. Then run_model latency
 // percentiles and throughput against the number of concurrent clients, without and with batching.
-//   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4]
+//   inference_bench [threads=nproc] [rounds=30] [clients=1,2,4] [pairs=5]
 // Goal: the median over this invocation's rounds of run_model / direct forward <= 1.03, in every bench/run-all
-// round (bench/goals.txt: every-round). Warmup rounds (3) are run and not counted.
+// round (bench/goals.txt: every-round). Warmup rounds (3 per pair) are run and not counted.
 #include <hiredis/hiredis.h>
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,8 +21,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -67,6 +73,31 @@ double model_duration_ms(redisContext* c, const char* key) {
   return ms;
 }
 
+// The same input in both paths: a fixed pattern in [-1, 1).
+std::vector<float> bench_input() {
+  std::vector<float> input(kInput);
+  for (size_t i = 0; i < kInput; ++i) input[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+  return input;
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  for (auto* p = static_cast<const char*>(data); n > 0;) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w <= 0) return false;
+    p += w, n -= size_t(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t n) {
+  for (auto* p = static_cast<char*>(data); n > 0;) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r <= 0) return false;
+    p += r, n -= size_t(r);
+  }
+  return true;
+}
+
 smartsim::ClientOptions options(const smartsim::RedisServer& server) {
   smartsim::ClientOptions o;
   o.addresses = {server.address()};
@@ -77,76 +108,144 @@ smartsim::ClientOptions options(const smartsim::RedisServer& server) {
 
 }  // namespace
 
+// The direct path's process: loads the model file with the threads asked, then per request byte on stdin runs one
+// forward and writes its time (ms, a double) to stdout; 'l' also writes the 1000 logits. Started for each pair
+// exactly as the server is (a fresh process, same environment), so neither side keeps one process's luck.
+int direct_worker(const char* model_file, int threads) {
+  torch::set_num_threads(threads);
+  torch::jit::Module model = torch::jit::load(model_file);
+  model.eval();
+  std::vector<float> input = bench_input();
+  const torch::Tensor x = torch::from_blob(input.data(), {1, 3, 224, 224});
+  for (char request; ::read(0, &request, 1) == 1;) {
+    torch::InferenceMode guard;
+    const auto t0 = Clock::now();
+    torch::Tensor y = model.forward({x}).toTensor();
+    const double ms = ms_since(t0);
+    if (!write_all(1, &ms, sizeof ms)) return 1;
+    if (request == 'l' && !write_all(1, y.contiguous().data_ptr<float>(), 1000 * sizeof(float))) return 1;
+  }
+  return 0;
+}
+
+// The parent's end of one direct worker.
+class DirectWorker {
+ public:
+  DirectWorker(const std::string& model_file, int threads) {
+    const std::string t = std::to_string(threads);  // before fork: the child only calls async-signal-safe functions
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0) throw std::runtime_error("inference_bench: pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("inference_bench: fork failed");
+    if (pid_ == 0) {
+      dup2(to[0], 0), dup2(from[1], 1);
+      close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+      execl("/proc/self/exe", "inference_bench", "--direct-worker", model_file.c_str(), t.c_str(), nullptr);
+      _exit(127);
+    }
+    close(to[0]), close(from[1]);
+    request_ = to[1], reply_ = from[0];
+  }
+  ~DirectWorker() {
+    close(request_), close(reply_);
+    waitpid(pid_, nullptr, 0);
+  }
+  double forward(float* logits = nullptr) {
+    const char request = logits ? 'l' : 'f';
+    double ms = -1;
+    if (::write(request_, &request, 1) != 1 || !read_all(reply_, &ms, sizeof ms) ||
+        (logits && !read_all(reply_, logits, 1000 * sizeof(float))))
+      throw std::runtime_error("inference_bench: the direct worker died");
+    return ms;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int request_ = -1, reply_ = -1;
+};
+
 int main(int argc, char** argv) {
   // libgomp reads OMP_WAIT_POLICY when it loads: set it (as fanout does for redis-server) and start again.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);
   }
+  if (argc == 4 && std::string(argv[1]) == "--direct-worker") return direct_worker(argv[2], std::atoi(argv[3]));
   const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 30;
   const std::vector<int> clients = parse_list(argc > 3 ? argv[3] : "1,2,4");
+  const int pairs = std::max(1, std::min(rounds, argc > 4 ? std::atoi(argv[4]) : 5));
   const fs::path dir = fs::temp_directory_path() / ("fanout-inference-bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string model_file = (dir / "resnet50.pt").string();
   smartsim_model::write_resnet50(model_file, "CPU", 0);
   std::ifstream f(model_file, std::ios::binary);
   const std::string blob((std::istreambuf_iterator<char>(f)), {});
-
-  torch::set_num_threads(threads);
-  torch::jit::Module direct = torch::jit::load(model_file);
-  direct.eval();
-  std::vector<float> input(kInput);
-  for (size_t i = 0; i < kInput; ++i) input[i] = float((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-  const torch::Tensor x = torch::from_blob(input.data(), {1, 3, 224, 224});
+  std::vector<float> input = bench_input();
 
   smartsim::RedisServerConfig cfg;
-  cfg.dir = (dir / "db").string();
   cfg.bind = "127.0.0.1";
-  cfg.port = 26479;
   cfg.password = "bench";
   cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
   cfg.module_args = {"THREADS_PER_QUEUE", "1", "INTRA_OP_PARALLELISM", std::to_string(threads), "INTER_OP_PARALLELISM", "1"};
   cfg.cpus = int(std::thread::hardware_concurrency());
-  smartsim::RedisServer server(cfg);
-  smartsim::Client client(options(server));
-  client.set_model("resnet", blob, "CPU");
-  client.put_tensor("x", smartsim::DType::Float, {1, 3, 224, 224}, input.data(), kInput * 4);
+  auto start_server = [&](int k) {
+    cfg.dir = (dir / ("db" + std::to_string(k))).string();
+    cfg.port = 26479 + k;
+    return std::make_unique<smartsim::RedisServer>(cfg);
+  };
 
   std::printf("ResNet-50 (25,557,032 parameters, seeded weights), batch 1, %d intra-op thread(s) in both paths, "
-              "%d rounds after %d warmup rounds, interleaved\n", threads, rounds, kWarmup);
+              "%d rounds in %d pairs of fresh processes (a server, a direct one), %d warmup rounds each, interleaved\n",
+              threads, rounds, pairs, kWarmup);
+  // How fast one process runs the forward differs from process to process by a few per cent (where its threads
+  // and pages land; bench/why.txt), so both paths are sampled over several process starts, in pairs.
   std::vector<double> direct_ms, db_ms, forward_ms;  // forward_ms: inside the server, by AI.INFO
-  redisContext* info = redisConnect(cfg.bind.c_str(), cfg.port);
-  if (!info || info->err) return std::fprintf(stderr, "inference_bench: cannot connect for AI.INFO\n"), 1;
-  freeReplyObject(redisCommand(info, "AUTH %s", cfg.password.c_str()));
-  std::vector<float> out(1000);
+  std::vector<double> pair_ratio;
   double max_difference = 0;
-  for (int r = -kWarmup; r < rounds; ++r) {
-    const double before = model_duration_ms(info, "resnet");
-    auto t0 = Clock::now();
-    torch::Tensor y;
-    {
-      torch::InferenceMode guard;
-      y = direct.forward({x}).toTensor();
+  for (int k = 0; k < pairs; ++k) {
+    auto server = start_server(k);
+    DirectWorker direct(model_file, threads);
+    smartsim::Client client(options(*server));
+    client.set_model("resnet", blob, "CPU");
+    client.put_tensor("x", smartsim::DType::Float, {1, 3, 224, 224}, input.data(), kInput * 4);
+    redisContext* info = redisConnect(cfg.bind.c_str(), server->port());
+    if (!info || info->err) return std::fprintf(stderr, "inference_bench: cannot connect for AI.INFO\n"), 1;
+    freeReplyObject(redisCommand(info, "AUTH %s", cfg.password.c_str()));
+    const int own_rounds = rounds / pairs + (k < rounds % pairs);
+    std::vector<double> own;
+    for (int r = -kWarmup; r < own_rounds; ++r) {
+      const double before = model_duration_ms(info, "resnet");
+      std::vector<float> direct_logits(1000), out(1000);
+      const double d = direct.forward(r == -kWarmup ? direct_logits.data() : nullptr);
+      const auto t0 = Clock::now();
+      client.run_model("resnet", {"x"}, {"y"});
+      const double m = ms_since(t0);
+      if (r >= 0) {
+        direct_ms.push_back(d), db_ms.push_back(m), forward_ms.push_back(model_duration_ms(info, "resnet") - before);
+        own.push_back(m / d);
+      }
+      if (r == -kWarmup) {  // the two paths compute the same logits
+        client.unpack_tensor("y", smartsim::DType::Float, {1, 1000}, out.data(), out.size() * 4);
+        for (size_t i = 0; i < 1000; ++i) max_difference = std::max(max_difference, double(std::abs(out[i] - direct_logits[i])));
+      }
     }
-    const double d = ms_since(t0);
-    t0 = Clock::now();
-    client.run_model("resnet", {"x"}, {"y"});
-    const double m = ms_since(t0);
-    if (r >= 0) direct_ms.push_back(d), db_ms.push_back(m), forward_ms.push_back(model_duration_ms(info, "resnet") - before);
-    if (r == -kWarmup) {  // the two paths compute the same logits
-      client.unpack_tensor("y", smartsim::DType::Float, {1, 1000}, out.data(), out.size() * 4);
-      for (size_t i = 0; i < 1000; ++i) max_difference = std::max(max_difference, double(std::abs(out[i] - y[0][long(i)].item<float>())));
-    }
+    redisFree(info);
+    pair_ratio.push_back(fanout::summarize(own).median);
   }
   std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "path (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
   print_row("direct libtorch forward", direct_ms);
   print_row("run_model through the database", db_ms);
   print_row("  of which the forward (AI.INFO)", forward_ms);
+  std::printf("each pair's median ratio:");
+  for (double r : pair_ratio) std::printf(" %.3f", r);
+  std::printf("\n");
+  bench::figure("pair_median_min", *std::min_element(pair_ratio.begin(), pair_ratio.end()), "x");
+  bench::figure("pair_median_max", *std::max_element(pair_ratio.begin(), pair_ratio.end()), "x");
   std::vector<double> a = direct_ms, b = db_ms;
   // The two paths run back to back in every round, so each round's ratio cancels the machine's drift between
-  // rounds; their median is the comparison (as tensor_bench's per-round ratios). The ratio of the two medians is
-  // printed too: it mixes rounds the machine ran at different speeds.
+  // rounds; their median over all pairs is the comparison (as tensor_bench's per-round ratios). The ratio of the
+  // two medians is printed too: it mixes rounds the machine ran at different speeds.
   std::vector<double> paired;
   for (size_t i = 0; i < a.size(); ++i) paired.push_back(b[i] / a[i]);
   const double ratio = fanout::summarize(paired).median;
@@ -168,7 +267,10 @@ int main(int argc, char** argv) {
               "largest logit difference %.2e\n", ratio, ratio_of_medians, ratio <= 1.03 ? "MET" : "NOT MET", max_difference);
   std::printf("of which: the forward inside the server / the direct one %.3fx (median of the rounds), the rest outside "
               "the forward %.2f ms (median)\n", forward_vs_direct, outside);
-  redisFree(info);
+
+  auto server_box = start_server(pairs);
+  const smartsim::RedisServer& server = *server_box;
+  smartsim::Client client(options(server));
 
   std::printf("\nthroughput vs concurrent clients (run_model on its own key each; BATCHSIZE = clients when batched)\n");
   std::printf("%-34s %6s %9s %9s %9s %9s %10s\n", "clients / model (ms)", "n", "p50", "p90", "p99", "mean", "infer/s");
