@@ -348,6 +348,19 @@ TEST(RedisServer, PasswordRequiredOneAddressAndNoPasswordOnTheCommandLine) {
   EXPECT_EQ(cmdline.find("test-password"), std::string::npos) << cmdline;
 }
 
+// jemalloc's background purge thread (Debian's redis-server runs the module's libtorch on jemalloc) woke thousands
+// of times a second behind every forward's freed activations and slowed the forward in the server by 1-3 %
+// (bench/why.txt): the servers fanout starts run without it.
+TEST(RedisServer, RunsWithoutJemallocsBackgroundPurgeThread) {
+  test::TempDir d;
+  RedisServer s(config(d, base_port() + 10));
+  EXPECT_EQ(cli(s.port(), {"CONFIG", "GET", "jemalloc-bg-thread"}), "jemalloc-bg-thread\nno\n");
+  cli(s.port(), {"SET", "k", std::string(1 << 20, 'x')});  // frees and allocates: a purge thread would exist by now
+  cli(s.port(), {"DEL", "k"});
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(s.pid()) + "/task"))
+    EXPECT_EQ(fanout::read_file(task.path() / "comm").find("jemalloc_bg"), std::string::npos) << task.path();
+}
+
 TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {
   // A listening socket that never accepts: connecting succeeds, the first command times out.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
