@@ -198,8 +198,8 @@ int main(int argc, char** argv) {
   std::printf("ResNet-50 (25,557,032 parameters, seeded weights), batch 1, %d intra-op thread(s) in both paths, "
               "%d rounds in %d pairs of fresh processes (a server, a direct one), %d warmup rounds each, interleaved\n",
               threads, rounds, pairs, kWarmup);
-  // How fast one process runs the forward differs from process to process by a few per cent (where its threads
-  // and pages land; bench/why.txt), so both paths are sampled over several process starts, in pairs.
+  // How fast one process runs the forward differs from process to process by a few per cent (bench/why.txt), so
+  // both paths are sampled over several process starts, in pairs.
   std::vector<double> direct_ms, db_ms, forward_ms;  // forward_ms: inside the server, by AI.INFO
   std::vector<double> pair_ratio;
   double max_difference = 0;
