@@ -10,6 +10,7 @@
 #include <hiredis/hiredis.h>
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "bench/figures.h"
+#include "fanout_socket.hpp"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/resnet50.h"
 #include "plugins/smartsim/tensor_client.h"
@@ -80,24 +82,6 @@ std::vector<float> bench_input() {
   return input;
 }
 
-bool write_all(int fd, const void* data, size_t n) {
-  for (auto* p = static_cast<const char*>(data); n > 0;) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w <= 0) return false;
-    p += w, n -= size_t(w);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t n) {
-  for (auto* p = static_cast<char*>(data); n > 0;) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r <= 0) return false;
-    p += r, n -= size_t(r);
-  }
-  return true;
-}
-
 smartsim::ClientOptions options(const smartsim::RedisServer& server) {
   smartsim::ClientOptions o;
   o.addresses = {server.address()};
@@ -108,8 +92,8 @@ smartsim::ClientOptions options(const smartsim::RedisServer& server) {
 
 }  // namespace
 
-// The direct path's process: loads the model file with the threads asked, then per request byte on stdin runs one
-// forward and writes its time (ms, a double) to stdout; 'l' also writes the 1000 logits. Started for each pair
+// The direct path's process: loads the model file with the threads asked, then per request byte on its socket
+// (fd 0) runs one forward and sends back its time (ms, a double); 'l' also sends the 1000 logits. Started for each pair
 // exactly as the server is (a fresh process, same environment), so neither side keeps one process's luck.
 int direct_worker(const char* model_file, int threads) {
   torch::set_num_threads(threads);
@@ -117,13 +101,13 @@ int direct_worker(const char* model_file, int threads) {
   model.eval();
   std::vector<float> input = bench_input();
   const torch::Tensor x = torch::from_blob(input.data(), {1, 3, 224, 224});
-  for (char request; ::read(0, &request, 1) == 1;) {
+  for (char request; fanout_sdk::recv_all(0, &request, 1);) {
     torch::InferenceMode guard;
     const auto t0 = Clock::now();
     torch::Tensor y = model.forward({x}).toTensor();
     const double ms = ms_since(t0);
-    if (!write_all(1, &ms, sizeof ms)) return 1;
-    if (request == 'l' && !write_all(1, y.contiguous().data_ptr<float>(), 1000 * sizeof(float))) return 1;
+    if (!fanout_sdk::send_all(0, &ms, sizeof ms)) return 1;
+    if (request == 'l' && !fanout_sdk::send_all(0, y.contiguous().data_ptr<float>(), 1000 * sizeof(float))) return 1;
   }
   return 0;
 }
@@ -133,35 +117,34 @@ class DirectWorker {
  public:
   DirectWorker(const std::string& model_file, int threads) {
     const std::string t = std::to_string(threads);  // before fork: the child only calls async-signal-safe functions
-    int to[2], from[2];
-    if (pipe(to) != 0 || pipe(from) != 0) throw std::runtime_error("inference_bench: pipe failed");
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw std::runtime_error("inference_bench: socketpair failed");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("inference_bench: fork failed");
     if (pid_ == 0) {
-      dup2(to[0], 0), dup2(from[1], 1);
-      close(to[0]), close(to[1]), close(from[0]), close(from[1]);
+      dup2(sv[1], 0);  // without CLOEXEC: the only descriptor the worker keeps
       execl("/proc/self/exe", "inference_bench", "--direct-worker", model_file.c_str(), t.c_str(), nullptr);
       _exit(127);
     }
-    close(to[0]), close(from[1]);
-    request_ = to[1], reply_ = from[0];
+    close(sv[1]);
+    fd_ = sv[0];
   }
   ~DirectWorker() {
-    close(request_), close(reply_);
+    close(fd_);
     waitpid(pid_, nullptr, 0);
   }
   double forward(float* logits = nullptr) {
     const char request = logits ? 'l' : 'f';
     double ms = -1;
-    if (::write(request_, &request, 1) != 1 || !read_all(reply_, &ms, sizeof ms) ||
-        (logits && !read_all(reply_, logits, 1000 * sizeof(float))))
+    if (!fanout_sdk::send_all(fd_, &request, 1) || !fanout_sdk::recv_all(fd_, &ms, sizeof ms) ||
+        (logits && !fanout_sdk::recv_all(fd_, logits, 1000 * sizeof(float))))
       throw std::runtime_error("inference_bench: the direct worker died");
     return ms;
   }
 
  private:
   pid_t pid_ = -1;
-  int request_ = -1, reply_ = -1;
+  int fd_ = -1;
 };
 
 int main(int argc, char** argv) {
@@ -214,9 +197,9 @@ int main(int argc, char** argv) {
     freeReplyObject(redisCommand(info, "AUTH %s", cfg.password.c_str()));
     const int own_rounds = rounds / pairs + (k < rounds % pairs);
     std::vector<double> own;
+    std::vector<float> direct_logits(1000), out(1000);
     for (int r = -kWarmup; r < own_rounds; ++r) {
       const double before = model_duration_ms(info, "resnet");
-      std::vector<float> direct_logits(1000), out(1000);
       const double d = direct.forward(r == -kWarmup ? direct_logits.data() : nullptr);
       const auto t0 = Clock::now();
       client.run_model("resnet", {"x"}, {"y"});

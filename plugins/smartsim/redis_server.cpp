@@ -100,7 +100,7 @@ bool RedisServer::start() {
     c << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";
     // Debian's redis-server runs the module's libtorch on its jemalloc: the background purge thread woke ~2,800
     // times a second behind every forward's freed activations and preempted the forward's OpenMP team (the server's
-    // forward 1-3 % slower than a plain process's; with it off, 0.96-0.98x: bench/why.txt). Purging then happens
+    // forward 1-3 % slower than a plain process's; with it off, 0.96-0.99x: bench/why.txt). Purging then happens
     // on the freeing thread, amortized by jemalloc's decay, as in Redis before 6.0.
     c << "jemalloc-bg-thread no\n";
     if (cfg_.cpus > 1) c << "io-threads " << std::min(cfg_.cpus, 8) << "\nio-threads-do-reads yes\n";
