@@ -22,7 +22,11 @@ CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
 HOST=$(hostname -s)
 HOST_CPUS=$(nproc --all)
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# The pid in pidfile $1 if that process is still daemon $2: after a restart of the machine the number can belong
+# to anything (a stale slurmd-g1.pid once named another program, so g1's slurmd was never started, and `down` would
+# have killed that program).
+daemon_pid() { local p; [ -s "$1" ] && p=$(cat "$1") && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ] && echo "$p"; }
+alive() { daemon_pid "$1" "$2" >/dev/null; }
 wait_until() {  # wait_until <seconds> <command...>: a readiness check, not a fixed sleep (commands bound their own tries)
   local deadline=$((SECONDS + $1)); shift
   while [ $SECONDS -lt $deadline ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -30,11 +34,9 @@ wait_until() {  # wait_until <seconds> <command...>: a readiness check, not a fi
 }
 nodes_idle() { [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$((N + 2))" ]; }
 
-stop_pidfile() {
+stop_pidfile() {  # stop_pidfile <pidfile> <daemon name>
   local f=$1 p
-  [ -s "$f" ] || return 0
-  p=$(cat "$f")
-  if kill -0 "$p" 2>/dev/null; then
+  if p=$(daemon_pid "$f" "$2"); then
     kill "$p"
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$p" 2>/dev/null || true
@@ -45,18 +47,18 @@ stop_pidfile() {
 down() {
   if command -v scancel >/dev/null && scontrol ping 2>/dev/null | grep -q UP; then scancel --user="$(id -un)" 2>/dev/null || true; fi
   # All slurmds at once (one by one, 160 of them take minutes), then whatever lingers by force.
-  local pids=()
-  for f in "$D"/run/slurmd-*.pid; do [ -s "$f" ] && pids+=("$(cat "$f")"); done
+  local pids=() f p
+  for f in "$D"/run/slurmd-*.pid; do p=$(daemon_pid "$f" slurmd) && pids+=("$p"); done
   if [ ${#pids[@]} -gt 0 ]; then
     kill "${pids[@]}" 2>/dev/null || true
     any_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
     for _ in $(seq 100); do any_alive "${pids[@]}" || break; sleep 0.1; done
     kill -9 "${pids[@]}" 2>/dev/null || true
-    rm -f "$D"/run/slurmd-*.pid
   fi
-  stop_pidfile "$D/run/slurmctld.pid"
+  rm -f "$D"/run/slurmd-*.pid
+  stop_pidfile "$D/run/slurmctld.pid" slurmctld
   # munged was started by `up` too; a chroot cannot be unmounted while it holds /dev open.
-  stop_pidfile /run/munge/munged.pid
+  stop_pidfile /run/munge/munged.pid munged
   echo "slurm-cluster: down"
 }
 
@@ -143,7 +145,7 @@ CONF
 NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
   if [ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" != "$conf" ] || [ "$(cat /etc/slurm/gres.conf 2>/dev/null)" != "$gres" ] ||
      [ ! -s /etc/slurm/slurm-unbound.conf ]; then
-    alive "$D/run/slurmctld.pid" && down
+    alive "$D/run/slurmctld.pid" slurmctld && down
     printf '%s\n' "$conf" > /etc/slurm/slurm.conf
     # The n nodes' slurmds bind nothing (task/none): their declared cores are not this host's, and task/affinity
     # binds even a batch script to its allocated cores, which would put every virtual node's core 0 on CPU 0.
@@ -162,11 +164,11 @@ NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
   fi
 
 
-  alive "$D/run/slurmctld.pid" || /usr/sbin/slurmctld -i
+  alive "$D/run/slurmctld.pid" slurmctld || /usr/sbin/slurmctld -i
   # The slurmds start at once (they register when the controller answers): a controller left alone pings
   # nodes that do not exist yet and stops answering for as long as that takes (22 s for 160 nodes).
-  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" || /usr/sbin/slurmd -f /etc/slurm/slurm-unbound.conf -N "n$k"; done
-  for k in 1 2; do alive "$D/run/slurmd-g$k.pid" || /usr/sbin/slurmd -N "g$k"; done
+  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" slurmd || /usr/sbin/slurmd -f /etc/slurm/slurm-unbound.conf -N "n$k"; done
+  for k in 1 2; do alive "$D/run/slurmd-g$k.pid" slurmd || /usr/sbin/slurmd -N "g$k"; done
   wait_until 60 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   wait_until 120 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"
