@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
   double csv_s = since(t0);
 
   // Anchor for ingestion: a plain write() of as many bytes as the database holds, then fsync, in 1 MiB writes.
-  const uintmax_t db_bytes = fs::file_size(root / "fanout.sqlite");
+  // Its pages not yet checkpointed are in the write-ahead log beside it (all of them, at small sizes).
+  const fs::path wal = root / "fanout.sqlite-wal";
+  const uintmax_t db_bytes = fs::file_size(root / "fanout.sqlite") + (fs::exists(wal) ? fs::file_size(wal) : 0);
   double write_s = 0;
   {
     const std::string chunk(1 << 20, 'x');
@@ -113,9 +115,9 @@ int main(int argc, char** argv) {
   std::printf("%-32s %10.2f %14.0f   (pipeline = %.1fx this; %llu decoded)\n", "baseline: decode the files", baseline_s,
               n / baseline_s, total_s / baseline_s, (unsigned long long)decoded);
   std::printf("%-32s %10.2f   (ingest = %.1fx this)\n", "anchor: write()+fsync, same bytes", write_s, ingest_s / write_s);
-  std::printf("peak memory %.0f MiB (after generating the input: %.0f MiB); database %.0f MiB, samples.csv %.0f MiB\n",
+  std::printf("peak memory %.0f MiB (after generating the input: %.0f MiB); database %.0f MiB (with its WAL), samples.csv %.0f MiB\n",
               peak_mib(), gen_peak, db_mib, csv_mib);
-  std::printf("goal: 10 million samples in under 10 s: %s\n", total_s < 10 ? "met" : "NOT met");
+  std::printf("goal (bench/goals.txt): 10 million samples in under 5 s: %s\n", total_s < 5 ? "met" : "NOT met");
   bench::figure("samples", double(n), "count");
   bench::figure("ingest_s", ingest_s, "s");
   bench::figure("statistics_s", stats_s, "s");
