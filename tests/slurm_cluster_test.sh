@@ -12,6 +12,8 @@ nodes=$(sinfo -h -p scale -o %D) || fail "no test cluster (scripts/slurm-cluster
 slurmd=$(cat "$pidfile")
 [ "$(cat "/proc/$slurmd/comm")" = slurmd ] || fail "$pidfile does not name a running slurmd"
 
+registered() { scontrol show node g2 | grep -o 'SlurmdStartTime=[^ ]*'; }
+before=$(registered)
 sleep 600 &
 other=$!
 trap 'kill "$other" 2>/dev/null || true' EXIT
@@ -24,5 +26,12 @@ echo "$other" > "$pidfile"
 kill -0 "$other" 2>/dev/null || fail "up stopped the program ($other) the stale pidfile named"
 started=$(cat "$pidfile")
 [ "$started" != "$other" ] && [ "$(cat "/proc/$started/comm")" = slurmd ] || fail "no slurmd for g2 in $pidfile ($started)"
-scontrol show node g2 | grep -Eq 'State=IDLE' || fail "g2 is not idle: $(scontrol show node g2 | grep State)"
+# Ready when the controller has the new slurmd's registration (its start time) and g2 idle: the tests after this
+# one may send jobs there.
+for _ in $(seq 600); do
+  [ "$(registered)" != "$before" ] && scontrol show node g2 | grep -q 'State=IDLE ' && break
+  sleep 0.1
+done
+[ "$(registered)" != "$before" ] || fail "g2's new slurmd never registered ($before)"
+scontrol show node g2 | grep -q 'State=IDLE ' || fail "g2 is not idle: $(scontrol show node g2 | grep State)"
 echo "ok: g2's slurmd restarted ($started), the stale pidfile's program ($other) untouched"
