@@ -8,7 +8,6 @@
 // pipe as they come) (goal: C and Fortran within 5 % of C++; Python's cost shown).
 // Usage: tensor_bench [connections=1]     (tensor_bench --cpp-client BYTES ITERATIONS: the C++ client loop)
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -30,6 +29,7 @@
 
 #include "bench/figures.h"
 #include "common/subprocess.h"
+#include "plugins/smartsim/cpu_affinity.h"
 #include "plugins/smartsim/redis_server.h"
 #include "plugins/smartsim/tensor_client.h"
 
@@ -44,20 +44,6 @@ namespace {
 // 2,000-2,500/s against 3,400/s held off it (the per-language ratios then followed where each process landed).
 // Empty (no pinning) where no CPU is left over.
 std::vector<int> g_client_cpus;
-
-// Chooses the client CPUs and holds this thread to them: every thread it starts and every process it spawns
-// (redis-benchmark, the language clients, the C++ client) inherits that.
-void hold_clients_off_server_cpus(const std::vector<int>& server) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed) && std::find(server.begin(), server.end(), c) == server.end()) g_client_cpus.push_back(c);
-  if (g_client_cpus.empty()) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : g_client_cpus) CPU_SET(c, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) g_client_cpus.clear();
-}
 
 std::string client_cpu_list() {
   std::string list;
@@ -181,7 +167,9 @@ int main(int argc, char** argv) {
   cfg.module = (fs::read_symlink("/proc/self/exe").parent_path() / "plugins" / "redisai.so").string();
   cfg.cpus = 1;
   smartsim::RedisServer server(cfg);
-  hold_clients_off_server_cpus(server.pinned_cpus());
+  // This thread held to the client CPUs: every thread it starts and every process it spawns (redis-benchmark, the
+  // language clients, the C++ client) inherits them.
+  g_client_cpus = smartsim::hold_off_cpus(server.pinned_cpus());
   std::printf("one redis-server (7.0, tensor module loaded, pinned to CPU %s), %d connection(s), loopback, both clients "
               "on CPU %s; medians of %d alternating rounds\n", server.pinned().empty() ? "none (pinning failed)" : server.pinned().c_str(), conns,
               g_client_cpus.empty() ? "any" : client_cpu_list().c_str(), kRounds);

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_affinity.h"
 #include "fanout_sdk.hpp"
 #include "language_client.h"
 #include "redis_server.h"
@@ -231,17 +232,16 @@ void pin_app_cpus(fanout_sdk::Host& host) {
     db_cpus.push_back(std::atoi(db_list.substr(at, comma - at).c_str()));
     at = comma == std::string::npos ? db_list.size() : comma + 1;
   }
-  cpu_set_t allowed, mine;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_getaffinity: ") + std::strerror(errno));
-  CPU_ZERO(&mine);
+  std::vector<int> mine;
+  try {
+    mine = smartsim::hold_off_cpus(db_cpus);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("pin_app_cpus: ") + e.what());
+  }
+  if (mine.empty())
+    throw std::runtime_error("pin_app_cpus: the database's CPUs (" + db_list + ") are all the CPUs this task may use: nothing is left for the application");
   std::string list;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed) && std::find(db_cpus.begin(), db_cpus.end(), c) == db_cpus.end())
-      CPU_SET(c, &mine), list += (list.empty() ? "" : ",") + std::to_string(c);
-  if (list.empty())
-    throw std::runtime_error("pin_app_cpus: the database's CPUs (" + db_list + ") are all " + std::to_string(CPU_COUNT(&allowed)) +
-                             " this task may use: nothing is left for the application");
-  if (sched_setaffinity(0, sizeof mine, &mine) != 0) throw std::runtime_error(std::string("pin_app_cpus: sched_setaffinity: ") + std::strerror(errno));
+  for (int c : mine) list += (list.empty() ? "" : ",") + std::to_string(c);
   host.log(FANOUT_LOG_INFO, "application pinned to CPUs " + list + " (pin_app_cpus; the database has " + db_list + ")");
 }
 
