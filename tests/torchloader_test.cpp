@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <future>
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -215,13 +216,27 @@ fs::path staggered_workload(const fs::path& dir, int long_iterations = 60) {
 // new worker count), and both still complete every iteration.
 TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
   test::TempDir d;
-  const fs::path workload = staggered_workload(d.path);
   const fs::path tpm = d.path / "tpm.json";
-  auto p = test::run_fanout(d.path, {"torchloader_profile", "--exp_name=prof", "--workload=" + workload.string(), "--cost=2",
+  auto p = test::run_fanout(d.path, {"torchloader_profile", "--exp_name=prof", "--workload=" + staggered_workload(d.path).string(), "--cost=2",
                                      "--tpm=" + tpm.string(), "--profile_iterations=2"},
                             600);
   ASSERT_EQ(p.exit_code, 0) << p.err;
   ASSERT_TRUE(fs::exists(tpm));
+  // The premise of every run below is that the long application still runs when the short one arrives (t = 1 s)
+  // and after it completes. How long that takes depends on the machine, so it is measured here: a mode 1 run
+  // gives the short application's arrival-to-completion time (process start included), the profile gives the
+  // long one's compute time per iteration (a lower bound of its iteration time). The long application gets
+  // enough iterations to run six times longer than the short one's arrival plus completion.
+  auto calibration = test::run_fanout(d.path, {"torchloader", "--exp_name=cal", "--workload=" + staggered_workload(d.path).string(), "--mode=1",
+                                               "--nodes=1", "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
+                                      600);
+  ASSERT_EQ(calibration.exit_code, 0) << calibration.err;
+  const double short_s = std::stod(test::sql_one(d.path / "results" / "cal" / "fanout.sqlite", "SELECT value FROM samples WHERE metric='completion_s.app1'"));
+  const double long_iteration_s = nlohmann::json::parse(fanout::read_file(tpm))["apps"]["resnet-1-16"]["compute_s"].get<double>();
+  ASSERT_GT(long_iteration_s, 0);
+  const int long_iterations = std::max(60, int(std::ceil(6 * (1.0 + short_s) / long_iteration_s)));
+  const fs::path workload = staggered_workload(d.path, long_iterations);
+  const std::string long_end = std::to_string(long_iterations);
   auto r = test::run_fanout(d.path, {"torchloader", "--exp_name=tl", "--workload=" + workload.string(), "--mode=[1,2]", "--nodes=1",
                                      "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
                             900);
@@ -242,20 +257,19 @@ TEST(TorchloaderRun, ProfileThenModesOneAndTwoOnTheLocalLauncher) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'completion_s.app%'"), "4");
   EXPECT_NE(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'samples_per_s.app%'"), "0") << "heartbeats recorded";
   // Every process reported FINISHED at its last iteration: the resumed one too.
-  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value NOT IN (60, 10)"), "0");
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value NOT IN (" + long_end + ", 10)"), "0");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration'"), "4");
 
   // resize=live, mode 3: the long application's loader shrinks in place when the short one arrives and grows back
-  // when it completes; nothing pauses, and its heartbeats show the counts its loader ran. The long application
-  // runs 300 iterations here, so that it outlives the short one by far even on a loaded machine.
-  auto live = test::run_fanout(d.path, {"torchloader", "--exp_name=live", "--workload=" + staggered_workload(d.path, 300).string(), "--mode=3", "--resize=live",
+  // when it completes; nothing pauses, and its heartbeats show the counts its loader ran.
+  auto live = test::run_fanout(d.path, {"torchloader", "--exp_name=live", "--workload=" + workload.string(), "--mode=3", "--resize=live",
                                         "--nodes=1", "--cores=4", "--cost=2", "--tpm=" + tpm.string()},
                                900);
   ASSERT_EQ(live.exit_code, 0) << live.err << live.out;
   const fs::path live_db = d.path / "results" / "live" / "fanout.sqlite";
   EXPECT_EQ(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='pauses'")), 0);
   EXPECT_GE(std::stod(test::sql_one(live_db, "SELECT value FROM samples WHERE metric='resizes'")), 2) << "a shrink and a growth";
-  EXPECT_EQ(test::sql_one(live_db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value IN (300, 10)"), "2");
+  EXPECT_EQ(test::sql_one(live_db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value IN (" + long_end + ", 10)"), "2");
   const auto asked = test::sql_rows(live_db, "SELECT value FROM samples WHERE metric='workers.app0' ORDER BY iteration");
   ASSERT_GE(asked.size(), 3u) << "launched, shrunk, grown";
   EXPECT_LT(std::stod(asked[1][0]), std::stod(asked[0][0]));

@@ -29,10 +29,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Why a server stopped, from its log: Redis writes the reason at warning level ("pid:M date # Module ... failed
+// to load: ..."), beside advisory warnings that say nothing about the stop (memory overcommit, transparent huge
+// pages: "# WARNING ..."). The last warning lines that are not advisory, whole; else the log's last lines.
 std::string log_tail(const std::string& file) {
   std::ifstream in(file);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return all.size() > 600 ? all.substr(all.size() - 600) : all;
+  std::vector<std::string> lines, reasons;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  for (auto& l : lines) {
+    const auto mark = l.find(" # ");
+    if (mark != std::string::npos && l.compare(mark + 3, 7, "WARNING") != 0) reasons.push_back(l.substr(mark + 3));
+  }
+  const std::vector<std::string>& from = reasons.empty() ? lines : reasons;
+  std::string out;
+  for (size_t i = from.size() > 3 ? from.size() - 3 : 0; i < from.size(); ++i) out += (out.empty() ? "" : " | ") + from[i];
+  return out.empty() ? "(its log " + file + " is empty)" : out;
 }
 
 // One command to one server; the reply's text (status, string or error) or "" when unreachable.
