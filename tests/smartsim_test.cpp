@@ -704,3 +704,35 @@ TEST(ThroughputSweep, AResultsFolderWithSpacesAndQuotesWorks) {
   EXPECT_EQ(test::sql_one(real, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2") << "one run and its database";
   EXPECT_EQ(test::sql_one(real, "SELECT count(*) FROM samples WHERE metric='put_tensor'"), "3") << "2 iterations + 1 warmup";
 }
+
+// The installed copy as a new user runs it (issue 38): `cmake --install` to a prefix, then the installed driver
+// from another folder with PATH=/usr/bin:/bin. Its database is a redis-server that loads the installed module,
+// which Redis refuses unless the file is executable (it was installed 0644 once, and no test loaded it).
+TEST(InstalledCopy, ThroughputStandardStartsItsDatabaseFromTheInstalledModule) {
+  test::TempDir d;
+  const fs::path prefix = d.path / "prefix";
+  auto inst = test::run_command({"/usr/bin/cmake", "--install", test::build_dir().string(), "--prefix", prefix.string()}, d.path, {}, 120);
+  ASSERT_EQ(inst.exit_code, 0) << inst.err;
+  const fs::path module = prefix / "lib" / "fanout" / "plugins" / "redisai.so";
+  ASSERT_TRUE(fs::exists(module));
+  EXPECT_NE(fs::status(module).permissions() & fs::perms::owner_exec, fs::perms::none) << "Redis loads only an executable module";
+  EXPECT_TRUE(fs::exists(prefix / "share" / "fanout" / "sites" / "plain-slurm.toml")) << "the site profiles the docs name";
+  const fs::path elsewhere = d.path / "elsewhere";
+  fs::create_directories(elsewhere);
+  auto r = test::run_command({(prefix / "bin" / "fanout").string(), "throughput_standard", "--exp_name=inst", "--db_nodes=1", "--db_cpus=1",
+                              "--client_nodes=1", "--clients_per_node=1", "--tensor_bytes=1024", "--iterations=3",
+                              "--db_port=" + std::to_string(test::free_tcp_port()), "--net_ifname=lo"},
+                             elsewhere, {{"PATH", "/usr/bin:/bin"}, {"FANOUT_PLUGIN_PATH", ""}}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path db = elsewhere / "results" / "inst" / "fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2") << "the run and its database";
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='put_tensor' AND warmup=0"), "3");
+  // The database loaded the installed module, not the build tree's.
+  size_t configs = 0;
+  for (auto& e : fs::recursive_directory_iterator(elsewhere / "results" / "inst"))
+    if (e.path().filename() == "redis.conf") {
+      ++configs;
+      EXPECT_NE(fanout::read_file(e.path()).find("loadmodule \"" + module.string() + "\""), std::string::npos) << fanout::read_file(e.path());
+    }
+  EXPECT_EQ(configs, 1u);
+}
