@@ -27,7 +27,7 @@ for n in "${sizes[@]}"; do
   # The driver's whole output goes to a log; on failure its tail is printed, with the exit status.
   log="$work/n$n.log"
   rc=0
-  (cd "$work" && "$exe" calibration_sleep --launcher=slurm --partition=$partition --array --max_parallel=64 --iterations=1 --warmup=0 \
+  (cd "$work" && "$exe" calibration_sleep --launcher=slurm --partition=$partition --array --max_parallel=64 --iterations=1 --warmup=0 --verbose \
      --sleep_us="[$list]" --exp_name="n$n" --walltime=600 >"$log" 2>&1) || rc=$?
   # A run that fails (on this 2-core machine a virtual node is now and then declared NODE_FAIL under load) does
   # not void the driver's figures: fanout exits 1, lists it, and still prints its cost line. The bench counts and

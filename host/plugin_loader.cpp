@@ -99,6 +99,7 @@ const char* param_type_name(fanout_param_type t) {
     case FANOUT_PARAM_FLOAT: return "float";
     case FANOUT_PARAM_STRING: return "string";
     case FANOUT_PARAM_BOOL: return "bool";
+    case FANOUT_PARAM_PATH: return "path";
   }
   return "?";
 }
@@ -111,6 +112,7 @@ std::string type_error(fanout_param_type t, const std::string& value) {
     case FANOUT_PARAM_FLOAT: return parse_double(value) ? "" : "'" + value + "' is not a number";
     case FANOUT_PARAM_BOOL: return parse_bool(value) ? "" : "'" + value + "' is not a boolean (true/false)";
     case FANOUT_PARAM_STRING: return "";
+    case FANOUT_PARAM_PATH: return value.empty() ? "an empty path" : "";
   }
   return "unknown parameter type";
 }
@@ -129,7 +131,7 @@ std::optional<long double> number(fanout_param_type t, const std::string& text) 
 
 std::string check_param_value(const ParamSpec& p, const std::string& value) {
   if (auto why = type_error(p.type, value); !why.empty()) return why;
-  if (!p.choices.empty() && std::find(p.choices.begin(), p.choices.end(), value) == p.choices.end())
+  if (!p.choices.empty() && p.type != FANOUT_PARAM_PATH && std::find(p.choices.begin(), p.choices.end(), value) == p.choices.end())
     return "'" + value + "' is not one of " + join(p.choices, ", ");
   const auto v = number(p.type, value);
   if (!p.min.empty() && v) {
@@ -144,6 +146,8 @@ std::string check_param_value(const ParamSpec& p, const std::string& value) {
 }
 
 std::string describe_constraints(const ParamSpec& p) {
+  if (p.type == FANOUT_PARAM_PATH)  // resolved against the working directory by the driver
+    return std::string(p.path_output ? "a file to write" : "an existing file") + (p.choices.empty() ? "" : ", or " + join(p.choices, ", "));
   if (!p.choices.empty()) return "one of " + join(p.choices, ", ");
   std::string out;
   if (!p.min.empty()) out = (p.min_exclusive ? "> " : ">= ") + p.min;
@@ -275,6 +279,7 @@ void Plugin::read_abi4(const void* descriptor) {
     for (uint32_t k = 0; k < ps.n_choices; ++k) spec.choices.push_back(str(ps.choices[k]));
     spec.min = str(ps.min), spec.max = str(ps.max);
     spec.min_exclusive = ps.flags & FANOUT_PARAM_MIN_EXCLUSIVE, spec.max_exclusive = ps.flags & FANOUT_PARAM_MAX_EXCLUSIVE;
+    spec.path_output = ps.flags & FANOUT_PARAM_PATH_OUTPUT;
     params_.push_back(std::move(spec));
   }
   for (const auto& r : read_array(d.roles, d.n_roles, "roles", p)) roles_.push_back({str(r.name), str(r.summary), r.run});
@@ -305,9 +310,9 @@ void Plugin::check_and_complete() {
     const auto& reserved = reserved_flag_names();
     if (std::find(reserved.begin(), reserved.end(), name) != reserved.end())
       throw bad("parameter '" + name + "' collides with the driver's own --" + name + " flag");
-    if (ps.type < FANOUT_PARAM_INT || ps.type > FANOUT_PARAM_BOOL) throw bad("parameter '" + name + "' has an unknown type");
-    if (!ps.choices.empty() && ps.type != FANOUT_PARAM_STRING && ps.type != FANOUT_PARAM_INT)
-      throw bad("parameter '" + name + "' has choices, which only string and int parameters may have");
+    if (ps.type < FANOUT_PARAM_INT || ps.type > FANOUT_PARAM_PATH) throw bad("parameter '" + name + "' has an unknown type");
+    if (!ps.choices.empty() && ps.type != FANOUT_PARAM_STRING && ps.type != FANOUT_PARAM_INT && ps.type != FANOUT_PARAM_PATH)
+      throw bad("parameter '" + name + "' has choices, which only string, int and path parameters may have");
     for (const auto& c : ps.choices)
       if (auto why = type_error(ps.type, c); !why.empty()) throw bad("parameter '" + name + "' choice " + why);
     for (const auto* bound : {&ps.min, &ps.max}) {

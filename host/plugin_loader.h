@@ -34,6 +34,7 @@ struct ParamSpec {
   std::vector<std::string> choices;  // empty: any value of the type
   std::string min, max;              // empty: open
   bool min_exclusive = false, max_exclusive = false;
+  bool path_output = false;  // PATH: a file the run may write (its folder must exist), not one it reads
 };
 
 struct RoleSpec {

@@ -61,14 +61,23 @@ void JobSpec::validate() const {
   if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
 }
 
-void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured) const {
+void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured,
+                                         const std::map<std::string, std::string>& origins) const {
   const std::pair<const char*, bool> given[] = {{"partition", !partition.empty()}, {"account", !account.empty()},
                                                 {"constraint", !constraint.empty()}, {"exclusive", exclusive},
                                                 {"batch_args", !batch_args.empty()}};
-  for (auto& [name, is_given] : given)
-    if (is_given && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
-      throw UserError(std::string("--") + name + ": the " + launcher + " launcher cannot honour it, and a run without it would " +
-                      "not be what was asked" + (honoured.empty() ? std::string() : " (it honours: --" + join(honoured, ", --") + ")"));
+  for (auto& [name, is_given] : given) {
+    if (!is_given || std::find(honoured.begin(), honoured.end(), name) != honoured.end()) continue;
+    const auto from = origins.find(name);
+    const std::string flag = std::string("--") + name;
+    const std::string where = from == origins.end() || from->second == flag ? flag + ": the " : from->second + ": --" + name + " is given, but the ";
+    std::vector<std::string> flags;  // of the options above: step keys (gpus_per_task, ...) are not flags
+    for (auto& [option, unused] : given)
+      if (std::find(honoured.begin(), honoured.end(), option) != honoured.end()) flags.push_back(option);
+    throw UserError(where + launcher + " launcher cannot honour it, and a run without it would not be what was asked" +
+                    (flags.empty() ? " (it honours none of --partition, --account, --constraint, --exclusive, --batch_args)"
+                                   : " (of these it honours: --" + join(flags, ", --") + ")"));
+  }
 }
 
 void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,

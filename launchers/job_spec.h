@@ -39,8 +39,10 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   // These options with key=value ones on top: constraint, partition, account and exclusive replace this one's,
   // other keys replace or join batch_args.
   SchedulerOptions with_job_args(const std::vector<std::pair<std::string, std::string>>& args) const;
-  // UserError naming the first given option that is not in `honoured` (a launcher would drop it silently).
-  void refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured) const;
+  // UserError naming the first given option that is not in `honoured` (a launcher would drop it silently), and
+  // where its value came from (origins: option name -> "--partition" or "site.toml:5: settings.partition").
+  void refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured,
+                         const std::map<std::string, std::string>& origins = {}) const;
 };
 
 // The same for what a step asks (honoured names: gpus_per_task, memory_mb, binding, exclusive_step); `run` names it.

@@ -379,6 +379,22 @@ SchedulerOptions ExperimentSettings::service_options() const {
   return o;
 }
 
+// A PATH parameter's value as the ranks get it: absolute, resolved against the user's working directory (ranks
+// start in their run folder), and an input file that exists (an output's folder), or one of its words.
+std::string resolve_path_value(const ParamSpec& p, const std::string& v, const std::string& where) {
+  if (v.empty() || std::find(p.choices.begin(), p.choices.end(), v) != p.choices.end()) return v;
+  const fs::path abs = fs::absolute(v).lexically_normal();
+  std::error_code ec;
+  const std::string resolved = abs.string() == v ? "" : " (resolved against " + fs::current_path(ec).string() + ")";
+  if (p.path_output) {
+    if (!fs::is_directory(abs.parent_path(), ec)) throw UserError(where + ": " + abs.parent_path().string() + ": no such folder for '" + v + "'" + resolved);
+  } else if (!fs::is_regular_file(abs, ec)) {
+    throw UserError(where + ": " + abs.string() + ": no such file" + resolved +
+                    (p.choices.empty() ? "" : "; or one of " + join(p.choices, ", ")));
+  }
+  return abs.string();
+}
+
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
   validate_settings(request.settings);  // once for every run, dry run included
   ExperimentPlan plan;
@@ -441,7 +457,14 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     std::string where = it != given.end() ? it->second->origin : origin;
     auto values = values_of(p.name, def, origin);
     for (auto& v : values) {
-      if (auto why = check_param_value(p, v); !why.empty()) throw UserError(where + ": " + why);
+      if (p.type == FANOUT_PARAM_PATH) v = resolve_path_value(p, v, where);
+      if (auto why = check_param_value(p, v); !why.empty()) {
+        // python-fire reads --nodes=4,8 as a tuple; here a sweep is a bracketed list.
+        const bool numeric = p.type == FANOUT_PARAM_INT || p.type == FANOUT_PARAM_FLOAT;
+        if (numeric && v.find(',') != std::string::npos && values.size() == 1)
+          why += "; to sweep it, write [" + v + "] (a list in brackets)";
+        throw UserError(where + ": " + why);
+      }
       // Stored, written to run.toml and compared byte for byte: a value that is not UTF-8 would come back changed.
       if (!valid_utf8(v)) throw UserError(where + ": the value is not valid UTF-8 text");
     }

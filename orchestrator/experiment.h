@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -60,6 +61,11 @@ struct ExperimentSettings {
   SchedulerOptions run_options() const { return options.with_job_args(run_args); }
   SchedulerOptions service_options() const;
   std::set<std::string> given;  // the settings given (file or command line), which a site profile's do not override
+  // Where each setting's value came from, for messages: "--partition", "sweep.toml:8: experiment.batch_args",
+  // "site.toml:5: settings.partition". A setting absent here has its default.
+  std::map<std::string, std::string> origins;
+  bool verbose = false;  // the driver's own cost at the end (submit, polls, CPU, peak memory)
+  int64_t max_local_ranks = 0;  // ranks one run may start on this host (0: 8 per CPU this process may use)
 };
 
 struct ExperimentRequest {

@@ -1,6 +1,7 @@
 #include "orchestrator/experiment_runner.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -293,11 +294,47 @@ void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher) {
                       ", and the " + launcher + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
 }
 
+// The CPUs this process may run on (its affinity mask, as a batch job or taskset leaves it).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, CPU_COUNT(&set));
+}
+
+}  // namespace
+
+// A scheduler that starts every rank on this host cannot run SmartSim-Scaling's 128 nodes x 32 clients: refused,
+// before anything starts, when the ranks that run at once (a run's steps, the service it uses, times the runs
+// --max_parallel lets run together) exceed --max_local_ranks (default 8 per usable CPU).
+void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher) {
+  if (!starts_ranks_on_this_host(launcher)) return;
+  const ExperimentSettings& st = plan.request.settings;
+  const int cpus = usable_cpus();
+  const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8) * cpus;
+  const int64_t together = std::max<int64_t>(1, std::min<int64_t>(st.max_parallel, int64_t(plan.runs.size())));
+  for (const RunPlan& r : plan.runs) {
+    int64_t ranks = 0;
+    for (const StepSpec& step : r.steps) ranks += step.ranks();
+    if (r.service >= 0)
+      for (const StepSpec& step : plan.services[size_t(r.service)].steps) ranks += step.ranks();
+    if (ranks * together <= limit) continue;
+    const auto from = st.origins.find("launcher");
+    const std::string launcher_from = from == st.origins.end() ? "the default --launcher=local" : from->second + "=" + launcher;
+    throw UserError(r.session + ": " + std::to_string(ranks * together) + " ranks on this host (" + launcher_from + ")" +
+                    (together > 1 ? ", " + std::to_string(together) + " runs at once (--max_parallel)" : "") + ", more than --max_local_ranks=" +
+                    std::to_string(limit) + (st.max_local_ranks > 0 ? "" : " (8 per CPU; " + std::to_string(cpus) + " CPUs)") +
+                    ": use a scheduler (--launcher=slurm or pbs), fewer nodes or ranks per node, or raise --max_local_ranks");
+  }
+}
+
+namespace {
+
 // What `launcher` cannot honour, of the run's options and of what each step of each run and service asks: refused.
 void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) {
   const auto honoured = honoured_options(launcher);
   const ExperimentSettings& st = plan.request.settings;
-  st.run_options().refuse_unhonoured(launcher, honoured);
+  st.run_options().refuse_unhonoured(launcher, honoured, st.origins);
   // Given for a service job (by the user: a site profile's are defaults for experiments that have one).
   for (auto [name, alias] : {std::pair{"service_hosts", "db_hosts"}, {"service_args", "db_node_feature"}, {"service_walltime", "wall_time"}})
     if (st.given.count(name) && plan.services.empty())
@@ -310,12 +347,35 @@ void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) 
                     ", not with mpirun: nothing would take it");
   if (!st.service_hosts.empty() && std::find(honoured.begin(), honoured.end(), "batch_args") == honoured.end())
     throw UserError("--service_hosts (--db_hosts): the " + launcher + " launcher cannot place a job on given nodes");
-  if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured);
+  if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured, st.origins);
   for (const auto* runs : {&plan.services, &plan.runs})
     for (const RunPlan& r : *runs) {
       for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, launcher, honoured);
       refuse_shared_gpu_hosts(r, launcher);
     }
+  refuse_too_many_local_ranks(plan, launcher);
+}
+}  // namespace
+
+namespace {
+// A job script as a dry run shows it: whole up to 60 lines; longer (a local script starts a line per rank, 2,880
+// for SmartSim-Scaling's defaults) its first 40 and last 5 lines, saying how many were left out.
+std::string summarised(const std::string& script) {
+  std::vector<std::string_view> lines;
+  for (size_t at = 0; at < script.size();) {
+    size_t end = script.find('\n', at);
+    if (end == std::string::npos) end = script.size();
+    lines.push_back(std::string_view(script).substr(at, end - at));
+    at = end + 1;
+  }
+  constexpr size_t kWhole = 60, kHead = 40, kTail = 5;
+  if (lines.size() <= kWhole) return script;
+  std::string out;
+  for (size_t i = 0; i < kHead; ++i) out.append(lines[i]).append("\n");
+  out += "# ... " + std::to_string(lines.size() - kHead - kTail) + " of this script's " + std::to_string(lines.size()) +
+         " lines left out (the run writes it whole as job.sh in its folder)\n";
+  for (size_t i = lines.size() - kTail; i < lines.size(); ++i) out.append(lines[i]).append("\n");
+  return out;
 }
 }  // namespace
 
@@ -336,11 +396,11 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
   for (const JobSpec& job : service_jobs(plan, plugin, opts, root)) {
     out << "\n# ---- job script for service " << job.name << "\n";
-    out << render_job_script(st.launcher, job);
+    out << summarised(render_job_script(st.launcher, job));
   }
   for (const auto& r : plan.runs) {
     out << "\n# ---- job script for " << r.session << "\n";
-    out << render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session));
+    out << summarised(render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session)));
   }
 }
 
@@ -473,7 +533,12 @@ class ExperimentSession {
     }
     c.retried = size_t(outcome_.retries);
     c.elapsed_s = double(monotonic_ns() - t0_) / 1e9;
-    if (c.done > 0) c.eta_s = c.elapsed_s / double(c.done) * double(c.runs - c.done);
+    // The rate at which runs ended so far, counted to the last end: time since then is spent on the next runs,
+    // so the ETA falls between ends instead of growing with the elapsed time.
+    if (c.done > 0) {
+      const double to_last_s = double(last_done_ns_ - t0_) / 1e9, since_s = double(monotonic_ns() - last_done_ns_) / 1e9;
+      c.eta_s = std::max(0.0, to_last_s / double(c.done) * double(c.runs - c.done) - since_s);
+    }
     if (oldest_pending && !oldest_pending->waiting.empty())
       c.waiting = oldest_pending->run->session + " (job " + oldest_pending->job_id + "): " + oldest_pending->waiting;
     return c;
@@ -666,6 +731,7 @@ class ExperimentSession {
     IngestReport report;
     timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir); });
     ++done_;
+    last_done_ns_ = monotonic_ns();
     // A service is not retried; the runs of its group are, next in order and against the same service, while
     // it is up (its wall time allows for their retries).
     const bool service_gone = s.group >= 0 && !s.service && slots_[groups_[size_t(s.group)].service].ended;
@@ -878,6 +944,10 @@ class ExperimentSession {
          << "fanout: samples  " << csv.samples.string() << " (" << csv.sample_rows << " rows)\n"
          << "fanout: stats    " << csv.statistics.string() << " (" << csv.statistic_rows << " rows), " << csv.runs.string() << "\n"
          << "fanout: runs     " << outcome_.run_root.string() << "\n";
+    const std::string exp_dir = shell_quote(outcome_.database.parent_path().string());
+    if (cancelling_ || outcome_.failed) log() << "fanout: next:    fanout resume " << exp_dir << "   # runs again what did not complete\n";
+    else log() << "fanout: next:    fanout process_scaling_results " << exp_dir << "   # plots and an HTML report\n";
+    if (!st_.verbose) return;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     // "n/a" when not every run was submitted (interrupted, cancelled): no figure rather than a wrong one.
@@ -907,6 +977,7 @@ class ExperimentSession {
   std::deque<Slot> slots_;  // a retry is inserted while others are referenced: a deque keeps them in place
   std::vector<Group> groups_;
   size_t next_ = 0, done_ = 0, active_services_ = 0;
+  int64_t last_done_ns_ = 0;  // monotonic time of the last run's end (for the ETA)
   std::map<std::string, size_t> active_;  // job id -> slot
   DriverCost cost_;
   int64_t t0_ = 0;

@@ -139,6 +139,23 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
   return where + msg;
 }
 
+// "unknown subcommand 'throughput_standart' (did you mean throughput_standard?)": the closest names (at most a
+// third of the word's letters away, or sharing its start), else where the list is.
+std::string unknown_subcommand(CLI::App& app, const std::string& word) {
+  std::vector<std::pair<size_t, std::string>> close;
+  for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string& name = a->get_name();
+    const size_t d = distance(word, name);
+    if (d <= std::max<size_t>(2, word.size() / 3) || (word.size() >= 4 && starts_with(name, word))) close.emplace_back(d, name);
+  }
+  std::sort(close.begin(), close.end());
+  if (close.size() > 3) close.resize(3);
+  std::vector<std::string> names;
+  for (auto& c : close) names.push_back(c.second);
+  return "unknown subcommand '" + printable(word) + "'" + (names.empty() ? "" : " (did you mean " + join(names, " or ") + "?)") +
+         "; `fanout --help` lists them all, `fanout plugins` lists each plugin's";
+}
+
 // "int, >= 1" or "string, one of tcp, uds": what --help and `fanout plugins` say a parameter takes.
 std::string type_and_constraints(const ParamSpec& ps) {
   const std::string constraints = describe_constraints(ps);
@@ -175,6 +192,18 @@ void set_flag(std::vector<std::string>& argv, const std::string& name, const std
   argv = std::move(out);
 }
 
+// Inside a batch allocation (sbatch, qsub) a sweep whose --launcher nobody set runs in that allocation, as
+// SmartSim-Scaling's does: the local default would start every rank of every node on the batch host. Said
+// before anything starts, with how to keep the local launcher.
+void use_the_enclosing_allocation(ExperimentSettings& st) {
+  if (st.origins.count("launcher")) return;  // the command line, the experiment file or the site profile chose
+  const EnclosingAllocation inside = enclosing_allocation();
+  if (inside.scheduler.empty()) return;
+  st.launcher = inside.scheduler;
+  std::cerr << "fanout: inside " << inside.scheduler << " job " << printable(inside.job_id) << ": runs start as steps of that allocation "
+            << "(--launcher=" << inside.scheduler << "); --launcher=local runs them on this host only\n";
+}
+
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
   // Known launchers only, dry run included (a dry run must not print a local script for a typo).
@@ -182,6 +211,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   opts.site = load_site(req.settings.site);
   ExperimentRequest with_site = req;  // what the file and the command line left open, the site profile fills in
   apply_site_defaults(opts.site, plugin, with_site);
+  use_the_enclosing_allocation(with_site.settings);
   const auto names = scheduler_names();
   if (std::find(names.begin(), names.end(), with_site.settings.launcher) == names.end())
     throw UserError("--launcher: unknown launcher '" + with_site.settings.launcher + "' (known: " + join(names, ", ") + ")");
@@ -499,7 +529,9 @@ Command process_command(CLI::App& app) {
     ProcessOptions opts;
   };
   auto st = std::make_shared<State>();
-  cmd->add_option("--scaling_dir", st->dir, "experiment folder: fanout's, or SmartSim-Scaling's (imported first)")->capture_default_str();
+  auto* flag = cmd->add_option("--scaling_dir", st->dir, "experiment folder: fanout's, or SmartSim-Scaling's (imported first)")->capture_default_str();
+  // `fanout process_scaling_results results/tsA` as well as --scaling_dir=results/tsA (one or the other).
+  cmd->add_option("folder", st->dir, "the same as --scaling_dir")->excludes(flag);
   cmd->add_flag("--overwrite", st->opts.overwrite, "replace an existing <scaling_dir>/processed (--overwrite=false refuses)")->capture_default_str();
   cmd->add_flag("--gzip", st->opts.gzip_samples, "write samples.csv.gz");
   return {cmd, [st] {
@@ -534,13 +566,26 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
     }
     slot.second = cmd->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + ")")
                       ->default_str(def)
-                      ->type_name(ps.type == FANOUT_PARAM_INT ? "INT" : ps.type == FANOUT_PARAM_FLOAT ? "FLOAT" : ps.type == FANOUT_PARAM_BOOL ? "BOOL" : "TEXT")
+                      ->type_name(ps.type == FANOUT_PARAM_INT ? "INT" : ps.type == FANOUT_PARAM_FLOAT ? "FLOAT" : ps.type == FANOUT_PARAM_BOOL ? "BOOL" : ps.type == FANOUT_PARAM_PATH ? "PATH" : "TEXT")
                       ->group("Benchmark parameters (each a value or a list [a,b] to sweep)");
     if (!def.empty() && def.front() == '[' && sweepable.size() < 2) sweepable.push_back("--" + ps.name + "=" + def);
   }
   st->flags.add_to(cmd);
-  cmd->footer("Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) +
-              " --dry-run     # the runs and their job scripts, nothing submitted");
+  // Built when --help asks: the template's defaults are planned, and where the local launcher would refuse them
+  // (SmartSim-Scaling's 128 nodes x 32 clients), the example names a scheduler.
+  cmd->footer([&plugin, &tmpl, sweepable] {
+    std::string launcher;
+    try {
+      ExperimentRequest req;
+      req.plugin = plugin.path().string();
+      req.subcommand = tmpl.name;
+      refuse_too_many_local_ranks(plan_experiment(req, plugin), "local");
+    } catch (const std::exception&) {
+      launcher = " --launcher=slurm";
+    }
+    return "Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) + launcher +
+           " --dry-run     # the runs and their job scripts, nothing submitted";
+  });
   return {cmd, [st, &plugin, &tmpl, &inv] {
             ExperimentRequest req;
             req.plugin = plugin.path().string();
@@ -613,9 +658,7 @@ int drive(int argc, char** argv) {
     }
 
   if (argc > 1 && argv[1][0] != '-' && !has_subcommand(app, argv[1])) {
-    std::vector<std::string> names;
-    for (auto* a : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(a->get_name());
-    throw UserError("unknown subcommand '" + std::string(argv[1]) + "' (known: " + join(names, ", ") + ")");
+    throw UserError(unknown_subcommand(app, argv[1]));
   }
   try {
     app.parse(words_for_cli11(argc, argv));

@@ -10,6 +10,10 @@ namespace fanout {
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   char buf[32];
+  if (s < 1) {  // a short run is not "0.0s"
+    std::snprintf(buf, sizeof buf, "%.0fms", s * 1e3);
+    return buf;
+  }
   if (s < 60) {
     std::snprintf(buf, sizeof buf, "%.1fs", s);
     return buf;

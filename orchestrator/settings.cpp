@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "host/plugin_loader.h"
+#include "orchestrator/list_value.h"
 #include "orchestrator/toml_place.h"
 
 namespace fanout {
@@ -110,6 +111,10 @@ std::vector<DriverSetting> make_settings() {
                       30, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.status_interval_s = v; }));
   s.push_back(integer("max_runs", "refuse an experiment of more permutations than this", kDefaultMaxRuns, 1, kMaxRunsLimit,
                       [](ExperimentSettings& st, int64_t v) { st.max_runs = v; }));
+  s.push_back(integer("max_local_ranks", "ranks one run may start on this host with the local launcher (0: 8 per CPU fanout may use); a larger run is refused before anything starts",
+                      0, 0, 10000000, [](ExperimentSettings& st, int64_t v) { st.max_local_ranks = v; }));
+  s.push_back(boolean("verbose", "print the driver's own cost at the end (submission, polls, scheduler queries, CPU, peak memory)",
+                      [](ExperimentSettings& st, bool v) { st.verbose = v; }));
   s.push_back(boolean("no_reuse", "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs",
                       [](ExperimentSettings& st, bool v) { st.no_reuse = v; }));
   s.push_back(boolean("resume", "run only the permutations without a COMPLETED run in this experiment's database",
@@ -136,8 +141,12 @@ std::vector<DriverSetting> make_settings() {
                      for (auto& kv : job_args(v, origin)) r.settings.options.batch_args.push_back(kv);
                    }));
   // A shared step's service job (SmartSim-Scaling's database job, run_db_as_batch) apart from the runs' jobs.
-  DriverSetting service_hosts = text("service_hosts", "service_hosts", "nodes for each shared step's service job, comma-separated (SmartSim-Scaling's db_hosts; slurm --nodelist)", "",
-                                     [](ExperimentSettings& st, const std::string& v) { st.service_hosts = v; });
+  // SmartSim-Scaling takes db_hosts as a Python list ([n3,n4]); Slurm's --nodelist wants n3,n4.
+  DriverSetting service_hosts{"service_hosts", "service_hosts", Kind::Text,
+                              "nodes for each shared step's service job: n3,n4 or [n3,n4] (SmartSim-Scaling's db_hosts; slurm --nodelist)", "",
+                              [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                                r.settings.service_hosts = join(parse_list_value(v, origin), ",");
+                              }};
   service_hosts.alias = "db_hosts";
   s.push_back(service_hosts);
   DriverSetting service_args = list("service_args", "service_args", "an allocation option of the service jobs only, key=value or a JSON object (SmartSim-Scaling's db_node_feature): constraint, partition, account, or a --batch_args key; repeatable",
@@ -179,6 +188,7 @@ const std::vector<DriverSetting>& driver_settings() {
       s.apply = [apply = s.apply, name = s.name](ExperimentRequest& r, const std::string& v, const std::string& origin) {
         apply(r, v, origin);
         r.settings.given.insert(name);
+        r.settings.origins[name] = origin;
       };
     return all;
   }();

@@ -117,9 +117,18 @@ std::string run_prefix(const std::string& session, const std::string& status,
   return s;
 }
 
-std::string header_prefix(const std::vector<std::string>& names) {
+// The header up to the file's own columns. A parameter named like one of them (a plugin's `warmup` parameter
+// beside samples.csv's warmup flag) is written "param.<name>", so that every header name is unique and says which
+// is which.
+std::string header_prefix(const std::vector<std::string>& names, std::set<std::string> taken) {
+  taken.insert({"session", "status"});
   std::string h = "session,status";
-  for (auto& n : names) h += "," + csv_field(n);
+  for (auto& n : names) {
+    std::string column = n;
+    while (taken.count(column)) column = "param." + column;
+    taken.insert(column);
+    h += "," + csv_field(column);
+  }
   return h;
 }
 
@@ -137,7 +146,8 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
   StagedFile out(file, gzip);
-  out.line(header_prefix(names) + ",rank,role,metric,iteration,t_start,value,unit,warmup");
+  out.line(header_prefix(names, {"rank", "role", "metric", "iteration", "t_start", "value", "unit", "warmup"}) +
+           ",rank,role,metric,iteration,t_start,value,unit,warmup");
   size_t rows = 0;
   std::string row;
   int64_t last_run = -1;
@@ -168,12 +178,14 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
 
 size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) {
   StagedFile out(file, false);
-  std::string head = header_prefix(stats.parameter_names) + ",role,metric,unit,metric_ranks";
+  std::set<std::string> own = {"role", "metric", "unit", "metric_ranks", "nan_samples"};
+  for (auto& c : summary_columns()) own.insert(c);
+  std::string head = header_prefix(stats.parameter_names, own) + ",role,metric,unit,metric_ranks,nan_samples";
   for (auto& c : summary_columns()) head += "," + c;
   out.line(head);
   for (auto& m : stats.stats) {
     std::string row = run_prefix(m.session, m.status, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
-                      csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks);
+                      csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
     for (double v : summary_values(m.summary)) row += "," + num(v);
     out.line(row);
   }
@@ -184,19 +196,29 @@ size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) 
 size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
   // Metric columns: "<metric>" or "<role>:<metric>" when the name is recorded by more than one role.
   std::map<std::string, std::set<std::string>> roles_of;
-  for (auto& m : stats.stats) roles_of[m.metric].insert(m.role);
+  for (auto* list : {&stats.stats, &stats.superseded})
+    for (auto& m : *list) roles_of[m.metric].insert(m.role);
   auto key = [&](const MetricStats& m) { return roles_of[m.metric].size() > 1 ? m.role + ":" + m.metric : m.metric; };
   std::vector<std::string> keys;
   std::set<std::string> seen;
   std::map<int64_t, std::map<std::string, const MetricStats*>> by_run;
   std::vector<int64_t> order;
-  for (auto& m : stats.stats) {
+  // Every attempt, superseded ones too (runs.csv is the list of runs; statistics.csv has the ones that count).
+  std::vector<const MetricStats*> all;
+  for (auto* list : {&stats.stats, &stats.superseded})
+    for (auto& m : *list) all.push_back(&m);
+  std::stable_sort(all.begin(), all.end(), [](const MetricStats* a, const MetricStats* b) { return a->run_id < b->run_id; });
+  for (const MetricStats* mp : all) {
+    const MetricStats& m = *mp;
     if (seen.insert(key(m)).second) keys.push_back(key(m));
     if (!by_run.count(m.run_id)) order.push_back(m.run_id);
     by_run[m.run_id][key(m)] = &m;
   }
   StagedFile out(file, false);
-  std::string head = header_prefix(stats.parameter_names);
+  std::set<std::string> own;
+  for (auto& k : keys)
+    for (auto& c : summary_columns()) own.insert(k + "." + c);
+  std::string head = header_prefix(stats.parameter_names, own);
   for (auto& k : keys)
     for (auto& c : summary_columns()) head += "," + csv_field(k + "." + c);
   out.line(head);

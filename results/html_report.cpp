@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/clock.h"
@@ -76,6 +77,11 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
        "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head>\n<body>\n"
     << "<h1>Experiment " << html_escape(exp.name) << "</h1>\n<p id=\"summary\">Runs:";
   for (auto& [status, n] : exp.runs_by_status) h << " " << n << " " << html_escape(status) << ";";
+  std::set<int64_t> superseded;
+  for (auto& m : exp.superseded) superseded.insert(m.run_id);
+  if (!superseded.empty())
+    h << " " << superseded.size() << " earlier attempt(s) of permutations that ran again (cancelled before a resume, failed before "
+      << "a retry) are left out of the statistics and plots (runs.csv lists them);";
   h << " generated " << html_escape(iso8601_utc(wall_ns())) << ". Statistics exclude warmup samples; the median's 95 % "
     << "interval is a bootstrap (order-statistic interval above 1000 samples); outliers are samples further than 3 scaled MADs "
        "from the median.</p>\n";

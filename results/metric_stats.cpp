@@ -22,6 +22,15 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
       if (seen.insert(k).second) out.parameter_names.push_back(k);
     }
   }
+  // The attempt that counts for each permutation: the last COMPLETED one, else the last one (ids grow with time).
+  std::map<std::string, std::pair<bool, int64_t>> counting;  // param_hash -> (completed, run id)
+  for (auto& r : runs) {
+    if (r.param_hash.empty()) continue;  // imported runs carry no hash: each counts
+    const std::pair<bool, int64_t> mine{r.status == "COMPLETED", r.id};
+    auto [it, fresh] = counting.emplace(r.param_hash, mine);
+    if (!fresh && mine > it->second) it->second = mine;
+  }
+  auto counts = [&](const StoredRun& r) { return r.param_hash.empty() || counting.at(r.param_hash).second == r.id; };
   for (auto& n : out.parameter_names)
     if (values_of[n].size() > 1) out.varied.push_back(n);
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
@@ -32,6 +41,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     m.density = kernel_density(values);
     return m;
   };
+  auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id)) ? out.stats : out.superseded).push_back(std::move(done)); };
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
     const StoredRun* r = by_id.at(g.run_id);
@@ -44,11 +54,12 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     m.metric = g.metric;
     m.unit = g.unit;
     m.ranks = g.ranks;
-    if (pending.valid()) out.stats.push_back(pending.get());
-    if (g.values.size() < 10000) out.stats.push_back(summarise(std::move(m), std::move(g.values)));
+    m.not_a_number = g.not_a_number;
+    if (pending.valid()) keep(pending.get());
+    if (g.values.size() < 10000) keep(summarise(std::move(m), std::move(g.values)));
     else pending = std::async(std::launch::async, summarise, std::move(m), std::move(g.values));
   });
-  if (pending.valid()) out.stats.push_back(pending.get());
+  if (pending.valid()) keep(pending.get());
   return out;
 }
 

@@ -17,6 +17,7 @@ struct MetricStats {
   std::string session, status, param_hash, role, metric, unit;
   std::vector<std::pair<std::string, std::string>> parameters;
   int ranks = 0;  // distinct ranks that recorded the metric ("clients")
+  uint64_t not_a_number = 0;  // samples recorded as NaN, left out of the summary (statistics.csv: nan_samples)
   Summary summary;
   std::vector<std::pair<double, double>> density;  // KDE (for violins)
 };
@@ -24,7 +25,11 @@ struct MetricStats {
 struct ExperimentStats {
   std::string name;
   std::map<std::string, int> runs_by_status;
+  // One run per permutation (param_hash) counts: its last COMPLETED attempt, else its last attempt. Statistics,
+  // plots, the report and compare read `stats`; the other attempts (cancelled before a resume, failed before a
+  // retry) are in `superseded`, which runs.csv lists too.
   std::vector<MetricStats> stats;
+  std::vector<MetricStats> superseded;
   std::vector<std::string> parameter_names;  // union, first-seen order
   std::vector<std::string> varied;           // parameters whose value differs between runs
 };

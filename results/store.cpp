@@ -490,7 +490,10 @@ MetricChunk parse_chunk(MetricChunk c, const std::string& what) {
     SampleBlockReader reader(rows, what);
     while (reader.next(text)) {
       double v = 0;
-      if (!measured(text, v)) continue;
+      if (!measured(text, v)) {
+        if (!text.warmup) ++c.row.not_a_number;
+        continue;
+      }
       c.row.values.push_back(v);
       if (rank != c.last_rank) ++c.row.ranks, c.last_rank = rank;
     }

@@ -32,6 +32,7 @@ struct MetricSummaryRow {
   std::string role, metric, unit;
   int ranks = 0;               // distinct ranks among them
   std::vector<double> values;  // non-warmup sample values of this run and metric
+  uint64_t not_a_number = 0;   // non-warmup samples recorded as NaN (stored as null): not in values
 };
 
 // What `fanout ls` shows of one experiment's database, read without writing to it (another driver may be running

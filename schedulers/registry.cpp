@@ -100,6 +100,14 @@ std::vector<std::string> scheduler_names() {
 
 std::string resolve_scheduler_name(const std::string& name) { return name == "auto" ? detected().front()->name : entry(name).name; }
 
+EnclosingAllocation enclosing_allocation() {
+  if (const char* id = std::getenv("SLURM_JOB_ID"); id && *id) return {"slurm", id};
+  if (const char* id = std::getenv("PBS_JOBID"); id && *id) return {"pbs", id};
+  return {};
+}
+
+bool starts_ranks_on_this_host(const std::string& launcher) { return resolve_scheduler_name(launcher) == "local"; }
+
 std::string render_job_script(const std::string& launcher, const JobSpec& job) {
   return entry(resolve_scheduler_name(launcher)).render(job);
 }

@@ -57,5 +57,13 @@ std::string resolve_scheduler_name(const std::string& name);
 // The job script a launcher would run, without contacting any scheduler (for --dry-run); `auto` resolves as
 // make_scheduler resolves it.
 std::string render_job_script(const std::string& launcher, const JobSpec& job);
+// The batch allocation this process runs inside, if any: the scheduler that made it and the job's id (from the
+// environment that scheduler gives its jobs). Empty name outside one.
+struct EnclosingAllocation {
+  std::string scheduler, job_id;
+};
+EnclosingAllocation enclosing_allocation();
+// Whether the scheduler starts every rank of a run on this host (so a run's ranks compete for its CPUs).
+bool starts_ranks_on_this_host(const std::string& launcher);
 
 }  // namespace fanout

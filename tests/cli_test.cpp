@@ -707,3 +707,157 @@ TEST(Cli, TheServiceJobAndTheRunsJobsTakeOptionsApart) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--service_args (--db_node_feature): option 'constraint' needs a string or integer value"), std::string::npos) << bad.err;
 }
+
+// Issue 38, first contact. The local launcher starts every rank on this host: a sweep that would start more than
+// --max_local_ranks (default 8 per usable CPU) at once is refused before anything is written, dry run included,
+// naming the run and the limit; the limit can be raised.
+TEST(FirstContact, LocalRunsOfMoreRanksThanTheHostTakesAreRefused) {
+  test::TempDir d;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int over = 8 * CPU_COUNT(&set) + 1;  // one rank per node: one more than the default allows
+  for (bool dry : {true, false}) {
+    std::vector<std::string> args = {"calibration_sleep", "--exp_name=big", "--nodes=" + std::to_string(over), "--iterations=1"};
+    if (dry) args.push_back("--dry-run");
+    auto r = fanout_cmd(d, args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(std::to_string(over) + " ranks on this host (the default --launcher=local)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("more than --max_local_ranks=" + std::to_string(over - 1)), std::string::npos) << r.err;
+    EXPECT_LT(r.out.size(), 10u) << "a refused dry run prints no runs";
+    EXPECT_FALSE(fs::exists(d.path / "results" / "big"));
+  }
+  auto raised = fanout_cmd(d, {"calibration_sleep", "--nodes=" + std::to_string(over), "--max_local_ranks=" + std::to_string(over), "--dry-run"});
+  EXPECT_EQ(raised.exit_code, 0) << raised.err;
+  // Runs that go together count together: two runs of 3 ranks at once against a limit of 5.
+  auto together = fanout_cmd(d, {"calibration_sleep", "--ranks_per_node=3", "--sleep_us=[1,2]", "--max_parallel=2", "--max_local_ranks=5", "--dry-run"});
+  EXPECT_EQ(together.exit_code, 2);
+  EXPECT_NE(together.err.find("6 ranks on this host"), std::string::npos) << together.err;
+  EXPECT_NE(together.err.find("2 runs at once (--max_parallel)"), std::string::npos) << together.err;
+}
+
+// Inside a batch allocation (SLURM_JOB_ID set, as sbatch sets it) a sweep whose launcher nobody chose runs in it,
+// and says so before anything starts; an explicit --launcher=local is kept. A dry run contacts nothing.
+TEST(FirstContact, InsideAnAllocationTheDefaultLauncherIsTheAllocation) {
+  test::TempDir d;
+  const std::vector<std::pair<std::string, std::string>> inside = {{"SLURM_JOB_ID", "4242"}};
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--nodes=2", "--dry-run"}, d.path, inside, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("inside slurm job 4242: runs start as steps of that allocation"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("launcher slurm"), std::string::npos) << r.out.substr(0, 300);
+  EXPECT_NE(r.out.find("srun"), std::string::npos) << "steps start with srun in the allocation";
+  auto local = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=local", "--dry-run"}, d.path, inside, 60);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_EQ(local.err.find("inside slurm job"), std::string::npos) << local.err;
+  EXPECT_NE(local.out.find("launcher local"), std::string::npos);
+  // SmartSim-Scaling's own batch line (128 client nodes x 32) is no longer 2,880 processes on the batch host.
+  auto big = test::run_command({test::fanout_exe().string(), "throughput_standard", "--client_nodes=128", "--tensor_bytes=1024", "--dry-run"}, d.path,
+                               inside, 60);
+  EXPECT_EQ(big.exit_code, 0) << big.err;
+}
+
+// A file-valued (path) parameter is resolved against the user's working directory when the sweep is planned
+// (ranks start in their run folder), and a missing file is refused then, naming the flag: not 5 s later in a rank.
+TEST(FirstContact, PathParametersResolveAgainstTheWorkingDirectoryAtPlanTime) {
+  test::TempDir d;
+  write_file_atomic(d.path / "w.csv", "arch,depth,batch,workers,output_folder,master,port,arrival_time,cuda_device,start_iter,start_epoch,end_iter,end_epoch,node_size\n"
+                                       "vgg, 1, 8, 1, \"t\", n1, 1, 0, [], 0, 1, 3, 1, 1\n");
+  auto dry = fanout_cmd(d, {"torchloader", "--workload=w.csv", "--mode=1", "--nodes=1", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("workload=" + (d.path / "w.csv").string()), std::string::npos) << dry.out.substr(0, 400);
+  auto missing = fanout_cmd(d, {"torchloader", "--exp_name=miss", "--workload=nope.csv", "--mode=1", "--nodes=1"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--workload: " + (d.path / "nope.csv").string() + ": no such file (resolved against " + d.path.string() + ")"),
+            std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "miss"));
+  auto help = fanout_cmd(d, {"torchloader", "--help"});
+  EXPECT_NE(help.out.find("--workload PATH"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("path, an existing file, or seed"), std::string::npos) << help.out;
+  // The word the parameter takes instead of a file is kept as it is.
+  auto seed = fanout_cmd(d, {"torchloader", "--workload=seed", "--mode=1", "--dry-run"});
+  ASSERT_EQ(seed.exit_code, 0) << seed.err;
+  EXPECT_NE(seed.out.find("workload=seed "), std::string::npos);
+  // The sweep itself runs with the relative file (the TPM profiled first, one application of 3 iterations).
+  auto run = fanout_cmd(d, {"torchloader", "--exp_name=rel", "--workload=w.csv", "--mode=1", "--nodes=1", "--cores=2", "--cost=1",
+                            "--profile_iterations=1", "--tpm=tpm.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(fs::exists(d.path / "tpm.json")) << "an output path resolves against the working directory too";
+  EXPECT_EQ(query(db_of(d, "rel"), "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=3")[0][0], "1");
+}
+
+// A misspelled subcommand gets the closest names; a positional folder works for process_scaling_results; a list
+// written as python-fire's tuple (4,8) is answered with the list form.
+TEST(FirstContact, MistakesGetTheAnswerAUserNeeds) {
+  test::TempDir d;
+  auto typo = fanout_cmd(d, {"calibration_slep"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("unknown subcommand 'calibration_slep' (did you mean calibration_sleep"), std::string::npos) << typo.err;
+  auto tuple = fanout_cmd(d, {"calibration_sleep", "--nodes=4,8", "--dry-run"});
+  EXPECT_EQ(tuple.exit_code, 2);
+  EXPECT_NE(tuple.err.find("to sweep it, write [4,8]"), std::string::npos) << tuple.err;
+  auto run = fanout_cmd(d, {"calibration_sleep", "--exp_name=pos", "--iterations=3", "--sleep_us=[10,20]"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("fanout: next:    fanout process_scaling_results "), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("peak memory"), std::string::npos) << "the driver's own cost is for --verbose";
+  auto proc = fanout_cmd(d, {"process_scaling_results", "results/pos"});
+  EXPECT_EQ(proc.exit_code, 0) << proc.err;
+  EXPECT_TRUE(fs::exists(d.path / "results" / "pos" / "processed" / "report.html"));
+  // db_hosts in SmartSim-Scaling's list form is a Slurm node list.
+  auto hosts = fanout_cmd(d, {"throughput_standard", "--launcher=slurm", "--db_hosts=[n3,n4]", "--db_nodes=2", "--client_nodes=1", "--tensor_bytes=1024", "--dry-run"});
+  ASSERT_EQ(hosts.exit_code, 0) << hosts.err;
+  EXPECT_NE(hosts.out.find("#SBATCH --nodelist=n3,n4\n"), std::string::npos) << hosts.out.substr(0, 2000);
+}
+
+// A value that came from a file is named by its file and line, not by a flag the user never typed.
+TEST(FirstContact, ValuesFromFilesAreNamedByFileAndLine) {
+  test::TempDir d;
+  write_file_atomic(d.path / "sweep.toml", "[experiment]\nplugin = \"calibration\"\ntemplate = \"calibration_sleep\"\nlauncher = \"local\"\n"
+                                           "batch_args = [\"qos=high\"]\n[parameters]\niterations = 1\n");
+  auto file = fanout_cmd(d, {"run", "sweep.toml", "--dry-run"});
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_NE(file.err.find("sweep.toml:5"), std::string::npos) << file.err;
+  EXPECT_NE(file.err.find("--batch_args is given, but the local launcher cannot honour it"), std::string::npos) << file.err;
+  write_file_atomic(d.path / "site.toml", "[settings]\npartition = \"gpu\"\n");
+  auto site = fanout_cmd(d, {"calibration_sleep", "--launcher=local", "--site=" + (d.path / "site.toml").string(), "--dry-run"});
+  EXPECT_EQ(site.exit_code, 2);
+  EXPECT_NE(site.err.find("site.toml:2"), std::string::npos) << site.err;
+  EXPECT_NE(site.err.find("--partition is given, but the local launcher"), std::string::npos) << site.err;
+}
+
+// After a sweep whose run did not complete and its resume, the statistics, plots and compare read the attempt that
+// counts (the COMPLETED one); runs.csv and the database keep every attempt. The first attempt is stopped by its
+// wall time (1 s) while it sleeps 6,000 x 1 ms, so it has recorded samples whatever the machine's speed.
+// samples.csv's header names every column once: calibration's `warmup` parameter is param.warmup beside the flag.
+TEST(FirstContact, AResumedSweepsStatisticsHoldTheAttemptThatCounts) {
+  test::TempDir d;
+  const std::vector<std::string> sweep = {"calibration_sleep", "--exp_name=res", "--iterations=6000", "--sleep_us=1000", "--warmup=2"};
+  auto args = sweep;
+  args.push_back("--walltime=3");
+  auto first = fanout_cmd(d, args);
+  EXPECT_EQ(first.exit_code, 1) << first.err;
+  EXPECT_NE(first.err.find("fanout: next:    fanout resume "), std::string::npos) << first.err;
+  const fs::path db = db_of(d, "res");
+  ASSERT_EQ(query(db, "SELECT status FROM runs")[0][0], "TIMEOUT");
+  ASSERT_NE(query(db, "SELECT count(*) FROM samples")[0][0], "0") << "the first attempt recorded samples";
+  args = sweep;
+  args.push_back("--resume");
+  auto second = fanout_cmd(d, args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(query(db, "SELECT group_concat(status) FROM (SELECT status FROM runs ORDER BY id)")[0][0], "TIMEOUT,COMPLETED");
+  const std::string stats = read_file(d.path / "results" / "res" / "csv" / "statistics.csv");
+  EXPECT_EQ(stats.find("TIMEOUT"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("COMPLETED"), std::string::npos) << stats;
+  const std::string runs = read_file(d.path / "results" / "res" / "csv" / "runs.csv");
+  EXPECT_NE(runs.find("TIMEOUT"), std::string::npos) << "runs.csv lists every attempt";
+  auto proc = fanout_cmd(d, {"process_scaling_results", "--scaling_dir=results/res"});
+  ASSERT_EQ(proc.exit_code, 0) << proc.err;
+  EXPECT_NE(read_file(d.path / "results" / "res" / "processed" / "report.html").find("1 earlier attempt(s)"), std::string::npos);
+  std::istringstream csv(read_file(d.path / "results" / "res" / "csv" / "samples.csv"));
+  std::string header;
+  std::getline(csv, header);
+  std::vector<std::string> columns;
+  std::set<std::string> unique;
+  for (std::stringstream cols(header); std::getline(cols, header, ',');) columns.push_back(header), unique.insert(header);
+  EXPECT_EQ(unique.size(), columns.size()) << "every column named once";
+  EXPECT_TRUE(unique.count("param.warmup") && unique.count("warmup"));
+}

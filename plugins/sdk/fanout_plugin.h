@@ -48,12 +48,17 @@ typedef enum fanout_param_type {
   FANOUT_PARAM_INT = 1,    /* 64-bit signed integer */
   FANOUT_PARAM_FLOAT = 2,  /* double */
   FANOUT_PARAM_STRING = 3, /* any text; never interpreted by a shell */
-  FANOUT_PARAM_BOOL = 4    /* true/false (also 1/0, yes/no) */
+  FANOUT_PARAM_BOOL = 4,   /* true/false (also 1/0, yes/no) */
+  /* A file (ABI 4.4; an older host refuses it): the driver resolves a relative value against the user's
+   * working directory and checks that the file exists when it plans, so the rank gets an absolute path (ranks
+   * start in their run folder). `choices` are words taken instead of a file (e.g. "seed"). */
+  FANOUT_PARAM_PATH = 5
 } fanout_param_type;
 
 /* fanout_param_spec.flags */
 #define FANOUT_PARAM_MIN_EXCLUSIVE 1u /* the value must be > min (not >=) */
 #define FANOUT_PARAM_MAX_EXCLUSIVE 2u /* the value must be < max (not <=) */
+#define FANOUT_PARAM_PATH_OUTPUT 4u   /* PATH: a file the run may write: resolved, its folder must exist */
 
 typedef struct fanout_param_spec {
   uint32_t struct_size;      /* sizeof(fanout_param_spec) */
@@ -64,7 +69,7 @@ typedef struct fanout_param_spec {
   const char *help;
   /* Checked by the driver before anything is written or submitted, for every value of every permutation, and
    * by the loader for the defaults. */
-  const char *const *choices; /* STRING or INT: the value must be one of these (NULL: any) */
+  const char *const *choices; /* STRING or INT: the value must be one of these (NULL: any); PATH: words besides a file */
   uint32_t n_choices;
   uint32_t flags;             /* FANOUT_PARAM_MIN_EXCLUSIVE, FANOUT_PARAM_MAX_EXCLUSIVE */
   const char *min;            /* INT or FLOAT: bounds in text form, inclusive unless flags say (NULL: open) */

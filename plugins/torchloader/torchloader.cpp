@@ -55,10 +55,12 @@ constexpr char kSeedWorkload[] =
 
 const char* const kModes[] = {"1", "2", "3"};
 const char* const kDevices[] = {"auto", "cpu", "cuda", "emulated"};
+const char* const kWorkloadWords[] = {"seed"};
+const char* const kTpmWords[] = {"auto"};
 const char* const kLoaders[] = {"real", "emulated"};
 const char* const kResizings[] = {"restart", "live"};
 const fanout_param_spec kParams[] = {
-    FANOUT_PARAM("workload", FANOUT_PARAM_STRING, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications"),
+    FANOUT_PARAM_ONE_OF("workload", FANOUT_PARAM_PATH, "seed", "workload CSV file (torchloader's columns), or seed: the seed's 3 applications", kWorkloadWords),
     FANOUT_PARAM_ONE_OF("mode", FANOUT_PARAM_INT, "[1,2,3]", "1 even split of the cores, fixed; 2 reallocate by WAA on arrivals; 3 on arrivals and completions", kModes),
     FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "2", "nodes running a Worker + Application Master", "1", NULL),
     FANOUT_PARAM_RANGE("cores", FANOUT_PARAM_INT, "0", "data-loading cores per node for WAA (0: the node's CPUs)", "0", NULL),
@@ -66,7 +68,8 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_RANGE("max_batch", FANOUT_PARAM_INT, "0", "cap on each application's batch (0: the workload's)", "0", NULL),
     FANOUT_PARAM_RANGE("cost", FANOUT_PARAM_INT, "64", "CPU work per loaded sample (blur passes): at 64 one loader thread about feeds one training process", "1", NULL),
     FANOUT_PARAM_RANGE("threads", FANOUT_PARAM_INT, "1", "compute threads per training process", "1", NULL),
-    FANOUT_PARAM("tpm", FANOUT_PARAM_STRING, "auto", "TPM file (auto: <experiment>/tpm.json, profiled first when missing)"),
+    {sizeof(fanout_param_spec), FANOUT_PARAM_PATH, "tpm", "auto", "TPM file (auto: <experiment>/tpm.json), read when it exists, else profiled first and written",
+     FANOUT_ARRAY(kTpmWords), FANOUT_PARAM_PATH_OUTPUT, NULL, NULL},
     FANOUT_PARAM_RANGE("profile_iterations", FANOUT_PARAM_INT, "3", "iterations per profiling run", "1", NULL),
     FANOUT_PARAM_ONE_OF("device", FANOUT_PARAM_STRING, "auto", "where training computes: auto (CUDA if libtorch has it, else CPU), cpu, cuda, or emulated: a simulated accelerator per training process whose iterations take launch + 6 x MACs x batch / tflops on a timer, using no CPU core", kDevices),
     FANOUT_PARAM_RANGE_FLAGS("device_tflops", FANOUT_PARAM_FLOAT, "10", "emulated device: sustained 10^12 FLOP/s", "0", NULL, FANOUT_PARAM_MIN_EXCLUSIVE),
