@@ -32,6 +32,12 @@ std::string signal_name(int sig);
 void require_single_line(const std::string& origin, std::string_view value);
 // The text with control characters shown as \n, \t, \xHH (for messages that must stay one line).
 std::string printable(std::string_view s);
+// Order for people: runs of digits compare as numbers ("copy_bytes=4096" before "copy_bytes=65536" before
+// "copy_bytes=1048576"), the rest as text.
+bool natural_less(std::string_view a, std::string_view b);
+struct NaturalLess {
+  bool operator()(std::string_view a, std::string_view b) const { return natural_less(a, b); }
+};
 
 // True when s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool valid_utf8(std::string_view s);

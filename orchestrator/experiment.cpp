@@ -472,7 +472,13 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   }
   for (auto& name : placement) plan.space.add(name, values_of(name, "", given.at(name)->origin));
   for (auto& [names, origin] : request.zips) plan.space.zip(names, origin);
-  for (auto& e : request.excludes) plan.space.exclude(e);
+  for (Exclusion e : request.excludes) {
+    // A file parameter's values are absolute in the plan: an exclusion names them as typed, so it is resolved alike.
+    for (auto& [name, values] : e.conditions)
+      if (const ParamSpec* p = plugin.param(name); p && p->type == FANOUT_PARAM_PATH)
+        for (auto& v : values) v = resolve_path_value(*p, v, e.origin);
+    plan.space.exclude(e);
+  }
 
   std::vector<std::string> varied;
   for (auto& axis : plan.space.axes())

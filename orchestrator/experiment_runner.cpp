@@ -305,23 +305,25 @@ int usable_cpus() {
 }  // namespace
 
 // A scheduler that starts every rank on this host cannot run SmartSim-Scaling's 128 nodes x 32 clients: refused,
-// before anything starts, when the ranks that run at once (a run's steps, the service it uses, times the runs
-// --max_parallel lets run together) exceed --max_local_ranks (default 8 per usable CPU).
+// before anything starts, when the ranks that run at once (a run's steps times the runs --max_parallel lets run
+// together, plus the service they share) exceed --max_local_ranks (default 8 per usable CPU).
 void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher) {
   if (!starts_ranks_on_this_host(launcher)) return;
   const ExperimentSettings& st = plan.request.settings;
   const int cpus = usable_cpus();
   const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8) * cpus;
-  const int64_t together = std::max<int64_t>(1, std::min<int64_t>(st.max_parallel, int64_t(plan.runs.size())));
+  // --array on the local launcher starts every run at once (one submission each, no throttle).
+  const int64_t together = st.array ? int64_t(plan.runs.size()) : std::max<int64_t>(1, std::min<int64_t>(st.max_parallel, int64_t(plan.runs.size())));
   for (const RunPlan& r : plan.runs) {
-    int64_t ranks = 0;
+    int64_t ranks = 0, service = 0;
     for (const StepSpec& step : r.steps) ranks += step.ranks();
     if (r.service >= 0)
-      for (const StepSpec& step : plan.services[size_t(r.service)].steps) ranks += step.ranks();
-    if (ranks * together <= limit) continue;
+      for (const StepSpec& step : plan.services[size_t(r.service)].steps) service += step.ranks();
+    ranks = ranks * together + service;
+    if (ranks <= limit) continue;
     const auto from = st.origins.find("launcher");
     const std::string launcher_from = from == st.origins.end() ? "the default --launcher=local" : from->second + "=" + launcher;
-    throw UserError(r.session + ": " + std::to_string(ranks * together) + " ranks on this host (" + launcher_from + ")" +
+    throw UserError(r.session + ": " + std::to_string(ranks) + " ranks on this host (" + launcher_from + ")" +
                     (together > 1 ? ", " + std::to_string(together) + " runs at once (--max_parallel)" : "") + ", more than --max_local_ranks=" +
                     std::to_string(limit) + (st.max_local_ranks > 0 ? "" : " (8 per CPU; " + std::to_string(cpus) + " CPUs)") +
                     ": use a scheduler (--launcher=slurm or pbs), fewer nodes or ranks per node, or raise --max_local_ranks");
@@ -382,6 +384,7 @@ std::string summarised(const std::string& script) {
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
   if (st.launcher != "auto") refuse_unhonoured(plan, st.launcher);  // as a real run would
+  else refuse_too_many_local_ranks(plan, st.launcher);  // auto that means local here
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {

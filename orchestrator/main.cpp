@@ -195,13 +195,16 @@ void set_flag(std::vector<std::string>& argv, const std::string& name, const std
 // Inside a batch allocation (sbatch, qsub) a sweep whose --launcher nobody set runs in that allocation, as
 // SmartSim-Scaling's does: the local default would start every rank of every node on the batch host. Said
 // before anything starts, with how to keep the local launcher.
-void use_the_enclosing_allocation(ExperimentSettings& st) {
-  if (st.origins.count("launcher")) return;  // the command line, the experiment file or the site profile chose
+// True when it chose: the saved command (for `fanout resume`) then says --launcher, so a resume from a login node
+// does not quietly run the rest on that host.
+bool use_the_enclosing_allocation(ExperimentSettings& st) {
+  if (st.origins.count("launcher")) return false;  // the command line, the experiment file or the site profile chose
   const EnclosingAllocation inside = enclosing_allocation();
-  if (inside.scheduler.empty()) return;
+  if (inside.scheduler.empty()) return false;
   st.launcher = inside.scheduler;
   std::cerr << "fanout: inside " << inside.scheduler << " job " << printable(inside.job_id) << ": runs start as steps of that allocation "
             << "(--launcher=" << inside.scheduler << "); --launcher=local runs them on this host only\n";
+  return true;
 }
 
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
@@ -211,7 +214,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   opts.site = load_site(req.settings.site);
   ExperimentRequest with_site = req;  // what the file and the command line left open, the site profile fills in
   apply_site_defaults(opts.site, plugin, with_site);
-  use_the_enclosing_allocation(with_site.settings);
+  const bool allocation_chose = use_the_enclosing_allocation(with_site.settings);
   const auto names = scheduler_names();
   if (std::find(names.begin(), names.end(), with_site.settings.launcher) == names.end())
     throw UserError("--launcher: unknown launcher '" + with_site.settings.launcher + "' (known: " + join(names, ", ") + ")");
@@ -219,6 +222,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
+  if (allocation_chose) opts.argv.push_back("--launcher=" + with_site.settings.launcher);
   opts.interrupt = &g_interrupt;
   if (dry_run) {
     print_dry_run(plan, plugin, opts, std::cout);
@@ -501,9 +505,12 @@ Command resume_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("resume", "run the permutations of an experiment that are missing or failed, after any interruption "
                                            "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
   auto exp = std::make_shared<std::string>();
+  auto max_local_ranks = std::make_shared<std::string>();
   cmd->add_option("exp_dir", *exp, "experiment folder (results/<exp_name>)")->required();
-  return {cmd, [exp] {
+  cmd->add_option("--max_local_ranks", *max_local_ranks, "as the experiment's flag: a host with fewer CPUs than where it started may need it");
+  return {cmd, [exp, max_local_ranks] {
             SavedCommand saved = read_saved_command(*exp);
+            if (!max_local_ranks->empty()) set_flag(saved.argv, "--max_local_ranks", *max_local_ranks);
             // The experiment is where it is now (it may have been moved since): its folder, not the saved flags,
             // says where results go.
             const fs::path here = fs::absolute(*exp).lexically_normal();

@@ -145,7 +145,9 @@ std::vector<DriverSetting> make_settings() {
   DriverSetting service_hosts{"service_hosts", "service_hosts", Kind::Text,
                               "nodes for each shared step's service job: n3,n4 or [n3,n4] (SmartSim-Scaling's db_hosts; slurm --nodelist)", "",
                               [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
-                                r.settings.service_hosts = join(parse_list_value(v, origin), ",");
+                                // Only a bracketed whole is a list: Slurm's own host lists (nid[01-04]) pass as given.
+                                const bool listed = v.size() >= 2 && v.front() == '[' && v.back() == ']';
+                                r.settings.service_hosts = listed ? join(parse_list_value(v, origin), ",") : v;
                               }};
   service_hosts.alias = "db_hosts";
   s.push_back(service_hosts);

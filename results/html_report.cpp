@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/clock.h"
 #include "common/files.h"
@@ -67,6 +68,53 @@ std::string num(double v) {
   return buf;
 }
 
+using MetricGroups = std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>>;
+
+// The first screen's table: one row per run, its varied parameters, and the median of each metric sampled more
+// than once per run (setup metrics recorded once are in the Statistics tables), in the metric's display unit.
+void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups, std::ostream& h) {
+  constexpr size_t kMaxRows = 30, kMaxMetrics = 6;
+  std::vector<std::pair<const MetricGroups::key_type*, DisplayUnit>> cols;
+  for (auto& [key, rows] : groups) {
+    if (cols.size() == kMaxMetrics) break;
+    if (std::none_of(rows.begin(), rows.end(), [](const MetricStats* m) { return m->summary.count > 1; })) continue;
+    std::vector<double> medians;
+    for (auto* m : rows) medians.push_back(m->summary.median);
+    std::sort(medians.begin(), medians.end());
+    cols.emplace_back(&key, display_unit(std::get<2>(key), medians[medians.size() / 2]));
+  }
+  std::vector<int64_t> runs;
+  std::map<int64_t, std::map<const MetricGroups::key_type*, const MetricStats*>> cell;
+  std::map<int64_t, const MetricStats*> any;
+  for (auto& [key, du] : cols)
+    for (auto* m : groups.at(*key)) {
+      if (!any.count(m->run_id)) runs.push_back(m->run_id), any[m->run_id] = m;
+      cell[m->run_id][key] = m;
+    }
+  if (cols.empty()) return;
+  std::sort(runs.begin(), runs.end());
+  h << "<h2 id=\"medians\">Medians</h2>\n<table class=\"medians\"><tr>";
+  for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
+  for (auto& [key, du] : cols) h << "<th>" << html_escape(std::get<1>(*key)) << " [" << html_escape(du.label) << "]</th>";
+  h << "</tr>\n";
+  for (size_t i = 0; i < runs.size() && i < kMaxRows; ++i) {
+    h << "<tr>";
+    for (auto& v : exp.varied) {
+      std::string val;
+      for (auto& [k, x] : any[runs[i]]->parameters)
+        if (k == v) val = x;
+      h << "<td>" << html_escape(val) << "</td>";
+    }
+    for (auto& [key, du] : cols) {
+      auto it = cell[runs[i]].find(key);
+      h << "<td>" << (it == cell[runs[i]].end() ? "" : num(it->second->summary.median * du.factor)) << "</td>";
+    }
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+  if (runs.size() > kMaxRows) h << "<p>" << runs.size() - kMaxRows << " more run(s): see Statistics below and csv/statistics.csv.</p>\n";
+}
+
 }  // namespace
 
 void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file) {
@@ -80,8 +128,8 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   std::set<int64_t> superseded;
   for (auto& m : exp.superseded) superseded.insert(m.run_id);
   if (!superseded.empty())
-    h << " " << superseded.size() << " earlier attempt(s) of permutations that ran again (cancelled before a resume, failed before "
-      << "a retry) are left out of the statistics and plots (runs.csv lists them);";
+    h << " " << superseded.size() << " attempt(s) that did not complete, of permutations that later did (cancelled before a resume, "
+      << "failed before a retry), are left out of the statistics and plots (runs.csv lists them);";
   h << " generated " << html_escape(iso8601_utc(wall_ns())) << ". Statistics exclude warmup samples; the median's 95 % "
     << "interval is a bootstrap (order-statistic interval above 1000 samples); outliers are samples further than 3 scaled MADs "
        "from the median.</p>\n";
@@ -96,12 +144,13 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     const char *id, *title, *note;
   };
   const Section sections[] = {
-      {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them (the clients); aggregate bandwidth where a size was varied"},
+      {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them; aggregate bandwidth where a size was varied"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
       {Plot::Section::Bookkeeping, "bookkeeping", "Setup and teardown", "metrics each rank records once (rendezvous, database start, cluster creation)"}};
-  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>> groups;
+  MetricGroups groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
+  write_medians_table(exp, groups, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
   for (auto& sec : sections)
     if (std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))

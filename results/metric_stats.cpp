@@ -22,15 +22,19 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
       if (seen.insert(k).second) out.parameter_names.push_back(k);
     }
   }
-  // The attempt that counts for each permutation: the last COMPLETED one, else the last one (ids grow with time).
-  std::map<std::string, std::pair<bool, int64_t>> counting;  // param_hash -> (completed, run id)
+  // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
+  // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
+  // complete beside a completed one are superseded.
+  std::map<std::string, std::pair<bool, int64_t>> best;  // param_hash -> (any completed, last attempt's id)
   for (auto& r : runs) {
-    if (r.param_hash.empty()) continue;  // imported runs carry no hash: each counts
-    const std::pair<bool, int64_t> mine{r.status == "COMPLETED", r.id};
-    auto [it, fresh] = counting.emplace(r.param_hash, mine);
-    if (!fresh && mine > it->second) it->second = mine;
+    auto& b = best[r.param_hash];
+    b.first = b.first || r.status == "COMPLETED";
+    b.second = std::max(b.second, r.id);
   }
-  auto counts = [&](const StoredRun& r) { return r.param_hash.empty() || counting.at(r.param_hash).second == r.id; };
+  auto counts = [&](const StoredRun& r) {
+    const auto& b = best.at(r.param_hash);
+    return r.param_hash.empty() || r.status == "COMPLETED" || (!b.first && b.second == r.id);
+  };
   for (auto& n : out.parameter_names)
     if (values_of[n].size() > 1) out.varied.push_back(n);
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the

@@ -25,9 +25,9 @@ struct MetricStats {
 struct ExperimentStats {
   std::string name;
   std::map<std::string, int> runs_by_status;
-  // One run per permutation (param_hash) counts: its last COMPLETED attempt, else its last attempt. Statistics,
-  // plots, the report and compare read `stats`; the other attempts (cancelled before a resume, failed before a
-  // retry) are in `superseded`, which runs.csv lists too.
+  // The runs that count: every COMPLETED run, and for a permutation (param_hash) that never completed its last
+  // attempt. Statistics, plots, the report and compare read `stats`; attempts that did not complete beside a
+  // completed one (cancelled before a resume, failed before a retry) are in `superseded`, which runs.csv lists too.
   std::vector<MetricStats> stats;
   std::vector<MetricStats> superseded;
   std::vector<std::string> parameter_names;  // union, first-seen order

@@ -98,6 +98,7 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
     if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
   }
   std::sort(xs.begin(), xs.end());
+  std::sort(labels.begin(), labels.end(), NaturalLess());
   const double slot = 0.8 / double(labels.size());
   std::string stem = "violin_" + file_stem(first.role, first.metric);
   std::ofstream data(dir / (stem + ".dat")), med(dir / (stem + "_median.dat"));
@@ -124,7 +125,7 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq(first.metric + " (" + first.role + ") by ranks, one violin per run") << "\n"
-    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
+    << "set xlabel 'ranks recording the metric'\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
     << "set key outside right top\nset grid ytics\nset style fill transparent solid 0.45 border\n"
     << "set xrange [-0.6:" << double(xs.size()) - 0.4 << "]\nset xtics (";
   for (size_t i = 0; i < xs.size(); ++i) g << (i ? ", " : "") << "'" << xs[i] << "' " << i;
@@ -193,7 +194,7 @@ void histogram(const std::vector<const MetricStats*>& group, const ExperimentSta
 
 // One data block per line (points sorted by x) in <stem>.dat, and the plot clauses that draw them, y scaled by
 // `factor` (the display unit), one colour and legend entry per line.
-using Lines = std::map<std::string, std::vector<std::pair<double, double>>>;
+using Lines = std::map<std::string, std::vector<std::pair<double, double>>, NaturalLess>;  // legends in numeric order
 std::string write_line_series(const fs::path& dir, const std::string& stem, Lines& lines, double factor) {
   std::ofstream data(dir / (stem + ".dat"));
   std::ostringstream clauses;
@@ -238,7 +239,7 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
     << "set title " << gq("median " + first.metric + " (" + first.role + ") by " + size_param) << "\n"
     << "set xlabel " << gq(size_param + " [bytes]") << "\nset ylabel " << gq(first.metric + " [" + du.label + "]") << "\n"
-    << "set logscale x 2\nset key outside right top\nset grid\nplot ";
+    << "set logscale x 2\nset format x '%.0f'\nset key outside right top\nset grid\nplot ";  // 1048576, not 1.04858e+06
   g << clauses << "\n";
   std::ofstream(dir / (stem + ".gp")) << g.str();
   plots.push_back({"bandwidth: median " + first.metric + " by " + size_param, dir / (stem + ".png"), Plot::Section::Headline, 2});
@@ -280,7 +281,7 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
                                       : "median " + first.metric + " (" + first.role + ") by ranks";
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\nset title " << gq(title) << "\n"
-    << "set xlabel 'ranks recording the metric (clients)'\nset ylabel "
+    << "set xlabel 'ranks recording the metric'\nset ylabel "
     << gq((aggregate ? std::string("aggregate bandwidth") : "median " + first.metric) + " [" + du.label + "]") << "\n"
     << (*ranks.rbegin() >= 4 * *ranks.begin() ? "set logscale x 2\n" : "")
     << (ys.front() > 0 && ys.back() / ys.front() > 100 ? "set logscale y\n" : "")  // small and large sizes on one plot

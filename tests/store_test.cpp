@@ -133,7 +133,7 @@ TEST(Store, CsvExportHasOneRowPerSampleAndPerRunMetric) {
   std::string stats = read_file(files.statistics);
   EXPECT_EQ(stats.substr(0, stats.find('\n')),
             "session,status,sleep_us,ranks,role,metric,unit,metric_ranks,nan_samples,count,min,mean,median,median_ci_low,median_ci_high,p90,p95,p99,max,std,mad,outliers");
-  EXPECT_NE(stats.find("a,COMPLETED,100,1,sleep,sleep,us,1,5,100,102,102,"), std::string::npos) << stats;  // warmup 999 excluded
+  EXPECT_NE(stats.find("a,COMPLETED,100,1,sleep,sleep,us,1,0,5,100,102,102,"), std::string::npos) << stats;  // warmup 999 excluded
   EXPECT_EQ(test::line_count_summary(read_file(files.samples)), "19");
   for (auto& e : std::filesystem::directory_iterator(d.path / "csv"))  // no staging file left behind
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
@@ -317,7 +317,7 @@ TEST(Figures, RoundsOfABenchBecomeOneRunWhoseStatisticsAreTheRounds) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric = 'put_1KiB' AND t_start = 1764100000.5 AND iteration = 1"), 1);
   auto files = export_csv(db, d.path / "csv");
   const std::string stats = read_file(files.statistics);
-  EXPECT_NE(stats.find("tensor_bench,COMPLETED,tensor_bench,3,bench,put_1KiB,put/s,1,3,25000,28000,28000,"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("tensor_bench,COMPLETED,tensor_bench,3,bench,put_1KiB,put/s,1,0,3,25000,28000,28000,"), std::string::npos) << stats;
 }
 
 TEST(Figures, MalformedLinesNameTheLineAndNothingIsStored) {
