@@ -269,7 +269,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
   if (auto* params = root["parameters"].as_table())
     for (auto& [k, v] : *params) {
       std::string where = toml_at(file, v);
-      req.params.push_back({std::string(k.str()), ParamSource{"", where, toml_values(v, where)}});
+      req.params.push_back({std::string(k.str()), ParamSource{"", where, toml_values(v, where), fs::absolute(file).parent_path()}});
     }
   if (auto* zips = root["zip"].as_array())
     for (auto& z : *zips) {
@@ -381,11 +381,12 @@ SchedulerOptions ExperimentSettings::service_options() const {
 
 // A PATH parameter's value as the ranks get it: absolute, resolved against the user's working directory (ranks
 // start in their run folder), and an input file that exists (an output's folder), or one of its words.
-std::string resolve_path_value(const ParamSpec& p, const std::string& v, const std::string& where) {
+std::string resolve_path_value(const ParamSpec& p, const std::string& v, const std::string& where, const fs::path& base = {}) {
   if (v.empty() || std::find(p.choices.begin(), p.choices.end(), v) != p.choices.end()) return v;
-  const fs::path abs = fs::absolute(v).lexically_normal();
   std::error_code ec;
-  const std::string resolved = abs.string() == v ? "" : " (resolved against " + fs::current_path(ec).string() + ")";
+  const fs::path from = base.empty() ? fs::current_path(ec) : base;
+  const fs::path abs = (from / v).lexically_normal();
+  const std::string resolved = fs::path(v).is_absolute() ? "" : " (resolved against " + from.string() + ")";
   if (p.path_output) {
     if (!fs::is_directory(abs.parent_path(), ec)) throw UserError(where + ": " + abs.parent_path().string() + ": no such folder for '" + v + "'" + resolved);
   } else if (!fs::is_regular_file(abs, ec)) {
@@ -455,9 +456,10 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     std::string def = tmpl ? tmpl->default_text(p) : p.default_value, origin = "default of " + plugin.name() + "." + p.name;
     auto it = given.find(p.name);
     std::string where = it != given.end() ? it->second->origin : origin;
+    const fs::path base = it != given.end() ? it->second->base : fs::path();
     auto values = values_of(p.name, def, origin);
     for (auto& v : values) {
-      if (p.type == FANOUT_PARAM_PATH) v = resolve_path_value(p, v, where);
+      if (p.type == FANOUT_PARAM_PATH) v = resolve_path_value(p, v, where, base);
       if (auto why = check_param_value(p, v); !why.empty()) {
         // python-fire reads --nodes=4,8 as a tuple; here a sweep is a bracketed list.
         const bool numeric = p.type == FANOUT_PARAM_INT || p.type == FANOUT_PARAM_FLOAT;

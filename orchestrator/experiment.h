@@ -19,6 +19,9 @@ struct ParamSource {
   std::string text;    // "[1,2]" or "1" (flag form) or already-split values (file form)
   std::string origin;  // "--sleep_us" or "exp.toml:12", for error messages
   std::vector<std::string> values;  // parsed values
+  // Where a relative file parameter (FANOUT_PARAM_PATH) is found: an experiment file's or site profile's folder,
+  // as `plugin = "..."` in the same file; empty: the working directory (a flag).
+  std::filesystem::path base;
 };
 
 // Bounds of the driver's settings, the same for flags and experiment files.

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -582,12 +583,18 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
   // (SmartSim-Scaling's 128 nodes x 32 clients), the example names a scheduler.
   cmd->footer([&plugin, &tmpl, sweepable] {
     std::string launcher;
+    std::optional<ExperimentPlan> plan;
     try {
       ExperimentRequest req;
       req.plugin = plugin.path().string();
       req.subcommand = tmpl.name;
-      refuse_too_many_local_ranks(plan_experiment(req, plugin), "local");
+      plan = plan_experiment(req, plugin);
     } catch (const std::exception&) {
+      // defaults that do not plan here (a file parameter's default file missing): the example stays plain
+    }
+    try {
+      if (plan) refuse_too_many_local_ranks(*plan, "local");
+    } catch (const UserError&) {
       launcher = " --launcher=slurm";
     }
     return "Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) + launcher +

@@ -121,7 +121,7 @@ void apply_site_defaults(const SiteProfile& site, const Plugin& plugin, Experime
     if (!plugin.param(v.key) || (tmpl && !tmpl->uses_param(v.key))) continue;
     auto given = [&](const auto& p) { return p.first == v.key; };
     if (std::find_if(req.params.begin(), req.params.end(), given) != req.params.end()) continue;
-    req.params.push_back({v.key, ParamSource{"", v.origin, v.values}});
+    req.params.push_back({v.key, ParamSource{"", v.origin, v.values, std::filesystem::absolute(site.file).parent_path()}});
   }
 }
 

@@ -773,6 +773,19 @@ TEST(FirstContact, PathParametersResolveAgainstTheWorkingDirectoryAtPlanTime) {
   auto help = fanout_cmd(d, {"torchloader", "--help"});
   EXPECT_NE(help.out.find("--workload PATH"), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("path, an existing file, or seed"), std::string::npos) << help.out;
+  // In an experiment file a relative file is found beside the file, as its plugin = "..." is.
+  fs::create_directories(d.path / "sweeps");
+  fs::copy_file(d.path / "w.csv", d.path / "sweeps" / "mine.csv");
+  write_file_atomic(d.path / "sweeps" / "x.toml", "[experiment]\nplugin = \"torchloader\"\ntemplate = \"torchloader\"\n"
+                                                  "[parameters]\nworkload = \"mine.csv\"\nmode = 1\nnodes = 1\n");
+  auto file = fanout_cmd(d, {"run", "sweeps/x.toml", "--dry-run"});
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_NE(file.out.find("workload=" + (d.path / "sweeps" / "mine.csv").string()), std::string::npos) << file.out.substr(0, 400);
+  // An --exclude names the file as typed; it is resolved as the axis is, so it still matches.
+  fs::copy_file(d.path / "w.csv", d.path / "w2.csv");
+  auto excl = fanout_cmd(d, {"torchloader", "--workload=[w.csv,w2.csv]", "--exclude=workload=w2.csv", "--mode=1", "--nodes=1", "--dry-run"});
+  ASSERT_EQ(excl.exit_code, 0) << excl.err;
+  EXPECT_NE(excl.out.find("# dry run: 1 run(s)"), std::string::npos) << excl.out.substr(0, 300);
   // The word the parameter takes instead of a file is kept as it is.
   auto seed = fanout_cmd(d, {"torchloader", "--workload=seed", "--mode=1", "--dry-run"});
   ASSERT_EQ(seed.exit_code, 0) << seed.err;

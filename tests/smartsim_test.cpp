@@ -111,6 +111,27 @@ TEST(RedisAiModule, RawCommandsFromTheRedisAiDocs) {
   EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
 }
 
+// A server that cannot start says why in Redis's own words, whole: here the module is not executable (as the
+// installed copy once was), and the log's advisory warnings and start banner are not the reason shown.
+TEST(RedisServer, AServerThatStopsAtStartSaysWhyInRedissWords) {
+  test::TempDir d;
+  RedisServerConfig c = config(d, base_port() + 90);
+  const fs::path copy = d.path / "redisai-0644.so";
+  fs::copy_file(c.module, copy);
+  fs::permissions(copy, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  c.module = copy.string();
+  try {
+    RedisServer server(c);
+    FAIL() << "a server with a module it cannot load started";
+  } catch (const std::runtime_error& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find("stopped at start (exit status "), std::string::npos) << why;
+    EXPECT_NE(why.find("does not have execute permissions"), std::string::npos) << why;
+    EXPECT_EQ(why.find("WARNING"), std::string::npos) << why;
+    EXPECT_EQ(why.find("Redis is starting"), std::string::npos) << why;
+  }
+}
+
 // Found by the tensor_wire fuzzer: "-\r\n" (an error reply with no text) was returned as "", which callers read
 // as a tensor. Any error reply is an error; a well-formed tensor reply fills the caller's buffer.
 TEST(TensorWire, AnEmptyErrorReplyIsAnErrorAndATensorLandsInTheBuffer) {

@@ -29,17 +29,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Why a server stopped, from its log: Redis writes the reason at warning level ("pid:M date # Module ... failed
-// to load: ..."), beside advisory warnings that say nothing about the stop (memory overcommit, transparent huge
-// pages: "# WARNING ..."). The last warning lines that are not advisory, whole; else the log's last lines.
+// Why a server stopped, from its log: Redis writes the reason at warning level ("1234:M 27 Nov 2026 03:07:03.741
+// # Module ... failed to load: ..."), beside warning-level lines that say nothing about a stop: its start banner
+// and advisory warnings (memory overcommit, transparent huge pages: "# WARNING ..."). The last of the others,
+// whole; else the log's last lines.
 std::string log_tail(const std::string& file) {
   std::ifstream in(file);
+  if (!in) return "(no log at " + file + ")";
   std::vector<std::string> lines, reasons;
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) lines.push_back(line);
   for (auto& l : lines) {
-    const auto mark = l.find(" # ");
-    if (mark != std::string::npos && l.compare(mark + 3, 7, "WARNING") != 0) reasons.push_back(l.substr(mark + 3));
+    // The level is the sixth word: pid:role, day, month, year, time, level.
+    std::istringstream words(l);
+    std::string w[6];
+    for (auto& x : w) words >> x;
+    if (w[5] != "#") continue;
+    std::string message;
+    std::getline(words >> std::ws, message);
+    const bool said_at_every_start = message.rfind("WARNING", 0) == 0 || message.find("Redis is starting") != std::string::npos ||
+                                     message.rfind("Redis version=", 0) == 0 || message.rfind("Configuration loaded", 0) == 0;
+    if (!said_at_every_start) reasons.push_back(message);
   }
   const std::vector<std::string>& from = reasons.empty() ? lines : reasons;
   std::string out;
@@ -167,7 +177,8 @@ bool RedisServer::start() {
       pid_ = -1;
       std::string tail = log_tail(log);
       if (tail.find("Address already in use") != std::string::npos) return false;
-      throw std::runtime_error("redis-server on " + address() + " exited at start: " + tail);
+      const std::string how = WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st)) : "exit status " + std::to_string(WEXITSTATUS(st));
+      throw std::runtime_error("redis-server on " + address() + " stopped at start (" + how + "): " + tail);
     }
     if (Clock::now() > deadline) {
       // The constructor throws, so no destructor will stop it: a server left running would hold its port (and a
