@@ -66,6 +66,21 @@ std::string read_file(const std::filesystem::path& path) {
   return out;
 }
 
+std::string read_input_file(const std::filesystem::path& path, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (!regular) throw UserError(path.string() + ": not a regular file");
+  if (size_t(st.st_size) > max_bytes)
+    throw UserError(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) + " such a file may have");
+  std::string text = read_file(path);
+  if (text.size() > max_bytes) throw UserError(path.string() + ": grew past " + std::to_string(max_bytes) + " bytes while read");
+  return text;
+}
+
 void sync_filesystem(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ::sync();

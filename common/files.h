@@ -15,6 +15,10 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 // Everything written on the filesystem holding `path` reaches the disk (syncfs): one journal commit for a batch.
 void sync_filesystem(const std::filesystem::path& path);
 std::string read_file(const std::filesystem::path& path);
+// An input a user or another program left (run.toml, a timing file): a regular file of at most max_bytes, else a
+// UserError naming it. A FIFO is not opened for reading (that would hang), /dev/zero or a 2 GB sparse file is not
+// read whole to find out.
+std::string read_input_file(const std::filesystem::path& path, size_t max_bytes);
 // Creates a directory (and parents) that is not world-writable (0755 regardless of umask for the leaf).
 void make_private_dirs(const std::filesystem::path& dir);
 // Adds 022 to the process's umask: whatever the user's umask (even 000), nothing fanout or its ranks create

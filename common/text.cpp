@@ -67,6 +67,18 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string printable_lines(std::string_view s) {
+  std::string out;
+  for (size_t at = 0; at <= s.size();) {
+    size_t nl = s.find('\n', at);
+    if (nl == std::string_view::npos) nl = s.size();
+    out += printable(s.substr(at, nl - at));
+    if (nl < s.size()) out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
+
 void require_single_line(const std::string& origin, std::string_view value) {
   for (unsigned char c : value)
     if (c < 0x20 || c == 0x7f)
@@ -167,6 +179,33 @@ bool natural_less(std::string_view a, std::string_view b) {
     }
   }
   return a.size() - i < b.size() - j || (a.size() - i == b.size() - j && a < b);
+}
+
+int toml_deep_key_line(std::string_view text, size_t max_parts) {
+  int line = 1;
+  size_t parts = 1;  // of the dotted key being read
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line, parts = 1;
+    } else if (c == '#') {  // a comment: to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a string (a quoted key part or a value): skipped whole
+      const bool multi = text.substr(i, 3) == std::string(3, c);
+      const std::string_view end = multi ? std::string_view(c == '"' ? "\"\"\"" : "\'\'\'") : std::string_view(&text[i], 1);
+      size_t j = i + (multi ? 3 : 1);
+      for (; j < text.size() && text.substr(j, end.size()) != end; ++j) {
+        if (c == '"' && text[j] == '\\') ++j;
+        else if (text[j] == '\n') ++line;
+      }
+      i = std::min(text.size(), j + end.size()) - 1;
+    } else if (c == '.') {
+      if (++parts > max_parts) return line;
+    } else if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ' ' || c == '\t')) {
+      parts = 1;  // anything else ends a key: = [ ] { } ,
+    }
+  }
+  return 0;
 }
 
 }  // namespace fanout

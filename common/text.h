@@ -32,9 +32,15 @@ std::string signal_name(int sig);
 void require_single_line(const std::string& origin, std::string_view value);
 // The text with control characters shown as \n, \t, \xHH (for messages that must stay one line).
 std::string printable(std::string_view s);
+// The same, keeping newlines: multi-line messages stay readable, other control characters are shown escaped.
+std::string printable_lines(std::string_view s);
 // Order for people: runs of digits compare as numbers ("copy_bytes=4096" before "copy_bytes=65536" before
 // "copy_bytes=1048576"), the rest as text.
 bool natural_less(std::string_view a, std::string_view b);
+// The line (1-based) of the first TOML dotted key of more than max_parts parts (a.b.c... outside strings and
+// comments), or 0. toml++ parses such a key recursively: 60,000 parts overflowed the stack, so every TOML input
+// is checked with this first.
+int toml_deep_key_line(std::string_view text, size_t max_parts = 128);
 struct NaturalLess {
   bool operator()(std::string_view a, std::string_view b) const { return natural_less(a, b); }
 };

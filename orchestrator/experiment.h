@@ -26,7 +26,7 @@ struct ParamSource {
 
 // Bounds of the driver's settings, the same for flags and experiment files.
 constexpr int64_t kDefaultMaxRuns = 100000;
-constexpr int64_t kMaxRunsLimit = 10000000;
+constexpr int64_t kMaxRunsLimit = 1000000;  // a planned run holds ~900 B: 10 M needed ~9 GB (issue 41 item 14)
 constexpr int64_t kMaxParallel = 100000;
 constexpr int64_t kMaxRetries = 1000;
 constexpr int64_t kMaxSeconds = int64_t(365) * 86400;  // wall time and stall timeout: a year

@@ -263,8 +263,11 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
   const fs::path file = exp_dir / kCommandFile;
   if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made by a fanout older than the resume command)");
   toml::table t;
+  const std::string text = read_input_file(file, 1 << 20);
+  if (const int line = toml_deep_key_line(text))
+    throw UserError(file.string() + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
   try {
-    t = toml::parse_file(file.string());
+    t = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     throw UserError(file.string() + ": " + std::string(e.description()));
   }
@@ -392,8 +395,8 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
     if (r.service >= 0 && (i == 0 || plan.runs[i - 1].service != r.service))
       out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
           << ", shared by the runs below until the next service)\n";
-    out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << r.session;
-    for (auto& [k, v] : r.point.values) out << " " << k << "=" << v;  // the plan holds what the experiment uses
+    out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << printable(r.session);
+    for (auto& [k, v] : r.point.values) out << " " << k << "=" << printable(v);  // the plan holds what the experiment uses
     out << "\n";
   }
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";

@@ -236,16 +236,26 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   return outcome.failed ? 1 : 0;
 }
 
-// Re-ingests every run folder below dir (an experiment folder or a run-<stamp> folder).
-int ingest_tree(const fs::path& dir, ResultsDb& db) {
+// Re-ingests every run folder below dir (an experiment folder or a run-<stamp> folder), in path order. A folder
+// whose run.toml cannot be read is reported and skipped; the rest are stored. Returns (stored, skipped).
+std::pair<int, int> ingest_tree(const fs::path& dir, ResultsDb& db) {
   std::vector<fs::path> runs;
   for (auto& e : fs::recursive_directory_iterator(dir))
     if (e.path().filename() == kRunMetadataFile) runs.push_back(e.path().parent_path());
-  db.ingest_runs(runs, [](const fs::path& run, const IngestReport& report) {
-    std::cout << run.string() << ": " << report.samples << " samples\n";
-    for (auto& w : report.warnings) std::cout << "  warning: " << w << "\n";
-  });
-  return int(runs.size());
+  std::sort(runs.begin(), runs.end());
+  int stored = 0, skipped = 0;
+  db.ingest_runs(
+      runs,
+      [&](const fs::path& run, const IngestReport& report) {
+        ++stored;
+        std::cout << printable(run.string()) << ": " << report.samples << " samples\n";
+        for (auto& w : report.warnings) std::cout << "  warning: " << printable(w) << "\n";
+      },
+      [&](const fs::path& run, const std::string& why) {
+        ++skipped;
+        std::cerr << "fanout: skipped " << printable(run.string()) << ": " << printable(why) << "\n";
+      });
+  return {stored, skipped};
 }
 
 // `fanout ls`: one line per experiment folder (one holding fanout.sqlite) under dir, newest last. Exit 1 when a
@@ -275,18 +285,23 @@ int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) 
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return std::tie(a.s.last_end_s, a.name) < std::tie(b.s.last_end_s, b.name);
   });
-  char line[512];
-  std::snprintf(line, sizeof line, "%-28s %6s %9s %6s %6s  %-20s  %s\n", "EXPERIMENT", "RUNS", "COMPLETED", "FAILED", "OTHER",
-                "LAST END (UTC)", "REPORT");
-  out << line;
+  // Names and paths as the terminal may show them (an ESC in a folder name is printed as \x1b), each row whole
+  // however long they are.
+  auto row = [&](const std::string& name, const std::string& counts, const std::string& report) {
+    std::string line = printable(name);
+    if (line.size() < 28) line.resize(28, ' ');
+    out << line << counts << "  " << printable(report) << "\n";
+  };
+  char counts[128];
+  std::snprintf(counts, sizeof counts, " %6s %9s %6s %6s  %-20s", "RUNS", "COMPLETED", "FAILED", "OTHER", "LAST END (UTC)");
+  row("EXPERIMENT", counts, "REPORT");
   for (auto& r : rows) {
     auto count = [&](const char* status) { auto it = r.s.runs_by_status.find(status); return it == r.s.runs_by_status.end() ? int64_t(0) : it->second; };
     const int64_t completed = count("COMPLETED"), failed = count("FAILED");
     const std::string last = r.s.last_end_s > 0 ? iso8601_utc(int64_t(r.s.last_end_s * 1e9)).substr(0, 19) : "-";
-    std::snprintf(line, sizeof line, "%-28s %6lld %9lld %6lld %6lld  %-20s  %s\n", r.name.c_str(), (long long)r.s.runs,
-                  (long long)completed, (long long)failed, (long long)(r.s.runs - completed - failed), last.c_str(),
-                  r.report.empty() ? "-" : r.report.c_str());
-    out << line;
+    std::snprintf(counts, sizeof counts, " %6lld %9lld %6lld %6lld  %-20s", (long long)r.s.runs, (long long)completed, (long long)failed,
+                  (long long)(r.s.runs - completed - failed), last.c_str());
+    row(r.name, counts, r.report.empty() ? "-" : r.report);
   }
   if (rows.empty() && !unreadable) out << "(no experiments under " << dir.string() << ")\n";
   return unreadable ? 1 : 0;
@@ -402,9 +417,11 @@ Command ingest_command(CLI::App& results) {
   return {cmd, [exp] {
             if (!fs::is_directory(*exp)) throw UserError(*exp + ": not a folder");
             ResultsDb db(fs::path(*exp) / layout::kDatabase);
-            const int n = ingest_tree(*exp, db);
-            std::cout << n << " run(s) ingested into " << (fs::path(*exp) / layout::kDatabase).string() << "\n";
-            return 0;
+            const auto [stored, skipped] = ingest_tree(*exp, db);
+            std::cout << stored << " run(s) ingested into " << (fs::path(*exp) / layout::kDatabase).string();
+            if (skipped) std::cout << "; " << skipped << " skipped (listed on stderr)";
+            std::cout << "\n";
+            return skipped ? 1 : 0;
           }};
 }
 
@@ -495,8 +512,9 @@ Command compare_command(CLI::App& results) {
             // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
             if (report.rows.empty())
               throw UserError("results compare: no run of " + st->a + " matches one of " + st->b + " (" +
-                              std::to_string(report.unmatched_a) + " and " + std::to_string(report.unmatched_b) +
-                              " unmatched; --ignore a parameter that differs, or check --metric)");
+                              std::to_string(report.unmatched_a) + " and " + std::to_string(report.unmatched_b) + " unmatched; " +
+                              (report.differing.empty() ? std::string("check --metric") :
+                                                          "differing: " + join(report.differing, " | ") + "; --ignore one of them to match across it") + ")");
             print_comparison(report, st->opts, std::cout);
             return report.regressions ? 1 : 0;
           }};
@@ -687,8 +705,14 @@ int drive(int argc, char** argv) {
 
 }  // namespace
 
+// SIGPIPE (`fanout ... | head`): the sweep goes on and records every run; writes to the closed pipe just fail.
+// A handler, not SIG_IGN: an ignored signal stays ignored in the ranks and programs the driver starts, a caught one
+// is reset to its default by exec.
+void on_sigpipe(int) {}
+
 int main(int argc, char** argv) {
   fanout::never_group_or_world_writable();
+  std::signal(SIGPIPE, on_sigpipe);
   // The rendezvous service holds a socket per rank: the soft limit of open files goes up to the hard one.
   if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
     r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
@@ -697,7 +721,7 @@ int main(int argc, char** argv) {
   try {
     return drive(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fanout: error: %s\n", e.what());
+    std::fprintf(stderr, "fanout: error: %s\n", printable_lines(e.what()).c_str());  // an echoed value's ESC is not run
     return 2;
   }
 }

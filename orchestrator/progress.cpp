@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "common/text.h"
+
 namespace fanout {
 
 std::string format_duration(double s) {
@@ -30,7 +32,7 @@ std::string status_line(const SweepCounts& c) {
   s += " | " + std::to_string(c.running) + " running | " + std::to_string(c.pending) + " pending";
   if (c.services_up) s += " | " + std::to_string(c.services_up) + (c.services_up == 1 ? " service up" : " services up");
   s += " | " + format_duration(c.elapsed_s) + " elapsed | ETA " + (std::isfinite(c.eta_s) ? format_duration(c.eta_s) : "after the first run") + "]";
-  if (!c.waiting.empty()) s += " waiting: " + c.waiting;
+  if (!c.waiting.empty()) s += " waiting: " + printable(c.waiting);  // the scheduler's words, as the terminal may show them
   return s;
 }
 

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <ostream>
 
 #include "common/error.h"
+#include "common/text.h"
+#include "results/display_unit.h"
 #include "results/metric_stats.h"
 #include "results/store.h"
 #include "results/layout.h"
@@ -77,15 +80,51 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   }
   for (auto& [key, mb] : ib)
     if (!ia.count(key)) ++report.unmatched_b;
+  // What sets A and B apart, for a user whose runs did not match.
+  auto values = [&](const ExperimentStats& s) {
+    std::map<std::string, std::set<std::string, NaturalLess>> v;
+    for (auto& m : s.stats)
+      for (auto& [k, x] : m.parameters)
+        if (std::find(opts.ignore.begin(), opts.ignore.end(), k) == opts.ignore.end()) v[k].insert(x);
+    return v;
+  };
+  auto va = values(sa), vb = values(sb);
+  auto list = [](const std::set<std::string, NaturalLess>& s) {
+    std::string out;
+    for (auto& x : s) out += (out.empty() ? "" : ",") + x;
+    return out.empty() ? std::string("(none)") : out;
+  };
+  std::set<std::string> names;
+  for (auto* v : {&va, &vb})
+    for (auto& [k, x] : *v) names.insert(k);
+  for (auto& k : names)
+    if (va[k] != vb[k]) report.differing.push_back(k + ": A " + list(va[k]) + "; B " + list(vb[k]));
   return report;
 }
 
+// One line per figure for people: the largest changes first, medians in a human unit, and of the parameters only
+// those that vary between the rows (the rest are the same everywhere, and said once above them).
 void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out) {
+  std::vector<const ComparisonRow*> rows;
+  for (auto& row : r.rows) rows.push_back(&row);
+  std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow* a, const ComparisonRow* b) { return std::fabs(a->change_pct) > std::fabs(b->change_pct); });
+  std::map<std::string, std::set<std::string>> seen;  // parameter -> values among the rows
+  for (auto* row : rows)
+    for (auto& word : split(row->match, ' '))
+      if (auto eq = word.find('='); eq != std::string::npos) seen[word.substr(0, eq)].insert(word.substr(eq + 1));
+  std::string same;
+  for (auto& [k, v] : seen)
+    if (v.size() == 1) same += (same.empty() ? "" : " ") + k + "=" + *v.begin();
+  if (!same.empty()) out << "all runs: " << same << "\n";
   char line[512];
-  for (auto& row : r.rows) {
-    std::snprintf(line, sizeof line, "%-11s %-20s %+8.2f%%  A %.4g [%.4g, %.4g]  B %.4g [%.4g, %.4g] %s  | %s\n",
-                  row.verdict.c_str(), (row.role + ":" + row.metric).c_str(), row.change_pct, row.median_a, row.ci_a_low,
-                  row.ci_a_high, row.median_b, row.ci_b_low, row.ci_b_high, row.unit.c_str(), row.match.c_str());
+  for (auto* row : rows) {
+    std::string varied;
+    for (auto& word : split(row->match, ' '))
+      if (auto eq = word.find('='); eq != std::string::npos && seen[word.substr(0, eq)].size() > 1) varied += (varied.empty() ? "" : " ") + word;
+    const DisplayUnit du = display_unit(row->unit, std::max(std::fabs(row->median_a), std::fabs(row->median_b)));
+    std::snprintf(line, sizeof line, "%-11s %+7.1f%%  %-24s %9.4g -> %-9.4g %-6s  %s\n", row->verdict.c_str(), row->change_pct,
+                  (row->role + ":" + row->metric).c_str(), row->median_a * du.factor, row->median_b * du.factor, du.label.c_str(),
+                  varied.c_str());
     out << line;
   }
   out << r.rows.size() << " comparisons, " << r.regressions << " regression(s) beyond " << opts.threshold_pct

@@ -29,6 +29,8 @@ struct ComparisonRow {
 struct ComparisonReport {
   std::vector<ComparisonRow> rows;
   size_t regressions = 0, unmatched_a = 0, unmatched_b = 0;
+  // Parameters whose values differ between A and B ("sleep_us: A 2000; B 8000"): why runs did not match.
+  std::vector<std::string> differing;
 };
 
 // 1 = worse is higher (times), -1 = worse is lower (rates), 0 = unknown.

@@ -17,13 +17,18 @@
 #include "results/metric_stats.h"
 #include "results/sample_block.h"
 #include "results/statistics.h"
+#include "common/text.h"
 #include "results/store.h"
 
 namespace fanout {
 
 namespace fs = std::filesystem;
 
-std::string csv_field(const std::string& s) {
+std::string csv_field(const std::string& text) {
+  // A spreadsheet runs a cell that starts with = + - @ (or a tab or CR) as a formula: such text, unless it is a
+  // number (-1 stays -1), gets a leading apostrophe, as OWASP's CSV-injection advice says.
+  const bool formula = !text.empty() && std::strchr("=+-@\t\r", text[0]) != nullptr && !parse_double(text);
+  const std::string s = formula ? "'" + text : text;
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);

@@ -26,7 +26,8 @@ size_t write_runs_csv(const ExperimentStats& stats, const std::filesystem::path&
 // All three into out_dir: samples.csv[.gz], statistics.csv, runs.csv.
 CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, bool gzip = false);
 
-// RFC 4180 quoting of one field.
+// RFC 4180 quoting of one field; text a spreadsheet would run as a formula (=, +, -, @ first, not a number)
+// gets a leading apostrophe.
 std::string csv_field(const std::string& s);
 
 }  // namespace fanout

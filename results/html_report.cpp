@@ -77,7 +77,7 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   std::vector<std::pair<const MetricGroups::key_type*, DisplayUnit>> cols;
   for (auto& [key, rows] : groups) {
     if (cols.size() == kMaxMetrics) break;
-    if (std::none_of(rows.begin(), rows.end(), [](const MetricStats* m) { return m->summary.count > 1; })) continue;
+    if (recorded_once_per_rank(rows)) continue;  // setup costs: their own table below
     double largest = 0;  // the column's unit fits its largest value: 16 us and 0.07 us, not 1.599e+04 ns
     for (auto* m : rows) largest = std::max(largest, std::abs(m->summary.median));
     cols.emplace_back(&key, display_unit(std::get<2>(key), largest));
@@ -114,6 +114,37 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   if (runs.size() > kMaxRows) h << "<p>" << runs.size() - kMaxRows << " more run(s): see Statistics below and csv/statistics.csv.</p>\n";
 }
 
+// Setup and teardown costs (each rank records them once): one row per run and metric, its varied parameters, the
+// ranks, and the median and slowest rank in the metric's display unit. False when there are none.
+bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, const char* id, const char* title, const char* note, std::ostream& h) {
+  bool any = false;
+  for (auto& [key, rows] : groups) {
+    if (!recorded_once_per_rank(rows)) continue;
+    if (!any) {
+      h << "<h2 id=\"" << id << "\">" << title << "</h2>\n<p>" << note << "</p>\n<table class=\"setup\"><tr><th class=\"l\">metric</th>";
+      for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
+      h << "<th>ranks</th><th>median</th><th>slowest rank</th></tr>\n";
+    }
+    any = true;
+    double largest = 0;
+    for (auto* m : rows) largest = std::max(largest, std::abs(m->summary.max));
+    const DisplayUnit du = display_unit(std::get<2>(key), largest);
+    for (auto* m : rows) {
+      h << "<tr><td class=\"l\">" << html_escape(std::get<1>(key)) << " (" << html_escape(std::get<0>(key)) << ")</td>";
+      for (auto& v : exp.varied) {
+        std::string val;
+        for (auto& [k, x] : m->parameters)
+          if (k == v) val = x;
+        h << "<td>" << html_escape(val) << "</td>";
+      }
+      h << "<td>" << m->ranks << "</td><td>" << num(m->summary.median * du.factor) << " " << html_escape(du.label) << "</td><td>"
+        << num(m->summary.max * du.factor) << " " << html_escape(du.label) << "</td></tr>\n";
+    }
+  }
+  if (any) h << "</table>\n";
+  return any;
+}
+
 }  // namespace
 
 void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file) {
@@ -145,14 +176,16 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   const Section sections[] = {
       {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them; aggregate bandwidth where a size was varied"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
-      {Plot::Section::Bookkeeping, "bookkeeping", "Setup and teardown", "metrics each rank records once (rendezvous, database start, cluster creation)"}};
+      {Plot::Section::Bookkeeping, "bookkeeping", "Setup and teardown", "metrics each rank records once (rendezvous, database start, cluster creation): a table, one row per run"}};
   MetricGroups groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
   write_medians_table(exp, groups, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
+  const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return recorded_once_per_rank(g.second); });
   for (auto& sec : sections)
-    if (std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))
+    if ((sec.kind == Plot::Section::Bookkeeping && setup_costs) ||
+        std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))
       h << "<li><a href=\"#" << sec.id << "\">" << sec.title << "</a></li>";
   h << "<li><a href=\"#statistics\">Statistics</a><ol>";
   for (auto& [key, rows] : groups)
@@ -161,6 +194,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   h << "</ol></li></ol></nav>\n";
   for (auto& sec : sections) {
     bool any = false;
+    if (sec.kind == Plot::Section::Bookkeeping) any = write_setup_table(exp, groups, sec.id, sec.title, sec.note, h);
     for (auto& p : plots) {
       if (p.section != sec.kind) continue;
       if (!any) h << "<h2 id=\"" << sec.id << "\">" << sec.title << "</h2>\n<p>" << sec.note << "</p>\n";

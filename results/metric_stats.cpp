@@ -1,5 +1,6 @@
 #include "results/metric_stats.h"
 
+#include <algorithm>
 #include <future>
 #include <set>
 
@@ -65,6 +66,10 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
   });
   if (pending.valid()) keep(pending.get());
   return out;
+}
+
+bool recorded_once_per_rank(const std::vector<const MetricStats*>& group) {
+  return std::all_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count <= size_t(std::max(1, m->ranks)); });
 }
 
 std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except) {

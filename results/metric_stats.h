@@ -36,6 +36,10 @@ struct ExperimentStats {
 
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
 
+// A setup cost (rendezvous, database start): every run's ranks recorded the metric once. Such a group is shown as
+// a table, not as distributions.
+bool recorded_once_per_rank(const std::vector<const MetricStats*>& group);
+
 // "param=value, ..." of the varied parameters except `except` (a series label), or "all runs".
 std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except = "");
 

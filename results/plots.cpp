@@ -78,10 +78,6 @@ DisplayUnit unit_of(const std::vector<const MetricStats*>& group) {
 }
 
 // A metric every rank records at most once per run (setup or teardown, not the measured loop).
-bool is_bookkeeping(const std::vector<const MetricStats*>& group) {
-  return std::all_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count <= size_t(std::max(1, m->ranks)); });
-}
-
 std::string file_stem(const std::string& role, const std::string& metric) { return filename_safe(role + "_" + metric, 80); }
 
 void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
@@ -304,14 +300,11 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   }
   fs::create_directories(dir);
   for (auto& [key, group] : by_metric(exp)) {
-    const bool bookkeeping = is_bookkeeping(group);
-    if (!bookkeeping) {
-      scaling(group, exp, dir, plots);
-      bandwidth(group, exp, dir, plots);
-    }
-    const auto section = bookkeeping ? Plot::Section::Bookkeeping : Plot::Section::Distribution;
-    violin(group, exp, dir, plots, section);
-    histogram(group, exp, db, dir, plots, section);
+    if (recorded_once_per_rank(group)) continue;  // setup costs: a table in the report, not a distribution
+    scaling(group, exp, dir, plots);
+    bandwidth(group, exp, dir, plots);
+    violin(group, exp, dir, plots, Plot::Section::Distribution);
+    histogram(group, exp, db, dir, plots, Plot::Section::Distribution);
   }
   run_gnuplot(plots, warnings);
   std::stable_sort(plots.begin(), plots.end(), [](const Plot& a, const Plot& b) { return std::tie(a.section, a.order) < std::tie(b.section, b.order); });

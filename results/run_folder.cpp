@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/text.h"
 #include "results/layout.h"
 
 namespace fanout {
@@ -61,8 +62,11 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
 RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
   toml::table root;
+  const std::string text = read_input_file(file, kMaxRunMetadataBytes);
+  if (const int line = toml_deep_key_line(text))
+    throw UserError(file.string() + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
   try {
-    root = toml::parse_file(file.string());
+    root = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

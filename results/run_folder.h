@@ -57,6 +57,8 @@ struct RunMetadata {
 };
 
 constexpr const char* kRunMetadataFile = "run.toml";
+// A run.toml larger than this is refused unread (one holds parameters, steps, provenance and per-rank exits).
+constexpr size_t kMaxRunMetadataBytes = size_t(64) << 20;
 
 // Atomic; Deferred leaves the fsync to the caller's sync_filesystem() (common/files.h).
 void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m, Durability durability = Durability::Now);

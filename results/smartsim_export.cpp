@@ -50,14 +50,26 @@ std::string utc(double epoch_s, const char* format) {
   return buf;
 }
 
+// A value as configparser's write() puts it: a line break continues the value on the next line, indented by a
+// tab, so a newline in a value cannot start a key of its own. A carriage return, which configparser's reader also
+// takes for a line break, is written as one (it reads back as a newline).
+std::string ini_value(const std::string& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '\r' && i + 1 < v.size() && v[i + 1] == '\n') continue;  // CRLF: one break
+    out += v[i] == '\n' || v[i] == '\r' ? std::string("\n\t") : std::string(1, v[i]);
+  }
+  return out;
+}
+
 // utils.write_run_config: [run] then [attributes], "key = value", a blank line after each section.
 void write_run_config(const fs::path& file, const std::vector<std::pair<std::string, std::string>>& run,
                       const std::vector<std::pair<std::string, std::string>>& attributes) {
   std::ofstream f(file);
   f << "[run]\n";
-  for (auto& [k, v] : run) f << k << " = " << v << "\n";
+  for (auto& [k, v] : run) f << k << " = " << ini_value(v) << "\n";
   f << "\n[attributes]\n";
-  for (auto& [k, v] : attributes) f << k << " = " << v << "\n";
+  for (auto& [k, v] : attributes) f << k << " = " << ini_value(v) << "\n";
   f << "\n";
   if (!f.flush()) throw UserError("cannot write " + file.string());
 }

@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::regex kRankFile(R"(rank_(\d+)_timing\.csv)");
+constexpr int64_t kMaxRank = 10'000'000;  // far above any job's ranks; what int holds with room
 
 // INI sections -> key -> value ("[run]" / "[attributes]"; "key = value"; ';' and '#' comments).
 std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini(const fs::path& file) {
@@ -29,10 +30,20 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini
   std::ifstream in(file);
   std::string section, line;
   int n = 0;
+  bool open_value = false;  // the last line was a key's: an indented line continues its value (configparser)
   while (std::getline(in, line)) {
     ++n;
     std::string t = trim(line);
-    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (open_value && !line.empty() && (line[0] == ' ' || line[0] == '\t')) {
+      out[section].back().second += "\n" + t;  // an empty continuation ("\t") is an empty line of the value
+      continue;
+    }
+    if (t.empty()) {
+      open_value = false;
+      continue;
+    }
+    open_value = false;
+    if (t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[' && t.back() == ']') {
       section = trim(t.substr(1, t.size() - 2));
       continue;
@@ -44,6 +55,7 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini
     for (const auto& [k, v] : out[section])
       if (k == key) throw UserError(file.string() + ":" + std::to_string(n) + ": '" + key + "' twice in [" + section + "]");
     out[section].emplace_back(std::move(key), trim(t.substr(eq + 1)));
+    open_value = true;
   }
   return out;
 }
@@ -117,6 +129,7 @@ std::vector<TimingRow> read_rank_file(const fs::path& file) {
     auto rank = parse_int(trim_view(t.substr(0, c1)));
     auto secs = seconds_of(trim_view(t.substr(c2 + 1)));
     if (!rank) throw bad("rank is not an integer");
+    if (*rank < 0 || *rank > kMaxRank) throw bad("rank is outside 0.." + std::to_string(kMaxRank));
     if (!secs) throw bad("seconds is not a number");
     rows.push_back({int(*rank), std::string(trim_view(t.substr(c1 + 1, c2 - c1 - 1))), *secs});
   }
@@ -172,7 +185,11 @@ SessionTimings read_session(const fs::path& dir, const fs::path& session) {
     std::smatch match;
     std::string name = e.path().filename().string();
     if (std::regex_match(name, match, kRankFile)) {
-      ranks.emplace_back(std::stoi(match[1]), std::vector<TimingRow>{});
+      // The digits of the name, checked as a rank: a huge number is an error naming the file, not a bare "stoi".
+      const auto rank = parse_int(match[1].str());
+      if (!rank || *rank > kMaxRank)
+        throw UserError(e.path().string() + ": rank " + match[1].str().substr(0, 24) + " in the file name is outside 0.." + std::to_string(kMaxRank));
+      ranks.emplace_back(int(*rank), std::vector<TimingRow>{});
       rank_files.push_back(e.path());
     }
   }

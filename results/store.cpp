@@ -333,8 +333,15 @@ PackedRun pack_run(const fs::path& run_dir) {
   run.dir = run_dir;
   std::vector<fs::path> files;
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec))
-    if (e.path().extension() == ".samples") files.push_back(e.path());
+  for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec)) {
+    if (e.path().extension() != ".samples") continue;
+    std::error_code type_ec;
+    if (e.symlink_status(type_ec).type() != fs::file_type::regular) {  // a FIFO would hang the read, a device never end
+      run.warnings.push_back(e.path().string() + ": not a regular file, not read");
+      continue;
+    }
+    files.push_back(e.path());
+  }
   std::sort(files.begin(), files.end());
   // Every file packed on every core. Memory holds this run's samples (ingest_runs: two runs', this one and the
   // one being stored).
@@ -373,15 +380,24 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
 IngestReport ResultsDb::ingest_run(const fs::path& run_dir) { return store_packed(*this, pack_run(run_dir)); }
 
 void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
-                            const std::function<void(const fs::path&, const IngestReport&)>& stored) {
+                            const std::function<void(const fs::path&, const IngestReport&)>& stored,
+                            const std::function<void(const fs::path&, const std::string&)>& skipped) {
   // The next folder is read and packed in a thread of its own while this one is stored: SQLite takes one writer,
   // and packing had waited for it (10 M samples in 40 runs: 3.2 s one after the other, 2.6 s overlapped).
   std::future<PackedRun> next;
   if (!run_dirs.empty()) next = std::async(std::launch::async, pack_run, run_dirs[0]);
   for (size_t i = 0; i < run_dirs.size(); ++i) {
-    PackedRun run = next.get();  // an unreadable run.toml is thrown here, in folder order
+    std::optional<PackedRun> run;
+    try {
+      run = next.get();  // an unreadable run.toml is thrown here, in folder order
+    } catch (const UserError& e) {
+      if (!skipped) throw;
+      if (i + 1 < run_dirs.size()) next = std::async(std::launch::async, pack_run, run_dirs[i + 1]);
+      skipped(run_dirs[i], e.what());
+      continue;
+    }
     if (i + 1 < run_dirs.size()) next = std::async(std::launch::async, pack_run, run_dirs[i + 1]);
-    stored(run_dirs[i], store_packed(*this, run));
+    stored(run_dirs[i], store_packed(*this, *run));
   }
 }
 

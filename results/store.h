@@ -57,9 +57,11 @@ class ResultsDb {
   // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
   IngestReport ingest_run(const std::filesystem::path& run_dir);
   // Run folders in order, each as ingest_run stores it, the next one read while this one is stored; `stored` is
-  // called after each. A folder ingest_run would refuse stops it there, with the runs before it stored.
+  // called after each. A folder ingest_run would refuse (an unreadable run.toml): with `skipped`, reported to it
+  // and passed over, the rest stored; without, it stops there with the runs before it stored.
   void ingest_runs(const std::vector<std::filesystem::path>& run_dirs,
-                   const std::function<void(const std::filesystem::path&, const IngestReport&)>& stored);
+                   const std::function<void(const std::filesystem::path&, const IngestReport&)>& stored,
+                   const std::function<void(const std::filesystem::path&, const std::string& why)>& skipped = nullptr);
 
   // Where samples go while a run is stored: metric() resolves a metric's id once, sample() stores one sample,
   // block() a block of them already packed (sample_block.h) for one (metric, rank), after that pair's earlier ones.

@@ -94,7 +94,27 @@ bool pbs_available() { return on_path("qsub") && on_path("qstat"); }
 
 const char* const kArrayJobName = "fanout-array";
 
+void refuse_unsafe_directives(const JobSpec& job) {
+  // qsub splits a #PBS line into words as a shell would (and PBS Pro reads quotes): a blank or a quote in a
+  // value starts another option (-q "a -v LD_PRELOAD=x"). Slurm gets these fields through libslurm, PBS only
+  // through these lines, so such values are refused, naming the flag, before anything is written.
+  auto refuse = [](const std::string& flag, const std::string& v, const std::string& why) {
+    for (unsigned char c : v)
+      if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == '#' || c == 0x7f)
+        throw UserError(flag + ": '" + printable(v) + "' " + why);
+  };
+  refuse("--partition", job.options.partition, "cannot go on a #PBS -q line (blanks, quotes, '#' and backslashes would start other qsub options)");
+  refuse("--account", job.options.account, "cannot go on a #PBS -A line (blanks, quotes, '#' and backslashes would start other qsub options)");
+  refuse("--results_dir", job.run_dir.string(),
+         "is the run folder, which #PBS -o names: qsub would split it at blanks or quotes; use a --results_dir without them with PBS");
+}
+
+void PbsScheduler::check(const std::vector<JobSpec>& jobs) {
+  for (auto& j : jobs) refuse_unsafe_directives(j);
+}
+
 std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
+  refuse_unsafe_directives(job);
   const SchedulerOptions& o = job.options;
   const JobSpec::NodeLoad most = job.busiest_node();
   const std::string nodes = std::to_string(job.total_nodes()), cpus = std::to_string(most.cpus);

@@ -15,6 +15,9 @@ namespace fanout {
 enum class PbsFlavor { Pro, Torque };  // Pro: select/place syntax, qstat -F json; Torque: nodes=N:ppn=K, text qstat
 
 std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor);
+// UserError naming the flag when a value cannot go on a #PBS line as one word (-q, -A, -o): qsub would read the
+// rest as options of its own.
+void refuse_unsafe_directives(const JobSpec& job);
 
 // One qstat listing, parsed: job id -> attributes (job_state, Exit_status, exec_host, comment, ...).
 using QstatJobs = std::map<std::string, std::map<std::string, std::string>>;
@@ -31,6 +34,7 @@ class PbsScheduler : public Scheduler {
   PbsScheduler();  // finds qsub/qstat/qdel on PATH and the flavor from `qstat --version`
   std::string name() const override { return "pbs"; }
   std::string render_script(const JobSpec& job) const override { return pbs_job_script(job, flavor_); }
+  void check(const std::vector<JobSpec>& jobs) override;
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.
   // Each run's id is "<array id>#<i>"; its end comes from its exit markers.

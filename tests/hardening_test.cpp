@@ -5,7 +5,9 @@
 // nothing written.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -13,9 +15,14 @@
 #include <fstream>
 #include <random>
 
+#include "common/error.h"
 #include "common/files.h"
+#include "results/csv_export.h"
 #include "schedulers/scheduler.h"
+#include "tests/expect_throw.h"
 #include "tests/test_util.h"
+
+extern char** environ;
 
 using namespace fanout;
 namespace fs = std::filesystem;
@@ -115,7 +122,7 @@ TEST(Hardening, PermutationCountsAreCheckedBeforeAnythingIsExpanded) {
                  "600 permutations (600) exceed --max_runs=5 (x 100 before exclusions)");
   expect_refused(d, {"calibration_sleep", "--sleep_us=[1,2,3,4,5,6,7,8]", "--max_runs=5", "--exclude=sleep_us=1"},
                  "more than 5 permutations remain after the exclusions");
-  expect_refused(d, {"calibration_sleep", "--max_runs=0"}, "--max_runs: 0 is out of range (1 to 10000000)");
+  expect_refused(d, {"calibration_sleep", "--max_runs=0"}, "--max_runs: 0 is out of range (1 to 1000000)");
 }
 
 TEST(Hardening, OneResumeAtATimeAndNotBesideARunningDriver) {
@@ -218,7 +225,15 @@ TEST(Hardening, JobScriptsOfArbitraryPathsParseWithTheSameLines) {
       for (int k = 0; k < len; ++k) name += alphabet[rng() % alphabet.size()];
       JobSpec job = plain;
       job.run_dir = d.path / ("r" + std::to_string(i)) / name;
+      // PBS takes the run folder on a #PBS -o line, which qsub splits into words (issue 41 item 13): a path
+      // with a blank, a quote, '#' or a backslash is refused there, naming the flag; any other is one word.
+      const bool splits = name.find_first_of(" \"'#\\") != std::string::npos;
+      if (launcher == "pbs" && splits) {
+        EXPECT_THROW_WITH(render_job_script(launcher, job), UserError, "--results_dir: ");
+        continue;
+      }
       const std::string script = render_job_script(launcher, job);
+      if (launcher == "pbs") EXPECT_NE(script.find("#PBS -o " + (job.run_dir / "pbs.out").string() + "\n"), std::string::npos) << script;
       EXPECT_EQ(line_count(script), expected) << launcher << " " << job.run_dir;
       const fs::path file = d.path / "job.sh";
       write_file_atomic(file, script);
@@ -266,4 +281,122 @@ TEST(Hardening, ReadOnlyAndFullDisksGiveTheRealErrorNamingThePlace) {
   EXPECT_EQ(full.err.find("no transaction is active"), std::string::npos) << full.err;
   EXPECT_NE(full.err.find("fanout: error: results database " + (d.path / "results" / "full" / "fanout.sqlite").string() + ": disk I/O error"),
             std::string::npos) << full.err;
+}
+
+// Issue 41, round 3 (LOW items). 17: `fanout ... | head` closes the driver's output early: the sweep goes on,
+// every run is recorded, and the exit status is the sweep's (it was 141, SIGPIPE, with the ranks killed).
+TEST(Hardening3, AClosedOutputPipeDoesNotStopTheSweep) {
+  test::TempDir d;
+  // The reader is gone before the driver starts (as after `head` exits): its first write already meets EPIPE.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  close(fds[0]);
+  const std::vector<std::string> args = {test::fanout_exe().string(), "calibration_sleep", "--exp_name=pipe", "--sleep_us=[1,2,3]", "--iterations=50"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addchdir_np(&fa, d.path.c_str());
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 120));
+  EXPECT_EQ(test::exit_status(st), 0) << "141 is death by SIGPIPE";
+  EXPECT_EQ(test::sql_one(d.path / "results" / "pipe" / "fanout.sqlite", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "3");
+  EXPECT_TRUE(fs::exists(d.path / "results" / "pipe" / "csv" / "statistics.csv"));
+}
+
+// 16: a CSV cell a spreadsheet would run as a formula (=, +, -, @ first) gets a leading apostrophe, unless it is a
+// number (-1 stays -1).
+TEST(Hardening3, CsvCellsAreNeverFormulas) {
+  EXPECT_EQ(csv_field("=1+1"), "'=1+1");
+  EXPECT_EQ(csv_field("@SUM(A1)"), "'@SUM(A1)");
+  EXPECT_EQ(csv_field("-cmd|' /C calc'!A0"), "'-cmd|' /C calc'!A0");
+  EXPECT_EQ(csv_field("+x,y"), "\"'+x,y\"");
+  EXPECT_EQ(csv_field("-1"), "-1");
+  EXPECT_EQ(csv_field("+2.5e3"), "+2.5e3");
+  EXPECT_EQ(csv_field("plain"), "plain");
+}
+
+// 15: names and reasons with control characters reach the terminal escaped (an ESC would recolour or move it),
+// and a `fanout ls` row of any length is one whole line.
+TEST(Hardening3, ControlCharactersAreEscapedAndLongRowsStayWhole) {
+  test::TempDir d;
+  // fanout names its own experiments safely; folders renamed by hand (or copied from elsewhere) are not.
+  const std::string odd = std::string("esc\x1b[31mred");
+  const std::string longname(250, 'x');  // with its report path, a row of over 600 bytes
+  for (const std::string& name : {std::string("a"), std::string("b")})
+    ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=" + name, "--iterations=1"}).exit_code, 0);
+  ASSERT_EQ(fanout_cmd(d, {"process_scaling_results", "results/b"}).exit_code, 0);
+  fs::rename(d.path / "results" / "a", d.path / "results" / odd);
+  fs::rename(d.path / "results" / "b", d.path / "results" / longname);
+  auto ls = fanout_cmd(d, {"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_EQ(ls.out.find('\x1b'), std::string::npos) << "a raw ESC reached the terminal";
+  EXPECT_NE(ls.out.find("esc\\x1b[31mred"), std::string::npos) << ls.out;
+  size_t rows = 0;
+  for (size_t at = 0; (at = ls.out.find('\n', at)) != std::string::npos; ++at) ++rows;
+  EXPECT_EQ(rows, 3u) << "the header and two whole rows";
+  EXPECT_NE(ls.out.find(longname + " "), std::string::npos) << "the 600-byte name is not cut";
+  auto typo = fanout_cmd(d, {"calibration_sleep", "--exp_name=x", "--iterations=\x1b[2J"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.err.find('\x1b'), std::string::npos) << "an echoed value's ESC is not run";
+}
+
+// 13: a #PBS -q/-A value with a blank or a quote injected qsub options (-v LD_PRELOAD=...); now refused before
+// anything is written, naming the flag, as the dry run shows.
+TEST(Hardening3, PbsDirectivesTakeNoValueThatQsubWouldSplit) {
+  test::TempDir d;
+  expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--partition=work -v LD_PRELOAD=/tmp/x.so", "--dry-run"}, "--partition: 'work -v LD_PRELOAD=/tmp/x.so' cannot go on a #PBS -q line");
+  expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--account=a\"b", "--dry-run"}, "--account: ");
+  expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--results_dir=my results", "--dry-run"}, "--results_dir: ");
+  auto ok = fanout_cmd(d, {"calibration_sleep", "--launcher=pbs", "--partition=workq", "--account=proj-1", "--dry-run"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("#PBS -q workq\n#PBS -A proj-1\n"), std::string::npos) << ok.out;
+}
+
+// 10 and 11: inputs that hung, exhausted memory or overflowed the stack. A run.toml that is a FIFO, a 2 GB sparse
+// file, or holds a dotted key of 60,000 parts; a samples "file" that is a FIFO. `fanout results ingest` reports
+// each bad run folder and skips it, ingests the rest, says how many, and exits 1; nothing hangs.
+TEST(Hardening3, IngestSkipsRunsItCannotReadAndNeverHangs) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=ing", "--sleep_us=[1,2,3,4,5]", "--iterations=3"}).exit_code, 0);
+  std::vector<fs::path> runs;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "ing"))
+    if (e.path().filename() == "run.toml") runs.push_back(e.path().parent_path());
+  std::sort(runs.begin(), runs.end());
+  ASSERT_EQ(runs.size(), 5u);
+  fs::remove(runs[0] / "run.toml");
+  ASSERT_EQ(mkfifo((runs[0] / "run.toml").c_str(), 0600), 0);
+  fs::remove(runs[1] / "run.toml");
+  std::ofstream(runs[1] / "run.toml").close();
+  fs::resize_file(runs[1] / "run.toml", uintmax_t(2) << 30);  // sparse: no disk used
+  std::string deep = "a";
+  for (int i = 0; i < 60000; ++i) deep += ".a";
+  write_file_atomic(runs[2] / "run.toml", deep + " = 1\n");
+  fs::path samples;
+  for (auto& e : fs::directory_iterator(runs[3] / "samples")) samples = e.path();
+  ASSERT_FALSE(samples.empty());
+  fs::remove(samples);
+  ASSERT_EQ(mkfifo(samples.c_str(), 0600), 0);
+  fs::remove(d.path / "results" / "ing" / "fanout.sqlite");
+  auto r = test::run_command({test::fanout_exe().string(), "results", "ingest", "results/ing"}, d.path, {}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 run(s) ingested into"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("run.toml: not a regular file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2147483648 bytes, more than the"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run.toml:1: a dotted key of more than 128 parts"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("not a regular file, not read"), std::string::npos) << "the FIFO of samples is a warning of its run";
+  EXPECT_EQ(test::sql_one(d.path / "results" / "ing" / "fanout.sqlite", "SELECT count(*) FROM runs"), "2");
+  // The same key in an experiment file is a clear error, not a crash.
+  write_file_atomic(d.path / "deep.toml", "[experiment]\nplugin = \"calibration\"\n" + deep + " = 1\n");
+  auto run = fanout_cmd(d, {"run", "deep.toml", "--dry-run"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("deep.toml:3: a dotted key of more than 128 parts"), std::string::npos) << run.err;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -144,7 +145,11 @@ TEST(CheckpointStore, ReadersRacingTheWriterNeverSeeATornCheckpoint) {
     }
   };
   std::thread r1(reader), r2(reader);
-  for (uint64_t v = 1; v <= 300; ++v) writer.publish(v, bytes_of(256 * 1024, v), 0);
+  // At least 300 versions, and on until the readers have read 10 while the writer wrote (event-driven: a starved
+  // reader on a loaded machine makes the race longer, never a failure; 60 s bounds it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (uint64_t v = 1; v <= 300 || (ok.load() <= 10 && std::chrono::steady_clock::now() < deadline); ++v)
+    writer.publish(v, bytes_of(256 * 1024, v), 0);
   done = true;
   r1.join();
   r2.join();
@@ -337,7 +342,7 @@ TEST(ControlChannel, ForgedPostsNeverReachTheTrainer) {
   worker.send({parameter_serving::kPost, 1, 2.0, 3});
   worker.send({parameter_serving::kPost, 0, 7.0, 3});  // for another worker: the connection is dropped
   std::vector<parameter_serving::ControlMessage> got;
-  for (int i = 0; i < 50 && server.refused() < 3; ++i) server.poll_messages(100, got);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); (server.refused() < 3) && std::chrono::steady_clock::now() < until;) server.poll_messages(100, got);
   close(no_token);
   close(wrong);
   ASSERT_EQ(got.size(), 2u);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 #include <regex>
 #include <sstream>
 
@@ -97,6 +98,28 @@ fs::path make_smartsim_tree(const fs::path& root) {
 test::CommandResult run(const test::TempDir& d, std::vector<std::string> args) { return test::run_fanout(d.path, args); }
 
 }  // namespace
+
+// Issue 41 item 19: rank 4294967296 was stored as rank 0, and a huge rank in a file name failed the whole import
+// with a bare "stoi". Both now skip their session with a reason naming the file; the rest is imported.
+TEST(SmartSimImport, RanksOutOfRangeSkipTheirSessionNamingTheFile) {
+  test::TempDir d;
+  fs::path exp = make_smartsim_tree(d.path);
+  fs::path run = exp / "run-2023-07-17-13:21:17";
+  for (auto [name, file, line] : {std::tuple{"throughput-sess-cpp-N8-bigname", "rank_4294967296_timing.csv", "0,put_tensor,0.1\n"},
+                                  {"throughput-sess-cpp-N8-bigvalue", "rank_0_timing.csv", "4294967296,put_tensor,0.1\n"}}) {
+    fs::create_directories(run / name);
+    write_run_config(run / name, fs::absolute(run / name).string(), {{"colocated", "0"}, {"client_nodes", "8"}, {"language", "cpp"}}, "cpp");
+    std::ofstream(run / name / file) << line;
+  }
+  ResultsDb db(exp / "fanout.sqlite");
+  auto r = import_smartsim_tree(exp, db);
+  EXPECT_EQ(r.runs, 2);
+  ASSERT_EQ(r.skipped.size(), 3u);
+  std::string all;
+  for (auto& s : r.skipped) all += s + "\n";
+  EXPECT_NE(all.find("rank_4294967296_timing.csv: rank 4294967296 in the file name is outside 0..10000000"), std::string::npos) << all;
+  EXPECT_NE(all.find("-bigvalue/rank_0_timing.csv:1: rank is outside 0..10000000"), std::string::npos) << all;
+}
 
 TEST(SmartSimImport, EveryLineLandsOnceAndBrokenSessionsAreSkipped) {
   test::TempDir d;
@@ -252,9 +275,11 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   ASSERT_NE(distributions, std::string::npos);
   ASSERT_NE(bookkeeping, std::string::npos);
   EXPECT_LT(toc, headline);
+  EXPECT_LT(page.out.find("<h2 id=\"medians\">Medians</h2>"), toc) << "the first screen has the numbers";
   EXPECT_LT(headline, distributions);
   EXPECT_LT(distributions, bookkeeping);
-  EXPECT_GT(page.out.find("rendezvous (copy): distribution by ranks"), bookkeeping) << "setup costs come last";
+  EXPECT_EQ(page.out.find("rendezvous (copy): distribution by ranks"), std::string::npos) << "a setup cost is a table, not a violin";
+  EXPECT_GT(page.out.find("<td class=\"l\">rendezvous (copy)</td>"), bookkeeping) << "setup costs come last, as a table";
   // Human units: copies of 4 KiB and 64 KiB take well under a millisecond; the table and the axes say so.
   EXPECT_EQ(page.out.find("<small>(copy, s)</small>"), std::string::npos) << "not in seconds";
   EXPECT_TRUE(page.out.find("<small>(copy, ns)</small>") != std::string::npos || page.out.find("<small>(copy, us)</small>") != std::string::npos);
@@ -263,6 +288,36 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   const std::string hist = read_file(out / "plots" / "hist_copy_copy.gp");
   EXPECT_NE(hist.find("title 'ranks_per_node=1, copy_bytes=4096'"), std::string::npos) << hist;
   EXPECT_EQ(hist.find("-sess-"), std::string::npos) << hist;
+}
+
+// Issue 41 item 12: a newline in a value forged an attribute in the exported run.cfg (configparser and our importer
+// read "forged" as a key). Values are now written as configparser's own write() writes them (a line break continues
+// on a tab-indented line): Python's configparser, SmartSim-Scaling's reader, reads the value back whole, and so does
+// our importer.
+TEST(SmartSimExport, ANewlineInAValueCannotForgeAnAttribute) {
+  test::TempDir d;
+  std::ofstream(d.path / "figures.txt") << "put_tensor 0 0.001 s\nput_tensor 1 0.002 s\n";
+  const std::string value = "a\nforged = 1\r\n[run]\n\nz";
+  ASSERT_EQ(run(d, {"results", "record", "results/nl", "--run=r1", "--file=" + (d.path / "figures.txt").string(), "--param=note=" + value}).exit_code, 0);
+  auto r = run(d, {"results", "export-smartsim", "results/nl", "--out=" + (d.path / "tree").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::path cfg;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "tree"))
+    if (e.path().filename() == "run.cfg" && fs::exists(e.path().parent_path() / "rank_0_timing.csv")) cfg = e.path();
+  ASSERT_FALSE(cfg.empty());
+  const std::string expect = "a\nforged = 1\n[run]\n\nz";  // CRLF is one break, as configparser's reader takes it
+  auto py = test::run_command({"/usr/bin/python3", "-c",
+                               "import configparser,sys\nc=configparser.ConfigParser()\nc.read(sys.argv[1])\n"
+                               "sys.stdout.write(repr(sorted(c['attributes'].keys()))+'|'+c['attributes']['note'])",
+                               cfg.string()}, d.path, {}, 30);
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(py.out.substr(py.out.find('|') + 1), expect) << py.out;
+  EXPECT_EQ(py.out.find("'forged'"), std::string::npos) << py.out;
+  ResultsDb db(d.path / "tree" / "fanout.sqlite");
+  auto imported = import_smartsim_tree(d.path / "tree", db);
+  ASSERT_EQ(imported.runs, 1) << (imported.skipped.empty() ? "" : imported.skipped[0]);
+  EXPECT_EQ(test::sql_one(d.path / "tree" / "fanout.sqlite", "SELECT value FROM parameters WHERE name='note'"), expect);
+  EXPECT_EQ(test::sql_one(d.path / "tree" / "fanout.sqlite", "SELECT count(*) FROM parameters WHERE name='forged'"), "0");
 }
 
 // Issue 21 item 10: fanout runs in SmartSim-Scaling's own layout, written as its utils.write_run_config and C++
@@ -412,8 +467,13 @@ TEST(Compare, FlagsAPlantedRegressionAndNotNoise) {
   EXPECT_EQ(planted.exit_code, 1) << planted.out;
   // 2000 -> 8000 us is +300 %; a loaded machine adds the same scheduling delay to both medians, which shrinks
   // the ratio but cannot change its sign or bring it near zero: the check is the sign and the size.
-  const auto at = planted.out.find("regression  sleep:sleep");
+  // One line per figure, for people: the verdict, the change, the metric, both medians in a human unit.
+  const auto at = planted.out.find("regression ");
   ASSERT_NE(at, std::string::npos) << planted.out;
+  const std::string line = planted.out.substr(at, planted.out.find('\n', at) - at);
+  EXPECT_NE(line.find("sleep:sleep"), std::string::npos) << line;
+  EXPECT_NE(line.find(" ms"), std::string::npos) << line << ": 2000 us reads as 2 ms";
+  EXPECT_LT(line.size(), 100u) << line;
   const double change = std::strtod(planted.out.c_str() + planted.out.find_first_of("+-", at), nullptr);
   EXPECT_GT(change, 50.0) << planted.out;
   EXPECT_LT(change, 400.0) << planted.out;
@@ -424,4 +484,5 @@ TEST(Compare, FlagsAPlantedRegressionAndNotNoise) {
   auto none = run(d, {"results", "compare", "results/base", "results/slower"});
   EXPECT_EQ(none.exit_code, 2) << none.out;
   EXPECT_NE(none.err.find("no run of results/base matches one of results/slower ("), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("differing: sleep_us: A 2000; B 8000"), std::string::npos) << none.err << ": it names the parameter that differs";
 }

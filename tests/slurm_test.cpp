@@ -502,9 +502,12 @@ TEST_F(Slurm, ResumeStopsTheDatabaseAKilledDriverLeftUp) {
 
 // A run preempted by a more urgent job (partition urgent, tier 2, cancels partition preemptible's jobs on n9-n10;
 // scripts/slurm-cluster.sh) ends PREEMPTED and, with --max_retries, runs again once the nodes are free.
+// The run sleeps 150 x 100 ms (at least 15 s on any machine): the chain that preempts it (squeue, sbatch, the
+// controller's scheduling cycle) took about 2 s here, so it still runs when the urgent job arrives on a machine
+// several times slower.
 TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
   pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=slurm", "--partition=preemptible", "--exclusive", "--exp_name=pre",
-                                          "--sleep_us=100000", "--iterations=50", "--warmup=0", "--max_retries=1"},
+                                          "--sleep_us=100000", "--iterations=150", "--warmup=0", "--max_retries=1"},
                                  d.path / "err.txt");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 120)) << read_file(d.path / "err.txt");
@@ -527,8 +530,8 @@ TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
   ASSERT_EQ(rows.size(), 2u) << err;
   EXPECT_EQ(rows[0][0], "PREEMPTED");
   EXPECT_EQ(rows[1][0], "COMPLETED");
-  EXPECT_EQ(one("pre", "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.status = 'COMPLETED'"), "51")
-      << "50 iterations + 1 rendezvous of the retry";
+  EXPECT_EQ(one("pre", "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.status = 'COMPLETED'"), "151")
+      << "150 iterations + 1 rendezvous of the retry";
 }
 
 // Restarts a virtual node's slurmd when it goes out of scope and waits until Slurm has the node back.
@@ -764,7 +767,7 @@ TEST_F(Slurm, StepsGetTheCpusAndGpusTheyAskOnABindingSite) {
   // gives them (CUDA_VISIBLE_DEVICES), and the run then fails honestly: this libtorch has no CUDA.
   auto g = fanout({"inference_standard", "--launcher=slurm", "--partition=gpu", "--exp_name=gpus", "--db_nodes=1", "--db_cpus=1",
                    "--client_nodes=1", "--clients_per_node=1", "--device=GPU", "--num_devices=2", "--iterations=1", "--net_ifname=lo",
-                   "--db_port=23550"},
+                   "--db_port=23650"},  // not ResumeStopsTheDatabase...'s 23550: the two may run at once
                   900);
   EXPECT_EQ(g.exit_code, 1) << g.err;
   auto gpus = query("gpus", "SELECT gpus, cpus FROM rank_resources WHERE role='db'");

@@ -80,7 +80,7 @@ fs::path throughput_sweep(const test::TempDir& d, const std::string& exp, int po
   args.insert(args.end(), flags.begin(), flags.end());
   if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) { return f.rfind("--net_ifname=", 0) == 0; }))
     args.push_back("--net_ifname=lo");
-  auto r = test::run_fanout(d.path, args, 120);
+  auto r = test::run_fanout(d.path, args, 600);
   EXPECT_EQ(r.exit_code, expect_exit) << r.err;
   return d.path / "results" / exp / "fanout.sqlite";
 }
@@ -381,6 +381,52 @@ TEST(RedisServer, RunsWithoutJemallocsBackgroundPurgeThread) {
   ASSERT_EQ(cli(s.port(), {"DEL", "k"}), "1\n");
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(s.pid()) + "/task"))
     EXPECT_EQ(fanout::read_file(task.path() / "comm").find("jemalloc_bg"), std::string::npos) << task.path();
+}
+
+// Issue 41 item 9: a CLUSTER SLOTS reply with a negative slot (or a host that is not a string) made the client
+// index out of bounds (SIGSEGV). A peer on a real socket answers each malformed reply in turn; the client refuses
+// each with an error naming the server, and a well-formed one still works.
+TEST(TensorClient, AMalformedClusterSlotsReplyIsAnErrorNotACrash) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  listen(fd, 16);
+  const int port = ntohs(a.sin_port);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto master = "*3\r\n$9\r\n127.0.0.1\r\n:" + std::to_string(port) + "\r\n$2\r\nid\r\n";
+  const std::vector<std::pair<std::string, std::string>> replies = {
+      {"*1\r\n*3\r\n:-5\r\n:16383\r\n" + master, "has slots outside 0..16383"},
+      {"*1\r\n*3\r\n:0\r\n:99999\r\n" + master, "has slots outside 0..16383"},
+      {"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n:1\r\n:2\r\n", "has no master [host, port]"},
+      {"*1\r\n*3\r\n:0\r\n:16383\r\n*1\r\n$1\r\nx\r\n", "has no master [host, port]"},
+      {"*1\r\n:7\r\n", "is not [first, last, master, ...]"},
+      {"*1\r\n*3\r\n$1\r\n0\r\n:16383\r\n" + master, "has slots outside 0..16383"}};
+  std::thread peer([&] {
+    for (auto& [reply, why] : replies) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[256];
+      if (read(c, buf, sizeof buf) > 0) (void)!write(c, reply.data(), reply.size());  // the answer to CLUSTER SLOTS
+      read(c, buf, sizeof buf);  // until the client closes
+      close(c);
+    }
+  });
+  ClientOptions o = options({address}, true);
+  o.password.clear();
+  for (auto& [reply, why] : replies) {
+    try {
+      Client c(o);
+      ADD_FAILURE() << "a malformed reply was taken: " << reply;
+    } catch (const ClientError& e) {
+      EXPECT_NE(std::string(e.what()).find("malformed CLUSTER SLOTS reply from " + address + ": range 0 " + why), std::string::npos) << e.what();
+    }
+  }
+  peer.join();
+  close(fd);
 }
 
 TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {

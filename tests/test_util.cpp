@@ -61,6 +61,38 @@ JobSpec trivial_job(const fs::path& dir, const std::string& name) {
   return j;
 }
 
+namespace {
+
+// Drivers spawned by the running test. One still running when the test ends (an assertion failed before the test
+// stopped it: a --hang_rank driver would run on forever) is interrupted as Ctrl-C does (its ranks cancelled), and
+// killed if it has not ended 15 s later.
+std::vector<pid_t>& spawned_drivers() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
+class StopDriversAtTestEnd : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    for (pid_t pid : spawned_drivers()) {
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) != 0) continue;  // reaped by the test, or ended now
+      kill(pid, SIGINT);
+      if (!wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 15)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+      }
+    }
+    spawned_drivers().clear();
+  }
+};
+
+const bool kStopDriversRegistered = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new StopDriversAtTestEnd);
+  return true;
+}();
+
+}  // namespace
+
 pid_t spawn_fanout(const fs::path& cwd, const std::vector<std::string>& args, const fs::path& err_file) {
   std::vector<std::string> argv = {fanout_exe().string()};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -74,6 +106,7 @@ pid_t spawn_fanout(const fs::path& cwd, const std::vector<std::string>& args, co
   pid_t pid = -1;
   if (posix_spawn(&pid, cargs[0], &fa, nullptr, cargs.data(), environ) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&fa);
+  if (pid > 0) spawned_drivers().push_back(pid);
   return pid;
 }
 

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <future>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <thread>
@@ -361,7 +362,7 @@ TEST(MasterChannel, StrangersAreRefusedAndOnlyThePeersLinesArrive) {
   torchloader::LineClient peer("127.0.0.1:" + std::to_string(server.port()), token, 5000);
   ASSERT_TRUE(peer.send("REGISTER 0 4 127.0.0.1"));
   std::vector<torchloader::Line> got;
-  for (int i = 0; i < 50 && (got.empty() || server.refused() < 3); ++i)
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); ((got.empty() || server.refused() < 3)) && std::chrono::steady_clock::now() < until;)
     for (auto& l : server.poll(100)) got.push_back(l);
   ASSERT_EQ(got.size(), 1u) << "only the peer's line, no CLOSED for a stranger: " << (got.empty() ? "" : got[0].text);
   EXPECT_EQ(got[0].text, "REGISTER 0 4 127.0.0.1");
@@ -369,7 +370,7 @@ TEST(MasterChannel, StrangersAreRefusedAndOnlyThePeersLinesArrive) {
   EXPECT_TRUE(server.send(got[0].conn, "EXIT"));
   std::vector<std::string> back;
   bool master_gone = false;
-  for (int i = 0; i < 50 && back.empty(); ++i) back = peer.poll(100, master_gone);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); (back.empty()) && std::chrono::steady_clock::now() < until;) back = peer.poll(100, master_gone);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0], "EXIT");
   EXPECT_FALSE(master_gone);
@@ -384,13 +385,13 @@ TEST(MasterChannel, APeersLineReadingClosedIsNotItsEnd) {
   {
     torchloader::LineClient peer("127.0.0.1:" + std::to_string(server.port()), token, 5000);
     ASSERT_TRUE(peer.send("CLOSED"));
-    for (int i = 0; i < 50 && got.empty(); ++i)
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); (got.empty()) && std::chrono::steady_clock::now() < until;)
       for (auto& l : server.poll(100)) got.push_back(l);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].text, "CLOSED");
     EXPECT_FALSE(got[0].closed);
   }  // the peer leaves
-  for (int i = 0; i < 50 && got.size() < 2; ++i)
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30); (got.size() < 2) && std::chrono::steady_clock::now() < until;)
     for (auto& l : server.poll(100)) got.push_back(l);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_TRUE(got[1].closed);

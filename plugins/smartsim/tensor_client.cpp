@@ -162,16 +162,30 @@ void Client::refresh_slots() {
         last_error = seed + ": " + (r ? std::string(r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : n.ctx->errstr);
         continue;
       }
+      // Every element checked for its type and range before it is used: a malformed reply (a negative slot, a
+      // host that is not a string) is an error naming the server, never an index out of bounds.
+      auto malformed = [&](size_t i, const char* why) {
+        return ClientError("malformed CLUSTER SLOTS reply from " + seed + ": range " + std::to_string(i) + " " + why);
+      };
+      std::vector<bool> seen(16384, false);
       size_t covered = 0;
       for (size_t i = 0; i < r->elements; ++i) {
-        redisReply* range = r->element[i];
-        if (range->elements < 3) continue;
-        long long lo = range->element[0]->integer, hi = range->element[1]->integer;
-        redisReply* master = range->element[2];
-        std::string host = master->element[0]->str;
+        const redisReply* range = r->element[i];
+        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) throw malformed(i, "is not [first, last, master, ...]");
+        const redisReply *first = range->element[0], *last = range->element[1], *master = range->element[2];
+        if (first->type != REDIS_REPLY_INTEGER || last->type != REDIS_REPLY_INTEGER || first->integer < 0 || last->integer > 16383 ||
+            first->integer > last->integer)
+          throw malformed(i, "has slots outside 0..16383");
+        if (master->type != REDIS_REPLY_ARRAY || master->elements < 2 || master->element[0]->type != REDIS_REPLY_STRING ||
+            master->element[1]->type != REDIS_REPLY_INTEGER || master->element[1]->integer < 1 || master->element[1]->integer > 65535)
+          throw malformed(i, "has no master [host, port]");
+        std::string host(master->element[0]->str, master->element[0]->len);
         if (host.empty()) host = seed.substr(0, seed.rfind(':'));
-        std::string addr = host + ":" + std::to_string(master->element[1]->integer);
-        for (long long s = lo; s <= hi && s < 16384; ++s) slot_owner_[size_t(s)] = addr, ++covered;
+        const std::string addr = host + ":" + std::to_string(master->element[1]->integer);
+        for (long long s = first->integer; s <= last->integer; ++s) {
+          slot_owner_[size_t(s)] = addr;
+          if (!seen[size_t(s)]) seen[size_t(s)] = true, ++covered;
+        }
       }
       if (covered != 16384) throw ClientError("the Redis Cluster at " + seed + " covers " + std::to_string(covered) + " of 16384 slots");
       return;

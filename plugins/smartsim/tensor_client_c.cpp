@@ -136,6 +136,7 @@ int fanout_tc_put_tensor(fanout_tc* c, const char* key, const void* data, const 
                          fanout_tc_dtype dtype) {
   return guarded(c, [&] {
     Tensor t = tensor_of(dims, n_dims, dtype);
+    if (!data && t.bytes) throw smartsim::ClientError("data is NULL");
     c->client->put_tensor(text(key, "key"), t.dtype, t.dims, data, t.bytes);
   });
 }
@@ -144,6 +145,7 @@ int fanout_tc_unpack_tensor(fanout_tc* c, const char* key, void* out, const size
                             fanout_tc_dtype dtype) {
   return guarded(c, [&] {
     Tensor t = tensor_of(dims, n_dims, dtype);
+    if (!out && t.bytes) throw smartsim::ClientError("out is NULL");  // nothing written is not success
     c->client->unpack_tensor(text(key, "key"), t.dtype, t.dims, out, t.bytes);
   });
 }

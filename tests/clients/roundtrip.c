@@ -66,6 +66,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "a FLOAT tensor was unpacked as DOUBLE\n");
     return 1;
   }
+  /* A NULL buffer is an error, not a success that wrote nothing (issue 41 item 18). */
+  if (fanout_tc_unpack_tensor(c, key, NULL, dims, 1, FANOUT_TC_FLOAT) == 0 || !strstr(fanout_tc_error(c), "out is NULL")) {
+    fprintf(stderr, "unpack into NULL returned success\n");
+    return 1;
+  }
+  if (fanout_tc_put_tensor(c, key, NULL, dims, 1, FANOUT_TC_FLOAT) == 0 || !strstr(fanout_tc_error(c), "data is NULL")) {
+    fprintf(stderr, "put from NULL returned success\n");
+    return 1;
+  }
   printf("ok %d\n", count);
   fanout_tc_free(c);
   return 0;
