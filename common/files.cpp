@@ -67,17 +67,35 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 std::string read_input_file(const std::filesystem::path& path, size_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one. The file checked is the
+  // file read (one descriptor): nothing can be swapped in between.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
-  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  ::close(fd);
-  if (!regular) throw UserError(path.string() + ": not a regular file");
-  if (size_t(st.st_size) > max_bytes)
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(path.string() + ": not a regular file");
+  }
+  if (size_t(st.st_size) > max_bytes) {
+    ::close(fd);
     throw UserError(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) + " such a file may have");
-  std::string text = read_file(path);
-  if (text.size() > max_bytes) throw UserError(path.string() + ": grew past " + std::to_string(max_bytes) + " bytes while read");
+  }
+  std::string text(size_t(st.st_size) + 1, '\0');  // one byte more: a file that grew meanwhile is seen to
+  size_t have = 0;
+  while (have < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw UserError("cannot read " + path.string() + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    have += size_t(n);
+  }
+  ::close(fd);
+  if (have > max_bytes) throw UserError(path.string() + ": grew past " + std::to_string(max_bytes) + " bytes while read");
+  text.resize(have);
   return text;
 }
 

@@ -195,10 +195,13 @@ int toml_deep_key_line(std::string_view text, size_t max_parts) {
       const std::string_view end = multi ? std::string_view(c == '"' ? "\"\"\"" : "\'\'\'") : std::string_view(&text[i], 1);
       size_t j = i + (multi ? 3 : 1);
       for (; j < text.size() && text.substr(j, end.size()) != end; ++j) {
-        if (c == '"' && text[j] == '\\') ++j;
-        else if (text[j] == '\n') ++line;
+        if (c == '"' && text[j] == '\\' && j + 1 < text.size()) ++j;  // an escaped character: \" or a line-ending backslash
+        if (text[j] == '\n') ++line;
       }
-      i = std::min(text.size(), j + end.size()) - 1;
+      j += end.size();
+      // A multi-line string may end with up to two more quotes of its kind ("""a"""" is a"): they belong to it.
+      for (int extra = 0; multi && extra < 2 && j < text.size() && text[j] == c; ++extra) ++j;
+      i = std::min(text.size(), j) - 1;
     } else if (c == '.') {
       if (++parts > max_parts) return line;
     } else if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ' ' || c == '\t')) {

@@ -287,6 +287,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       if (!t) throw UserError(where + ": [[exclude]] entries must be tables of name = value(s)");
       Exclusion e;
       e.origin = where;
+      e.base = fs::absolute(file).parent_path();
       for (auto& [k, v] : *t) e.conditions[std::string(k.str())] = toml_values(v, toml_at(file, v));
       req.excludes.push_back(std::move(e));
     }
@@ -478,7 +479,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     // A file parameter's values are absolute in the plan: an exclusion names them as typed, so it is resolved alike.
     for (auto& [name, values] : e.conditions)
       if (const ParamSpec* p = plugin.param(name); p && p->type == FANOUT_PARAM_PATH)
-        for (auto& v : values) v = resolve_path_value(*p, v, e.origin);
+        for (auto& v : values) v = resolve_path_value(*p, v, e.origin, e.base);
     plan.space.exclude(e);
   }
 

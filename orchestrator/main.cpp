@@ -278,7 +278,7 @@ int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) 
       if (fs::exists(e.path() / "processed" / "report.html", ec)) r.report = (e.path() / "processed" / "report.html").string();
       rows.push_back(std::move(r));
     } catch (const UserError& x) {
-      err << "fanout: error: " << x.what() << "\n";
+      err << "fanout: error: " << printable_lines(x.what()) << "\n";
       unreadable = true;
     }
   }
@@ -303,7 +303,7 @@ int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) 
                   (long long)(r.s.runs - completed - failed), last.c_str());
     row(r.name, counts, r.report.empty() ? "-" : r.report);
   }
-  if (rows.empty() && !unreadable) out << "(no experiments under " << dir.string() << ")\n";
+  if (rows.empty() && !unreadable) out << "(no experiments under " << printable(dir.string()) << ")\n";
   return unreadable ? 1 : 0;
 }
 
@@ -513,7 +513,7 @@ Command compare_command(CLI::App& results) {
             if (report.rows.empty())
               throw UserError("results compare: no run of " + st->a + " matches one of " + st->b + " (" +
                               std::to_string(report.unmatched_a) + " and " + std::to_string(report.unmatched_b) + " unmatched; " +
-                              (report.differing.empty() ? std::string("check --metric") :
+                              (report.differing.empty() ? std::string("both hold the same values, in other combinations: --ignore a parameter, or check --metric") :
                                                           "differing: " + join(report.differing, " | ") + "; --ignore one of them to match across it") + ")");
             print_comparison(report, st->opts, std::cout);
             return report.regressions ? 1 : 0;
@@ -563,11 +563,11 @@ Command process_command(CLI::App& app) {
   return {cmd, [st] {
             auto report = process_scaling_results(st->dir, st->opts);
             if (report.imported_runs) std::cout << "imported " << report.imported_runs << " SmartSim-Scaling run(s)\n";
-            for (auto& w : report.warnings) std::cerr << "warning: " << w << "\n";
+            for (auto& w : report.warnings) std::cerr << "warning: " << printable_lines(w) << "\n";
             for (auto& f : report.files)
               if (f.extension() != ".dat" && f.extension() != ".gp") std::cout << f.string() << "\n";
             // What could be read is processed; a session that could not be is an error, not a warning.
-            for (auto& u : report.unreadable) std::cerr << "fanout: error: session not imported: " << u << "\n";
+            for (auto& u : report.unreadable) std::cerr << "fanout: error: session not imported: " << printable_lines(u) << "\n";
             return report.unreadable.empty() ? 0 : 1;
           }};
 }

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@ struct Axis {
 struct Exclusion {
   std::map<std::string, std::vector<std::string>> conditions;  // name -> values that match
   std::string origin;                                          // for error messages: "--exclude", "file:line"
+  std::filesystem::path base;  // where a relative file value is found: the experiment file's folder ("" : the cwd)
 };
 
 // One concrete point: parameter values in declaration order.

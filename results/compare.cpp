@@ -97,8 +97,9 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   std::set<std::string> names;
   for (auto* v : {&va, &vb})
     for (auto& [k, x] : *v) names.insert(k);
+  auto capped = [](std::string s) { return s.size() > 120 ? s.substr(0, 117) + "..." : s; };
   for (auto& k : names)
-    if (va[k] != vb[k]) report.differing.push_back(k + ": A " + list(va[k]) + "; B " + list(vb[k]));
+    if (va[k] != vb[k]) report.differing.push_back(printable(capped(k + ": A " + list(va[k]) + "; B " + list(vb[k]))));
   return report;
 }
 
@@ -107,7 +108,9 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
 void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out) {
   std::vector<const ComparisonRow*> rows;
   for (auto& row : r.rows) rows.push_back(&row);
-  std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow* a, const ComparisonRow* b) { return std::fabs(a->change_pct) > std::fabs(b->change_pct); });
+  // Largest change first; a change that is not a number (a median of 0 or NaN) last.
+  auto size = [](const ComparisonRow* r) { return std::isfinite(r->change_pct) ? std::fabs(r->change_pct) : -1.0; };
+  std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRow* a, const ComparisonRow* b) { return size(a) > size(b); });
   std::map<std::string, std::set<std::string>> seen;  // parameter -> values among the rows
   for (auto* row : rows)
     for (auto& word : split(row->match, ' '))
@@ -115,17 +118,17 @@ void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std
   std::string same;
   for (auto& [k, v] : seen)
     if (v.size() == 1) same += (same.empty() ? "" : " ") + k + "=" + *v.begin();
-  if (!same.empty()) out << "all runs: " << same << "\n";
-  char line[512];
+  if (!same.empty()) out << "all runs: " << printable(same) << "\n";
+  char line[160];
   for (auto* row : rows) {
     std::string varied;
     for (auto& word : split(row->match, ' '))
       if (auto eq = word.find('='); eq != std::string::npos && seen[word.substr(0, eq)].size() > 1) varied += (varied.empty() ? "" : " ") + word;
     const DisplayUnit du = display_unit(row->unit, std::max(std::fabs(row->median_a), std::fabs(row->median_b)));
-    std::snprintf(line, sizeof line, "%-11s %+7.1f%%  %-24s %9.4g -> %-9.4g %-6s  %s\n", row->verdict.c_str(), row->change_pct,
-                  (row->role + ":" + row->metric).c_str(), row->median_a * du.factor, row->median_b * du.factor, du.label.c_str(),
-                  varied.c_str());
-    out << line;
+    std::snprintf(line, sizeof line, "%-11s %+7.1f%%  %-24s %9.4g -> %-9.4g %-6s  ", row->verdict.c_str(), row->change_pct,
+                  printable(row->role + ":" + row->metric).c_str(), row->median_a * du.factor, row->median_b * du.factor,
+                  printable(du.label).c_str());
+    out << line << printable(varied) << "\n";  // the parameters whole, however long: never a cut line
   }
   out << r.rows.size() << " comparisons, " << r.regressions << " regression(s) beyond " << opts.threshold_pct
       << " % with disjoint 95 % intervals";

@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 std::string csv_field(const std::string& text) {
   // A spreadsheet runs a cell that starts with = + - @ (or a tab or CR) as a formula: such text, unless it is a
   // number (-1 stays -1), gets a leading apostrophe, as OWASP's CSV-injection advice says.
-  const bool formula = !text.empty() && std::strchr("=+-@\t\r", text[0]) != nullptr && !parse_double(text);
+  const bool formula = !text.empty() && text[0] != '\0' && std::strchr("=+-@\t\r", text[0]) != nullptr && !parse_double(text);
   const std::string s = formula ? "'" + text : text;
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";

@@ -75,9 +75,15 @@ using MetricGroups = std::map<std::tuple<std::string, std::string, std::string>,
 void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups, std::ostream& h) {
   constexpr size_t kMaxRows = 30, kMaxMetrics = 6;
   std::vector<std::pair<const MetricGroups::key_type*, DisplayUnit>> cols;
-  for (auto& [key, rows] : groups) {
+  // Metrics sampled many times first (what the study measures), then those recorded once per rank.
+  std::vector<const MetricGroups::value_type*> order;
+  for (auto& g : groups)
+    if (!recorded_once_per_rank(g.second)) order.push_back(&g);
+  for (auto& g : groups)
+    if (recorded_once_per_rank(g.second)) order.push_back(&g);
+  for (auto* g : order) {
+    const auto& [key, rows] = *g;
     if (cols.size() == kMaxMetrics) break;
-    if (recorded_once_per_rank(rows)) continue;  // setup costs: their own table below
     double largest = 0;  // the column's unit fits its largest value: 16 us and 0.07 us, not 1.599e+04 ns
     for (auto* m : rows) largest = std::max(largest, std::abs(m->summary.median));
     cols.emplace_back(&key, display_unit(std::get<2>(key), largest));
@@ -114,7 +120,7 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   if (runs.size() > kMaxRows) h << "<p>" << runs.size() - kMaxRows << " more run(s): see Statistics below and csv/statistics.csv.</p>\n";
 }
 
-// Setup and teardown costs (each rank records them once): one row per run and metric, its varied parameters, the
+// Metrics each rank records once (setup costs, per-rank totals): one row per run and metric, its varied parameters, the
 // ranks, and the median and slowest rank in the metric's display unit. False when there are none.
 bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, const char* id, const char* title, const char* note, std::ostream& h) {
   bool any = false;
@@ -176,7 +182,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   const Section sections[] = {
       {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them; aggregate bandwidth where a size was varied"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
-      {Plot::Section::Bookkeeping, "bookkeeping", "Setup and teardown", "metrics each rank records once (rendezvous, database start, cluster creation): a table, one row per run"}};
+      {Plot::Section::Bookkeeping, "bookkeeping", "Recorded once per rank", "metrics each rank records once (setup costs such as rendezvous and database start, and per-rank totals): a table, one row per run; their distributions where a run has 8 ranks or more"}};
   MetricGroups groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };

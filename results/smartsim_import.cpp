@@ -7,6 +7,7 @@
 #include <optional>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -24,26 +25,36 @@ namespace {
 const std::regex kRankFile(R"(rank_(\d+)_timing\.csv)");
 constexpr int64_t kMaxRank = 10'000'000;  // far above any job's ranks; what int holds with room
 
-// INI sections -> key -> value ("[run]" / "[attributes]"; "key = value"; ';' and '#' comments).
+// INI sections -> key -> value, read by the rules of Python's configparser (its _read, with the defaults that
+// SmartSim-Scaling's write_run_config uses): ';' and '#' start full-line comments (skipped, also inside a value),
+// no inline comments; a line indented deeper than its key's line continues the value; an empty line inside a
+// value is kept as an empty line of it; the joined value loses its trailing white space.
 std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini(const fs::path& file) {
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> out;
-  std::ifstream in(file);
+  std::istringstream in(read_input_file(file, 1 << 20));
   std::string section, line;
   int n = 0;
-  bool open_value = false;  // the last line was a key's: an indented line continues its value (configparser)
+  std::string* value = nullptr;  // the value of the key being read (continuations go to it)
+  size_t key_indent = 0;
+  auto finish = [&] {  // '\n'.join(parts).rstrip()
+    if (value) value->erase(value->find_last_not_of(" \t\r\n") + 1);
+    value = nullptr;
+  };
   while (std::getline(in, line)) {
     ++n;
-    std::string t = trim(line);
-    if (open_value && !line.empty() && (line[0] == ' ' || line[0] == '\t')) {
-      out[section].back().second += "\n" + t;  // an empty continuation ("\t") is an empty line of the value
-      continue;
-    }
+    const std::string t = trim(line);
+    if (!t.empty() && (t[0] == '#' || t[0] == ';')) continue;
     if (t.empty()) {
-      open_value = false;
+      if (value) *value += "\n";
       continue;
     }
-    open_value = false;
-    if (t[0] == '#' || t[0] == ';') continue;
+    const size_t indent = line.find_first_not_of(" \t\r\f\v");
+    if (value && indent > key_indent) {
+      *value += "\n" + t;
+      continue;
+    }
+    finish();
+    key_indent = indent;
     if (t.front() == '[' && t.back() == ']') {
       section = trim(t.substr(1, t.size() - 2));
       continue;
@@ -55,8 +66,9 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>> read_ini
     for (const auto& [k, v] : out[section])
       if (k == key) throw UserError(file.string() + ":" + std::to_string(n) + ": '" + key + "' twice in [" + section + "]");
     out[section].emplace_back(std::move(key), trim(t.substr(eq + 1)));
-    open_value = true;
+    value = &out[section].back().second;
   }
+  finish();
   return out;
 }
 
@@ -110,7 +122,7 @@ std::optional<double> seconds_of(std::string_view s) {
 // One rank_<r>_timing.csv: "rank,function,seconds" lines (blank lines skipped). Read whole and parsed in place:
 // a sweep's tree holds millions of lines.
 std::vector<TimingRow> read_rank_file(const fs::path& file) {
-  const std::string text = read_file(file);
+  const std::string text = read_input_file(file, size_t(2) << 30);  // a regular file: a FIFO would hang the import
   std::vector<TimingRow> rows;
   rows.reserve(text.size() / 24);
   int n = 0;

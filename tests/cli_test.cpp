@@ -67,7 +67,7 @@ TEST(Cli, CalibrationSweepReportsTheKnownCost) {
     if (cols.at(col("metric")) != "sleep") continue;
     double sleep_us = std::stod(cols.at(col("sleep_us"))), median = std::stod(cols.at(col("median")));
     // Longer by at most the sleep again plus 5 ms, or by what a sleep overshoots on this machine now (p90, 4x).
-    const double late_us = 4e6 * test::sleep_overshoot_s(sleep_us * 1e-6, 5);
+    const double late_us = std::min(100 * sleep_us, 4e6 * test::sleep_overshoot_s(sleep_us * 1e-6, 5));  // a 1000x unit error still fails
     EXPECT_GE(median, sleep_us) << line;
     EXPECT_LT(median, 2 * sleep_us + std::max(5000.0, late_us)) << line;
     ++checked;

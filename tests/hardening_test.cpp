@@ -399,4 +399,9 @@ TEST(Hardening3, IngestSkipsRunsItCannotReadAndNeverHangs) {
   auto run = fanout_cmd(d, {"run", "deep.toml", "--dry-run"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("deep.toml:3: a dotted key of more than 128 parts"), std::string::npos) << run.err;
+  // A multi-line string that ends in extra quotes ("""a"""" is a") does not hide the key after it.
+  write_file_atomic(d.path / "deep2.toml", "[experiment]\nplugin = \"calibration\"\nnote = \"\"\"a\"\"\"\"\n" + deep + " = 1\n");
+  auto quoted = fanout_cmd(d, {"run", "deep2.toml", "--dry-run"});
+  EXPECT_EQ(quoted.exit_code, 2) << quoted.err;
+  EXPECT_NE(quoted.err.find("deep2.toml:4: a dotted key of more than 128 parts"), std::string::npos) << quoted.err;
 }

@@ -2,6 +2,8 @@
 // headless Chromium), and compare on real experiments run by fanout.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <tuple>
 #include <regex>
@@ -283,11 +285,40 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   // Human units: copies of 4 KiB and 64 KiB take well under a millisecond; the table and the axes say so.
   EXPECT_EQ(page.out.find("<small>(copy, s)</small>"), std::string::npos) << "not in seconds";
   EXPECT_TRUE(page.out.find("<small>(copy, ns)</small>") != std::string::npos || page.out.find("<small>(copy, us)</small>") != std::string::npos);
-  EXPECT_NE(read_file(out / "plots" / "aggregate_bandwidth_copy_copy.gp").find("[GB/s]"), std::string::npos) << "tens of GB/s in memory";
+  // Memory copies run at GB/s here, hundreds of MB/s on a slow or loaded machine: a bandwidth unit either way, never
+  // B/s (a unit error) nor the raw bytes/s.
+  const std::string agg = read_file(out / "plots" / "aggregate_bandwidth_copy_copy.gp");
+  EXPECT_TRUE(agg.find("[GB/s]") != std::string::npos || agg.find("[MB/s]") != std::string::npos) << agg;
   // Legends name parameter values, never session names with their hashes.
   const std::string hist = read_file(out / "plots" / "hist_copy_copy.gp");
   EXPECT_NE(hist.find("title 'ranks_per_node=1, copy_bytes=4096'"), std::string::npos) << hist;
   EXPECT_EQ(hist.find("-sess-"), std::string::npos) << hist;
+}
+
+// run.cfg read by configparser's own rules (what SmartSim-Scaling's readers get): continuation lines indented
+// deeper than their key, comment lines inside a value skipped, an empty line inside a value kept, trailing white
+// space dropped. Python's configparser reads the same file, and every attribute must agree.
+TEST(SmartSimImport, RunCfgIsReadAsConfigparserReadsIt) {
+  test::TempDir d;
+  fs::path exp = d.path / "results" / "cfg";
+  fs::path s = exp / "run-2023-07-17-13:21:17" / "throughput-sess-cpp-N1-T1-x";
+  fs::create_directories(s);
+  std::ofstream(s / "run.cfg") << "[run]\nname = throughput-sess-cpp-N1-T1-x\nlanguage = cpp\n\n[attributes]\n"
+                                  "a = 1\n  continued\n# a comment\nb = x\n\t# a comment inside the value\n\ty\n"
+                                  "c = z\n\n  after a blank line\nd = last   \ne = \n\n";
+  write_cpp_throughput_rank(s, 0, 1, 0.001);
+  ResultsDb db(exp / "fanout.sqlite");
+  auto r = import_smartsim_tree(exp, db);
+  ASSERT_EQ(r.runs, 1) << (r.skipped.empty() ? "" : r.skipped[0]);
+  auto py = test::run_command({"/usr/bin/python3", "-c",
+                               "import configparser,sys,json\nc=configparser.ConfigParser()\nc.read(sys.argv[1])\n"
+                               "print(json.dumps(dict(c['attributes'])))",
+                               (s / "run.cfg").string()}, d.path, {}, 30);
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  const auto expect = nlohmann::json::parse(py.out);
+  ASSERT_EQ(expect.size(), 5u) << py.out;
+  for (auto& [k, v] : expect.items())
+    EXPECT_EQ(test::sql_one(exp / "fanout.sqlite", "SELECT value FROM parameters WHERE name='" + k + "'"), v.get<std::string>()) << k;
 }
 
 // Issue 41 item 12: a newline in a value forged an attribute in the exported run.cfg (configparser and our importer
@@ -392,7 +423,7 @@ TEST(SmartSimImport, AnUnreadableRankFileSkipsItsSessionNamingIt) {
   EXPECT_EQ(r.runs, 1);
   ASSERT_EQ(r.skipped.size(), 2u);
   const std::string all = r.skipped[0] + "\n" + r.skipped[1];
-  EXPECT_NE(all.find("rank_9_timing.csv: Is a directory"), std::string::npos) << all;
+  EXPECT_NE(all.find("rank_9_timing.csv: not a regular file"), std::string::npos) << all;
 }
 
 // A SmartSim-Scaling tree imported, exported and imported again: its runs carry SmartSim-Scaling's own `language`

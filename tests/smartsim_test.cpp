@@ -629,7 +629,14 @@ TEST(ThroughputSweep, ThePasswordIsOnNoCommandLineWhileTheSweepRuns) {
       if (e.path().filename() == "smartsim.password") password_file = e.path();
     return !password_file.empty();
   }, 60)) << fanout::read_file(d.path / "err.txt");
-  // Once its server runs (its argv names the experiment's redis.conf), every command line is read.
+  // The database's rank writes the password before it starts its server, and only the driver stops the server:
+  // with the driver stopped now, the server comes up and stays up while every command line is read, however
+  // fast or slow the machine (event-driven; the sweep could end between two scans before). Resumed afterwards.
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{pid};
   size_t seen = 0, servers = 0;
   ASSERT_TRUE(test::wait_for([&] {
     auto all = cmdlines();
@@ -643,6 +650,7 @@ TEST(ThroughputSweep, ThePasswordIsOnNoCommandLineWhileTheSweepRuns) {
   ASSERT_EQ(password.size(), 32u);
   for (auto& c : cmdlines()) EXPECT_EQ(c.find(password), std::string::npos) << "a command line holds the password: " << c;
   EXPECT_GT(seen, 3u);
+  kill(pid, SIGCONT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 120)) << fanout::read_file(d.path / "err.txt");
   EXPECT_EQ(test::exit_status(st), 0) << fanout::read_file(d.path / "err.txt");

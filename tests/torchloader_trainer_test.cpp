@@ -204,19 +204,25 @@ TEST(TorchloaderEmulated, AResizedLoaderFollowsTheModelForItsNewCount) {
   SyntheticImageDataset ds(50, 10, 1, 11);
   const EmulatedLoader model{2e-3, 2e-4};
   const int64_t batch = 16;
+  const int n = 40;
+  auto rate = [&](DataLoader& l) {
+    for (int i = 0; i < 8; ++i) l.next();  // the pipeline of the (new) workers fills
+    const auto t = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) l.next();
+    return double(n * batch) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  // The rate the loader would have had, had it not grown: one worker, measured now, under the same load.
+  DataLoader one(ds, batch, 1, 0, std::numeric_limits<int64_t>::max(), 0, 1, model);
+  const double one_worker = rate(one);
   DataLoader l(ds, batch, 1, 0, std::numeric_limits<int64_t>::max(), 0, 1, model);
   l.next();
   l.resize(4);
-  for (int i = 0; i < 8; ++i) l.next();  // the pipeline of the new workers fills
-  const auto t = std::chrono::steady_clock::now();
-  const int n = 40;
-  for (int i = 0; i < n; ++i) l.next();
-  const double got = double(n * batch) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  const double got = rate(l);
   const double expect = 1.0 / (model.a / 4 + model.b);  // 1,429 samples/s; one worker: 455
-  // A timer only wakes late: at most 5 % over the model; at least 0.7 of it on a loaded machine (one worker's
-  // rate, had the loader not grown, is 0.32 of it).
+  // A timer only wakes late: at most 5 % over the model. Grown: the model says 3.1x one worker; at least 2x of
+  // the one-worker rate measured beside it, whatever the machine's load does to both.
   EXPECT_LE(got / expect, 1.05) << got << " samples/s, the model for 4 workers says " << expect;
-  EXPECT_GE(got / expect, 0.7) << got << " samples/s, the model for 4 workers says " << expect;
+  EXPECT_GE(got / one_worker, 2.0) << got << " samples/s with 4 workers, " << one_worker << " with one";
 }
 
 TEST(TorchloaderTrain, PauseThenResumeWithOtherWorkersMatchesUninterruptedRun) {
@@ -389,7 +395,8 @@ TEST(TorchloaderEmulated, LoaderThroughputFollowsTheModel) {
     // overshoots on this machine now (three times its p90, at least 15 %), which still tells a wrong a or b (2x,
     // or 1 worker's speed for 4) from a right one.
     const double batch_s = o.batch * (o.emulated_loader.a + o.emulated_loader.b * workers);  // one worker's batch
-    const double floor = std::min(0.85, 1.0 / (1.0 + 3 * fanout::test::sleep_overshoot_s(batch_s, 5) / batch_s));
+    // Never below 0.5: a wrong model (2x, or one worker's speed for 4) must still fail, however loaded the machine.
+    const double floor = std::max(0.5, std::min(0.85, 1.0 / (1.0 + 3 * fanout::test::sleep_overshoot_s(batch_s, 5) / batch_s)));
     EXPECT_LE(got / expect, 1.01) << workers << " worker(s): " << got << " samples/s, the model says " << expect;
     EXPECT_GE(got / expect, floor) << workers << " worker(s): " << got << " samples/s, the model says " << expect;
   }
@@ -423,7 +430,7 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   std::sort(iteration_s.begin(), iteration_s.end());
   const double median_s = iteration_s[iteration_s.size() / 2];
   // Late by at most 5 %, or by what a sleep of one iteration overshoots on this machine now (p90, twice).
-  const double late = std::max(0.05, 2 * fanout::test::sleep_overshoot_s(per_iteration, 5) / per_iteration);
+  const double late = std::min(0.5, std::max(0.05, 2 * fanout::test::sleep_overshoot_s(per_iteration, 5) / per_iteration));
   EXPECT_GE(median_s / per_iteration, 0.99) << median_s << " s per iteration";
   EXPECT_LE(median_s / per_iteration, 1 + late) << median_s << " s per iteration";
   EXPECT_LE(r.seconds / 20 / per_iteration, 1.25) << r.seconds / 20 << " s per iteration on average";
@@ -464,8 +471,9 @@ TEST(TorchloaderEmulated, SharedDevicesTimeSliceAsAFluid) {
       SharedDevices device(file.string(), ids);
       const auto start = t0 + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(start_s));
       std::this_thread::sleep_until(start);
-      const double woke = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-      device.run_step(0.1, ns(start));
+      const auto now = SteadyClock::now();
+      const double woke = std::chrono::duration<double>(now - t0).count();
+      device.run_step(0.1, ns(now));  // the step starts when its thread woke: the model and the test agree
       return Ends{woke, std::chrono::duration<double>(SteadyClock::now() - t0).count()};
     });
   };
