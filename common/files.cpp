@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -40,17 +42,18 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 
 // read() into a string sized from fstat (a stream copied through an ostringstream cost more than decoding the
 // samples it held); files that grow or report no size (pipes, /proc) are read to their end all the same.
-std::string read_file(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
-  struct stat st {};
+namespace {
+
+// Reads fd to its end, or to `limit` bytes, and closes it. `expected`: the size fstat gave (0: unknown).
+std::string read_and_close(int fd, const std::filesystem::path& path, size_t expected, size_t limit) {
   std::string out;
-  out.resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? size_t(st.st_size) : 4096);
+  out.resize(std::min(limit, expected > 0 ? expected : size_t(4096)));
   size_t have = 0;
   char more[65536];  // past the expected size: read aside first, so that a whole file costs no extra zeroed copy
-  for (;;) {
+  while (have < limit) {
     const bool full = have == out.size();
-    const ssize_t n = full ? ::read(fd, more, sizeof more) : ::read(fd, out.data() + have, out.size() - have);
+    const size_t room = full ? std::min(sizeof more, limit - have) : out.size() - have;
+    const ssize_t n = ::read(fd, full ? more : out.data() + have, room);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int e = errno;
@@ -64,6 +67,15 @@ std::string read_file(const std::filesystem::path& path) {
   ::close(fd);
   out.resize(have);
   return out;
+}
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  return read_and_close(fd, path, ::fstat(fd, &st) == 0 && st.st_size > 0 ? size_t(st.st_size) : 0, SIZE_MAX);
 }
 
 std::string read_input_file(const std::filesystem::path& path, size_t max_bytes) {
@@ -80,22 +92,9 @@ std::string read_input_file(const std::filesystem::path& path, size_t max_bytes)
     ::close(fd);
     throw UserError(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) + " such a file may have");
   }
-  std::string text(size_t(st.st_size) + 1, '\0');  // one byte more: a file that grew meanwhile is seen to
-  size_t have = 0;
-  while (have < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      throw UserError("cannot read " + path.string() + ": " + std::strerror(e));
-    }
-    if (n == 0) break;
-    have += size_t(n);
-  }
-  ::close(fd);
-  if (have > max_bytes) throw UserError(path.string() + ": grew past " + std::to_string(max_bytes) + " bytes while read");
-  text.resize(have);
+  // One byte past the cap: a file that grew past it meanwhile is seen to.
+  std::string text = read_and_close(fd, path, size_t(st.st_size), max_bytes + 1);
+  if (text.size() > max_bytes) throw UserError(path.string() + ": grew past " + std::to_string(max_bytes) + " bytes while read");
   return text;
 }
 

@@ -40,6 +40,19 @@ int base_port() { return 21000 + (getpid() % 20) * 100; }
 
 RedisServerConfig config(const test::TempDir& d, int port, bool cluster = false) { return test::redis_test_config(d, port, cluster); }
 
+// A TCP socket listening on 127.0.0.1 at a port the kernel picked: (fd, port); fd -1 when that failed.
+std::pair<int, int> listening_on_loopback() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      listen(fd, 16) != 0)
+    return {-1, 0};
+  return {fd, ntohs(a.sin_port)};
+}
+
 std::string cli(int port, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port), "--no-auth-warning", "-a", "test-password"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -403,15 +416,8 @@ TEST(RedisServer, RunsWithoutJemallocsBackgroundPurgeThread) {
 // index out of bounds (SIGSEGV). A peer on a real socket answers each malformed reply in turn; the client refuses
 // each with an error naming the server, and a well-formed one still works.
 TEST(TensorClient, AMalformedClusterSlotsReplyIsAnErrorNotACrash) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  listen(fd, 16);
-  const int port = ntohs(a.sin_port);
+  const auto [fd, port] = listening_on_loopback();
+  ASSERT_GE(fd, 0);
   const std::string address = "127.0.0.1:" + std::to_string(port);
   auto master = "*3\r\n$9\r\n127.0.0.1\r\n:" + std::to_string(port) + "\r\n$2\r\nid\r\n";
   const std::vector<std::pair<std::string, std::string>> replies = {
@@ -447,15 +453,9 @@ TEST(TensorClient, AMalformedClusterSlotsReplyIsAnErrorNotACrash) {
 
 TEST(TensorClient, UnreachableDatabaseFailsWithinTheTimeoutNamingTheAddress) {
   // A listening socket that never accepts: connecting succeeds, the first command times out.
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  listen(fd, 16);
-  std::string address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const auto [fd, port] = listening_on_loopback();
+  ASSERT_GE(fd, 0);
+  std::string address = "127.0.0.1:" + std::to_string(port);
   ClientOptions o = options({address}, false);
   o.password.clear();
   o.command_timeout_ms = 300;
