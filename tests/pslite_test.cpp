@@ -279,6 +279,37 @@ TEST_F(PsliteRun, RdmaWithoutADeviceFailsTheRunWithTheReason) {
 
 // Issue 19: garbage on the scheduler's port failed ps-lite registration. Strangers (silent, garbage, a wrong
 // token, a role too many) are dropped; the job's nodes register and pass their barriers.
+// Issue 41 item 8: each registration was read in turn with a 5 s timeout, so 40 silent connections made before
+// the nodes' kept them out for 200 s and failed the run ("only 0 of 2 nodes registered"). Handshakes are now read
+// together: with the nodes behind 40 silent strangers, registration completes well inside a 30 s limit that the
+// serial reading (40 x 5 s) could not meet.
+TEST(PsliteScheduler, SilentStrangersDoNotDelayTheNodesBehindThem) {
+  const std::string token = fanout_sdk::channel_token();
+  pslite::Scheduler scheduler("127.0.0.1", 0, token);
+  std::vector<int> strangers;
+  for (int i = 0; i < 40; ++i) strangers.push_back(test::connect_and_send(scheduler.port()));
+  std::string error;
+  std::thread run([&] {
+    try {
+      scheduler.run(1, 1, 30000);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::thread server_node([&] {
+    pslite::SchedulerClient sc("127.0.0.1", scheduler.port(), "server", "127.0.0.1", 1, 30000, token);
+    sc.barrier(true, 30000);
+  });
+  pslite::SchedulerClient worker("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 30000, token);
+  EXPECT_EQ(worker.nodes().size(), 2u);
+  worker.barrier(true, 30000);
+  server_node.join();
+  run.join();
+  for (int fd : strangers) close(fd);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(scheduler.refused(), 40u) << "every silent stranger is counted, none took a node's place";
+}
+
 TEST(PsliteScheduler, StrangersAreDroppedAndTheJobsNodesRegister) {
   const std::string token = fanout_sdk::channel_token();
   pslite::Scheduler scheduler("127.0.0.1", 0, token);
