@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <regex>
+#include <functional>
 #include <thread>
 
 #include "plugins/pslite/kv.h"
@@ -277,8 +278,55 @@ TEST_F(PsliteRun, RdmaWithoutADeviceFailsTheRunWithTheReason) {
   EXPECT_NE(logs.find("DMLC_ENABLE_RDMA=ibverbs: "), std::string::npos) << logs;
 }
 
+namespace {
+
+// Runs the scheduler for a job of one server and one worker (token), calls `meanwhile` once it runs, then
+// registers both nodes and passes their final barrier. Returns the scheduler's error ("" when it ended well).
+std::string one_server_and_one_worker(pslite::Scheduler& scheduler, const std::string& token, const std::function<void()>& meanwhile = {}) {
+  std::string error;
+  std::thread run([&] {
+    try {
+      scheduler.run(1, 1, 30000);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  if (meanwhile) meanwhile();
+  std::thread server_node([&] {
+    pslite::SchedulerClient sc("127.0.0.1", scheduler.port(), "server", "127.0.0.1", 1, 30000, token);
+    sc.barrier(true, 30000);
+  });
+  pslite::SchedulerClient worker("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 30000, token);
+  EXPECT_EQ(worker.nodes().size(), 2u);
+  worker.barrier(true, 30000);
+  server_node.join();
+  run.join();
+  return error;
+}
+
+}  // namespace
+
 // Issue 19: garbage on the scheduler's port failed ps-lite registration. Strangers (silent, garbage, a wrong
 // token, a role too many) are dropped; the job's nodes register and pass their barriers.
+TEST(PsliteScheduler, StrangersAreDroppedAndTheJobsNodesRegister) {
+  const std::string token = fanout_sdk::channel_token();
+  pslite::Scheduler scheduler("127.0.0.1", 0, token);
+  std::vector<int> strangers;
+  std::thread impostor;
+  const std::string error = one_server_and_one_worker(scheduler, token, [&] {
+    strangers = {test::connect_and_send(scheduler.port()), test::connect_and_send(scheduler.port(), std::string(200, 'x'))};
+    // A well-formed AddNode with another token.
+    impostor = std::thread([&] {
+      EXPECT_THROW_WITH(pslite::SchedulerClient("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 3000, std::string(32, '0')),
+                        std::runtime_error, "no node list from the scheduler: ");
+    });
+  });
+  impostor.join();
+  for (int fd : strangers) close(fd);
+  EXPECT_EQ(error, "");
+  EXPECT_GE(scheduler.refused(), 2u) << "the silent one and the garbage at least (the impostor may come after the nodes)";
+}
+
 // Issue 41 item 8: each registration was read in turn with a 5 s timeout, so 40 silent connections made before
 // the nodes' kept them out for 200 s and failed the run ("only 0 of 2 nodes registered"). Handshakes are now read
 // together: with the nodes behind 40 silent strangers, registration completes well inside a 30 s limit that the
@@ -288,56 +336,8 @@ TEST(PsliteScheduler, SilentStrangersDoNotDelayTheNodesBehindThem) {
   pslite::Scheduler scheduler("127.0.0.1", 0, token);
   std::vector<int> strangers;
   for (int i = 0; i < 40; ++i) strangers.push_back(test::connect_and_send(scheduler.port()));
-  std::string error;
-  std::thread run([&] {
-    try {
-      scheduler.run(1, 1, 30000);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  });
-  std::thread server_node([&] {
-    pslite::SchedulerClient sc("127.0.0.1", scheduler.port(), "server", "127.0.0.1", 1, 30000, token);
-    sc.barrier(true, 30000);
-  });
-  pslite::SchedulerClient worker("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 30000, token);
-  EXPECT_EQ(worker.nodes().size(), 2u);
-  worker.barrier(true, 30000);
-  server_node.join();
-  run.join();
+  const std::string error = one_server_and_one_worker(scheduler, token);
   for (int fd : strangers) close(fd);
   EXPECT_EQ(error, "");
   EXPECT_EQ(scheduler.refused(), 40u) << "every silent stranger is counted, none took a node's place";
-}
-
-TEST(PsliteScheduler, StrangersAreDroppedAndTheJobsNodesRegister) {
-  const std::string token = fanout_sdk::channel_token();
-  pslite::Scheduler scheduler("127.0.0.1", 0, token);
-  std::string error;
-  std::thread run([&] {
-    try {
-      scheduler.run(1, 1, 30000);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  });
-  std::vector<int> strangers = {test::connect_and_send(scheduler.port()), test::connect_and_send(scheduler.port(), std::string(200, 'x'))};
-  // A well-formed AddNode with another token.
-  std::thread impostor([&] {
-    EXPECT_THROW_WITH(pslite::SchedulerClient("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 3000, std::string(32, '0')),
-                      std::runtime_error, "no node list from the scheduler: ");
-  });
-  std::thread server_node([&] {
-    pslite::SchedulerClient sc("127.0.0.1", scheduler.port(), "server", "127.0.0.1", 1, 30000, token);
-    sc.barrier(true, 30000);
-  });
-  pslite::SchedulerClient worker("127.0.0.1", scheduler.port(), "worker", "127.0.0.1", 0, 30000, token);
-  EXPECT_EQ(worker.nodes().size(), 2u);
-  worker.barrier(true, 30000);
-  server_node.join();
-  run.join();
-  impostor.join();
-  for (int fd : strangers) close(fd);
-  EXPECT_EQ(error, "");
-  EXPECT_GE(scheduler.refused(), 2u) << "the silent one and the garbage at least (the impostor may come after the nodes)";
 }
