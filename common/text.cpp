@@ -211,4 +211,8 @@ int toml_deep_key_line(std::string_view text, size_t max_parts) {
   return 0;
 }
 
+void refuse_deep_toml_keys(std::string_view text, const std::string& file) {
+  if (const int line = toml_deep_key_line(text)) throw UserError(file + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
+}
+
 }  // namespace fanout

@@ -41,6 +41,8 @@ bool natural_less(std::string_view a, std::string_view b);
 // comments), or 0. toml++ parses such a key recursively: 60,000 parts overflowed the stack, so every TOML input
 // is checked with this first.
 int toml_deep_key_line(std::string_view text, size_t max_parts = 128);
+// UserError "<file>:<line>: a dotted key of more than 128 parts" when the text holds one: every TOML input's check.
+void refuse_deep_toml_keys(std::string_view text, const std::string& file);
 struct NaturalLess {
   bool operator()(std::string_view a, std::string_view b) const { return natural_less(a, b); }
 };

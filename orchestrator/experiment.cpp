@@ -380,9 +380,10 @@ SchedulerOptions ExperimentSettings::service_options() const {
   return o;
 }
 
-// A PATH parameter's value as the ranks get it: absolute, resolved against the user's working directory (ranks
-// start in their run folder), and an input file that exists (an output's folder), or one of its words.
-std::string resolve_path_value(const ParamSpec& p, const std::string& v, const std::string& where, const fs::path& base = {}) {
+// A PATH parameter's value as the ranks get it (they start in their run folder): absolute, resolved against
+// `base` (the experiment file's or site profile's folder) or else the working directory; an input file that
+// exists (an output's folder), or one of its words.
+static std::string resolve_path_value(const ParamSpec& p, const std::string& v, const std::string& where, const fs::path& base = {}) {
   if (v.empty() || std::find(p.choices.begin(), p.choices.end(), v) != p.choices.end()) return v;
   std::error_code ec;
   const fs::path from = base.empty() ? fs::current_path(ec) : base;

@@ -1,7 +1,6 @@
 #include "orchestrator/experiment_runner.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -29,6 +28,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/parallel.h"
 #include "common/text.h"
 #include "orchestrator/progress.h"
 #include "schedulers/scheduler.h"
@@ -264,8 +264,7 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
   if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made by a fanout older than the resume command)");
   toml::table t;
   const std::string text = read_input_file(file, 1 << 20);
-  if (const int line = toml_deep_key_line(text))
-    throw UserError(file.string() + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
+  refuse_deep_toml_keys(text, file.string());
   try {
     t = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
@@ -297,14 +296,6 @@ void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher) {
                       ", and the " + launcher + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
 }
 
-// The CPUs this process may run on (its affinity mask, as a batch job or taskset leaves it).
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, CPU_COUNT(&set));
-}
-
 }  // namespace
 
 // A scheduler that starts every rank on this host cannot run SmartSim-Scaling's 128 nodes x 32 clients: refused,
@@ -313,8 +304,8 @@ int usable_cpus() {
 void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher) {
   if (!starts_ranks_on_this_host(launcher)) return;
   const ExperimentSettings& st = plan.request.settings;
-  const int cpus = usable_cpus();
-  const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8) * cpus;
+  const size_t cpus = usable_cpus();  // the CPUs this process may run on (its affinity mask)
+  const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8 * cpus);
   // --array on the local launcher starts every run at once (one submission each, no throttle).
   const int64_t together = st.array ? int64_t(plan.runs.size()) : std::max<int64_t>(1, std::min<int64_t>(st.max_parallel, int64_t(plan.runs.size())));
   for (const RunPlan& r : plan.runs) {

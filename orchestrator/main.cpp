@@ -625,7 +625,7 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
             for (auto& ps : plugin.params()) {
               auto& [value, opt] = st->params.at(ps.name);
               if (!opt->count()) continue;
-              req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}}});
+              req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}, {}}});
             }
             req.settings.exp_name = tmpl.name;  // unless --exp_name says otherwise
             st->flags.apply(req);

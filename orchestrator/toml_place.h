@@ -20,8 +20,7 @@ inline std::string toml_at(const std::filesystem::path& file, const toml::node& 
 
 // The document in `text`; a syntax error is a UserError naming file:line.
 inline toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
-  if (const int line = toml_deep_key_line(text))
-    throw UserError(file.string() + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
+  refuse_deep_toml_keys(text, file.string());
   try {
     return toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {

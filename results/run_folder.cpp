@@ -63,8 +63,7 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
   toml::table root;
   const std::string text = read_input_file(file, kMaxRunMetadataBytes);
-  if (const int line = toml_deep_key_line(text))
-    throw UserError(file.string() + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
+  refuse_deep_toml_keys(text, file.string());
   try {
     root = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {

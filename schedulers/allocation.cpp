@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "schedulers/batch_script.h"
+#include "schedulers/scheduler.h"
 #include "results/layout.h"
 
 namespace fanout {
@@ -41,16 +42,16 @@ std::optional<int64_t> allocation_nodes() {
 
 }  // namespace
 
-bool inside_allocation() { return env("SLURM_JOB_ID") || env("PBS_JOBID"); }
+bool inside_allocation() { return !enclosing_allocation().scheduler.empty(); }
 
 void AllocationScheduler::check(const std::vector<JobSpec>& jobs) {
   auto nodes = allocation_nodes();
   if (!nodes) return;
-  const char* id = env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : env("PBS_JOBID");
+  const std::string id = enclosing_allocation().job_id;
   for (auto& j : jobs)
     if (j.total_nodes() > *nodes)
       throw UserError("run " + j.name + " needs " + std::to_string(j.total_nodes()) + " nodes but this allocation (job " +
-                      std::string(id ? id : "?") + ") has " + std::to_string(*nodes) + "; nothing was started");
+                      (id.empty() ? "?" : id) + ") has " + std::to_string(*nodes) + "; nothing was started");
 }
 
 std::vector<LocalScheduler::Process> AllocationScheduler::processes(const JobSpec& job, const EnvList&) const {

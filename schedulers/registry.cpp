@@ -14,7 +14,7 @@ namespace fanout {
 
 namespace {
 
-bool inside_slurm_allocation() { return std::getenv("SLURM_JOB_ID") != nullptr; }
+bool inside_slurm_allocation() { return enclosing_allocation().scheduler == "slurm"; }
 
 std::string pbs_pro_script(const JobSpec& job) { return pbs_job_script(job, PbsFlavor::Pro); }
 

@@ -97,7 +97,7 @@ TEST(Experiment, TypeErrorsNameTheFlag) {
   ExperimentRequest req;
   req.plugin = "calibration";
   req.subcommand = "calibration_sleep";
-  req.params.push_back({"sleep_us", ParamSource{"[100,abc]", "--sleep_us", {}}});
+  req.params.push_back({"sleep_us", ParamSource{"[100,abc]", "--sleep_us", {}, {}}});
   std::string m = error_of([&] { plan_experiment(req, *calibration()); });
   EXPECT_NE(m.find("--sleep_us: 'abc' is not an integer"), std::string::npos) << m;
 }
@@ -105,7 +105,7 @@ TEST(Experiment, TypeErrorsNameTheFlag) {
 TEST(Experiment, NodesMustBePositive) {
   ExperimentRequest req;
   req.subcommand = "calibration_sleep";
-  req.params.push_back({"nodes", ParamSource{"[1,0]", "--nodes", {}}});
+  req.params.push_back({"nodes", ParamSource{"[1,0]", "--nodes", {}, {}}});
   std::string m = error_of([&] { plan_experiment(req, *calibration()); });
   EXPECT_NE(m.find("--nodes: '0' is not >= 1"), std::string::npos) << m;  // calibration declares the bound
 }
@@ -114,7 +114,7 @@ TEST(Experiment, NodesMustBePositive) {
 TEST(Experiment, StepSizesMustBePositiveEvenWithoutDeclaredBounds) {
   ExperimentRequest req;
   req.subcommand = "abi3_echo";
-  req.params.push_back({"ranks", ParamSource{"[2,0]", "--ranks", {}}});
+  req.params.push_back({"ranks", ParamSource{"[2,0]", "--ranks", {}, {}}});
   std::string m = error_of([&] { plan_experiment(req, *Plugin::open(FANOUT_ABI3_PLUGIN)); });
   EXPECT_NE(m.find("must be a positive integer, got '0' from parameter 'ranks'"), std::string::npos) << m;
 }
@@ -122,8 +122,8 @@ TEST(Experiment, StepSizesMustBePositiveEvenWithoutDeclaredBounds) {
 TEST(Experiment, HashIsStableAndSessionsAreUnique) {
   ExperimentRequest req;
   req.subcommand = "calibration_sleep";
-  req.params.push_back({"sleep_us", ParamSource{"[1,2,3]", "--sleep_us", {}}});
-  req.params.push_back({"ranks_per_node", ParamSource{"[1,2]", "--ranks_per_node", {}}});
+  req.params.push_back({"sleep_us", ParamSource{"[1,2,3]", "--sleep_us", {}, {}}});
+  req.params.push_back({"ranks_per_node", ParamSource{"[1,2]", "--ranks_per_node", {}, {}}});
   auto a = plan_experiment(req, *calibration());
   std::swap(req.params[0], req.params[1]);  // the order flags are given in does not change the hash
   auto b = plan_experiment(req, *calibration());
