@@ -70,8 +70,18 @@ std::string num(double v) {
 
 using MetricGroups = std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>>;
 
-// The first screen's table: one row per run, its varied parameters, and the median of each metric sampled more
-// than once per run (setup metrics recorded once are in the Statistics tables), in the metric's display unit.
+// A run's values of the varied parameters, one table cell each (empty where the run has no such parameter).
+void varied_cells(const ExperimentStats& exp, const MetricStats& m, std::ostream& h) {
+  for (auto& v : exp.varied) {
+    std::string val;
+    for (auto& [k, x] : m.parameters)
+      if (k == v) val = x;
+    h << "<td>" << html_escape(val) << "</td>";
+  }
+}
+
+// The first screen's table: one row per run, its varied parameters, and the medians of up to six metrics (those
+// sampled many times first, then those recorded once per rank), each in its column's display unit.
 void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups, std::ostream& h) {
   constexpr size_t kMaxRows = 30, kMaxMetrics = 6;
   std::vector<std::pair<const MetricGroups::key_type*, DisplayUnit>> cols;
@@ -104,12 +114,7 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   h << "</tr>\n";
   for (size_t i = 0; i < runs.size() && i < kMaxRows; ++i) {
     h << "<tr>";
-    for (auto& v : exp.varied) {
-      std::string val;
-      for (auto& [k, x] : any[runs[i]]->parameters)
-        if (k == v) val = x;
-      h << "<td>" << html_escape(val) << "</td>";
-    }
+    varied_cells(exp, *any[runs[i]], h);
     for (auto& [key, du] : cols) {
       auto it = cell[runs[i]].find(key);
       h << "<td>" << (it == cell[runs[i]].end() ? "" : num(it->second->summary.median * du.factor)) << "</td>";
@@ -137,12 +142,7 @@ bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, c
     const DisplayUnit du = display_unit(std::get<2>(key), largest);
     for (auto* m : rows) {
       h << "<tr><td class=\"l\">" << html_escape(std::get<1>(key)) << " (" << html_escape(std::get<0>(key)) << ")</td>";
-      for (auto& v : exp.varied) {
-        std::string val;
-        for (auto& [k, x] : m->parameters)
-          if (k == v) val = x;
-        h << "<td>" << html_escape(val) << "</td>";
-      }
+      varied_cells(exp, *m, h);
       h << "<td>" << m->ranks << "</td><td>" << num(m->summary.median * du.factor) << " " << html_escape(du.label) << "</td><td>"
         << num(m->summary.max * du.factor) << " " << html_escape(du.label) << "</td></tr>\n";
     }
@@ -225,12 +225,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     h << "<th>ranks</th><th>n</th><th>median</th><th>95% CI</th><th>p95</th><th>p99</th><th>mean</th><th>std</th><th>outliers</th></tr>\n";
     for (auto* m : rows) {
       h << "<tr><td class=\"l\">" << html_escape(m->session) << "</td>";
-      for (auto& v : exp.varied) {
-        std::string val;
-        for (auto& [k, x] : m->parameters)
-          if (k == v) val = x;
-        h << "<td>" << html_escape(val) << "</td>";
-      }
+      varied_cells(exp, *m, h);
       const Summary& s = m->summary;
       h << "<td>" << m->ranks << "</td><td>" << s.count << "</td><td>" << shown(s.median) << "</td><td>" << shown(s.median_ci_low)
         << " &ndash; " << shown(s.median_ci_high) << "</td><td>" << shown(s.p95) << "</td><td>" << shown(s.p99) << "</td><td>"

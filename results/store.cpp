@@ -388,16 +388,16 @@ void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
   if (!run_dirs.empty()) next = std::async(std::launch::async, pack_run, run_dirs[0]);
   for (size_t i = 0; i < run_dirs.size(); ++i) {
     std::optional<PackedRun> run;
+    std::string unreadable;
     try {
       run = next.get();  // an unreadable run.toml is thrown here, in folder order
     } catch (const UserError& e) {
       if (!skipped) throw;
-      if (i + 1 < run_dirs.size()) next = std::async(std::launch::async, pack_run, run_dirs[i + 1]);
-      skipped(run_dirs[i], e.what());
-      continue;
+      unreadable = e.what();
     }
     if (i + 1 < run_dirs.size()) next = std::async(std::launch::async, pack_run, run_dirs[i + 1]);
-    stored(run_dirs[i], store_packed(*this, *run));
+    if (run) stored(run_dirs[i], store_packed(*this, *run));
+    else skipped(run_dirs[i], unreadable);
   }
 }
 
