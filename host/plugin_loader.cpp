@@ -255,7 +255,7 @@ void Plugin::read_abi3(const void* descriptor) {
     const auto& e = d->experiments[i];
     ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
     for (uint32_t k = 0; e.steps && k < e.n_steps; ++k)
-      t.steps.push_back({str(e.steps[k].role), str(e.steps[k].nodes), str(e.steps[k].tasks_per_node), str(e.steps[k].placement)});
+      t.steps.push_back(make_step(str(e.steps[k].role), str(e.steps[k].nodes), str(e.steps[k].tasks_per_node), str(e.steps[k].placement)));
     for (uint32_t k = 0; e.defaults && k < e.n_defaults; ++k) t.defaults.emplace_back(str(e.defaults[k].name), str(e.defaults[k].value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));
@@ -280,16 +280,28 @@ void Plugin::read_abi4(const void* descriptor) {
     spec.min = str(ps.min), spec.max = str(ps.max);
     spec.min_exclusive = ps.flags & FANOUT_PARAM_MIN_EXCLUSIVE, spec.max_exclusive = ps.flags & FANOUT_PARAM_MAX_EXCLUSIVE;
     spec.path_output = ps.flags & FANOUT_PARAM_PATH_OUTPUT;
+    spec.repeatable = ps.flags & FANOUT_PARAM_REPEATABLE;
     params_.push_back(std::move(spec));
   }
   for (const auto& r : read_array(d.roles, d.n_roles, "roles", p)) roles_.push_back({str(r.name), str(r.summary), r.run});
+  user_parameters_ = d.flags & FANOUT_PLUGIN_USER_PARAMETERS;  // 0 in a plugin built before ABI 4.5
+  if (d.n_step_keys && !d.step_keys) throw malformed(p, "step_keys is NULL with a count");
+  for (uint32_t k = 0; k < d.n_step_keys; ++k) {
+    step_keys_.push_back(str(d.step_keys[k]));
+    if (!valid_identifier(step_keys_.back())) throw malformed(p, "step key '" + step_keys_.back() + "' is not an identifier");
+  }
   for (const auto& e : read_array(d.experiments, d.n_experiments, "experiments", p)) {
     const std::string where = "experiment '" + str(e.name) + "' ";
     ExperimentTemplate t{str(e.name), str(e.summary), {}, {}, str(e.session_name), str(e.shared_step), {}, {}};
-    for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p))
-      t.steps.push_back({str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement), st.cpus_per_task ? str(st.cpus_per_task) : "1",
-                         st.gpus_per_task ? str(st.gpus_per_task) : "0", st.memory_mb ? str(st.memory_mb) : "0", str(st.binding),
-                         st.exclusive != 0});
+    for (const auto& st : read_array(e.steps, e.n_steps, where + "steps", p)) {
+      StepTemplate s = make_step(str(st.role), str(st.nodes), str(st.tasks_per_node), str(st.placement));
+      s.cpus_per_task = st.cpus_per_task ? str(st.cpus_per_task) : "1";
+      s.gpus_per_task = st.gpus_per_task ? str(st.gpus_per_task) : "0";
+      s.memory_mb = st.memory_mb ? str(st.memory_mb) : "0";
+      s.binding = str(st.binding);
+      s.exclusive = st.exclusive != 0;
+      t.steps.push_back(std::move(s));
+    }
     for (const auto& df : read_array(e.defaults, e.n_defaults, where + "defaults", p)) t.defaults.emplace_back(str(df.name), str(df.value));
     experiments_.push_back(std::move(t));
     shared_by_text_.push_back(str(e.shared_by));

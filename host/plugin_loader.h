@@ -35,6 +35,7 @@ struct ParamSpec {
   std::string min, max;              // empty: open
   bool min_exclusive = false, max_exclusive = false;
   bool path_output = false;  // PATH: a file the run may write (its folder must exist), not one it reads
+  bool repeatable = false;   // the flag may be given several times: the values join, one per line (not a sweep)
 };
 
 struct RoleSpec {
@@ -53,6 +54,14 @@ struct StepTemplate {
   std::string memory_mb = "0";      // an amount expression: megabytes per node
   std::string binding;              // "cores", "none", "map:<cpu>,...", or "" (the run's --binding)
   bool exclusive = false;           // CPUs of its own (no overlap with the job's other steps)
+  // Experiment files only. The step's name (its samples, logs and exits carry it): empty = role. Several steps
+  // may run one role under different names (two exec steps).
+  std::string name;
+  // The file's further keys for this step (the plugin's step_keys) as one JSON object, and where each was given.
+  std::string settings_json;
+  std::vector<std::pair<std::string, std::string>> setting_origins;  // key, "file:line"
+  std::string origin;  // "file:line" of the [[steps]] entry ("" for a plugin's template)
+  const std::string& label() const { return name.empty() ? role : name; }
 };
 
 struct ExperimentTemplate {
@@ -72,6 +81,13 @@ struct ExperimentTemplate {
     return p.default_value;
   }
 };
+
+// A step of role on nodes x tasks_per_node, the rest as StepTemplate's defaults.
+inline StepTemplate make_step(std::string role, std::string nodes, std::string tasks_per_node, std::string placement) {
+  StepTemplate st;
+  st.role = std::move(role), st.nodes = std::move(nodes), st.tasks_per_node = std::move(tasks_per_node), st.placement = std::move(placement);
+  return st;
+}
 
 // The {name} references of a session-name template (empty names and unbalanced braces are errors: nullopt).
 std::optional<std::vector<std::string>> template_references(const std::string& text);
@@ -98,6 +114,10 @@ class Plugin {
   const RoleSpec* role(const std::string& name) const;
   std::vector<std::string> role_names() const;
   const std::vector<ExperimentTemplate>& experiments() const { return experiments_; }
+  // Parameters it does not declare are the user's own (FANOUT_PLUGIN_USER_PARAMETERS).
+  bool user_parameters() const { return user_parameters_; }
+  // Keys an experiment file's [[steps]] may carry for its roles (fanout_plugin.step_keys).
+  const std::vector<std::string>& step_keys() const { return step_keys_; }
   const ExperimentTemplate* experiment(const std::string& name) const;  // nullptr when there is none of that name
   // What a run's roles read: its stored values (the parameters its experiment uses) and, for the ones the
   // experiment does not use, their fixed defaults under it. A run without an experiment stores every value.
@@ -126,6 +146,8 @@ class Plugin {
   void (*fini_)(void) = nullptr;
   int (*check_)(const char* const*, const char* const*, uint32_t, char*, size_t) = nullptr;
   bool initialised_ = false;
+  bool user_parameters_ = false;
+  std::vector<std::string> step_keys_;
 };
 
 // A step's node or task count: "N", "{a}", "{a*b}" or "{a/b}" (rounded up).

@@ -22,6 +22,11 @@ struct StepSpec {
   int memory_mb = 0;                   // per node; 0: the scheduler's default
   std::string binding;                 // "cores", "none", "map:<cpu>,..." or "" (the scheduler's default)
   bool exclusive = false;              // CPUs no other step of the job uses
+  // role names the step (its logs, samples, exits); entry is the plugin's role it runs when another one (an
+  // experiment file's step named "db" running role "run"), else empty.
+  std::string entry;
+  std::string settings;  // the step's settings from an experiment file (a JSON object), or empty
+  const std::string& plugin_role() const { return entry.empty() ? role : entry; }
   int ranks() const { return nodes * tasks_per_node; }
 };
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <set>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "common/error.h"
@@ -11,6 +13,7 @@
 #include "orchestrator/list_value.h"
 #include "orchestrator/settings.h"
 #include "orchestrator/toml_place.h"
+#include "plugins/sdk/fanout_placeholders.hpp"
 
 namespace fanout {
 
@@ -236,12 +239,18 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
       auto* t = s.as_table();
       std::string where = toml_at(file, s);
       if (!t) throw UserError(where + ": [[steps]] entries must be tables");
-      StepTemplate st{"", "1", "1", "disjoint"};
+      StepTemplate st = make_step("", "1", "1", "disjoint");
+      st.origin = where;
+      toml::table settings;  // the keys the host does not know: the plugin's step settings, checked when it is loaded
       for (auto& [k, v] : *t) {
         std::string key(k.str()), w = toml_at(file, v);
         if (key == "role") st.role = v.value_or(std::string());
-        else if (key == "nodes") st.nodes = count_text(v, w);
-        else if (key == "tasks_per_node") st.tasks_per_node = count_text(v, w);
+        else if (key == "name") {
+          st.name = v.value_or(std::string());
+          if (!v.is_string() || st.name.empty() || filename_safe(st.name, 64) != st.name || st.name.find('.') != std::string::npos)
+            throw UserError(w + ": a step's name must be 1 to 64 of [A-Za-z0-9_-]");
+        } else if (key == "nodes") st.nodes = count_text(v, w);
+        else if (key == "tasks_per_node" || key == "ranks_per_node") st.tasks_per_node = count_text(v, w);
         else if (key == "cpus_per_task") st.cpus_per_task = count_text(v, w);
         else if (key == "gpus_per_task") st.gpus_per_task = amount_text(v, w);
         else if (key == "memory_mb") st.memory_mb = amount_text(v, w);
@@ -253,11 +262,15 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
           if (!v.is_boolean()) throw UserError(w + ": exclusive must be true or false");
           st.exclusive = *v.value<bool>();
         } else {
-          throw UserError(w + ": unknown step key '" + key +
-                          "' (known: role, nodes, tasks_per_node, cpus_per_task, gpus_per_task, memory_mb, binding, exclusive, placement)");
+          settings.insert(key, v);
+          st.setting_origins.emplace_back(key, w);
         }
       }
-      if (st.role.empty()) throw UserError(where + ": a step needs role = \"...\"");
+      if (!settings.empty()) {
+        std::ostringstream json;
+        json << toml::json_formatter(settings, toml::format_flags::none);
+        st.settings_json = json.str();
+      }
       if (st.placement != "disjoint" && st.placement != "colocated")
         throw UserError(where + ": placement must be \"disjoint\" or \"colocated\"");
       req.steps.push_back(st);
@@ -374,6 +387,42 @@ void check_permutation_count(const ParameterSpace& space, int64_t max_runs) {
 
 }  // namespace
 
+namespace {
+
+// An experiment file's steps against the plugin: a step without role runs the plugin's only role; names are
+// unique (they name the samples and logs); further keys are the plugin's step_keys.
+void check_file_steps(std::vector<StepTemplate>& steps, const Plugin& plugin) {
+  std::set<std::string> labels;
+  for (auto& s : steps) {
+    if (s.role.empty()) {
+      if (plugin.role_names().size() != 1)
+        throw UserError(s.origin + ": a step needs role = \"...\" (plugin " + plugin.name() + " has roles " + join(plugin.role_names(), ", ") + ")");
+      s.role = plugin.role_names().front();
+    }
+    if (!labels.insert(s.label()).second)
+      throw UserError(s.origin + ": two steps are named '" + s.label() + "'; give each a name = \"...\" of its own");
+    const auto& keys = plugin.step_keys();
+    for (auto& [key, where] : s.setting_origins)
+      if (std::find(keys.begin(), keys.end(), key) == keys.end())
+        throw UserError(where + ": unknown step key '" + key + "' (known: name, role, nodes, tasks_per_node, ranks_per_node, cpus_per_task, " +
+                        "gpus_per_task, memory_mb, binding, exclusive, placement" + (keys.empty() ? "" : "; plugin " + plugin.name() + "'s: " + join(keys, ", ")) + ")");
+  }
+}
+
+// "{name}" in a step setting's strings names a parameter ("{{" and "}}" are literal braces; "{3}" and "{2,5}" in a
+// regular expression are not names). An unknown one is refused here, before anything runs.
+void check_setting_references(const std::vector<StepTemplate>& steps, const std::function<bool(const std::string&)>& known) {
+  for (auto& s : steps) {
+    if (s.settings_json.empty()) continue;
+    for (auto& name : fanout_sdk::placeholder_names(s.settings_json))
+      if (!known(name))
+        throw UserError(s.origin + ": step '" + s.label() + "' refers to {" + name + "}, which is no parameter; give it with [parameters] " +
+                        name + " = ... (or write {{" + name + "}} for the braces themselves)");
+  }
+}
+
+}  // namespace
+
 SchedulerOptions ExperimentSettings::service_options() const {
   SchedulerOptions o = options.with_job_args(service_args);
   if (!service_hosts.empty()) o = o.with_job_args({{"nodelist", service_hosts}});
@@ -413,16 +462,24 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     throw UserError("plugin " + plugin.name() + " has no experiment '" + request.subcommand +
                     "'; give [[steps]] or one of: " + join(names, ", "));
   }
+  check_file_steps(plan.steps, plugin);
   for (auto& s : plan.steps)
     if (!plugin.role(s.role))
-      throw UserError((request.steps_origin.empty() ? std::string("steps") : request.steps_origin) + ": plugin " + plugin.name() +
-                      " has no role '" + s.role + "' (roles: " + join(plugin.role_names(), ", ") + ")");
+      throw UserError((!s.origin.empty() ? s.origin : request.steps_origin.empty() ? std::string("steps") : request.steps_origin) +
+                      ": plugin " + plugin.name() + " has no role '" + s.role + "' (roles: " + join(plugin.role_names(), ", ") + ")");
 
   // Placement parameters: names the steps refer to that are not plugin parameters.
   std::set<std::string> placement;
   for (auto& s : plan.steps)
     for (auto& r : step_references(s))
       if (!plugin.param(r)) placement.insert(r);
+  // The user's own parameters (FANOUT_PLUGIN_USER_PARAMETERS): any given name the plugin does not declare.
+  if (plugin.user_parameters())
+    for (auto& [name, src] : request.params)
+      if (!plugin.param(name)) {
+        if (fanout_sdk::placeholder_names("{" + name + "}").size() != 1) throw UserError(src.origin + ": '" + name + "' is not a parameter name ([A-Za-z_][A-Za-z0-9_]*)");
+        placement.insert(name);
+      }
 
   std::map<std::string, const ParamSource*> given;
   for (auto& [name, src] : request.params) {
@@ -445,10 +502,12 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   }
   for (auto& name : placement)
     if (!given.count(name)) throw UserError("steps refer to {" + name + "} but no parameter '" + name + "' is given");
+  check_setting_references(plan.steps, [&](const std::string& n) { return plugin.param(n) || placement.count(n); });
 
   auto values_of = [&](const std::string& name, const std::string& fallback_text, const std::string& fallback_origin) {
     auto it = given.find(name);
-    if (it == given.end()) return parse_list_value(fallback_text, fallback_origin);
+    // An empty default is the empty text (a plugin's optional setting), not a malformed list.
+    if (it == given.end()) return trim(fallback_text).empty() ? std::vector<std::string>{""} : parse_list_value(fallback_text, fallback_origin);
     if (!it->second->values.empty()) return it->second->values;
     return parse_list_value(it->second->text, it->second->origin);
   };
@@ -459,7 +518,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     auto it = given.find(p.name);
     std::string where = it != given.end() ? it->second->origin : origin;
     const fs::path base = it != given.end() ? it->second->base : fs::path();
-    auto values = values_of(p.name, def, origin);
+    auto values = p.repeatable && it == given.end() ? std::vector<std::string>{def} : values_of(p.name, def, origin);
     for (auto& v : values) {
       if (p.type == FANOUT_PARAM_PATH) v = resolve_path_value(p, v, where, base);
       if (auto why = check_param_value(p, v); !why.empty()) {
@@ -499,7 +558,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
                (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") +
                (step.gpus_per_task ? "g" + std::to_string(step.gpus_per_task) : "") +
                (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
-               (step.exclusive ? "x" : "") + " " + step.placement + "\n";
+               (step.exclusive ? "x" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
+               (step.settings.empty() ? "" : " settings " + step.settings) + "\n";
     run.param_hash = fnv1a_hex(canon);
   };
   auto validate = [&](const RunPlan& run) {
@@ -528,7 +588,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     StepSpec shared;
     for (auto& s : plan.steps) {
       StepSpec step;
-      step.role = s.role;
+      step.role = s.label();
+      step.entry = s.name.empty() || s.name == s.role ? "" : s.role;
+      step.settings = s.settings_json;
       step.placement = s.placement;
       step.nodes = resolve_count(s.nodes, point, "step '" + s.role + "' nodes");
       step.tasks_per_node = resolve_count(s.tasks_per_node, point, "step '" + s.role + "' tasks_per_node");

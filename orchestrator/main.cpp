@@ -579,6 +579,8 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
   struct State {
     SettingsFlags flags;
     std::map<std::string, std::pair<std::string, CLI::Option*>> params;
+    std::map<std::string, std::vector<std::string>> repeated;  // FANOUT_PARAM_REPEATABLE flags, each value given
+    std::vector<std::string> user_params;                      // --param name=values
   };
   auto st = std::make_shared<State>();
   std::vector<std::string> sweepable;  // for the example: parameters whose default is a list
@@ -590,12 +592,22 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
       slot.second = cmd->add_option("--" + ps.name, slot.first)->group("");
       continue;
     }
+    if (ps.repeatable) {
+      slot.second = cmd->add_option("--" + ps.name, st->repeated[ps.name], ps.help + " (repeatable; " + type_and_constraints(ps) + ")")
+                        ->default_str(def)
+                        ->type_name("TEXT")
+                        ->group("Benchmark parameters (each a value or a list [a,b] to sweep)");
+      continue;
+    }
     slot.second = cmd->add_option("--" + ps.name, slot.first, ps.help + " (" + type_and_constraints(ps) + ")")
                       ->default_str(def)
                       ->type_name(ps.type == FANOUT_PARAM_INT ? "INT" : ps.type == FANOUT_PARAM_FLOAT ? "FLOAT" : ps.type == FANOUT_PARAM_BOOL ? "BOOL" : ps.type == FANOUT_PARAM_PATH ? "PATH" : "TEXT")
                       ->group("Benchmark parameters (each a value or a list [a,b] to sweep)");
     if (!def.empty() && def.front() == '[' && sweepable.size() < 2) sweepable.push_back("--" + ps.name + "=" + def);
   }
+  if (plugin.user_parameters())
+    cmd->add_option("--param", st->user_params, "a parameter of your own, name=value or name=[a,b] to sweep; {name} in the command takes its value (repeatable)")
+        ->group("Benchmark parameters (each a value or a list [a,b] to sweep)");
   st->flags.add_to(cmd);
   // Built when --help asks: the template's defaults are planned, and where the local launcher would refuse them
   // (SmartSim-Scaling's 128 nodes x 32 clients), the example names a scheduler.
@@ -625,7 +637,15 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
             for (auto& ps : plugin.params()) {
               auto& [value, opt] = st->params.at(ps.name);
               if (!opt->count()) continue;
-              req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}, {}}});
+              if (ps.repeatable)  // one value, the flags' values a line each: never a sweep
+                req.params.push_back({ps.name, ParamSource{"", "--" + ps.name, {join(st->repeated.at(ps.name), "\n")}, {}}});
+              else
+                req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}, {}}});
+            }
+            for (auto& p : st->user_params) {
+              auto eq = p.find('=');
+              if (eq == std::string::npos || eq == 0) throw UserError("--param '" + printable(p) + "': expected name=value or name=[a,b]");
+              req.params.push_back({p.substr(0, eq), ParamSource{p.substr(eq + 1), "--param " + p.substr(0, eq), {}, {}}});
             }
             req.settings.exp_name = tmpl.name;  // unless --exp_name says otherwise
             st->flags.apply(req);

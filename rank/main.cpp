@@ -40,6 +40,7 @@ void on_stop_signal(int) { g_stop = 1; }
 struct fanout_context {
   fanout::RankPlace place;
   std::string role, run_dir, experiment_dir;
+  std::string step_settings;  // fanout_host_ops.step_settings: JSON, or empty
   std::map<std::string, std::string> params;
   fanout::SampleWriter* samples = nullptr;
   fanout::Rendezvous* rendezvous = nullptr;
@@ -73,6 +74,7 @@ const char* op_node_name(const fanout_context* c) { return c->place.node.c_str()
 const char* op_role(const fanout_context* c) { return c->role.c_str(); }
 const char* op_run_dir(const fanout_context* c) { return c->run_dir.c_str(); }
 const char* op_experiment_dir(const fanout_context* c) { return c->experiment_dir.c_str(); }
+const char* op_step_settings(const fanout_context* c) { return c->step_settings.empty() ? nullptr : c->step_settings.c_str(); }
 
 // The CPUs this rank may run on, as a list of ranges ("0-1,4"): what the launcher's binding (Slurm's
 // task/affinity or cgroups, mpirun's --bind-to) left it, recorded in rank_resources.
@@ -184,7 +186,7 @@ const char* op_service_dir(const fanout_context* c, int* provider) {
 const fanout_host_ops kHostOps = {
     FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_host_ops), op_rank, op_size, op_local_rank, op_local_size, op_node_name,
     op_role, op_run_dir, op_param, op_param_int, op_param_double, op_now_ns, op_record, op_kv_put, op_kv_get, op_fence,
-    op_log, op_should_stop, op_service_dir, op_experiment_dir,
+    op_log, op_should_stop, op_service_dir, op_experiment_dir, op_step_settings,
 };
 // What an ABI 3 plugin was built to call: the same ops, without struct_size and the ones ABI 4 added.
 const fanout::abi3::HostOps kHostOpsAbi3 = {
@@ -254,17 +256,27 @@ int run_rank(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto plugin = fanout::Plugin::open(plugin_path);
-  const fanout::RoleSpec* entry = plugin->role(role);
-  if (!entry)
-    throw fanout::UserError("plugin " + plugin->name() + " has no role '" + role + "' (roles: " +
-                            fanout::join(plugin->role_names(), ", ") + ")");
   fanout::RunMetadata meta = fanout::read_run_metadata(run_dir);
+  // --role names the step; an experiment file's step may run a plugin role of another name (its entry).
+  const fanout::RunStep* step = nullptr;
+  for (auto& s : meta.steps)
+    if (s.role == role) step = &s;
+  const std::string entry_name = step && !step->entry.empty() ? step->entry : role;
+  const fanout::RoleSpec* entry = plugin->role(entry_name);
+  if (!entry)
+    throw fanout::UserError("plugin " + plugin->name() + " has no role '" + entry_name + "' (roles: " +
+                            fanout::join(plugin->role_names(), ", ") + ")");
 
   fanout_context ctx;
   // The local launcher's FANOUT_* environment first; else PMIx when a PMIx server started us; else SLURM_*/MPI env.
   ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
   take_gpu_share(meta, role, ctx.place.local_rank);
   ctx.role = role;
+  // Where the driver was started: a plugin resolves the user's relative paths against it (ranks start in their
+  // run folder).
+  if (auto cwd = meta.provenance.find("cwd"); cwd != meta.provenance.end() && !cwd->second.empty())
+    ::setenv("FANOUT_SUBMIT_DIR", cwd->second.c_str(), 1);
+  if (step) ctx.step_settings = step->settings;
   ctx.run_dir = run_dir;
   // Run folders are <experiment>/run-<stamp>/<session>.
   auto run_path = std::filesystem::absolute(run_dir).lexically_normal();

@@ -40,6 +40,8 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
     if (s.memory_mb) t.insert("memory_mb", s.memory_mb);
     if (!s.binding.empty()) t.insert("binding", s.binding);
     if (s.exclusive) t.insert("exclusive", true);
+    if (!s.entry.empty()) t.insert("entry", s.entry);
+    if (!s.settings.empty()) t.insert("settings", s.settings);
     steps.push_back(std::move(t));
   }
   toml::table prov;
@@ -104,7 +106,8 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
                          int(t["tasks_per_node"].value_or(int64_t(1))), t["placement"].value_or(std::string()),
                          int(t["cpus_per_task"].value_or(int64_t(1))), int(t["gpus_per_task"].value_or(int64_t(0))),
                          int(t["memory_mb"].value_or(int64_t(0))), t["binding"].value_or(std::string()),
-                         t["exclusive"].value_or(false)});
+                         t["exclusive"].value_or(false), t["entry"].value_or(std::string()),
+                         t["settings"].value_or(std::string())});
     }
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());

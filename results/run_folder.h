@@ -22,6 +22,8 @@ struct RunStep {
   int gpus_per_task = 0, memory_mb = 0;
   std::string binding;
   bool exclusive = false;
+  std::string entry;     // the plugin's role when it differs from the step's name (role)
+  std::string settings;  // JSON object of the step's settings, or empty
 };
 
 struct RankExitRecord {

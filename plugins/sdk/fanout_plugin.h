@@ -1,7 +1,7 @@
 /* Fanout plugin ABI, version 4 (2 added fanout_plugin.check and step-count expressions; 3 added session-name
  * templates, shared steps and fanout_host_ops.service_dir; 4 made every struct carry its own size, so that
  * later additions append fields without breaking built plugins, and added parameter choices and bounds and
- * fanout_host_ops.experiment_dir). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
+ * fanout_host_ops.experiment_dir; 4.5 appended user parameters, step settings and repeatable flags). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -59,6 +59,9 @@ typedef enum fanout_param_type {
 #define FANOUT_PARAM_MIN_EXCLUSIVE 1u /* the value must be > min (not >=) */
 #define FANOUT_PARAM_MAX_EXCLUSIVE 2u /* the value must be < max (not <=) */
 #define FANOUT_PARAM_PATH_OUTPUT 4u   /* PATH: a file the run may write: resolved, its folder must exist */
+/* ABI 4.5: the flag may be given several times (`--env A=1 --env B=2`); the values join, one per line, into one
+ * value, never a sweep. An older host ignores the flag (the last value given counts). */
+#define FANOUT_PARAM_REPEATABLE 8u
 
 typedef struct fanout_param_spec {
   uint32_t struct_size;      /* sizeof(fanout_param_spec) */
@@ -198,12 +201,26 @@ typedef struct fanout_plugin {
    * permutation's parameters (text form, already type-checked). Returns 0 when the values make sense together;
    * otherwise writes a reason naming the parameter into err (at most err_len bytes, NUL-terminated). */
   int (*check)(const char *const *names, const char *const *values, uint32_t n, char *err, size_t err_len);
+  /* Appended in ABI 4.5 (an older plugin's struct_size ends before them: read as 0 and NULL). */
+  uint32_t flags; /* FANOUT_PLUGIN_USER_PARAMETERS */
+  /* Keys an experiment file's [[steps]] table may carry besides the host's own (name, role, nodes, ...): the
+   * step's settings, which its ranks read as a JSON object through fanout_host_ops.step_settings. */
+  const char *const *step_keys;
+  uint32_t n_step_keys;
 } fanout_plugin;
+/* fanout_plugin.flags: parameters the plugin does not declare are accepted (`--param name=[a,b]`, an experiment
+ * file's [parameters]) as the user's own text parameters: swept like any other, stored, and readable with
+ * param(). A step setting's "{name}" must name one of them or a declared parameter. */
+#define FANOUT_PLUGIN_USER_PARAMETERS 1u
 /* FANOUT_PLUGIN("name", "summary", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments),
  *               init, fini, check) */
 #define FANOUT_PLUGIN(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check}
+   experiments_and_count, init, fini, check, 0u, NULL, 0u}
+/* The same with flags and step keys (ABI 4.5): ..., check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys)) */
+#define FANOUT_PLUGIN_EXTENDED(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, flags, step_keys_and_count) \
+  {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
+   experiments_and_count, init, fini, check, flags, step_keys_and_count}
 
 typedef enum fanout_log_level { FANOUT_LOG_DEBUG = 0, FANOUT_LOG_INFO = 1, FANOUT_LOG_WARN = 2, FANOUT_LOG_ERROR = 3 } fanout_log_level;
 
@@ -258,6 +275,10 @@ struct fanout_host_ops {
   /* ABI 4. The experiment's folder, shared by every run of the experiment (models, profiles, caches a plugin
    * builds once per experiment go there). */
   const char *(*experiment_dir)(const fanout_context *ctx);
+
+  /* ABI 4.5. The settings this rank's step got from an experiment file's [[steps]] table (the plugin's
+   * step_keys), as one JSON object, or NULL when it got none. */
+  const char *(*step_settings)(const fanout_context *ctx);
 };
 
 /* The one symbol a plugin exports. */

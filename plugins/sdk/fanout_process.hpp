@@ -43,23 +43,30 @@ inline std::string companion_program(const std::string& name) {
 // with feed_stdin, `in` writes its standard input (the caller closes both); otherwise it shares the rank's.
 // `extra_env` ("NAME=value") is added to the rank's environment: the way to hand a child a secret, which its
 // command line would show to every user of the node.
+// capture_stderr gives `err` the same way; cwd starts it in that folder; own_process_group makes it lead a process
+// group of its own, so that ::kill(-pid, sig) reaches whatever it started in turn (a shell's children).
 struct Child {
   pid_t pid = -1;
   int out = -1;
   int in = -1;
+  int err = -1;
 };
 struct SpawnOptions {
   bool capture_stdout = false;
   bool feed_stdin = false;
   std::vector<std::string> extra_env;
+  bool capture_stderr = false;
+  std::string cwd;
+  bool own_process_group = false;
 };
 inline Child spawn_program(const std::vector<std::string>& args, const SpawnOptions& o) {
-  int out[2] = {-1, -1}, in[2] = {-1, -1};
+  int out[2] = {-1, -1}, in[2] = {-1, -1}, err[2] = {-1, -1};
   auto close_all = [&] {
-    for (int fd : {out[0], out[1], in[0], in[1]})
+    for (int fd : {out[0], out[1], in[0], in[1], err[0], err[1]})
       if (fd >= 0) ::close(fd);
   };
-  if ((o.capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) || (o.feed_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
+  if ((o.capture_stdout && ::pipe2(out, O_CLOEXEC) != 0) || (o.feed_stdin && ::pipe2(in, O_CLOEXEC) != 0) ||
+      (o.capture_stderr && ::pipe2(err, O_CLOEXEC) != 0)) {
     close_all();
     throw std::runtime_error("cannot start " + args.at(0) + ": no pipe");
   }
@@ -67,6 +74,8 @@ inline Child spawn_program(const std::vector<std::string>& args, const SpawnOpti
   posix_spawn_file_actions_init(&fa);
   if (o.capture_stdout) posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   if (o.feed_stdin) posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  if (o.capture_stderr) posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  if (!o.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, o.cwd.c_str());
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
@@ -84,7 +93,8 @@ inline Child spawn_program(const std::vector<std::string>& args, const SpawnOpti
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr, short(POSIX_SPAWN_SETSIGDEF | (o.own_process_group ? POSIX_SPAWN_SETPGROUP : 0)));
+  if (o.own_process_group) posix_spawnattr_setpgroup(&attr, 0);
   Child c;
   const int rc = posix_spawnp(&c.pid, argv[0], &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
@@ -95,6 +105,7 @@ inline Child spawn_program(const std::vector<std::string>& args, const SpawnOpti
   }
   if (o.capture_stdout) ::close(out[1]), c.out = out[0];
   if (o.feed_stdin) ::close(in[0]), c.in = in[1];
+  if (o.capture_stderr) ::close(err[1]), c.err = err[0];
   return c;
 }
 inline Child spawn_program(const std::vector<std::string>& args, bool capture_stdout) {

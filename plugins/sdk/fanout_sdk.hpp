@@ -37,6 +37,12 @@ class Host {
   std::string run_dir() const { return ops_->run_dir(ctx_); }
   // The experiment's folder, shared by all its runs (run folders are <experiment>/run-<stamp>/<run>).
   std::string experiment_dir() const { return ops_->experiment_dir(ctx_); }
+  // The step's settings from an experiment file's [[steps]] table, a JSON object ("" when none, or the host
+  // predates ABI 4.5).
+  std::string step_settings() const {
+    const char* s = FANOUT_HAS(ops_, fanout_host_ops, step_settings) && ops_->step_settings ? ops_->step_settings(ctx_) : nullptr;
+    return s ? s : "";
+  }
   std::string param(const char* name, const std::string& fallback = "") const {
     const char* v = ops_->param(ctx_, name);
     return v ? v : fallback;

@@ -1,0 +1,492 @@
+// The exec plugin: any program as a benchmark. Each rank of a step runs the step's command (argv, never a shell
+// unless shell = true) with the run's parameters filled into its {placeholders}, reads its output with the
+// step's parsers (parsers.h) and records what they match; `time` (the default) records each invocation's wall
+// time. Several steps make one run (an experiment file's [[steps]]): `after` orders their starts, `ready` says
+// when a step is usable, `service` steps run until the measuring ones end, and `publish` hands later steps
+// environment variables (SSDB, DMLC_PS_ROOT_URI ...). Coordination goes through the host's rendezvous only.
+#include <glob.h>
+#include <poll.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <climits>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "fanout_sdk.hpp"
+#include "fanout_placeholders.hpp"
+#include "parsers.h"
+#include "step_config.h"
+
+namespace {
+
+using fanout_sdk::Host;
+
+constexpr int kForever = INT_MAX;          // rendezvous waits bounded by the run's wall time, not by us
+constexpr int64_t kStopGraceMs = 10000;     // SIGTERM, then SIGKILL after this
+constexpr size_t kStderrTail = 2048;        // what a failure quotes of the command's stderr
+
+// "db" -> "DB", "ps-server" -> "PS_SERVER": a step's name in an environment variable's.
+std::string env_word(const std::string& step) {
+  std::string out;
+  for (char c : step) out += std::isalnum(static_cast<unsigned char>(c)) ? char(std::toupper(static_cast<unsigned char>(c))) : '_';
+  return out;
+}
+
+std::string key(const std::string& what, const std::string& step, int rank = -1) {
+  return "exec." + what + "." + step + (rank >= 0 ? "." + std::to_string(rank) : "");
+}
+
+// The program's lines, as they come from one pipe.
+struct LineReader {
+  int fd = -1;
+  std::string partial;
+  bool open() const { return fd >= 0; }
+  // Reads what is there; calls on_line for each whole line; at EOF the rest as a last line.
+  template <class F>
+  void drain(F&& on_line) {
+    char buf[65536];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+      if (!partial.empty()) on_line(partial), partial.clear();
+      ::close(fd), fd = -1;
+      return;
+    }
+    partial.append(buf, size_t(n));
+    size_t at = 0;
+    for (size_t nl; (nl = partial.find('\n', at)) != std::string::npos; at = nl + 1) on_line(std::string_view(partial).substr(at, nl - at));
+    partial.erase(0, at);
+    if (partial.size() > (size_t(16) << 20)) on_line(partial), partial.clear();  // a 16 MiB line: taken as it is
+  }
+};
+
+class StepRun {
+ public:
+  StepRun(Host& host, const fanout_host_ops* ops, fanout_context* ctx, exec::StepConfig cfg)
+      : host_(host), ops_(ops), ctx_(ctx), cfg_(std::move(cfg)), step_(host.role()) {}
+
+  // False when the step failed (logged, and published to the steps that wait for it).
+  bool run() {
+    step_dir_ = host_.run_dir() + "/" + step_;
+    ::mkdir(step_dir_.c_str(), 0755);
+    if (!announce() || !wait_for_earlier_steps()) return false;
+    build_environment();
+    return cfg_.service ? serve() : measure();
+  }
+
+ private:
+  // Every exec rank publishes its node, and rank 0 its step's size, before the job's first fence: afterwards
+  // any step can find any other.
+  bool announce() {
+    if (!host_.put(key("node", step_, host_.rank()), host_.node())) return fail("rendezvous put failed");
+    if (host_.rank() == 0 && !host_.put(key("size", step_), std::to_string(host_.size()))) return fail("rendezvous put failed");
+    if (!host_.fence(kForever)) return fail("the job's first fence failed");
+    return nodes_of(step_, host_.size(), my_nodes_);
+  }
+
+  bool nodes_of(const std::string& step, int size, std::vector<std::string>& nodes) {
+    for (int r = 0; r < size; ++r) {
+      std::string n;
+      if (!host_.get(key("node", step, r), n, 60000)) return fail("step '" + step + "' rank " + std::to_string(r) + " never published its node");
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+    }
+    return true;
+  }
+
+  // `after`: each named step exists (it published its size before the fence), and every rank of it is ready.
+  bool wait_for_earlier_steps() {
+    for (auto& a : cfg_.after) {
+      std::string size_text;
+      if (a == step_) return fail("after = '" + a + "' names this step itself");
+      if (!host_.get(key("size", a), size_text, 5000)) return fail("after = '" + a + "': no exec step of that name in this run");
+      const int size = std::atoi(size_text.c_str());
+      std::vector<std::string> nodes;
+      if (!nodes_of(a, size, nodes)) return false;
+      for (int r = 0; r < size; ++r) {
+        std::string v;
+        while (!host_.get(key("ready", a, r), v, 1000)) {
+          if (host_.should_stop()) return fail("stopped while waiting for step '" + a + "' to be ready");
+        }
+        if (v != "ready") return fail("step '" + a + "' rank " + std::to_string(r) + " failed before it was ready: " + v);
+      }
+      std::string published;
+      if (!host_.get(key("env", a), published, 60000)) return fail("step '" + a + "' never published its environment");
+      earlier_env_.emplace_back("FANOUT_" + env_word(a) + "_NODES", join(nodes));
+      for (size_t at = 0; at < published.size();) {
+        size_t nl = published.find('\n', at);
+        if (nl == std::string::npos) nl = published.size();
+        std::string line = published.substr(at, nl - at);
+        if (auto eq = line.find('='); eq != std::string::npos) earlier_env_.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+        at = nl + 1;
+      }
+    }
+    return true;
+  }
+
+  static std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "" : ",") + x;
+    return s;
+  }
+
+  void build_environment() {
+    const auto node_index = std::find(my_nodes_.begin(), my_nodes_.end(), host_.node()) - my_nodes_.begin();
+    env_ = {{"FANOUT_RANK", std::to_string(host_.rank())},
+            {"FANOUT_NRANKS", std::to_string(host_.size())},
+            {"FANOUT_LOCAL_RANK", std::to_string(host_.local_rank())},
+            {"FANOUT_LOCAL_SIZE", std::to_string(host_.local_size())},
+            {"FANOUT_NODE_INDEX", std::to_string(node_index)},
+            {"FANOUT_HOST", host_.node()},
+            {"FANOUT_NODELIST", join(my_nodes_)},
+            {"FANOUT_STEP", step_},
+            {"FANOUT_STEP_DIR", step_dir_},
+            {"FANOUT_RUN_DIR", host_.run_dir()}};
+    env_.insert(env_.end(), earlier_env_.begin(), earlier_env_.end());
+    for (auto& [name, templ] : cfg_.env) env_.emplace_back(name, fill(templ, false));
+  }
+
+  // {name}: a parameter of the run, or a FANOUT_* variable of the step's environment. Shell-quoted for shell = true.
+  std::string fill(const std::string& text, bool quote) {
+    std::string unknown;
+    auto value = [&](const std::string& name) -> std::optional<std::string> {
+      for (auto it = env_.rbegin(); it != env_.rend(); ++it)
+        if (name.rfind("FANOUT_", 0) == 0 && it->first == name) return quote ? exec::shell_quote(it->second) : it->second;
+      const char* p = ops_->param(ctx_, name.c_str());
+      if (!p) return std::nullopt;
+      return quote ? exec::shell_quote(p) : std::string(p);
+    };
+    auto out = fanout_sdk::fill_placeholders(text, value, &unknown);
+    if (!out) throw std::runtime_error("{" + unknown + "} is no parameter of this run and no FANOUT_ variable of the step");
+    return *out;
+  }
+
+  std::vector<std::string> argv() {
+    std::vector<std::string> words;
+    if (cfg_.shell) {
+      words = {"/bin/sh", "-c", fill(cfg_.command, true)};
+    } else {
+      for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w, false));
+    }
+    // A relative program path means the folder fanout was started in (ranks start in their run folder).
+    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
+    if (!words[0].empty() && words[0][0] != '/' && words[0].find('/') != std::string::npos && submit) words[0] = std::string(submit) + "/" + words[0];
+    return words;
+  }
+
+  std::string working_dir() {
+    if (cfg_.cwd.empty()) return step_dir_;
+    std::string d = fill(cfg_.cwd, false);
+    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
+    return d[0] == '/' || !submit ? d : std::string(submit) + "/" + d;
+  }
+
+  // One invocation of the command: its pid and pipes.
+  struct Invocation {
+    fanout_sdk::Child child;
+    LineReader out, err;
+    int64_t t0 = 0;
+  };
+
+  Invocation start() {
+    fanout_sdk::SpawnOptions o;
+    o.capture_stdout = o.capture_stderr = true;
+    o.cwd = working_dir();
+    o.own_process_group = true;
+    for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
+    const auto args = argv();
+    if (host_.rank() == 0 && !logged_command_) {
+      std::string shown;
+      for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
+      host_.log(FANOUT_LOG_INFO, "step " + step_ + " runs " + shown + " in " + o.cwd);
+      logged_command_ = true;
+    }
+    Invocation inv;
+    inv.t0 = host_.now_ns();
+    inv.child = fanout_sdk::spawn_program(args, o);
+    inv.out.fd = inv.child.out, inv.err.fd = inv.child.err;
+    for (int fd : {inv.out.fd, inv.err.fd}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return inv;
+  }
+
+  // The logs every invocation appends to: <step>/stdout.<rank>, <step>/stderr.<rank>.
+  std::ofstream& log_file(bool err) {
+    auto& f = err ? err_log_ : out_log_;
+    if (!f.is_open()) f.open(step_dir_ + (err ? "/stderr." : "/stdout.") + std::to_string(host_.rank()), std::ios::app);
+    return f;
+  }
+
+  bool ready_now() {
+    const std::string& r = cfg_.ready;
+    if (r.empty()) return true;
+    if (r.rfind("port:", 0) == 0) {
+      const int port = std::atoi(fill(r.substr(5), false).c_str());
+      for (const std::string& h : {std::string("127.0.0.1"), host_.node()}) {
+        try {
+          int fd = fanout_sdk::tcp_connect(h, port, 0);
+          ::close(fd);
+          return true;
+        } catch (const std::exception&) {
+        }
+      }
+      return false;
+    }
+    if (r.rfind("file:", 0) == 0) {
+      std::string f = fill(r.substr(5), false);
+      if (f[0] != '/') f = working_dir() + "/" + f;
+      return ::access(f.c_str(), F_OK) == 0;
+    }
+    return ready_line_seen_;  // line:REGEX, set as lines arrive
+  }
+
+  // Publishes this rank's readiness (and rank 0 the step's environment for later steps).
+  bool publish_ready() {
+    if (ready_published_) return true;
+    ready_published_ = true;
+    std::string published;
+    for (auto& [name, templ] : cfg_.publish) published += name + "=" + fill(templ, false) + "\n";
+    if (host_.rank() == 0 && !host_.put(key("env", step_), published)) return fail("rendezvous put failed");
+    return host_.put(key("ready", step_, host_.rank()), "ready") || fail("rendezvous put failed");
+  }
+  void publish_failure(const std::string& why) {
+    if (!ready_published_) host_.put(key("ready", step_, host_.rank()), why.substr(0, 500));
+    ready_published_ = true;
+  }
+
+  // Reads the program's output until it exits (or, for a service, until `done` says so), feeding the parsers
+  // of each stream and the readiness check. Returns the exit status (128 + signal when a signal ended it).
+  int follow(Invocation& inv, std::vector<std::unique_ptr<exec::Parser>>& parsers, bool warmup, const std::function<bool()>& done = {}) {
+    std::unique_ptr<exec::LineMatcher> ready_line;
+    if (cfg_.ready.rfind("line:", 0) == 0) ready_line = std::make_unique<exec::LineMatcher>(cfg_.ready.substr(5));
+    const int64_t ready_deadline = inv.t0 + cfg_.ready_timeout_s * 1000000000LL;
+    bool stopping = false;
+    int64_t stop_sent = 0;
+    auto on_line = [&](bool is_err, std::string_view line) {
+      log_file(is_err) << line << '\n';
+      if (is_err) {
+        stderr_tail_.append(line.data(), line.size()).push_back('\n');
+        if (stderr_tail_.size() > kStderrTail) stderr_tail_.erase(0, stderr_tail_.size() - kStderrTail);
+      }
+      if (ready_line && ready_line->matches(line)) ready_line_seen_ = true;
+      const int64_t t = host_.now_ns();
+      for (size_t i = 0; i < parsers.size(); ++i) {
+        if (!parsers[i] || cfg_.parsers[i].from != (is_err ? "stderr" : "stdout")) continue;
+        std::vector<exec::ParsedSample> got;
+        parsers[i]->line(line, got);
+        record(i, got, t, warmup);
+      }
+    };
+    while (inv.out.open() || inv.err.open()) {
+      pollfd fds[2] = {{inv.out.fd, POLLIN, 0}, {inv.err.fd, POLLIN, 0}};
+      ::poll(fds, 2, 50);
+      if (fds[0].revents) inv.out.drain([&](std::string_view l) { on_line(false, l); });
+      if (fds[1].revents) inv.err.drain([&](std::string_view l) { on_line(true, l); });
+      if (!ready_published_) {
+        if (ready_now()) {
+          if (!publish_ready()) stopping = true;
+        } else if (host_.now_ns() > ready_deadline) {
+          failure_ = "not ready after " + std::to_string(cfg_.ready_timeout_s) + " s (ready = " + cfg_.ready + ")";
+          stopping = true;
+        }
+      }
+      if (!stopping && (host_.should_stop() || (done && done()))) stopping = true;
+      if (stopping && !stop_sent) ::kill(-inv.child.pid, SIGTERM), stop_sent = host_.now_ns();
+      if (stop_sent && host_.now_ns() - stop_sent > kStopGraceMs * 1000000) ::kill(-inv.child.pid, SIGKILL);
+    }
+    int status = fanout_sdk::wait_exit(inv.child.pid);
+    if (stop_sent) ::kill(-inv.child.pid, SIGKILL);  // whatever the program left behind in its group
+    for (auto* f : {&out_log_, &err_log_})
+      if (f->is_open()) f->flush();
+    stopped_ = stop_sent != 0;
+    return status;
+  }
+
+  void record(size_t parser, const std::vector<exec::ParsedSample>& got, int64_t t, bool warmup) {
+    for (auto& s : got) {
+      int64_t& next = next_iteration_[s.metric];
+      const int64_t it = s.iteration ? *s.iteration : next;
+      next = it + 1;
+      if (!host_.record(s.metric.c_str(), it, t, s.value, s.unit.c_str(), warmup)) throw std::runtime_error("a sample could not be stored");
+      ++matched_[parser];
+    }
+  }
+
+  // Files a parser reads (from = "file:GLOB"), after an invocation: every match of the glob, in name order.
+  void parse_files(std::vector<std::unique_ptr<exec::Parser>>& parsers, bool warmup) {
+    for (size_t i = 0; i < cfg_.parsers.size(); ++i) {
+      const auto& spec = cfg_.parsers[i];
+      if (spec.from.rfind("file:", 0) != 0 || !parsers[i]) continue;
+      std::string pattern = fill(spec.from.substr(5), false);
+      if (pattern[0] != '/') pattern = working_dir() + "/" + pattern;
+      glob_t g{};
+      if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+        for (size_t k = 0; k < g.gl_pathc; ++k) {
+          auto p = exec::make_parser(spec);  // each file from its first line (its own header)
+          std::ifstream in(g.gl_pathv[k]);
+          std::string line;
+          const int64_t t = host_.now_ns();
+          std::vector<exec::ParsedSample> got;
+          while (std::getline(in, line)) p->line(line, got);
+          p->finish(got);
+          record(i, got, t, warmup);
+        }
+      }
+      globfree(&g);
+    }
+  }
+
+  bool measure() {
+    for (int64_t k = 0; k < cfg_.warmup + cfg_.repeat; ++k) {
+      const bool warmup = k < cfg_.warmup;
+      std::vector<std::unique_ptr<exec::Parser>> parsers;
+      for (auto& spec : cfg_.parsers) parsers.push_back(exec::make_parser(spec));
+      Invocation inv = start();
+      const int status = follow(inv, parsers, warmup);
+      const int64_t t1 = host_.now_ns();
+      if (!failure_.empty()) return fail(failure_);
+      if (stopped_) return fail("stopped (wall time, cancel or stall) during invocation " + std::to_string(k + 1));
+      if (status != 0) {
+        std::string tail = stderr_tail_.empty() ? "(nothing on stderr)" : stderr_tail_;
+        return fail("the command " + std::string(status > 128 ? "was killed by signal " + std::to_string(status - 128) : "exited with status " + std::to_string(status)) +
+                    " (invocation " + std::to_string(k + 1) + "); the tail of its stderr (all of it in " + step_dir_ + "/stderr." +
+                    std::to_string(host_.rank()) + "):\n" + tail);
+      }
+      std::vector<exec::ParsedSample> end;
+      for (size_t i = 0; i < parsers.size(); ++i) {
+        if (!parsers[i]) {  // time: the invocation's wall time, as hyperfine measures a command
+          const std::string metric = cfg_.parsers[i].metric.empty() ? "wall_time" : cfg_.parsers[i].metric;
+          int64_t& it = next_iteration_[metric];
+          if (!host_.record(metric.c_str(), warmup ? k - cfg_.warmup : it++, inv.t0, double(t1 - inv.t0) / 1e9, "s", warmup))
+            return fail("a sample could not be stored");
+          ++matched_[i];
+          continue;
+        }
+        if (cfg_.parsers[i].from.rfind("file:", 0) == 0) continue;
+        end.clear();
+        parsers[i]->finish(end);
+        record(i, end, t1, warmup);
+      }
+      parse_files(parsers, warmup);
+    }
+    for (size_t i = 0; i < cfg_.parsers.size(); ++i)
+      if (!matched_[i])
+        return fail("no sample matched '" + cfg_.parsers[i].text() + "' in " + cfg_.parsers[i].from + " (the output is in " + step_dir_ +
+                    "/stdout." + std::to_string(host_.rank()) + " and stderr." + std::to_string(host_.rank()) + ")");
+    return host_.fence(kForever) || fail("the job's last fence failed");
+  }
+
+  // A service: started once, ready, then kept until every rank of the job has reached the last fence (the
+  // measuring steps are done), then stopped. Ending before that fails the run.
+  bool serve() {
+    std::vector<std::unique_ptr<exec::Parser>> none;
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    auto fenced = std::make_shared<std::atomic<bool>>(false);
+    Invocation inv = start();
+    std::thread waiter;
+    auto start_waiting = [&] {
+      if (waiter.joinable()) return;
+      Host host = host_;
+      waiter = std::thread([host, done, fenced]() mutable {
+        *fenced = host.fence(kForever);
+        *done = true;
+      });
+    };
+    const int status = follow(inv, none, false, [&] {
+      if (ready_published_) start_waiting();
+      return done->load();
+    });
+    if (!failure_.empty() || !done->load()) {
+      if (failure_.empty())
+        failure_ = "the service ended (" + std::string(status > 128 ? "signal " + std::to_string(status - 128) : "status " + std::to_string(status)) +
+                   ") before the measuring steps were done; the tail of its stderr:\n" + (stderr_tail_.empty() ? "(nothing)" : stderr_tail_);
+      publish_failure(failure_);
+      if (waiter.joinable()) waiter.detach();  // still in the fence: the rank ends with the failure
+      return fail(failure_);
+    }
+    waiter.join();
+    return *fenced || fail("the job's last fence failed");
+  }
+
+  bool fail(const std::string& why) {
+    publish_failure(why);
+    host_.log(FANOUT_LOG_ERROR, "step " + step_ + " rank " + std::to_string(host_.rank()) + ": " + why);
+    return false;
+  }
+
+  Host& host_;
+  const fanout_host_ops* ops_;
+  fanout_context* ctx_;
+  exec::StepConfig cfg_;
+  std::string step_, step_dir_, failure_, stderr_tail_;
+  std::vector<std::string> my_nodes_;
+  std::vector<std::pair<std::string, std::string>> earlier_env_, env_;
+  std::map<std::string, int64_t> next_iteration_;
+  std::map<size_t, int64_t> matched_;
+  std::ofstream out_log_, err_log_;
+  bool ready_published_ = false, ready_line_seen_ = false, stopped_ = false, logged_command_ = false;
+};
+
+int run_step(fanout_context* ctx, const fanout_host_ops* ops) {
+  Host host(ctx, ops);
+  try {
+    const std::string settings = host.step_settings();
+    exec::StepConfig cfg = exec::config_from_settings(exec::config_from_params([&](const char* n) { return host.param(n); }), settings);
+    // A service measures nothing: the flags' default parser (time) is not its.
+    if (cfg.service && settings.find("\"parse\"") == std::string::npos) cfg.parsers.clear();
+    exec::validate(cfg);
+    StepRun run(host, ops, ctx, std::move(cfg));
+    return run.run() ? 0 : 1;
+  } catch (const std::exception& e) {
+    host.log(FANOUT_LOG_ERROR, std::string("step ") + host.role() + ": " + e.what());
+    return 1;
+  }
+}
+
+const fanout_param_spec kParams[] = {
+    FANOUT_PARAM("command", FANOUT_PARAM_STRING, "", "the program and its arguments, {name} taking a parameter's value; words split as sh does, nothing expanded"),
+    FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "1", "nodes the command runs on", "1", NULL),
+    FANOUT_PARAM_RANGE("ranks_per_node", FANOUT_PARAM_INT, "1", "copies of the command per node", "1", NULL),
+    FANOUT_PARAM_RANGE_FLAGS("parse", FANOUT_PARAM_STRING, "time",
+                             "how to read samples: time (wall time per invocation), regex:PATTERN (groups value, unit, metric, iteration), "
+                             "csv[:COLUMNS], jsonl[:FIELDS], google-benchmark, smartsim-timing",
+                             NULL, NULL, FANOUT_PARAM_REPEATABLE),
+    FANOUT_PARAM("metric", FANOUT_PARAM_STRING, "", "the metric of samples whose parser does not name it"),
+    FANOUT_PARAM("unit", FANOUT_PARAM_STRING, "", "the unit of samples whose parser does not give it (s, ms, bytes/s, ...)"),
+    FANOUT_PARAM("from", FANOUT_PARAM_STRING, "stdout", "where the parsers read: stdout, stderr, or file:GLOB (relative to the step's folder)"),
+    FANOUT_PARAM_RANGE_FLAGS("env", FANOUT_PARAM_STRING, "", "NAME=value for the command's environment", NULL, NULL, FANOUT_PARAM_REPEATABLE),
+    FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run)"),
+    FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "0", "invocations before the measured ones, recorded as warmup", "0", "1000000"),
+    FANOUT_PARAM_RANGE("repeat_command", FANOUT_PARAM_INT, "1", "measured invocations of the command per rank", "1", "1000000"),
+    FANOUT_PARAM("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (parameters are filled in shell-quoted)"),
+};
+const fanout_role kRoles[] = {FANOUT_ROLE("run", "run the step's command on each rank and record what its parsers read", run_step)};
+const fanout_step_spec kSteps[] = {FANOUT_STEP("run", "{nodes}", "{ranks_per_node}", "disjoint")};
+const fanout_experiment_spec kExperiments[] = {
+    FANOUT_EXPERIMENT("exec", "any program as a benchmark: its wall time, or what --parse reads from its output", FANOUT_ARRAY(kSteps),
+                      FANOUT_NO_ARRAY, nullptr, nullptr, nullptr)};
+const char* const kStepKeys[] = {"command", "shell", "env", "cwd", "after", "ready", "ready_timeout", "service",
+                                 "warmup", "repeat_command", "parse", "publish"};
+
+int check(const char* const* names, const char* const* values, uint32_t n, char* err, size_t err_len) {
+  std::map<std::string, std::string> p;
+  for (uint32_t i = 0; i < n; ++i) p[names[i]] = values[i];
+  try {
+    exec::StepConfig c = exec::config_from_params([&](const char* name) { return p.count(name) ? p[name] : std::string(); });
+    if (!c.command.empty()) exec::validate(c);  // an experiment file's steps give theirs (checked by their ranks)
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, err_len, "%s", e.what());
+    return 1;
+  }
+}
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_EXTENDED("exec", "any program as a benchmark: a command per rank, its output parsed", "1.0.0",
+                                                     FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr,
+                                                     nullptr, check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys));
+
+}  // namespace
+
+extern "C" FANOUT_PLUGIN_EXPORT const fanout_plugin* fanout_plugin_entry(void) { return &kPlugin; }

@@ -1,0 +1,202 @@
+#include "step_config.h"
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace exec {
+
+namespace {
+
+int64_t positive_or_zero(const std::string& what, const std::string& text) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != text.size() || v < 0 || v > 1000000) throw std::runtime_error(what + ": '" + text + "' is not an integer from 0 to 1000000");
+  return v;
+}
+
+// "NAME=value" lines (--env, repeatable).
+std::vector<std::pair<std::string, std::string>> name_values(const std::string& what, const std::string& lines) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at < lines.size()) {
+    size_t nl = lines.find('\n', at);
+    if (nl == std::string::npos) nl = lines.size();
+    std::string line = lines.substr(at, nl - at);
+    at = nl + 1;
+    if (line.empty()) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos || eq == 0) throw std::runtime_error(what + ": '" + line + "' is not NAME=value");
+    out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return out;
+}
+
+bool env_name(const std::string& s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
+std::string text_of(const nlohmann::json& v, const std::string& key) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  throw std::runtime_error("step key " + key + " must be a string");
+}
+
+std::vector<std::pair<std::string, std::string>> table_of(const nlohmann::json& v, const std::string& key) {
+  if (!v.is_object()) throw std::runtime_error("step key " + key + " must be a table of NAME = \"value\"");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [k, val] : v.items()) out.emplace_back(k, text_of(val, key + "." + k));
+  return out;
+}
+
+ParseSpec parse_table(const nlohmann::json& t) {
+  if (t.is_string()) return parse_spec_text(t.get<std::string>());
+  if (!t.is_object()) throw std::runtime_error("step key parse: each entry is a table or \"kind:argument\"");
+  ParseSpec s;
+  for (auto& [k, v] : t.items()) {
+    const std::string text = text_of(v, "parse." + k);
+    if (k == "kind" || k == "format") s.kind = text;
+    else if (k == "pattern" || k == "regex" || k == "columns" || k == "fields") s.pattern = text;
+    else if (k == "metric") s.metric = text;
+    else if (k == "unit") s.unit = text;
+    else if (k == "from") s.from = text;
+    else throw std::runtime_error("step key parse." + k + " is unknown (known: kind, pattern, columns, fields, metric, unit, from)");
+  }
+  if (s.kind.empty()) throw std::runtime_error("step key parse: an entry needs kind = \"regex\" (or csv, jsonl, google-benchmark, smartsim-timing, time)");
+  parse_spec_text(s.kind);  // a known kind
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> split_words(const std::string& line) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(cur), cur.clear(), in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      size_t end = line.find('\'', i + 1);
+      if (end == std::string::npos) throw std::runtime_error("unterminated ' in: " + line);
+      cur += line.substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < line.size() && line[j] != '"'; ++j) {
+        if (line[j] == '\\' && j + 1 < line.size() && std::string("\"\\$`\n").find(line[j + 1]) != std::string::npos) ++j;
+        cur += line[j];
+      }
+      if (j >= line.size()) throw std::runtime_error("unterminated \" in: " + line);
+      i = j;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      cur += line[++i];
+    } else {
+      cur += c;
+    }
+  }
+  if (in_word) words.push_back(cur);
+  return words;
+}
+
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+StepConfig config_from_params(const std::function<std::string(const char*)>& param) {
+  StepConfig c;
+  c.command = param("command");
+  c.shell = param("shell") == "true" || param("shell") == "1" || param("shell") == "yes";
+  c.env = name_values("--env", param("env"));
+  c.cwd = param("cwd");
+  c.warmup = positive_or_zero("--warmup", param("warmup"));
+  c.repeat = positive_or_zero("--repeat_command", param("repeat_command"));
+  std::string parses = param("parse");
+  size_t at = 0;
+  while (at <= parses.size() && !parses.empty()) {
+    size_t nl = parses.find('\n', at);
+    if (nl == std::string::npos) nl = parses.size();
+    if (nl > at) {
+      ParseSpec s = parse_spec_text(parses.substr(at, nl - at));
+      s.metric = param("metric"), s.unit = param("unit"), s.from = param("from");
+      c.parsers.push_back(s);
+    }
+    at = nl + 1;
+  }
+  return c;
+}
+
+StepConfig config_from_settings(StepConfig c, const std::string& json) {
+  if (json.empty()) return c;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_object()) throw std::runtime_error("the step's settings are not a JSON object");
+  for (auto& [k, v] : j.items()) {
+    if (k == "command") {
+      if (v.is_array()) {
+        c.command.clear(), c.words.clear();
+        for (auto& w : v) c.words.push_back(text_of(w, "command[]"));
+      } else {
+        c.command = text_of(v, k), c.words.clear();
+      }
+    } else if (k == "shell" || k == "service") {
+      if (!v.is_boolean()) throw std::runtime_error("step key " + k + " must be true or false");
+      (k == "shell" ? c.shell : c.service) = v.get<bool>();
+    } else if (k == "env") {
+      c.env = table_of(v, k);
+    } else if (k == "publish") {
+      c.publish = table_of(v, k);
+    } else if (k == "cwd") {
+      c.cwd = text_of(v, k);
+    } else if (k == "ready") {
+      c.ready = text_of(v, k);
+    } else if (k == "ready_timeout") {
+      c.ready_timeout_s = positive_or_zero("step key ready_timeout", text_of(v, k));
+    } else if (k == "after") {
+      c.after.clear();
+      if (v.is_array())
+        for (auto& a : v) c.after.push_back(text_of(a, "after[]"));
+      else
+        c.after.push_back(text_of(v, k));
+    } else if (k == "warmup" || k == "repeat_command") {
+      (k == "warmup" ? c.warmup : c.repeat) = positive_or_zero("step key " + k, text_of(v, k));
+    } else if (k == "parse") {
+      c.parsers.clear();
+      if (v.is_array())
+        for (auto& t : v) c.parsers.push_back(parse_table(t));
+      else
+        c.parsers.push_back(parse_table(v));
+    } else {
+      throw std::runtime_error("step key " + k + " is not an exec setting");
+    }
+  }
+  return c;
+}
+
+void validate(const StepConfig& c) {
+  if (c.command.empty() && c.words.empty()) throw std::runtime_error("no command: give --command='...' (or command = \"...\" in the step)");
+  if (!c.shell && c.words.empty() && split_words(c.command).empty()) throw std::runtime_error("the command has no words");
+  if (c.repeat < 1 && !c.service) throw std::runtime_error("repeat_command must be at least 1");
+  for (auto& [name, v] : c.env)
+    if (!env_name(name)) throw std::runtime_error("env: '" + name + "' is not a variable name");
+  for (auto& [name, v] : c.publish)
+    if (!env_name(name)) throw std::runtime_error("publish: '" + name + "' is not a variable name");
+  if (!c.ready.empty() && c.ready.rfind("port:", 0) != 0 && c.ready.rfind("file:", 0) != 0 && c.ready.rfind("line:", 0) != 0)
+    throw std::runtime_error("ready = '" + c.ready + "': expected port:<port>, file:<path> or line:<regex>");
+  for (auto& p : c.parsers) make_parser(p);  // compiles (throws ParseError with its reason)
+  if (c.service && !c.parsers.empty()) throw std::runtime_error("a service step measures nothing: give it no parse");
+}
+
+}  // namespace exec

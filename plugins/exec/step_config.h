@@ -1,0 +1,43 @@
+// What one exec step runs and reads: from the exec experiment's flags (--command, --parse, ...) or from an
+// experiment file's [[steps]] table (its settings, which override the flags' values key by key).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parsers.h"
+
+namespace exec {
+
+struct StepConfig {
+  std::string command;             // the command line: words split as a shell would, nothing expanded
+  std::vector<std::string> words;  // or the words themselves (a TOML array): no splitting
+  bool shell = false;              // run `command` with /bin/sh -c (placeholders filled shell-quoted)
+  std::vector<std::pair<std::string, std::string>> env;  // NAME, value template
+  std::string cwd;                 // "" = the step's folder; relative: to the folder fanout was started in
+  std::vector<std::string> after;  // steps that must be ready before this one starts
+  std::string ready;               // "" | port:N | file:PATH | line:REGEX (this step's readiness)
+  int64_t ready_timeout_s = 300;
+  bool service = false;            // runs until the other steps end, then is stopped
+  int64_t warmup = 0;              // invocations before the measured ones, their samples labelled warmup
+  int64_t repeat = 1;              // measured invocations
+  std::vector<ParseSpec> parsers;  // "time" when none is given
+  std::vector<std::pair<std::string, std::string>> publish;  // NAME, value template: environment for later steps
+};
+
+// The flags' form: param(name) gives each declared parameter's text. Throws std::runtime_error naming the flag.
+StepConfig config_from_params(const std::function<std::string(const char*)>& param);
+// The file's settings (a JSON object) over `base`. Throws std::runtime_error naming the step key.
+StepConfig config_from_settings(StepConfig base, const std::string& json);
+// Checks what can be checked before anything runs (parsers compile, keys make sense).
+void validate(const StepConfig& c);
+
+// Splits a command line into words as POSIX sh does for quotes and backslashes ('...', "...", \x), without
+// expanding anything. Throws std::runtime_error on an unterminated quote.
+std::vector<std::string> split_words(const std::string& line);
+// A word the shell reads back as itself.
+std::string shell_quote(const std::string& word);
+
+}  // namespace exec
