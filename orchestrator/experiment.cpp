@@ -415,7 +415,7 @@ void check_setting_references(const std::vector<StepTemplate>& steps, const std:
   for (auto& s : steps) {
     if (s.settings_json.empty()) continue;
     for (auto& name : fanout_sdk::placeholder_names(s.settings_json))
-      if (!known(name))
+      if (!known(name) && !fanout_sdk::step_variable(name))
         throw UserError(s.origin + ": step '" + s.label() + "' refers to {" + name + "}, which is no parameter; give it with [parameters] " +
                         name + " = ... (or write {{" + name + "}} for the braces themselves)");
   }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <cstdint>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -703,6 +704,26 @@ class ExperimentSession {
     s.state = state;
   }
 
+  // The first ERROR a rank logged in the run (its <step>.err files), as "; first error: ..." for the run's reason,
+  // so that a failure says why where it is reported, not only where its logs are.
+  static std::string first_rank_error(const fs::path& dir) {
+    std::string first_at, first;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() != ".err" || !e.is_regular_file(ec) || e.file_size(ec) > (size_t(64) << 20)) continue;
+      std::ifstream in(e.path());
+      for (std::string line; std::getline(in, line);) {
+        // "[<time> <step>:<rank>] ERROR <message>"; "role 'x' returned N" only repeats that the rank failed.
+        const size_t at = line.find("] ERROR ");
+        if (line.empty() || line[0] != '[' || at == std::string::npos || line.find("] ERROR role '") == at) continue;
+        if (first.empty() || line.substr(0, at) < first_at) first_at = line.substr(0, at), first = line.substr(at + 8);
+        break;
+      }
+    }
+    if (first.empty()) return "";
+    return "; first error: " + printable(first.size() > 300 ? first.substr(0, 300) + "..." : first);
+  }
+
   CsvFiles write_csv() {
     outcome_.csv_dir = outcome_.exp_dir / layout::kCsvDir;
     return export_csv(*db_, outcome_.csv_dir);
@@ -719,6 +740,7 @@ class ExperimentSession {
       js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
                   s.dir.string();
     }
+    if (js.state != JobState::Completed) js.reason += first_rank_error(s.dir);
     set_state(s, js.state);
     s.ended = true;
     if (s.service && !s.job_id.empty()) --active_services_;

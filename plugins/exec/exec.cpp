@@ -279,6 +279,14 @@ class StepRun {
         record(i, got, t, warmup);
       }
     };
+    // Whatever ends this function early (a parser refusing a line) ends the program with it: no orphan runs on.
+    struct Reaper {
+      pid_t pid;
+      bool armed = true;
+      ~Reaper() {
+        if (armed) ::kill(-pid, SIGKILL), fanout_sdk::wait_exit(pid);
+      }
+    } reaper{inv.child.pid};
     while (inv.out.open() || inv.err.open()) {
       pollfd fds[2] = {{inv.out.fd, POLLIN, 0}, {inv.err.fd, POLLIN, 0}};
       ::poll(fds, 2, 50);
@@ -296,6 +304,7 @@ class StepRun {
       if (stopping && !stop_sent) ::kill(-inv.child.pid, SIGTERM), stop_sent = host_.now_ns();
       if (stop_sent && host_.now_ns() - stop_sent > kStopGraceMs * 1000000) ::kill(-inv.child.pid, SIGKILL);
     }
+    reaper.armed = false;
     int status = fanout_sdk::wait_exit(inv.child.pid);
     if (stop_sent) ::kill(-inv.child.pid, SIGKILL);  // whatever the program left behind in its group
     for (auto* f : {&out_log_, &err_log_})
@@ -349,10 +358,11 @@ class StepRun {
       if (!failure_.empty()) return fail(failure_);
       if (stopped_) return fail("stopped (wall time, cancel or stall) during invocation " + std::to_string(k + 1));
       if (status != 0) {
-        std::string tail = stderr_tail_.empty() ? "(nothing on stderr)" : stderr_tail_;
+        command_status_ = status;
+        const std::string tail = stderr_tail();
         return fail("the command " + std::string(status > 128 ? "was killed by signal " + std::to_string(status - 128) : "exited with status " + std::to_string(status)) +
-                    " (invocation " + std::to_string(k + 1) + "); the tail of its stderr (all of it in " + step_dir_ + "/stderr." +
-                    std::to_string(host_.rank()) + "):\n" + tail);
+                    " (invocation " + std::to_string(k + 1) + "); its stderr ends: " + tail + " (all of it in " + step_dir_ + "/stderr." +
+                    std::to_string(host_.rank()) + ")");
       }
       std::vector<exec::ParsedSample> end;
       for (size_t i = 0; i < parsers.size(); ++i) {
@@ -399,15 +409,34 @@ class StepRun {
       return done->load();
     });
     if (!failure_.empty() || !done->load()) {
+      if (failure_.empty() && stopped_)
+        failure_ = "stopped before the measuring steps were done (the run was cancelled, ran out of time, or another rank failed)";
       if (failure_.empty())
         failure_ = "the service ended (" + std::string(status > 128 ? "signal " + std::to_string(status - 128) : "status " + std::to_string(status)) +
-                   ") before the measuring steps were done; the tail of its stderr:\n" + (stderr_tail_.empty() ? "(nothing)" : stderr_tail_);
+                   ") before the measuring steps were done; its stderr ends: " + stderr_tail();
       publish_failure(failure_);
       if (waiter.joinable()) waiter.detach();  // still in the fence: the rank ends with the failure
       return fail(failure_);
     }
     waiter.join();
     return *fenced || fail("the job's last fence failed");
+  }
+
+  // The last lines of the command's stderr on one line (a log line is one line): "a | b | c".
+  std::string stderr_tail() const {
+    std::string t = stderr_tail_;
+    while (!t.empty() && t.back() == '\n') t.pop_back();
+    if (t.empty()) return "(nothing on stderr)";
+    std::vector<std::string> lines;
+    for (size_t at = 0; at <= t.size();) {
+      size_t nl = t.find('\n', at);
+      if (nl == std::string::npos) nl = t.size();
+      lines.push_back(t.substr(at, nl - at));
+      at = nl + 1;
+    }
+    std::string out;
+    for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size(); ++i) out += (out.empty() ? "" : " | ") + lines[i];
+    return out;
   }
 
   bool fail(const std::string& why) {
@@ -426,6 +455,11 @@ class StepRun {
   std::map<std::string, int64_t> next_iteration_;
   std::map<size_t, int64_t> matched_;
   std::ofstream out_log_, err_log_;
+ public:
+  int command_status() const { return command_status_; }
+
+ private:
+  int command_status_ = 0;  // the command's failing exit status, which the rank passes on
   bool ready_published_ = false, ready_line_seen_ = false, stopped_ = false, logged_command_ = false;
 };
 
@@ -438,7 +472,9 @@ int run_step(fanout_context* ctx, const fanout_host_ops* ops) {
     if (cfg.service && settings.find("\"parse\"") == std::string::npos) cfg.parsers.clear();
     exec::validate(cfg);
     StepRun run(host, ops, ctx, std::move(cfg));
-    return run.run() ? 0 : 1;
+    if (run.run()) return 0;
+    // The rank exits with the command's own status where it has one (1 to 125), else 1.
+    return run.command_status() > 0 && run.command_status() < 126 ? run.command_status() : 1;
   } catch (const std::exception& e) {
     host.log(FANOUT_LOG_ERROR, std::string("step ") + host.role() + ": " + e.what());
     return 1;

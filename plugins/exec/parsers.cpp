@@ -149,6 +149,7 @@ class CsvParser : public Parser {
     ++line_no_;
     if (trim(text).empty()) return;
     auto fields = csv_fields(text);
+    if (fields == header_) return;  // the header again: outputs of several invocations, one after the other
     if (header_.empty()) {
       header_ = fields;
       for (size_t i = 0; i < header_.size(); ++i) {

@@ -42,6 +42,7 @@ class Parser {
   virtual void line(std::string_view text, std::vector<ParsedSample>& out) = 0;
   // The end of the input (google-benchmark reads its document whole here).
   virtual void finish(std::vector<ParsedSample>& out) { (void)out; }
+  // csv: a line equal to the header is skipped (several outputs one after the other).
 };
 
 // A compiled PCRE2 expression that answers whether a line matches (readiness: ready = "line:REGEX").

@@ -1,7 +1,8 @@
 // "{name}" placeholders in a text (a step's command, its environment, a readiness check): the one grammar the
 // driver (which refuses a name that is no parameter, before anything runs) and plugins (which fill them in)
 // share. A name is [A-Za-z_][A-Za-z0-9_]*; "{{" and "}}" are a literal brace; any other brace is kept as it
-// is, so a regular expression's "{3}" or "{2,5}" passes through.
+// is, so a regular expression's "{3}" or "{2,5}" passes through. Names starting with FANOUT_ are the step's own
+// variables (FANOUT_HOST, FANOUT_RANK, ...), which the plugin fills; every other name is a parameter of the run.
 #pragma once
 #include <functional>
 #include <optional>
@@ -45,6 +46,8 @@ inline void scan_placeholders(std::string_view text, const std::function<void(st
   }
   on_text(text.substr(from));
 }
+
+inline bool step_variable(std::string_view name) { return name.rfind("FANOUT_", 0) == 0; }
 
 inline std::vector<std::string> placeholder_names(std::string_view text) {
   std::vector<std::string> names;
