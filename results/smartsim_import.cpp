@@ -99,6 +99,12 @@ std::vector<fs::path> session_dirs(const fs::path& dir) {
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it.depth() > 3) it.disable_recursion_pending();
+    // A fanout run's folder is ours, whatever its steps wrote in it (an exec step running SmartSim-Scaling's
+    // client leaves rank_<r>_timing.csv there): not a SmartSim-Scaling session.
+    if (it->is_directory(ec) && fs::exists(it->path() / kRunMetadataFile, ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
     if (it->is_directory(ec) && is_session_dir(it->path())) out.push_back(it->path());
   }
   std::sort(out.begin(), out.end());

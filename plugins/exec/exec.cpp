@@ -511,7 +511,15 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
   for (uint32_t i = 0; i < n; ++i) p[names[i]] = values[i];
   try {
     exec::StepConfig c = exec::config_from_params([&](const char* name) { return p.count(name) ? p[name] : std::string(); });
-    if (!c.command.empty()) exec::validate(c);  // an experiment file's steps give theirs (checked by their ranks)
+    if (c.command.empty()) return 0;  // an experiment file's steps give theirs (the driver checks their placeholders)
+    exec::validate(c);
+    // The flags' placeholders (a file's steps are checked by the driver): each a parameter of the run.
+    for (const char* flag : {"command", "env", "cwd", "from"})
+      for (auto& name : fanout_sdk::placeholder_names(p[flag]))
+        if (!p.count(name) && !fanout_sdk::step_variable(name)) {
+          throw std::runtime_error(std::string("--") + flag + " refers to {" + name + "}, which is no parameter; give it with --param " +
+                                   name + "=... (or write {{" + name + "}} for the braces)");
+        }
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(err, err_len, "%s", e.what());

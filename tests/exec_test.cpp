@@ -1,0 +1,225 @@
+// The exec plugin end to end (issue 39): programs written here (tests/clients/exec_probe.c, exec_gbench.cpp,
+// throughput_standin.c) and shell one-liners run through `fanout exec` and experiment files on the local launcher,
+// every parser exercised, samples and units checked against what the program wrote, failures loud.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/files.h"
+#include "common/text.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Exec : public ::testing::Test {
+ protected:
+  test::TempDir d;
+  test::CommandResult fanout(std::vector<std::string> args, double timeout_s = 300) { return test::run_fanout(d.path, args, timeout_s); }
+  fs::path db(const std::string& exp) { return d.path / "results" / exp / "fanout.sqlite"; }
+  std::vector<std::vector<std::string>> query(const std::string& exp, const std::string& sql) { return test::sql_rows(db(exp), sql); }
+  std::string one(const std::string& exp, const std::string& sql) { return test::sql_one(db(exp), sql); }
+  static std::string probe() { return (test::build_dir() / "tests" / "exec_probe").string(); }
+  void write(const std::string& name, const std::string& text) { std::ofstream(d.path / name) << text; }
+  // The folder of the only run of exp.
+  fs::path run_dir(const std::string& exp) { return one(exp, "SELECT path FROM runs"); }
+  // NAME=value lines of a file the probe wrote.
+  static std::map<std::string, std::string> env_file(const fs::path& f) {
+    std::map<std::string, std::string> out;
+    std::ifstream in(f);
+    for (std::string line; std::getline(in, line);)
+      if (auto eq = line.find('='); eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+    return out;
+  }
+};
+
+// A C program through every text parser at once: regex on stdout, jsonl on stderr, csv and SmartSim-Scaling rank
+// files it wrote, and time; two sizes swept by a parameter of the user's own, two ranks each.
+TEST_F(Exec, ACProgramThroughEveryParserOnTheLocalLauncher) {
+  write("probe.toml", "[experiment]\nplugin = \"exec\"\nname = \"probe\"\n"
+                      "[parameters]\nsize = [100, 200]\n"
+                      "[[steps]]\nname = \"probe\"\nranks_per_node = 2\nwarmup = 1\nrepeat_command = 2\n"
+                      "command = \"" + probe() + " {size} 3\"\nenv = { PROBE_SIZE = \"{size}\" }\n"
+                      "[[steps.parse]]\nkind = \"regex\"\npattern = 'iteration (?<iteration>\\d+) latency: (?<value>\\d+) (?<unit>us)'\nmetric = \"latency\"\n"
+                      "[[steps.parse]]\nkind = \"jsonl\"\nfrom = \"stderr\"\n"
+                      "[[steps.parse]]\nkind = \"csv\"\ncolumns = \"seconds\"\nunit = \"s\"\nfrom = \"file:probe_{FANOUT_RANK}.csv\"\n"
+                      "[[steps.parse]]\nkind = \"smartsim-timing\"\nfrom = \"file:rank_{FANOUT_RANK}_timing.csv\"\n"
+                      "[[steps.parse]]\nkind = \"time\"\n");
+  auto r = fanout({"run", "probe.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("probe", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  // Per run: 2 ranks x 3 invocations (1 warmup) x 3 lines for the text parsers; the probe's values are known.
+  for (auto& [size, run] : std::map<std::string, std::string>{{"100", "1"}, {"200", "2"}}) {
+    const std::string in_run = " FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='size' WHERE p.value='" + size + "'";
+    EXPECT_EQ(one("probe", "SELECT count(*)" + in_run + " AND metric='latency' AND warmup=0"), "12") << size;
+    EXPECT_EQ(one("probe", "SELECT count(*)" + in_run + " AND metric='latency' AND warmup=1"), "6") << size;
+    EXPECT_EQ(one("probe", "SELECT group_concat(DISTINCT printf('%g', s.value))" + in_run + " AND metric='latency' AND iteration=2"),
+              std::to_string(10 * (std::stoi(size) + 2)));
+    EXPECT_EQ(one("probe", "SELECT DISTINCT unit" + in_run + " AND metric='latency'"), "us");
+    EXPECT_EQ(one("probe", "SELECT group_concat(DISTINCT printf('%g', s.value) || ' ' || unit)" + in_run + " AND metric='ops' AND iteration=1"), "1001 ops/s");
+    EXPECT_EQ(one("probe", "SELECT group_concat(DISTINCT printf('%g', s.value) || ' ' || unit)" + in_run + " AND metric='seconds' AND iteration=2"), "1.5 s");
+    EXPECT_EQ(one("probe", "SELECT count(*)" + in_run + " AND metric='compute' AND warmup=0"), "12");
+    EXPECT_EQ(one("probe", "SELECT count(*)" + in_run + " AND metric='wall_time' AND warmup=0 AND unit='s' AND s.value > 0"), "4");
+    EXPECT_EQ(one("probe", "SELECT count(*)" + in_run + " AND metric='wall_time' AND warmup=1 AND iteration=-1"), "2");
+  }
+  // What each rank's program got: the parameter, its place, the folders.
+  const fs::path step = run_dir("probe") / "probe";
+  auto env = env_file(step / "env.1");
+  EXPECT_EQ(env["FANOUT_RANK"], "1");
+  EXPECT_EQ(env["FANOUT_NRANKS"], "2");
+  EXPECT_EQ(env["FANOUT_LOCAL_RANK"], "1");
+  EXPECT_EQ(env["FANOUT_NODE_INDEX"], "0");
+  EXPECT_EQ(env["FANOUT_STEP"], "probe");
+  EXPECT_EQ(env["FANOUT_STEP_DIR"], step.string());
+  EXPECT_EQ(env["FANOUT_RUN_DIR"], run_dir("probe").string());
+  EXPECT_FALSE(env["FANOUT_NODELIST"].empty());
+  EXPECT_EQ(env["PROBE_SIZE"].empty(), false);
+  // Statistics, CSV and the report, as for any plugin.
+  EXPECT_NE(read_file(d.path / "results/probe/csv/statistics.csv").find("latency,us"), std::string::npos);
+  auto p = fanout({"process_scaling_results", "results/probe"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string report = read_file(d.path / "results/probe/processed/report.html");
+  for (auto* m : {"latency", "ops", "seconds", "compute", "wall_time"}) EXPECT_NE(report.find(m), std::string::npos) << m;
+}
+
+// A shell one-liner (shell = true) swept over a parameter of the user's own, read with a regular expression.
+TEST_F(Exec, AShellOneLinerSweptByTheUsersParameter) {
+  // Values reach the shell quoted, so arithmetic takes them through the environment.
+  auto r = fanout({"exec", "--exp_name=sh", "--shell=true", "--command=for i in 1 2 3; do echo \"n={n} t=$((i * N))ms\"; done",
+                   "--env=N={n}", "--param", "n=[2,5]", "--parse", "regex:t=(?<value>\\d+)ms", "--metric=t", "--unit=ms"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("sh", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
+  EXPECT_EQ(one("sh", "SELECT group_concat(v, ' ') FROM (SELECT printf('%g', s.value) AS v FROM samples s JOIN parameters p ON p.run_id=s.run_id "
+                      "AND p.name='n' AND p.value='5' ORDER BY s.iteration)"), "5 10 15");
+  EXPECT_EQ(one("sh", "SELECT DISTINCT unit FROM samples"), "ms");
+  // The value reaches the shell quoted: a parameter cannot run a command of its own.
+  auto evil = fanout({"exec", "--exp_name=evil", "--shell=true", "--command=echo {x} > out.txt", "--param", "x='$(touch pwned); x'"});
+  ASSERT_EQ(evil.exit_code, 0) << evil.err;
+  EXPECT_EQ(read_file(run_dir("evil") / "run" / "out.txt"), "$(touch pwned); x\n");
+  EXPECT_FALSE(fs::exists(run_dir("evil") / "run" / "pwned"));
+}
+
+TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
+  // A non-zero exit: the run fails with the command's status and the tail of its stderr, and fanout exits non-zero.
+  auto r = fanout({"exec", "--exp_name=fails", "--command=" + probe() + " 1 1 7"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(one("fails", "SELECT status || ' ' || exit_code FROM runs"), "FAILED 7");
+  EXPECT_NE(r.err.find("the command exited with status 7"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exec_probe: failing with status 7 as asked"), std::string::npos) << r.err;
+  // A parser that matches nothing fails the run; it is never COMPLETED with 0 samples.
+  auto none = fanout({"exec", "--exp_name=nomatch", "--command=" + probe() + " 1 1", "--parse", "regex:nothing (?<value>\\d+)",
+                      "--metric=m", "--unit=s"});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_EQ(one("nomatch", "SELECT status FROM runs"), "FAILED");
+  EXPECT_NE(none.err.find("no sample matched 'regex:nothing (?<value>\\d+)' in stdout"), std::string::npos) << none.err;
+  // Refused before anything runs: a placeholder that is no parameter, a parser that does not compile, no unit.
+  for (auto& [args, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"exec", "--command=./b {sise}", "--param", "size=1"}, "{sise}"},
+           {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+", "--metric=m", "--unit=s"}, "missing closing parenthesis"},
+           {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+)", "--metric=m"}, "gives no unit"},
+           {{"exec", "--command=./b", "--parse", "xml"}, "no parser 'xml'"}}) {
+    auto refused = fanout(args);
+    EXPECT_EQ(refused.exit_code, 2) << why << refused.err;
+    EXPECT_NE(refused.err.find(why), std::string::npos) << refused.err;
+  }
+  EXPECT_FALSE(fs::exists(d.path / "results" / "exec"));
+}
+
+// Two steps of one run: a Redis server as a service, ready once its port answers, publishing its address; a client
+// step that starts after it, gets the address, and measures; the server is stopped when the client is done.
+TEST_F(Exec, AServiceStepIsReadyBeforeItsClientsAndStoppedAfterThem) {
+  const int port = test::free_tcp_port();
+  write("kv.toml", "[experiment]\nplugin = \"exec\"\nname = \"kv\"\n[parameters]\nport = " + std::to_string(port) + "\n"
+                   "[[steps]]\nname = \"db\"\nservice = true\nready = \"port:{port}\"\n"
+                   "command = \"redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no\"\n"
+                   "publish = { DB_ADDR = \"127.0.0.1:{port}\" }\n"
+                   "[[steps]]\nname = \"client\"\nafter = \"db\"\nranks_per_node = 2\nshell = true\n"
+                   "command = \"env > env.$FANOUT_RANK; redis-benchmark -h ${DB_ADDR%:*} -p ${DB_ADDR#*:} -n 500 -t set,get -q --csv\"\n"
+                   "[[steps.parse]]\nkind = \"csv\"\ncolumns = \"rps\"\nunit = \"requests/s\"\n");
+  auto r = fanout({"run", "kv.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("kv", "SELECT count(*) FROM samples WHERE role='client' AND metric='rps' AND value > 0"), "4");  // set, get x 2 ranks
+  auto env = env_file(run_dir("kv") / "client" / "env.0");
+  EXPECT_EQ(env["DB_ADDR"], "127.0.0.1:" + std::to_string(port));
+  EXPECT_FALSE(env["FANOUT_DB_NODES"].empty());
+  // Stopped: nothing listens on the port any more.
+  EXPECT_NE(test::run_command({"/usr/bin/redis-cli", "-p", std::to_string(port), "ping"}, d.path).out, "PONG\n");
+  // A service that ends before its clients are done fails the run, and the client is told instead of waiting.
+  write("dies.toml", "[experiment]\nplugin = \"exec\"\nname = \"dies\"\n"
+                     "[[steps]]\nname = \"db\"\nservice = true\ncommand = \"sh -c 'echo going >&2; exit 4'\"\nready = \"file:never\"\n"
+                     "[[steps]]\nname = \"client\"\nafter = \"db\"\ncommand = \"true\"\n");
+  auto dies = fanout({"run", "dies.toml"});
+  EXPECT_NE(dies.exit_code, 0);
+  EXPECT_NE(dies.err.find("the service ended (status 4) before the measuring steps were done; its stderr ends: going"), std::string::npos) << dies.err;
+}
+
+// A Google Benchmark program (Debian's libbenchmark) read from its JSON, each benchmark in its own time unit.
+TEST_F(Exec, AGoogleBenchmarkProgramWithItsTimeUnits) {
+  auto r = fanout({"exec", "--exp_name=gb", "--command=" + (test::build_dir() / "tests" / "exec_gbench").string() +
+                   " --benchmark_format=json --benchmark_repetitions=3 --benchmark_min_time=0.01", "--parse=google-benchmark"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("gb", "SELECT count(*) || ' ' || unit FROM samples WHERE metric='BM_copy/4096.real_time'"), "3 us");
+  EXPECT_EQ(one("gb", "SELECT count(*) || ' ' || unit FROM samples WHERE metric='BM_add.cpu_time'"), "3 ns");
+  EXPECT_EQ(one("gb", "SELECT count(*) || ' ' || unit FROM samples WHERE metric='BM_copy/4096.bytes_per_second' AND value > 0"), "3 bytes/s");
+  EXPECT_EQ(one("gb", "SELECT count(*) FROM samples WHERE metric LIKE '%mean%' OR metric LIKE '%median%'"), "0");
+}
+
+#ifdef FANOUT_HAVE_TENSOR_CLIENT
+// SmartSim-Scaling's throughput client (a stand-in written here on the C tensor client, writing rank_<r>_timing.csv
+// line for line as throughput_scaling.cpp does) run by an exec step after a database step: the server with
+// fanout's RedisAI module, its address published as SSDB and SR_DB_TYPE as SmartSim sets them. The samples are
+// what the files hold, and process_scaling_results plots them as throughput_standard's.
+TEST_F(Exec, SmartSimScalingsThroughputClientAfterTheDatabaseStep) {
+  const int port = test::free_tcp_port();
+  const std::string module = (test::build_dir() / "plugins" / "redisai.so").string();
+  write("tp.toml", "[experiment]\nplugin = \"exec\"\nname = \"tp\"\n"
+                   "[parameters]\nport = " + std::to_string(port) + "\nclients = [1, 2]\ntensor_bytes = [1024, 65536]\n"
+                   "[[steps]]\nname = \"db\"\nservice = true\nready = \"port:{port}\"\n"
+                   "command = \"redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --loadmodule " + module + "\"\n"
+                   "publish = { SSDB = \"127.0.0.1:{port}\", SR_DB_TYPE = \"Standalone\" }\n"
+                   "[[steps]]\nname = \"client\"\nafter = \"db\"\nranks_per_node = \"{clients}\"\n"
+                   "command = \"" + (test::build_dir() / "tests" / "throughput_standin").string() + " {tensor_bytes}\"\n"
+                   "env = { SS_ITERATIONS = \"20\" }\n"
+                   "parse = [{ kind = \"smartsim-timing\", from = \"file:rank_{FANOUT_RANK}_timing.csv\" }]\n");
+  auto r = fanout({"run", "tp.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("tp", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  // Every line of every rank file is a sample with the same value, in file order per function.
+  for (auto& run : query("tp", "SELECT id, path FROM runs")) {
+    for (auto& entry : fs::directory_iterator(fs::path(run[1]) / "client")) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("rank_", 0) != 0) continue;
+      const std::string rank = name.substr(5, name.find('_', 5) - 5);
+      std::vector<std::string> expected;
+      std::istringstream in(read_file(entry.path()));
+      for (std::string line; std::getline(in, line);) expected.push_back(line.substr(line.find(',') + 1));
+      std::vector<std::string> stored;
+      for (auto& row : query("tp", "SELECT metric, value FROM samples WHERE run_id=" + run[0] + " AND rank=" + rank + " ORDER BY t_start, rowid"))
+        stored.push_back(row[0] + "," + row[1]);
+      ASSERT_EQ(stored.size(), expected.size()) << entry.path();
+      EXPECT_EQ(std::count_if(expected.begin(), expected.end(), [](auto& l) { return l.rfind("put_tensor,", 0) == 0; }), 20);
+      // Stored as doubles: compared as the file's %g text reads back.
+      std::multiset<std::string> in_file(expected.begin(), expected.end()), in_db;
+      for (auto& s : stored) {
+        const auto comma = s.find(',');
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%g", std::stod(s.substr(comma + 1)));
+        in_db.insert(s.substr(0, comma + 1) + buf);
+      }
+      EXPECT_EQ(in_db, in_file) << entry.path();
+    }
+  }
+  auto p = fanout({"process_scaling_results", "results/tp"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(fs::exists(d.path / "results/tp/processed/plots/aggregate_bandwidth_client_put_tensor.png") ||
+              fs::exists(d.path / "results/tp/processed/aggregate_bandwidth_client_put_tensor.png"))
+      << "the aggregate bandwidth plot throughput_standard's put_tensor gets";
+}
+#endif
+
+}  // namespace
