@@ -32,7 +32,7 @@ JobSpec trivial_job(const fs::path& root, int i) {
   fs::create_directories(j.run_dir);
   j.rank_exe = "/bin/true";
   j.plugin_path = "/nonexistent.so";
-  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint", 0, 0, "", false}};
+  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint", 0, 0, "", false, "", ""}};
   j.walltime_s = 60;
   j.options.hold = true;
   write_file_atomic(j.run_dir / "job.sh", slurm_job_script(j), 0755);

@@ -442,13 +442,14 @@ const ExperimentTemplate* Plugin::experiment(const std::string& name) const {
 std::vector<std::pair<std::string, std::string>> Plugin::values_for_roles(
     const std::string& experiment_name, std::vector<std::pair<std::string, std::string>> stored) const {
   const ExperimentTemplate* t = experiment(experiment_name);
-  if (!t) return stored;
   for (auto& ps : params_) {
-    if (t->uses_param(ps.name)) continue;
+    // A run of an experiment file stores what it was given (and, for most plugins, every default); the rest
+    // reach the ranks as their defaults.
+    if (t && t->uses_param(ps.name)) continue;
     bool present = false;
     for (auto& [n, v] : stored) present = present || n == ps.name;
     // A single value: the loader refuses list defaults for parameters an experiment does not use.
-    if (!present) stored.emplace_back(ps.name, trim(t->default_text(ps)));
+    if (!present) stored.emplace_back(ps.name, trim(t ? t->default_text(ps) : ps.default_value));
   }
   return stored;
 }

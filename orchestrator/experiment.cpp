@@ -512,8 +512,12 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     return parse_list_value(it->second->text, it->second->origin);
   };
   // Only what the experiment uses is swept, stored and shown; the roles get the rest as fixed defaults (rank).
+  // A plugin whose file steps carry their own settings (exec): its parameters are the flags' form of those
+  // settings, so an experiment file's run stores only the ones it gives, not defaults its steps override.
+  const bool steps_own_settings = !request.steps.empty() && !plugin.step_keys().empty();
   for (auto& p : plugin.params()) {
     if (tmpl && !tmpl->uses_param(p.name)) continue;
+    if (steps_own_settings && !given.count(p.name)) continue;
     std::string def = tmpl ? tmpl->default_text(p) : p.default_value, origin = "default of " + plugin.name() + "." + p.name;
     auto it = given.find(p.name);
     std::string where = it != given.end() ? it->second->origin : origin;

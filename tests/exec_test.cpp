@@ -79,6 +79,8 @@ TEST_F(Exec, ACProgramThroughEveryParserOnTheLocalLauncher) {
   EXPECT_EQ(env["FANOUT_RUN_DIR"], run_dir("probe").string());
   EXPECT_FALSE(env["FANOUT_NODELIST"].empty());
   EXPECT_EQ(env["PROBE_SIZE"].empty(), false);
+  // The run's parameters are the user's: not the flags' defaults the file's steps override.
+  EXPECT_EQ(one("probe", "SELECT group_concat(DISTINCT name) FROM parameters"), "size");
   // Statistics, CSV and the report, as for any plugin.
   EXPECT_NE(read_file(d.path / "results/probe/csv/statistics.csv").find("latency,us"), std::string::npos);
   auto p = fanout({"process_scaling_results", "results/probe"});
@@ -179,7 +181,8 @@ TEST_F(Exec, SmartSimScalingsThroughputClientAfterTheDatabaseStep) {
   const std::string module = (test::build_dir() / "plugins" / "redisai.so").string();
   write("tp.toml", "[experiment]\nplugin = \"exec\"\nname = \"tp\"\n"
                    "[parameters]\nport = " + std::to_string(port) + "\nclients = [1, 2]\ntensor_bytes = [1024, 65536]\n"
-                   "[[steps]]\nname = \"db\"\nservice = true\nready = \"port:{port}\"\n"
+                   // Redis opens its port before it loads a module (0.36 s for this one): ready when it says so.
+                   "[[steps]]\nname = \"db\"\nservice = true\nready = \"line:Ready to accept connections\"\n"
                    "command = \"redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --loadmodule " + module + "\"\n"
                    "publish = { SSDB = \"127.0.0.1:{port}\", SR_DB_TYPE = \"Standalone\" }\n"
                    "[[steps]]\nname = \"client\"\nafter = \"db\"\nranks_per_node = \"{clients}\"\n"

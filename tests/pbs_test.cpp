@@ -33,7 +33,7 @@ JobSpec two_step_job() {
   j.run_dir = "/scratch/results/exp/run-1/infer-sess-N2-abc123";
   j.rank_exe = "/opt/fanout/bin/fanout-rank";
   j.plugin_path = "/opt/fanout/lib/fanout/plugins/fanout_calibration.so";
-  j.steps = {StepSpec{"db", 2, 1, 1, "disjoint", 0, 0, "", false}, StepSpec{"client", 2, 4, 1, "disjoint", 0, 0, "", false}};
+  j.steps = {StepSpec{"db", 2, 1, 1, "disjoint", 0, 0, "", false, "", ""}, StepSpec{"client", 2, 4, 1, "disjoint", 0, 0, "", false, "", ""}};
   j.walltime_s = 5400;
   j.options.partition = "workq";
   j.options.account = "proj42";

@@ -44,7 +44,7 @@ std::filesystem::path make_run(const std::filesystem::path& root, const std::str
   m.plugin = "calibration";
   m.param_hash = "h-" + session;
   m.parameters = {{"sleep_us", "100"}, {"ranks", std::to_string(ranks)}};
-  m.steps = {{"sleep", 1, ranks, "disjoint", 1, 0, 0, "", false}};
+  m.steps = {{"sleep", 1, ranks, "disjoint", 1, 0, 0, "", false, "", ""}};
   m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {{"sleep", 0, 0, 0}}};
   write_run_metadata(dir, m);
   for (int r = 0; r < ranks; ++r) {

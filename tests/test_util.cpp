@@ -56,7 +56,7 @@ JobSpec trivial_job(const fs::path& dir, const std::string& name) {
   fs::create_directories(j.run_dir);
   j.rank_exe = "/bin/true";
   j.plugin_path = "/nonexistent.so";
-  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint", 0, 0, "", false}};
+  j.steps = {StepSpec{"noop", 1, 1, 1, "disjoint", 0, 0, "", false, "", ""}};
   j.walltime_s = 60;
   return j;
 }

@@ -12,7 +12,7 @@ const fanout_role kRoles[] = {FANOUT_ROLE("noop", "does nothing", ok_role)};
 }
 #if BROKEN_KIND == 1  // built against a different ABI number
 const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION + 98, sizeof(fanout_plugin), "wrong_abi", "", "0", FANOUT_NO_ARRAY,
-                               FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr};
+                               FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, 0u, nullptr, 0u};
 #elif BROKEN_KIND == 2  // init fails
 const fanout_plugin kPlugin = FANOUT_PLUGIN("init_fails", "", "0", FANOUT_NO_ARRAY, FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, failing_init, nullptr, nullptr);
 #elif BROKEN_KIND == 4  // an array element without its struct_size (hand-written, not from FANOUT_PARAM)
@@ -49,7 +49,7 @@ const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
 const ExperimentSpec40 kExperiments[] = {{sizeof(ExperimentSpec40), "abi40_noop", "", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr},
                                          {sizeof(ExperimentSpec40), "abi40_other", "", kSteps, 1, nullptr, 0, nullptr, nullptr, nullptr}};
 const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), "abi40", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles),
-                               reinterpret_cast<const fanout_experiment_spec*>(kExperiments), 2, nullptr, nullptr, nullptr};
+                               reinterpret_cast<const fanout_experiment_spec*>(kExperiments), 2, nullptr, nullptr, nullptr, 0u, nullptr, 0u};
 #endif
 }  // namespace
 
