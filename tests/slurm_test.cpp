@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "common/files.h"
 #include "common/text.h"
@@ -804,4 +806,43 @@ TEST_F(Slurm, TheDatabaseJobRunsOnTheHostsNamed) {
   EXPECT_EQ(nodes_of("hosts", "throughput").count("n150"), 0u);
   const fs::path service = one("hosts", "SELECT path FROM runs WHERE session LIKE 'db-service-%'");
   EXPECT_NE(read_file(service / "job.sh").find("#SBATCH --time=20\n"), std::string::npos);
+}
+
+// Issue 39: any program through the exec plugin on the test cluster: a C program on 2 nodes x 2 ranks (each rank
+// told its place), a shell one-liner, and a two-step run (a Redis service on one node, its client on another, the
+// address published between them through the job's rendezvous).
+TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
+  const std::string probe = (test::build_dir() / "tests" / "exec_probe").string();
+  auto r = fanout({"exec", "--launcher=slurm", "--exp_name=exec", "--nodes=2", "--ranks_per_node=2", "--command=" + probe + " {size} 3",
+                   "--param", "size=[10,20]", "--parse", "regex:iteration (?<iteration>\\d+) latency: (?<value>\\d+) (?<unit>us)", "--metric=latency"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("exec", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list='n[1-2]'"), "2");
+  EXPECT_EQ(one("exec", "SELECT count(*) || ' ' || count(DISTINCT rank) || ' ' || group_concat(DISTINCT unit) FROM samples"), "24 4 us");
+  EXPECT_EQ(one("exec", "SELECT count(DISTINCT node) FROM rank_nodes"), "2");
+  for (auto& run : query("exec", "SELECT path FROM runs")) {
+    std::map<std::string, std::string> env;
+    std::istringstream in(read_file(fs::path(run[0]) / "run" / "env.3"));
+    for (std::string line; std::getline(in, line);) env[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+    EXPECT_EQ(env["FANOUT_RANK"], "3");
+    EXPECT_EQ(env["FANOUT_NRANKS"], "4");
+    EXPECT_EQ(env["FANOUT_LOCAL_RANK"], "1");
+    EXPECT_EQ(env["FANOUT_NODE_INDEX"], "1");
+    EXPECT_EQ(env["FANOUT_NODELIST"], "n1,n2");
+  }
+  auto sh = fanout({"exec", "--launcher=slurm", "--exp_name=oneliner", "--nodes=2", "--shell=true",
+                    "--command=echo \"rank $FANOUT_RANK took $((FANOUT_RANK + 1))ms\"", "--parse", "regex:took (?<value>\\d+)ms", "--metric=t", "--unit=ms"});
+  ASSERT_EQ(sh.exit_code, 0) << sh.err;
+  EXPECT_EQ(one("oneliner", "SELECT group_concat(printf('%d:%g', rank, value), ' ') FROM (SELECT * FROM samples ORDER BY rank)"), "0:1 1:2");
+  const int port = test::free_tcp_port();
+  std::ofstream(d.path / "kv.toml") << "[experiment]\nplugin = \"exec\"\nname = \"kv\"\nlauncher = \"slurm\"\n[parameters]\nport = " << port << "\n"
+                                    << "[[steps]]\nname = \"db\"\nservice = true\nready = \"line:Ready to accept connections\"\n"
+                                    << "command = \"redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no\"\n"
+                                    << "publish = { DB_PORT = \"{port}\" }\n"
+                                    << "[[steps]]\nname = \"client\"\nafter = \"db\"\nshell = true\n"
+                                    << "command = \"redis-benchmark -p $DB_PORT -n 500 -t set -q --csv\"\n"
+                                    << "parse = [{ kind = \"csv\", columns = \"rps\", unit = \"requests/s\" }]\n";
+  auto kv = fanout({"run", "kv.toml"});
+  ASSERT_EQ(kv.exit_code, 0) << kv.err;
+  EXPECT_EQ(one("kv", "SELECT count(*) FROM samples WHERE role='client' AND metric='rps' AND value > 0"), "1");
+  EXPECT_EQ(one("kv", "SELECT count(DISTINCT node) FROM rank_nodes"), "2") << "the service and its client on nodes of their own";
 }
