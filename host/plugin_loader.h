@@ -61,6 +61,11 @@ struct StepTemplate {
   std::string settings_json;
   std::vector<std::pair<std::string, std::string>> setting_origins;  // key, "file:line"
   std::string origin;  // "file:line" of the [[steps]] entry ("" for a plugin's template)
+  // Another plugin whose role this step runs (a name or a path; empty: the experiment's), as a shared step: a
+  // service job of its own, once per group of runs agreeing on its parameters (the smartsim plugin's db for
+  // exec steps).
+  std::string plugin;
+  bool shared = false;  // the step is the experiment's shared step (a service job), as a template's shared_step
   const std::string& label() const { return name.empty() ? role : name; }
 };
 

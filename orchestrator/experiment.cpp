@@ -258,9 +258,12 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         else if (key == "binding") {
           st.binding = v.value_or(std::string());
           if (auto why = binding_error(st.binding); !why.empty() || !v.is_string()) throw UserError(w + ": binding " + (why.empty() ? "must be a string" : why));
-        } else if (key == "exclusive") {
-          if (!v.is_boolean()) throw UserError(w + ": exclusive must be true or false");
-          st.exclusive = *v.value<bool>();
+        } else if (key == "exclusive" || key == "shared") {
+          if (!v.is_boolean()) throw UserError(w + ": " + key + " must be true or false");
+          (key == "shared" ? st.shared : st.exclusive) = *v.value<bool>();
+        } else if (key == "plugin") {
+          st.plugin = v.value_or(std::string());
+          if (!v.is_string() || st.plugin.empty()) throw UserError(w + ": plugin must be a plugin's name or path");
         } else {
           settings.insert(key, v);
           st.setting_origins.emplace_back(key, w);
@@ -389,11 +392,17 @@ void check_permutation_count(const ParameterSpace& space, int64_t max_runs) {
 
 namespace {
 
-// An experiment file's steps against the plugin: a step without role runs the plugin's only role; names are
-// unique (they name the samples and logs); further keys are the plugin's step_keys.
-void check_file_steps(std::vector<StepTemplate>& steps, const Plugin& plugin) {
+// An experiment file's steps against their plugins (step_plugin: the experiment's, or the one a step names): a
+// step without role runs its plugin's only role; names are unique (they name the samples and logs); further keys
+// are its plugin's step_keys; a step of another plugin is the shared one (a job of its own: one job loads one plugin).
+void check_file_steps(std::vector<StepTemplate>& steps, const std::function<const Plugin&(const StepTemplate&)>& step_plugin) {
   std::set<std::string> labels;
+  int shared = 0;
   for (auto& s : steps) {
+    const Plugin& plugin = step_plugin(s);
+    if (!s.plugin.empty() && !s.shared)
+      throw UserError(s.origin + ": a step of plugin " + plugin.name() + " runs as the experiment's shared step, a job of its own: add shared = true");
+    if (s.shared && ++shared > 1) throw UserError(s.origin + ": only one step may be shared = true");
     if (s.role.empty()) {
       if (plugin.role_names().size() != 1)
         throw UserError(s.origin + ": a step needs role = \"...\" (plugin " + plugin.name() + " has roles " + join(plugin.role_names(), ", ") + ")");
@@ -401,11 +410,13 @@ void check_file_steps(std::vector<StepTemplate>& steps, const Plugin& plugin) {
     }
     if (!labels.insert(s.label()).second)
       throw UserError(s.origin + ": two steps are named '" + s.label() + "'; give each a name = \"...\" of its own");
+    if (!plugin.role(s.role))
+      throw UserError(s.origin + ": plugin " + plugin.name() + " has no role '" + s.role + "' (roles: " + join(plugin.role_names(), ", ") + ")");
     const auto& keys = plugin.step_keys();
     for (auto& [key, where] : s.setting_origins)
       if (std::find(keys.begin(), keys.end(), key) == keys.end())
-        throw UserError(where + ": unknown step key '" + key + "' (known: name, role, nodes, tasks_per_node, ranks_per_node, cpus_per_task, " +
-                        "gpus_per_task, memory_mb, binding, exclusive, placement" + (keys.empty() ? "" : "; plugin " + plugin.name() + "'s: " + join(keys, ", ")) + ")");
+        throw UserError(where + ": unknown step key '" + key + "' (known: name, role, plugin, shared, nodes, tasks_per_node, ranks_per_node, " +
+                        "cpus_per_task, gpus_per_task, memory_mb, binding, exclusive, placement" + (keys.empty() ? "" : "; plugin " + plugin.name() + "'s: " + join(keys, ", ")) + ")");
   }
 }
 
@@ -462,9 +473,18 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     throw UserError("plugin " + plugin.name() + " has no experiment '" + request.subcommand +
                     "'; give [[steps]] or one of: " + join(names, ", "));
   }
-  check_file_steps(plan.steps, plugin);
+  // Steps that name another plugin: opened once each, kept with the plan (its services' jobs load them).
+  std::map<std::string, const Plugin*> others;
   for (auto& s : plan.steps)
-    if (!plugin.role(s.role))
+    if (!s.plugin.empty() && !others.count(s.plugin)) {
+      std::shared_ptr<const Plugin> p = find_plugin(s.plugin);
+      plan.step_plugins.push_back(p);
+      others[s.plugin] = p.get();
+    }
+  auto step_plugin = [&](const StepTemplate& s) -> const Plugin& { return s.plugin.empty() ? plugin : *others.at(s.plugin); };
+  check_file_steps(plan.steps, step_plugin);
+  for (auto& s : plan.steps)
+    if (!step_plugin(s).role(s.role))
       throw UserError((!s.origin.empty() ? s.origin : request.steps_origin.empty() ? std::string("steps") : request.steps_origin) +
                       ": plugin " + plugin.name() + " has no role '" + s.role + "' (roles: " + join(plugin.role_names(), ", ") + ")");
 
@@ -473,6 +493,12 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   for (auto& s : plan.steps)
     for (auto& r : step_references(s))
       if (!plugin.param(r)) placement.insert(r);
+  // Parameters of another plugin's step: checked against that plugin, and passed to every step like the rest.
+  std::map<std::string, const ParamSpec*> step_params;
+  for (auto& s : plan.steps)
+    if (!s.plugin.empty())
+      for (auto& [name, src] : request.params)
+        if (const ParamSpec* p = step_plugin(s).param(name); p && !plugin.param(name)) step_params[name] = p, placement.insert(name);
   // The user's own parameters (FANOUT_PLUGIN_USER_PARAMETERS): any given name the plugin does not declare.
   if (plugin.user_parameters())
     for (auto& [name, src] : request.params)
@@ -537,7 +563,13 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     }
     plan.space.add(p.name, values);
   }
-  for (auto& name : placement) plan.space.add(name, values_of(name, "", given.at(name)->origin));
+  for (auto& name : placement) {
+    auto values = values_of(name, "", given.at(name)->origin);
+    if (auto it = step_params.find(name); it != step_params.end())
+      for (auto& v : values)
+        if (auto why = check_param_value(*it->second, v); !why.empty()) throw UserError(given.at(name)->origin + ": " + why);
+    plan.space.add(name, values);
+  }
   for (auto& [names, origin] : request.zips) plan.space.zip(names, origin);
   for (Exclusion e : request.excludes) {
     // A file parameter's values are absolute in the plan: an exclusion names them as typed, so it is resolved alike.
@@ -573,7 +605,32 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     probe.walltime_s = request.settings.walltime_s;
     probe.validate();
   };
-  const bool sharing = tmpl && request.steps.empty() && !tmpl->shared_step.empty() && !request.settings.no_reuse;
+  // The shared step: a template's (unless --no_reuse), or an experiment file's step marked shared. Its group is
+  // the runs that agree on shared_by: the template's list, or the file step's plugin's parameters given and the
+  // names its sizes read. Another plugin's step is always a service (one job loads one plugin): --no_reuse gives
+  // each run its own.
+  std::string shared_role;
+  std::vector<std::string> shared_by;
+  const Plugin* shared_plugin = nullptr;
+  if (tmpl && request.steps.empty() && !tmpl->shared_step.empty() && !request.settings.no_reuse) {
+    shared_role = tmpl->shared_step, shared_by = tmpl->shared_by;
+  }
+  for (auto& s : plan.steps)
+    if (s.shared && (!s.plugin.empty() || !request.settings.no_reuse)) {
+      shared_role = s.label();
+      if (!s.plugin.empty()) shared_plugin = &step_plugin(s);
+      // What regroups the step: the parameters its plugin's own experiments share it by (as they reuse it today),
+      // else every parameter of its plugin; and the names its sizes read.
+      std::set<std::string> by;
+      for (auto& t : step_plugin(s).experiments())
+        if (t.shared_step == s.role) by.insert(t.shared_by.begin(), t.shared_by.end());
+      const auto refs = step_references(s);
+      for (auto& axis : plan.space.axes())
+        for (auto& n : axis.names)
+          if ((by.empty() ? step_plugin(s).param(n) != nullptr : by.count(n) > 0) || std::count(refs.begin(), refs.end(), n)) shared_by.push_back(n);
+    }
+  const bool sharing = !shared_role.empty();
+  const bool service_per_run = sharing && request.settings.no_reuse;
   auto is_varied = [&](const std::string& name) { return std::find(varied.begin(), varied.end(), name) != varied.end(); };
   std::string group_key;
   check_permutation_count(plan.space, request.settings.max_runs);
@@ -603,7 +660,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.memory_mb = resolve_count(s.memory_mb, point, "step '" + s.role + "' memory_mb", true);
       step.binding = s.binding.empty() ? request.settings.binding : s.binding;  // the step's own, else the run's --binding
       step.exclusive = s.exclusive;
-      if (sharing && s.role == tmpl->shared_step) shared = step;
+      if (sharing && s.label() == shared_role) shared = step;
       else run.steps.push_back(step);
     }
     identify(run, "");
@@ -612,15 +669,17 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     validate(run);
     if (sharing) {
       // Consecutive runs that agree on shared_by use one service: a new group starts where a value changes.
-      std::string key;
-      for (auto& n : tmpl->shared_by) key += n + "=" + *point.find(n) + "\n";
+      std::string key = service_per_run ? run.session : "";
+      for (auto& n : shared_by) key += n + "=" + *point.find(n) + "\n";
       if (plan.services.empty() || key != group_key) {
         RunPlan service;
         for (auto& [k, v] : point.values)
-          if (!is_varied(k) || std::count(tmpl->shared_by.begin(), tmpl->shared_by.end(), k)) service.point.values.emplace_back(k, v);
+          if (!is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k)) service.point.values.emplace_back(k, v);
         service.steps = {shared};
-        identify(service, "service " + std::to_string(plan.services.size()) + "\n");  // groups with equal values stay apart
-        service.session = filename_safe(tmpl->shared_step + "-service" + parameter_tags(tmpl->shared_by, point), 160) + "-" +
+        service.plugin = shared_plugin;
+        // Groups with equal values stay apart; another plugin's service is that plugin's.
+        identify(service, "service " + std::to_string(plan.services.size()) + "\n" + (shared_plugin ? "plugin " + shared_plugin->name() + "\n" : ""));
+        service.session = filename_safe(shared_role + "-service" + parameter_tags(shared_by, point), 160) + "-" +
                           service.param_hash.substr(0, 8);
         validate(service);
         plan.services.push_back(std::move(service));

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -88,6 +89,7 @@ struct RunPlan {
   std::string param_hash, session;
   std::vector<StepSpec> steps;
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
+  const Plugin* plugin = nullptr;  // a service's own plugin when its step names another (ExperimentPlan::step_plugins)
 };
 
 struct ExperimentPlan {
@@ -98,6 +100,8 @@ struct ExperimentPlan {
   // The shared step's services (fanout_plugin.h, shared_step): one per group of consecutive runs that agree
   // on the template's shared_by parameters; each carries that step only, with the group's parameters.
   std::vector<RunPlan> services;
+  // The plugins of steps that name another plugin than the experiment's (an exec run's smartsim db), kept open.
+  std::vector<std::shared_ptr<const Plugin>> step_plugins;
 };
 
 // Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.

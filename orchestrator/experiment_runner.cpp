@@ -51,7 +51,7 @@ JobSpec job_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& pl
   job.name = run.session;
   job.run_dir = run_dir;
   job.rank_exe = opts.rank_exe;
-  job.plugin_path = fs::absolute(plugin.path());
+  job.plugin_path = fs::absolute((run.plugin ? *run.plugin : plugin).path());  // a service of another plugin loads its own
   job.steps = run.steps;
   job.walltime_s = plan.request.settings.walltime_s;
   job.options = plan.request.settings.run_options();
@@ -115,9 +115,10 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.session = run.session;
   m.experiment = plan.request.settings.exp_name;
   m.subcommand = plan.request.subcommand;
-  m.plugin = plugin.name();
-  m.plugin_path = fs::absolute(plugin.path()).string();
-  m.plugin_version = plugin.version();
+  const Plugin& own = run.plugin ? *run.plugin : plugin;
+  m.plugin = own.name();
+  m.plugin_path = fs::absolute(own.path()).string();
+  m.plugin_version = own.version();
   m.param_hash = run.param_hash;
   m.launcher = launcher;  // what --launcher resolved to (auto -> slurm or local)
   m.walltime_s = plan.request.settings.walltime_s;

@@ -130,6 +130,13 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
     EXPECT_NE(refused.err.find(why), std::string::npos) << refused.err;
   }
   EXPECT_FALSE(fs::exists(d.path / "results" / "exec"));
+  // Another plugin's step runs as a job of its own: it must say shared = true.
+  write("mixed.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nname = \"s\"\nplugin = \"calibration\"\nrole = \"sleep\"\n"
+                      "[[steps]]\nname = \"c\"\ncommand = \"true\"\n");
+  auto mixed = fanout({"run", "mixed.toml"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_NE(mixed.err.find("mixed.toml:3: a step of plugin calibration runs as the experiment's shared step, a job of its own: add shared = true"),
+            std::string::npos) << mixed.err;
 }
 
 // Two steps of one run: a Redis server as a service, ready once its port answers, publishing its address; a client
@@ -173,27 +180,26 @@ TEST_F(Exec, AGoogleBenchmarkProgramWithItsTimeUnits) {
 
 #ifdef FANOUT_HAVE_TENSOR_CLIENT
 // SmartSim-Scaling's throughput client (a stand-in written here on the C tensor client, writing rank_<r>_timing.csv
-// line for line as throughput_scaling.cpp does) run by an exec step after a database step: the server with
-// fanout's RedisAI module, its address published as SSDB and SR_DB_TYPE as SmartSim sets them. The samples are
-// what the files hold, and process_scaling_results plots them as throughput_standard's.
+// line for line as throughput_scaling.cpp does) run by an exec step after the smartsim plugin's db step, which runs
+// as throughput_standard's does: a service job reused by the runs that agree on its parameters, publishing SSDB,
+// SR_DB_TYPE (as SmartSim sets them) and SR_DB_PASSWORD. The samples are what the files hold, and
+// process_scaling_results plots them as throughput_standard's.
 TEST_F(Exec, SmartSimScalingsThroughputClientAfterTheDatabaseStep) {
-  const int port = test::free_tcp_port();
-  const std::string module = (test::build_dir() / "plugins" / "redisai.so").string();
   write("tp.toml", "[experiment]\nplugin = \"exec\"\nname = \"tp\"\n"
-                   "[parameters]\nport = " + std::to_string(port) + "\nclients = [1, 2]\ntensor_bytes = [1024, 65536]\n"
-                   // Redis opens its port before it loads a module (0.36 s for this one): ready when it says so.
-                   "[[steps]]\nname = \"db\"\nservice = true\nready = \"line:Ready to accept connections\"\n"
-                   "command = \"redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --loadmodule " + module + "\"\n"
-                   "publish = { SSDB = \"127.0.0.1:{port}\", SR_DB_TYPE = \"Standalone\" }\n"
+                   "[parameters]\ndb_nodes = 1\ndb_cpus = 1\nnet_ifname = \"lo\"\nclients = [1, 2]\ntensor_bytes = [1024, 65536]\n"
+                   "[[steps]]\nname = \"db\"\nplugin = \"smartsim\"\nrole = \"db\"\nshared = true\nnodes = \"{db_nodes}\"\ncpus_per_task = \"{db_cpus}\"\n"
                    "[[steps]]\nname = \"client\"\nafter = \"db\"\nranks_per_node = \"{clients}\"\n"
                    "command = \"" + (test::build_dir() / "tests" / "throughput_standin").string() + " {tensor_bytes}\"\n"
                    "env = { SS_ITERATIONS = \"20\" }\n"
                    "parse = [{ kind = \"smartsim-timing\", from = \"file:rank_{FANOUT_RANK}_timing.csv\" }]\n");
   auto r = fanout({"run", "tp.toml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(one("tp", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "4");
+  // Four runs and one database service for them all (they agree on db_nodes, db_cpus, net_ifname).
+  EXPECT_EQ(one("tp", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "5");
+  EXPECT_EQ(one("tp", "SELECT count(*) FROM runs WHERE session LIKE 'db-service-%'"), "1");
+  EXPECT_EQ(one("tp", "SELECT count(DISTINCT value) FROM provenance WHERE key='service'"), "1");
   // Every line of every rank file is a sample with the same value, in file order per function.
-  for (auto& run : query("tp", "SELECT id, path FROM runs")) {
+  for (auto& run : query("tp", "SELECT id, path FROM runs WHERE session NOT LIKE 'db-service-%'")) {
     for (auto& entry : fs::directory_iterator(fs::path(run[1]) / "client")) {
       const std::string name = entry.path().filename().string();
       if (name.rfind("rank_", 0) != 0) continue;

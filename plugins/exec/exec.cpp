@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -97,12 +98,19 @@ class StepRun {
     return true;
   }
 
-  // `after`: each named step exists (it published its size before the fence), and every rank of it is ready.
+  // `after`: each named step exists (it published its size before the fence), and every rank of it is ready. A
+  // name that is no exec step of the job is the run's shared service (another plugin's, such as the smartsim
+  // db): the host started this rank only once it was ready, and its env.<NAME> files are the environment it gives.
   bool wait_for_earlier_steps() {
+    if (!service_environment()) return false;
     for (auto& a : cfg_.after) {
       std::string size_text;
       if (a == step_) return fail("after = '" + a + "' names this step itself");
-      if (!host_.get(key("size", a), size_text, 5000)) return fail("after = '" + a + "': no exec step of that name in this run");
+      // Every exec step published its size before the first fence: after it, a name is there or nowhere.
+      if (!host_.get(key("size", a), size_text, 0)) {
+        if (host_.service() == Host::Service::User) continue;
+        return fail("after = '" + a + "': no step of that name in this run");
+      }
       const int size = std::atoi(size_text.c_str());
       std::vector<std::string> nodes;
       if (!nodes_of(a, size, nodes)) return false;
@@ -124,6 +132,21 @@ class StepRun {
         at = nl + 1;
       }
     }
+    return true;
+  }
+
+  bool service_environment() {
+    if (host_.service() != Host::Service::User) return true;
+    const std::string dir = host_.service_dir();
+    glob_t g{};
+    if (::glob((dir + "/" FANOUT_SERVICE_ENV_PREFIX "*").c_str(), 0, nullptr, &g) == 0)
+      for (size_t k = 0; k < g.gl_pathc; ++k) {
+        const std::string path = g.gl_pathv[k], name = path.substr(dir.size() + 1 + std::strlen(FANOUT_SERVICE_ENV_PREFIX));
+        std::string value;
+        if (!host_.shared(std::string(FANOUT_SERVICE_ENV_PREFIX) + name, value, 0)) return globfree(&g), fail("cannot read " + path);
+        earlier_env_.emplace_back(name, value);
+      }
+    globfree(&g);
     return true;
   }
 

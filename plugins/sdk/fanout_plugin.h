@@ -36,6 +36,9 @@ extern "C" {
  * it is usable; the driver creates STOP once the service's last run has ended. */
 #define FANOUT_SERVICE_READY_FILE "ready"
 #define FANOUT_SERVICE_STOP_FILE "stop"
+/* A service's files named env.<NAME> are environment for programs its users start (an exec step gets NAME=<the
+ * file's text>): the smartsim database publishes SSDB, SR_DB_TYPE and SR_DB_PASSWORD so. */
+#define FANOUT_SERVICE_ENV_PREFIX "env."
 
 /* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
 #define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))

@@ -171,6 +171,10 @@ int run_db(fanout_context* ctx, const fanout_host_ops* ops, bool colocated) {
       std::string ssdb;
       for (auto& a : all) ssdb += (ssdb.empty() ? "" : ",") + a;
       if (!host.share("smartsim.ssdb", ssdb) || !host.share("smartsim.db_type", cluster ? "Clustered" : "Standalone")) return 2;
+      // The same as environment for any program the runs start (an exec step), as SmartSim sets it for its clients.
+      if (!host.share(FANOUT_SERVICE_ENV_PREFIX "SSDB", ssdb) || !host.share(FANOUT_SERVICE_ENV_PREFIX "SR_DB_TYPE", cluster ? "Clustered" : "Standalone") ||
+          !host.share(FANOUT_SERVICE_ENV_PREFIX "SR_DB_PASSWORD", password))
+        return 2;
     }
     if (!fence(host, 3, kSetupTimeoutMs)) return 3;
     if (host.service() == fanout_sdk::Host::Service::Provider) {
