@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -434,6 +435,38 @@ void check_setting_references(const std::vector<StepTemplate>& steps, const std:
 
 }  // namespace
 
+namespace {
+
+// Each run `repeat` times, in the asked order. Runs that share a service stay together (a service serves one
+// block of consecutive runs): the order applies within each such block.
+std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st, const std::function<void(RunPlan&, int)>& identify) {
+  std::vector<RunPlan> out;
+  std::mt19937_64 rng(std::stoull(fnv1a_hex(st.exp_name).substr(0, 15), nullptr, 16));  // the same order on a resume
+  for (size_t begin = 0; begin < runs.size();) {
+    size_t end = begin + 1;
+    while (end < runs.size() && runs[end].service == runs[begin].service) ++end;
+    std::vector<std::pair<size_t, int>> order;  // (run, repeat)
+    if (st.repeat_order == "grouped") {
+      for (size_t r = begin; r < end; ++r)
+        for (int k = 0; k < st.repeat; ++k) order.emplace_back(r, k);
+    } else {
+      for (int k = 0; k < st.repeat; ++k)
+        for (size_t r = begin; r < end; ++r) order.emplace_back(r, k);
+      if (st.repeat_order == "random") std::shuffle(order.begin(), order.end(), rng);
+    }
+    for (auto [r, k] : order) {
+      RunPlan copy = runs[r];
+      copy.repeat = k;
+      identify(copy, k);
+      out.push_back(std::move(copy));
+    }
+    begin = end;
+  }
+  return out;
+}
+
+}  // namespace
+
 SchedulerOptions ExperimentSettings::service_options() const {
   SchedulerOptions o = options.with_job_args(service_args);
   if (!service_hosts.empty()) o = o.with_job_args({{"nodelist", service_hosts}});
@@ -690,6 +723,16 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     plan.runs.push_back(std::move(run));
   });
   if (plan.runs.empty()) throw UserError("every permutation is excluded: nothing to run");
+  if (request.settings.repeat > 1) {
+    if (plan.runs.size() * size_t(request.settings.repeat) > size_t(request.settings.max_runs))
+      throw UserError(std::to_string(plan.runs.size()) + " permutations x --repeat=" + std::to_string(request.settings.repeat) +
+                      " exceed --max_runs=" + std::to_string(request.settings.max_runs) + "; narrow the lists or raise --max_runs");
+    plan.runs = repeated_runs(std::move(plan.runs), request.settings, [&](RunPlan& run, int k) {
+      identify(run, k ? "repeat " + std::to_string(k) + "\n" : "");  // repeat 1 is the run without --repeat
+      const std::string base = run.session.substr(0, run.session.rfind('-'));
+      run.session = base + "-r" + std::to_string(k + 1) + "-" + run.param_hash.substr(0, 8);
+    });
+  }
   return plan;
 }
 

@@ -30,6 +30,7 @@ constexpr int64_t kDefaultMaxRuns = 100000;
 constexpr int64_t kMaxRunsLimit = 1000000;  // a planned run holds ~900 B: 10 M needed ~9 GB (issue 41 item 14)
 constexpr int64_t kMaxParallel = 100000;
 constexpr int64_t kMaxRetries = 1000;
+constexpr int64_t kMaxRepeat = 1000;
 constexpr int64_t kMaxSeconds = int64_t(365) * 86400;  // wall time and stall timeout: a year
 // Throws UserError("<origin>: <v> is out of range (<lo> to <hi>)").
 void require_range(const std::string& origin, int64_t v, int64_t lo, int64_t hi);
@@ -42,6 +43,9 @@ struct ExperimentSettings {
   int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)
   bool array = false;    // submit runs as job arrays (one submission per resource shape)
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
+  int repeat = 1;        // runs of every permutation (--repeat), each with its repeat index
+  std::string repeat_order = "interleaved";  // interleaved, grouped, random
+  std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
@@ -89,6 +93,7 @@ struct RunPlan {
   std::string param_hash, session;
   std::vector<StepSpec> steps;
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
+  int repeat = 0;    // which of the permutation's --repeat runs (0-based); part of its identity, not a parameter
   const Plugin* plugin = nullptr;  // a service's own plugin when its step names another (ExperimentPlan::step_plugins)
 };
 

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/parallel.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "orchestrator/progress.h"
 #include "schedulers/scheduler.h"
@@ -109,6 +111,38 @@ std::string bounded_command_line(const std::string& cl) {
   return cl.substr(0, kMax) + "... (" + std::to_string(cl.size()) + " bytes; the whole command is in command.toml)";
 }
 
+// What a verdict on a comparison needs to know about where a run was made, read once per driver: this host's
+// CPU, cores, memory, kernel and OS; the versions of the software benchmarks lean on; and the environment
+// variables that change speed. (The ranks' node names are recorded per rank; a batch job's nodes are described
+// by the host only as far as they are alike.)
+const std::map<std::string, std::string>& machine_provenance() {
+  static const std::map<std::string, std::string> info = [] {
+    std::map<std::string, std::string> m;
+    auto first_line_with = [](const fs::path& file, const std::string& prefix) -> std::string {
+      std::ifstream in(file);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind(prefix, 0) == 0) return trim(line.substr(line.find_first_of(":=") + 1));
+      return "";
+    };
+    m["host_cpu_model"] = first_line_with("/proc/cpuinfo", "model name");
+    m["host_cpus"] = std::to_string(::sysconf(_SC_NPROCESSORS_ONLN));
+    m["host_memory"] = first_line_with("/proc/meminfo", "MemTotal");
+    m["host_os"] = first_line_with("/etc/os-release", "PRETTY_NAME");
+    if (struct utsname u; ::uname(&u) == 0) m["host_kernel"] = std::string(u.release) + " " + u.machine;
+    for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"redis_server", {"redis-server", "--version"}}, {"slurm", {"sinfo", "--version"}}, {"mpi", {"mpirun", "--version"}}}) {
+      auto r = run_process(argv, {}, 5);
+      if (r.exit_code == 0) m["version_" + key] = printable(trim(r.out.substr(0, r.out.find('\n'))));
+    }
+    for (const char* v : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CUDA_VISIBLE_DEVICES",
+                          "LD_PRELOAD", "LOADEDMODULES"})
+      if (const char* x = std::getenv(v)) m[std::string("env_") + v] = printable(x);
+    for (auto it = m.begin(); it != m.end();) it = it->second.empty() ? m.erase(it) : std::next(it);
+    return m;
+  }();
+  return info;
+}
+
 RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts,
                          const std::string& launcher) {
   RunMetadata m;
@@ -133,6 +167,10 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
                   {"fanout_version", FANOUT_VERSION},
                   {"fanout_git_revision", FANOUT_GIT_REVISION},
                   {"plugin_abi", std::to_string(FANOUT_PLUGIN_ABI_VERSION)}};
+  // Which of the permutation's --repeat runs: provenance, not a parameter (compare matches the runs across it).
+  if (plan.request.settings.repeat > 1)
+    m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + std::to_string(plan.request.settings.repeat);
+  for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;
 }
 

@@ -29,6 +29,7 @@
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
 #include "results/compare.h"
+#include "results/reference.h"
 #include "results/csv_export.h"
 #include "results/figures.h"
 #include "results/processing.h"
@@ -233,6 +234,12 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   auto outcome = run_experiment(plan, plugin, opts);
   if (outcome.interrupted) return 130;
+  if (!with_site.settings.reference.empty()) {  // --reference: the sweep's figures checked at its end
+    const auto refs = read_references(with_site.settings.reference);  // the results point into it
+    const auto results = check_references(outcome.exp_dir, refs);
+    print_reference_results(results, std::cerr);
+    if (!std::all_of(results.begin(), results.end(), [](auto& r) { return r.pass; })) return 1;
+  }
   return outcome.failed ? 1 : 0;
 }
 
@@ -496,9 +503,10 @@ Command record_command(CLI::App& results) {
 }
 
 Command compare_command(CLI::App& results) {
-  auto* cmd = results.add_subcommand("compare", "compare the medians of two experiments' matching runs; exit 1 on a regression");
+  auto* cmd = results.add_subcommand("compare", "compare two experiments' matching runs on run-level evidence; exit 1 on a regression, "
+                                                 "3 when too few runs (fewer than 4 a side at alpha 0.05) leave a figure undecided");
   struct State {
-    std::string a, b;
+    std::string a, b, format = "text";
     CompareOptions opts;
   };
   auto st = std::make_shared<State>();
@@ -507,6 +515,9 @@ Command compare_command(CLI::App& results) {
   cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts")->capture_default_str();
   cmd->add_option("--ignore", st->opts.ignore, "parameter left out of the run matching (repeatable)");
   cmd->add_option("--metric", st->opts.metrics, "compare only this metric (repeatable)");
+  cmd->add_option("--alpha", st->opts.alpha, "significance of the Mann-Whitney U test on the runs' medians")->capture_default_str()->check(CLI::Range(1e-6, 0.5));
+  cmd->add_option("--format", st->format, "text (for people: changed figures only), csv or json (every figure)")
+      ->capture_default_str()->check(CLI::IsMember({"text", "csv", "json"}));
   return {cmd, [st] {
             auto report = compare_experiments(st->a, st->b, st->opts);
             // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
@@ -515,8 +526,35 @@ Command compare_command(CLI::App& results) {
                               std::to_string(report.unmatched_a) + " and " + std::to_string(report.unmatched_b) + " unmatched; " +
                               (report.differing.empty() ? std::string("both hold the same values, in other combinations: --ignore a parameter, or check --metric") :
                                                           "differing: " + join(report.differing, " | ") + "; --ignore one of them to match across it") + ")");
-            print_comparison(report, st->opts, std::cout);
-            return report.regressions ? 1 : 0;
+            if (st->format == "text") print_comparison(report, st->opts, std::cout);
+            else write_comparison(report, st->format, std::cout);
+            return comparison_status(report);
+          }};
+}
+
+Command check_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("check", "check an experiment's figures against reference values (ReFrame-style: value, lower and upper "
+                                               "tolerance); exit 1 on any failure");
+  struct State {
+    std::string dir, reference, write;
+    double tolerance = 10;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("dir", st->dir, "experiment folder")->required();
+  cmd->add_option("--reference", st->reference, "the references to check ([[reference]] tables: docs/results.md)");
+  cmd->add_option("--write-reference", st->write, "write references from this experiment to this file instead (each figure's median across runs)");
+  cmd->add_option("--tolerance", st->tolerance, "with --write-reference: the tolerance each way, in percent")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  return {cmd, [st] {
+            if (st->write.empty() == st->reference.empty()) throw UserError("results check: give --reference=FILE, or --write-reference=FILE");
+            if (!st->write.empty()) {
+              write_references(st->dir, st->write, st->tolerance / 100);
+              std::cout << "fanout: references written to " << printable(st->write) << "\n";
+              return 0;
+            }
+            const auto refs = read_references(st->reference);
+            const auto results = check_references(st->dir, refs);
+            print_reference_results(results, std::cout);
+            return std::all_of(results.begin(), results.end(), [](auto& r) { return r.pass; }) ? 0 : 1;
           }};
 }
 
@@ -692,7 +730,7 @@ int drive(int argc, char** argv) {
   std::vector<Command> commands = {plugins_command(app, scan), run_command(app, inv)};
   auto* results = app.add_subcommand("results", "work with stored results");
   results->require_subcommand(1);
-  for (auto* make : {csv_command, ingest_command, compare_command, export_command, record_command}) commands.push_back(make(*results));
+  for (auto* make : {csv_command, ingest_command, compare_command, check_command, export_command, record_command}) commands.push_back(make(*results));
   commands.push_back(ls_command(app));
   commands.push_back(site_command(app));
   commands.push_back(resume_command(app));

@@ -96,6 +96,14 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(integer("max_parallel", "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)", 0, 0,
                       kMaxParallel, [](ExperimentSettings& st, int64_t v) { st.max_parallel = int(v); }));
   s.push_back(boolean("array", "submit runs as job arrays, one per resource shape (slurm)", [](ExperimentSettings& st, bool v) { st.array = v; }));
+  s.push_back(integer("repeat", "run every permutation this many times, each a run of its own (its repeat index in the run's provenance), "
+                      "so that statistics and compare see what varies between runs", 1, 1, kMaxRepeat,
+                      [](ExperimentSettings& st, int64_t v) { st.repeat = int(v); }));
+  s.push_back(text("repeat_order", "repeat_order", "the order of repeated runs: interleaved (every permutation once, then again: drift "
+                   "over time is spread over all), grouped (a permutation's repeats together), random (shuffled, seeded by the experiment's name)",
+                   "interleaved", [](ExperimentSettings& st, const std::string& v) { st.repeat_order = v; }, {"interleaved", "grouped", "random"}));
+  s.push_back(text("reference", "reference", "check the sweep's figures against these reference values at its end (fanout results check); "
+                   "exit 1 when one fails", "", [](ExperimentSettings& st, const std::string& v) { st.reference = v; }));
   s.push_back(integer("max_retries", "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times", 0, 0, kMaxRetries,
                       [](ExperimentSettings& st, int64_t v) { st.max_retries = int(v); }));
   s.push_back(integer("stall_timeout", "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)",

@@ -241,6 +241,32 @@ size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
   return order.size();
 }
 
+size_t write_across_runs_csv(const ExperimentStats& stats, const fs::path& file) {
+  StagedFile out(file, false);
+  const std::vector<std::string> cols = {"role", "metric", "unit", "runs", "samples", "median", "low", "high", "coverage"};
+  std::set<std::string> own(cols.begin(), cols.end());
+  std::string head;
+  for (auto& n : stats.parameter_names) head += (head.empty() ? "" : ",") + csv_field(own.count(n) ? "param." + n : n);
+  for (auto& c : cols) head += (head.empty() ? "" : ",") + c;
+  out.line(head);
+  const auto rows = across_runs(stats);
+  for (auto& a : rows) {
+    std::string row;
+    for (auto& n : stats.parameter_names) {
+      std::string v;
+      for (auto& [k, x] : a.parameters)
+        if (k == n) v = x;
+      row += (row.empty() ? "" : ",") + csv_field(v);
+    }
+    if (!row.empty() || !stats.parameter_names.empty()) row += ",";
+    row += csv_field(a.role) + "," + csv_field(a.metric) + "," + csv_field(a.unit) + "," + std::to_string(a.runs.runs) + "," +
+           std::to_string(a.samples) + "," + num(a.runs.median) + "," + num(a.runs.low) + "," + num(a.runs.high) + "," + num(a.runs.coverage);
+    out.line(row);
+  }
+  out.commit();
+  return rows.size();
+}
+
 CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
   fs::create_directories(out_dir);
   CsvFiles out{out_dir / (gzip ? "samples.csv.gz" : "samples.csv"), out_dir / "statistics.csv", out_dir / "runs.csv"};
@@ -249,6 +275,7 @@ CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
   out.sample_rows = write_samples_csv(db, out.samples, gzip);
   out.statistic_rows = write_statistics_csv(stats, out.statistics);
   out.run_rows = write_runs_csv(stats, out.runs);
+  write_across_runs_csv(stats, out_dir / "across_runs.csv");
   return out;
 }
 

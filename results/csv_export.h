@@ -22,6 +22,9 @@ size_t write_statistics_csv(const ExperimentStats& stats, const std::filesystem:
 // One row per run: parameters, then <metric>.<stat> columns for every metric (role-qualified when a metric
 // name is recorded by several roles).
 size_t write_runs_csv(const ExperimentStats& stats, const std::filesystem::path& file);
+// across_runs.csv: per permutation and metric, the median of its runs' medians with the interval across them,
+// and the runs and samples it rests on (metric_stats.h across_runs).
+size_t write_across_runs_csv(const ExperimentStats& stats, const std::filesystem::path& file);
 
 // All three into out_dir: samples.csv[.gz], statistics.csv, runs.csv.
 CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, bool gzip = false);

@@ -68,6 +68,23 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
   return out;
 }
 
+std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
+  std::map<std::string, size_t> at;
+  std::vector<AcrossRuns> out;
+  std::vector<std::vector<double>> medians;
+  for (auto& m : stats.stats) {
+    if (!m.summary.count) continue;
+    std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
+    for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
+    auto [it, fresh] = at.try_emplace(key, out.size());
+    if (fresh) out.push_back({m.parameters, m.role, m.metric, m.unit, {}, 0}), medians.emplace_back();
+    medians[it->second].push_back(m.summary.median);
+    out[it->second].samples += m.summary.count;
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i].runs = summarize_runs(medians[i]);
+  return out;
+}
+
 bool recorded_once_per_rank(const std::vector<const MetricStats*>& group) {
   return std::all_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count <= size_t(std::max(1, m->ranks)); });
 }

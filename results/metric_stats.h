@@ -36,6 +36,16 @@ struct ExperimentStats {
 
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
 
+// One figure across the runs of a permutation (its --repeat runs, and reruns of the same parameters): the runs'
+// medians summarised (summarize_runs), and how many runs and samples it rests on.
+struct AcrossRuns {
+  std::vector<std::pair<std::string, std::string>> parameters;
+  std::string role, metric, unit;
+  RunLevel runs;
+  uint64_t samples = 0;
+};
+std::vector<AcrossRuns> across_runs(const ExperimentStats& stats);
+
 // A setup cost (rendezvous, database start): every run's ranks recorded the metric once. Such a group is shown as
 // a table, not as distributions.
 bool recorded_once_per_rank(const std::vector<const MetricStats*>& group);

@@ -58,6 +58,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   write_samples_csv(db, csv_dir / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
   write_statistics_csv(stats, csv_dir / "statistics.csv");
   write_runs_csv(stats, csv_dir / "runs.csv");
+  write_across_runs_csv(stats, csv_dir / "across_runs.csv");
   for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
     report.files.push_back(csv_dir / name);
   phase_done("csv");

@@ -134,6 +134,84 @@ Summary summarize(std::vector<double>& values) {
   return s;
 }
 
+RunLevel summarize_runs(std::vector<double> v) {
+  RunLevel r;
+  r.runs = v.size();
+  if (v.empty()) return r;
+  std::sort(v.begin(), v.end());
+  r.median = percentile_sorted(v, 50);
+  const size_t n = v.size();
+  // P(Binomial(n, 1/2) < k) for each k; the interval [x_k, x_{n-k+1}] (1-based) covers the median with
+  // probability 1 - 2 P(B < k). The largest k that keeps that >= 95 %; k = 1 is [min, max].
+  std::vector<double> pmf(n + 1);
+  double logc = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    if (i > 0) logc += std::log(double(n - i + 1)) - std::log(double(i));
+    pmf[i] = std::exp(logc - double(n) * std::log(2.0));
+  }
+  size_t k = 1;
+  double tail = pmf[0], coverage = 1 - 2 * tail;  // tail = P(B < c) as c grows
+  for (size_t c = 2; c <= (n + 1) / 2; ++c) {
+    tail += pmf[c - 1];
+    if (1 - 2 * tail < 0.95) break;
+    k = c, coverage = 1 - 2 * tail;
+  }
+  r.low = v[k - 1], r.high = v[n - k];
+  r.coverage = coverage;
+  return r;
+}
+
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n1 = a.size(), n2 = b.size();
+  if (!n1 || !n2) return 1;
+  // Mid-ranks of the pooled values, doubled so that they are integers (a tie of t values at ranks i+1..i+t has
+  // rank i + (t+1)/2 each). U of a = R_a - n1 (n1 + 1) / 2: the test is on R_a.
+  std::vector<std::pair<double, int>> all;
+  for (double x : a) all.emplace_back(x, 0);
+  for (double x : b) all.emplace_back(x, 1);
+  std::sort(all.begin(), all.end(), [](auto& x, auto& y) { return x.first < y.first; });
+  const size_t n = all.size();
+  std::vector<int64_t> rank2(n);
+  int64_t observed2 = 0;
+  double tie_term = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double t = double(j - i);
+    tie_term += t * t * t - t;
+    for (size_t k = i; k < j; ++k) {
+      rank2[k] = int64_t(i + 1 + j);  // 2 x the mean of ranks i+1 .. j
+      if (all[k].second == 0) observed2 += rank2[k];
+    }
+    i = j;
+  }
+  const double expected2 = double(n1) * double(n + 1);  // 2 x E[R_a]
+  if (n <= 100) {
+    // Exact, ties included: how many of the C(n, n1) ways to choose a's ranks give a rank sum at least as far
+    // from its mean as the observed one. count[k][s]: subsets of k of the ranks seen so far with doubled sum s.
+    const int64_t max_sum = int64_t(n) * int64_t(n + 1);
+    std::vector<std::vector<double>> count(n1 + 1, std::vector<double>(size_t(max_sum) + 1, 0));
+    count[0][0] = 1;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = std::min(n1, i + 1); k >= 1; --k)
+        for (int64_t v = max_sum; v >= rank2[i]; --v) count[k][size_t(v)] += count[k - 1][size_t(v - rank2[i])];
+    double total = 0, extreme = 0;
+    const double observed_distance = std::fabs(double(observed2) - expected2);
+    for (int64_t v = 0; v <= max_sum; ++v) {
+      const double c = count[n1][size_t(v)];
+      total += c;
+      if (std::fabs(double(v) - expected2) >= observed_distance - 1e-9) extreme += c;
+    }
+    return std::min(1.0, extreme / total);
+  }
+  // Large samples: the normal approximation with tie and continuity corrections.
+  const double u = double(observed2) / 2 - double(n1) * double(n1 + 1) / 2, mu = double(n1) * double(n2) / 2;
+  const double var = double(n1) * double(n2) / 12 * ((double(n) + 1) - tie_term / (double(n) * (double(n) - 1)));
+  if (var <= 0) return 1;
+  const double z = (std::fabs(u - mu) - 0.5) / std::sqrt(var);
+  return std::min(1.0, std::erfc(std::max(0.0, z) / std::sqrt(2.0)));
+}
+
 const std::vector<std::string>& summary_columns() {
   static const std::vector<std::string> cols = {"count", "min", "mean", "median", "median_ci_low", "median_ci_high",
                                                 "p90", "p95", "p99", "max", "std", "mad", "outliers"};

@@ -32,6 +32,20 @@ std::pair<double, double> median_ci95(const std::vector<double>& sorted, uint64_
 // MAD of sorted values and the number of values further than 3 scaled MADs from the median.
 std::pair<double, size_t> mad_outliers(const std::vector<double>& sorted, double median);
 
+// Across runs (--repeat): the runs' medians summarised. The interval is the distribution-free one from order
+// statistics: the widest pair of ranks [k, n-k+1] whose coverage of the median is at least 95 % (binomial); with
+// fewer than 6 runs none reaches 95 %, so it is [min, max] and `coverage` says how much that covers (1 - 2^(1-n)).
+struct RunLevel {
+  size_t runs = 0;
+  double median = 0, low = 0, high = 0, coverage = 0;
+};
+RunLevel summarize_runs(std::vector<double> run_medians);
+
+// Two-sided p-value of the Mann-Whitney U test that a and b come from one distribution (as google/benchmark's
+// compare.py tests repetitions): exact up to 100 values in all (every way to split the pooled mid-ranks counted,
+// ties included), else the normal approximation with tie and continuity corrections. 1 when either side is empty.
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b);
+
 // Column names and values of a Summary, in one order for every writer.
 const std::vector<std::string>& summary_columns();
 std::vector<double> summary_values(const Summary& s);

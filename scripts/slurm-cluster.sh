@@ -24,9 +24,14 @@ HOST=$(hostname -s)
 HOST_CPUS=$(nproc --all)
 # The pid in pidfile $1 if that process is still daemon $2: after a restart of the machine the number can belong
 # to anything (a stale slurmd-g1.pid once named another program, so g1's slurmd was never started, and `down` would
-# have killed that program).
+# have killed that program). A slurmd's pidfile must also name its node: stale pidfiles of 160 slurmds once named
+# other nodes' slurmds after a restart (n80's held n70's number), and those nodes were never started.
 daemon_pid() { local p; [ -s "$1" ] && p=$(cat "$1") && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ] && echo "$p"; }
 alive() { daemon_pid "$1" "$2" >/dev/null; }
+slurmd_alive() {  # slurmd_alive <node>
+  local p
+  p=$(daemon_pid "$D/run/slurmd-$1.pid" slurmd) && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "-N $1 *$"
+}
 wait_until() {  # wait_until <seconds> <command...>: a readiness check, not a fixed sleep (commands bound their own tries)
   local deadline=$((SECONDS + $1)); shift
   while [ $SECONDS -lt $deadline ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -167,8 +172,8 @@ NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
   alive "$D/run/slurmctld.pid" slurmctld || /usr/sbin/slurmctld -i
   # The slurmds start at once (they register when the controller answers): a controller left alone pings
   # nodes that do not exist yet and stops answering for as long as that takes (22 s for 160 nodes).
-  for k in $(seq "$N"); do alive "$D/run/slurmd-n$k.pid" slurmd || /usr/sbin/slurmd -f /etc/slurm/slurm-unbound.conf -N "n$k"; done
-  for k in 1 2; do alive "$D/run/slurmd-g$k.pid" slurmd || /usr/sbin/slurmd -N "g$k"; done
+  for k in $(seq "$N"); do slurmd_alive "n$k" || /usr/sbin/slurmd -f /etc/slurm/slurm-unbound.conf -N "n$k"; done
+  for k in 1 2; do slurmd_alive "g$k" || /usr/sbin/slurmd -N "g$k"; done
   wait_until 60 timeout 5 sh -c 'scontrol ping | grep -q UP' || { echo "slurm-cluster: slurmctld did not answer; see $D/log/slurmctld.log" >&2; exit 1; }
   wait_until 120 nodes_idle || { echo "slurm-cluster: nodes did not come up; see $D/log" >&2; sinfo -N >&2; exit 1; }
   echo "slurm-cluster: up, $N virtual nodes (sinfo: $(sinfo -h -o '%D %T' | tr '\n' ' '))"

@@ -401,6 +401,25 @@ TEST(Cli, AnExperimentShowsAndTakesOnlyTheParametersItUses) {
   }
 }
 
+// Issue 40: resume counts repeats: a sweep repeated twice, then asked for three with --resume, runs only the
+// third repeat of each permutation; each run's provenance says which repeat it is.
+TEST(Cli, ResumeWithRepeatsRunsOnlyTheMissingPairs) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=rep", "--sleep_us=[1000,2000]", "--iterations=3", "--repeat=2"}).exit_code, 0);
+  EXPECT_EQ(query(db_of(d, "rep"), "SELECT count(*) FROM runs WHERE status='COMPLETED'")[0][0], "4");
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=rep", "--sleep_us=[1000,2000]", "--iterations=3", "--repeat=3", "--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("4 of 6 permutation(s) already COMPLETED; running 2"), std::string::npos) << r.err;
+  EXPECT_EQ(query(db_of(d, "rep"), "SELECT count(*) FROM runs WHERE status='COMPLETED'")[0][0], "6");
+  EXPECT_EQ(query(db_of(d, "rep"), "SELECT count(DISTINCT param_hash) FROM runs")[0][0], "6");
+  EXPECT_EQ(query(db_of(d, "rep"), "SELECT group_concat(value, ' ') FROM (SELECT value FROM provenance WHERE key='repeat' ORDER BY run_id)")[0][0],
+            "1/2 1/2 2/2 2/2 3/3 3/3");
+  // Repeats are not parameters: the statistics' parameters are the sweep's, and across_runs.csv rests on 3 runs each.
+  const std::string across = read_file(d.path / "results/rep/csv/across_runs.csv");
+  EXPECT_EQ(across.substr(0, across.find('\n')).find("repeat"), std::string::npos) << across;
+  EXPECT_NE(across.find(",sleep,sleep,us,3,9,"), std::string::npos) << across;
+}
+
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   test::TempDir d;
   // Six runs of about half a second each, one at a time; the driver is SIGKILLed (no chance to clean up) once

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "common/error.h"
 #include "orchestrator/experiment.h"
@@ -226,4 +227,40 @@ walltime = "00:10:00"
                     "experiment.step_launcher: 'aprun' is not one of srun, mpirun");
   EXPECT_THROW_WITH(parse_experiment_text("[experiment]\nplugin = \"c\"\nbatch_args = \"qos\"\n", "exp.toml"), UserError,
                     "experiment.batch_args: 'qos' is not key=value");
+}
+
+// Issue 40: --repeat runs every permutation N times as runs of their own, in the asked order; repeat 1 keeps the
+// identity of the run without --repeat (a sweep repeated later resumes it), the others are runs of their own.
+TEST(Experiment, RepeatsAreRunsOfTheirOwnInTheAskedOrder) {
+  ExperimentRequest req;
+  req.subcommand = "calibration_sleep";
+  req.settings.exp_name = "rep";
+  req.params.push_back({"sleep_us", ParamSource{"[1,2]", "--sleep_us", {}, {}}});
+  const auto once = plan_experiment(req, *calibration());
+  req.settings.repeat = 3;
+  const auto inter = plan_experiment(req, *calibration());
+  ASSERT_EQ(inter.runs.size(), 6u);
+  std::vector<std::string> order;
+  for (auto& r : inter.runs) order.push_back(*r.point.find("sleep_us") + "/" + std::to_string(r.repeat));
+  EXPECT_EQ(order, (std::vector<std::string>{"1/0", "2/0", "1/1", "2/1", "1/2", "2/2"}));
+  EXPECT_EQ(inter.runs[0].param_hash, once.runs[0].param_hash) << "repeat 1 is the run without --repeat";
+  std::set<std::string> hashes, sessions;
+  for (auto& r : inter.runs) hashes.insert(r.param_hash), sessions.insert(r.session);
+  EXPECT_EQ(hashes.size(), 6u);
+  EXPECT_EQ(sessions.size(), 6u);
+  EXPECT_NE(inter.runs[2].session.find("-r2-"), std::string::npos) << inter.runs[2].session;
+  req.settings.repeat_order = "grouped";
+  order.clear();
+  for (auto& r : plan_experiment(req, *calibration()).runs) order.push_back(*r.point.find("sleep_us") + "/" + std::to_string(r.repeat));
+  EXPECT_EQ(order, (std::vector<std::string>{"1/0", "1/1", "1/2", "2/0", "2/1", "2/2"}));
+  req.settings.repeat_order = "random";
+  auto r1 = plan_experiment(req, *calibration()), r2 = plan_experiment(req, *calibration());
+  std::multiset<std::string> all;
+  for (size_t i = 0; i < r1.runs.size(); ++i) {
+    EXPECT_EQ(r1.runs[i].param_hash, r2.runs[i].param_hash) << "the same order again (a resume plans it again)";
+    all.insert(r1.runs[i].param_hash);
+  }
+  EXPECT_EQ(all, std::multiset<std::string>(hashes.begin(), hashes.end()));
+  req.settings.max_runs = 5;
+  EXPECT_NE(error_of([&] { plan_experiment(req, *calibration()); }).find("2 permutations x --repeat=3 exceed --max_runs=5"), std::string::npos);
 }

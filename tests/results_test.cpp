@@ -485,35 +485,95 @@ TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
   is("s", 0, "s", 1.0);
 }
 
-TEST(Compare, FlagsAPlantedRegressionAndNotNoise) {
+// Issue 40: compare decides on run-level evidence (Mann-Whitney U on the run medians), and says when it cannot.
+TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   test::TempDir d;
-  for (auto [name, us] : {std::pair{"base", "2000"}, {"slower", "8000"}})
-    ASSERT_EQ(run(d, {"calibration_sleep", std::string("--exp_name=") + name, std::string("--sleep_us=") + us, "--iterations=60"}).exit_code, 0);
-  // The same measurements twice (a copy of the experiment): nothing to flag, whatever the machine's load was.
+  // Five runs a side; 2000 -> 2200 us is +10 % in each run's median, whatever overshoot the machine adds to both.
+  for (auto [name, us] : {std::pair{"base", "2000"}, {"slower", "2200"}})
+    ASSERT_EQ(run(d, {"calibration_sleep", std::string("--exp_name=") + name, std::string("--sleep_us=") + us, "--iterations=20", "--repeat=5"}).exit_code, 0);
+  // The same measurements twice (a copy of the experiment): nothing to flag.
   fs::copy(d.path / "results" / "base", d.path / "results" / "again", fs::copy_options::recursive);
   auto noise = run(d, {"results", "compare", "results/base", "results/again"});
   EXPECT_EQ(noise.exit_code, 0) << noise.out;
   EXPECT_NE(noise.out.find("0 regression(s)"), std::string::npos) << noise.out;
   auto planted = run(d, {"results", "compare", "results/base", "results/slower", "--ignore=sleep_us", "--metric=sleep"});
   EXPECT_EQ(planted.exit_code, 1) << planted.out;
-  // 2000 -> 8000 us is +300 %; a loaded machine adds the same scheduling delay to both medians, which shrinks
-  // the ratio but cannot change its sign or bring it near zero: the check is the sign and the size.
-  // One line per figure, for people: the verdict, the change, the metric, both medians in a human unit.
+  // One line per changed figure, for people: the verdict, the change, the metric, both medians in a human unit, the runs.
   const auto at = planted.out.find("regression ");
   ASSERT_NE(at, std::string::npos) << planted.out;
   const std::string line = planted.out.substr(at, planted.out.find('\n', at) - at);
   EXPECT_NE(line.find("sleep:sleep"), std::string::npos) << line;
   EXPECT_NE(line.find(" ms"), std::string::npos) << line << ": 2000 us reads as 2 ms";
-  EXPECT_LT(line.size(), 100u) << line;
+  // Five runs a side, every run of B slower than every run of A: p = 2/252 exactly, or about 0.007 with ties.
+  const auto p_at = line.find("5/5 runs p=");
+  ASSERT_NE(p_at, std::string::npos) << line;
+  EXPECT_LT(std::strtod(line.c_str() + p_at + 11, nullptr), 0.01) << line;
   const double change = std::strtod(planted.out.c_str() + planted.out.find_first_of("+-", at), nullptr);
-  EXPECT_GT(change, 50.0) << planted.out;
-  EXPECT_LT(change, 400.0) << planted.out;
+  EXPECT_GT(change, 5.0) << planted.out;
+  EXPECT_LT(change, 11.0) << planted.out;
   auto reverse = run(d, {"results", "compare", "results/slower", "results/base", "--ignore=sleep_us", "--metric=sleep"});
   EXPECT_EQ(reverse.exit_code, 0) << reverse.out;
   EXPECT_NE(reverse.out.find("improvement"), std::string::npos) << reverse.out;
+  // Machines read every figure: CSV and JSON.
+  auto csv = run(d, {"results", "compare", "results/base", "results/slower", "--ignore=sleep_us", "--metric=sleep", "--format=csv"});
+  EXPECT_EQ(csv.exit_code, 1);
+  EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')), "match,role,metric,unit,verdict,change_pct,median_a,median_b,low_a,high_a,low_b,high_b,runs_a,runs_b,samples_a,samples_b,p_value");
+  EXPECT_NE(csv.out.find(",sleep,sleep,us,regression,"), std::string::npos) << csv.out;
+  auto json = run(d, {"results", "compare", "results/base", "results/slower", "--ignore=sleep_us", "--metric=sleep", "--format=json"});
+  EXPECT_NE(json.out.find("\"regressions\": 1"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"runs_a\": 5"), std::string::npos) << json.out;
+  // Two runs a side: no test can decide; it says so and exits 3, never "unchanged".
+  for (auto [name, us] : {std::pair{"two", "2000"}, {"two_slower", "2200"}})
+    ASSERT_EQ(run(d, {"calibration_sleep", std::string("--exp_name=") + name, std::string("--sleep_us=") + us, "--iterations=20", "--repeat=2"}).exit_code, 0);
+  auto two = run(d, {"results", "compare", "results/two", "results/two_slower", "--ignore=sleep_us", "--metric=sleep"});
+  EXPECT_EQ(two.exit_code, 3) << two.out;
+  EXPECT_NE(two.out.find("undecided"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("run both with --repeat=5"), std::string::npos) << two.out;
   // No run in common (sleep_us differs and is not ignored): an error, never "0 comparisons, 0 regressions".
   auto none = run(d, {"results", "compare", "results/base", "results/slower"});
   EXPECT_EQ(none.exit_code, 2) << none.out;
   EXPECT_NE(none.err.find("no run of results/base matches one of results/slower ("), std::string::npos) << none.err;
-  EXPECT_NE(none.err.find("differing: sleep_us: A 2000; B 8000"), std::string::npos) << none.err << ": it names the parameter that differs";
+  EXPECT_NE(none.err.find("differing: sleep_us: A 2000; B 2200"), std::string::npos) << none.err << ": it names the parameter that differs";
+  // Where the runs were made is recorded with them, and compare says what differs before its verdicts.
+  EXPECT_NE(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT value FROM provenance WHERE key='host_cpus' LIMIT 1"), "<none>");
+  EXPECT_EQ(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT count(*) FROM provenance WHERE key='repeat' AND value LIKE '%/5'"), "5");
+  auto edit = test::run_command({"/usr/bin/sqlite3", (d.path / "results/again/fanout.sqlite").string(),
+                                 "UPDATE provenance SET value='another CPU' WHERE key='host_cpu_model'"}, d.path);
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
+  auto moved = run(d, {"results", "compare", "results/base", "results/again"});
+  EXPECT_NE(moved.out.find("differs: host_cpu_model: A "), std::string::npos) << moved.out;
+}
+
+// Issue 40: reference values, as ReFrame's: written from a result, checked per figure, and at a sweep's end.
+TEST(Reference, WrittenFromAResultAndChecked) {
+  test::TempDir d;
+  ASSERT_EQ(run(d, {"calibration_sleep", "--exp_name=base", "--sleep_us=[2000,4000]", "--iterations=20", "--repeat=3"}).exit_code, 0);
+  auto wrote = run(d, {"results", "check", "results/base", "--write-reference=ref.toml", "--tolerance=20"});
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  const std::string ref = read_file(d.path / "ref.toml");
+  EXPECT_NE(ref.find("[[reference]]"), std::string::npos) << ref;
+  auto ok = run(d, {"results", "check", "results/base", "--reference=ref.toml"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("pass  sleep:sleep sleep_us=2000"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("of 3 run(s)"), std::string::npos) << ok.out;
+  // References the result misses: 2000 us sleeps against 1000 +- 5 %, and a reference in another unit.
+  std::ofstream(d.path / "tight.toml") << "[[reference]]\nrole = \"sleep\"\nmetric = \"sleep\"\nparameters = { sleep_us = 2000 }\n"
+                                          "value = 1000\nunit = \"us\"\nlower = -0.05\nupper = 0.05\n"
+                                          "[[reference]]\nmetric = \"sleep\"\nvalue = 1\nunit = \"ms\"\n";
+  auto bad = run(d, {"results", "check", "results/base", "--reference=tight.toml"});
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("FAIL  sleep:sleep sleep_us=2000: 2"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("the runs record it in us, the reference in ms"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("2 reference(s): 0 pass, 2 fail"), std::string::npos) << bad.out;
+  // A sweep checks its own figures at its end.
+  auto sweep_ok = run(d, {"calibration_sleep", "--exp_name=again", "--sleep_us=[2000,4000]", "--iterations=20", "--reference=ref.toml"});
+  EXPECT_EQ(sweep_ok.exit_code, 0) << sweep_ok.err;
+  auto sweep_bad = run(d, {"calibration_sleep", "--exp_name=again2", "--sleep_us=2000", "--iterations=20", "--reference=tight.toml"});
+  EXPECT_EQ(sweep_bad.exit_code, 1) << sweep_bad.err;
+  EXPECT_NE(sweep_bad.err.find("FAIL"), std::string::npos) << sweep_bad.err;
+  // A malformed reference names its line.
+  std::ofstream(d.path / "broken.toml") << "[[reference]]\nmetric = \"sleep\"\nvalue = 1\nunit = \"us\"\nlower = 0.1\n";
+  auto broken = run(d, {"results", "check", "results/base", "--reference=broken.toml"});
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.err.find("broken.toml:1: lower must be <= 0"), std::string::npos) << broken.err;
 }

@@ -109,3 +109,42 @@ TEST(Statistics, LargeVectorsAreSortedLikeStdSort) {
   EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
   EXPECT_TRUE(std::signbit(v[size_t(std::find(v.begin(), v.end(), 0.0) - v.begin())]));  // the radix order puts -0 before +0
 }
+
+// Issue 40: run-level statistics. Exact order-statistic intervals and exact Mann-Whitney p-values by hand.
+TEST(RunLevelStatistics, MedianOfRunMediansWithItsOrderStatisticInterval) {
+  auto five = summarize_runs({5, 1, 4, 2, 3});
+  EXPECT_EQ(five.runs, 5u);
+  EXPECT_DOUBLE_EQ(five.median, 3);
+  EXPECT_DOUBLE_EQ(five.low, 1);  // fewer than 6 runs: [min, max], covering 1 - 2^-4
+  EXPECT_DOUBLE_EQ(five.high, 5);
+  EXPECT_DOUBLE_EQ(five.coverage, 1 - 2.0 / 32);
+  std::vector<double> nine;
+  for (int i = 1; i <= 9; ++i) nine.push_back(i);
+  auto n9 = summarize_runs(nine);
+  // n = 9: [x2, x8] covers 1 - 2 * (1 + 9) / 512 = 0.961; [x3, x7] would cover 0.820.
+  EXPECT_DOUBLE_EQ(n9.low, 2);
+  EXPECT_DOUBLE_EQ(n9.high, 8);
+  EXPECT_NEAR(n9.coverage, 1 - 2 * 10.0 / 512, 1e-12);
+}
+
+TEST(RunLevelStatistics, MannWhitneyExactAndApproximate) {
+  // Five against five, fully apart: the most extreme of C(10,5) = 252 arrangements, two-sided 2/252.
+  EXPECT_NEAR(mann_whitney_p({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 2.0 / 252, 1e-12);
+  EXPECT_NEAR(mann_whitney_p({6, 7, 8, 9, 10}, {1, 2, 3, 4, 5}), 2.0 / 252, 1e-12);
+  // Three against three cannot go below 2/20 = 0.1.
+  EXPECT_NEAR(mann_whitney_p({1, 2, 3}, {4, 5, 6}), 0.1, 1e-12);
+  // Interleaved: no evidence.
+  EXPECT_GT(mann_whitney_p({1, 3, 5, 7, 9}, {2, 4, 6, 8, 10}), 0.5);
+  // U = 1 of 5 x 5 (one pair out of order): P(U <= 1) = 2/252, two-sided 4/252.
+  EXPECT_NEAR(mann_whitney_p({1, 2, 3, 4, 6}, {5, 7, 8, 9, 10}), 4.0 / 252, 1e-12);
+  // Ties within a side do not weaken a full separation: still 2/252 (the exact count uses mid-ranks).
+  EXPECT_NEAR(mann_whitney_p({1, 1, 2, 2, 3}, {8, 8, 9, 9, 10}), 2.0 / 252, 1e-12);
+  // A tie across the sides (the two 5s have mid-rank 5.5): 2 of the 252 splits are as low as a's rank sum
+  // (either 5 in a), 2 as high: 4/252.
+  EXPECT_NEAR(mann_whitney_p({1, 2, 3, 4, 5}, {5, 6, 7, 8, 9}), 4.0 / 252, 1e-12);
+  // Beyond 100 values: the normal approximation, which agrees in size.
+  std::vector<double> lo, hi;
+  for (int i = 0; i < 60; ++i) lo.push_back(i), hi.push_back(i + 30);
+  EXPECT_LT(mann_whitney_p(lo, hi), 1e-4);
+  EXPECT_DOUBLE_EQ(mann_whitney_p({}, {1}), 1);
+}

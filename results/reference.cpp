@@ -1,0 +1,211 @@
+#include "results/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+#include "results/layout.h"
+#include "results/metric_stats.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kStatistics = {"median", "mean", "min", "max", "p90", "p95", "p99"};
+
+double statistic_of(const Summary& s, const std::string& name) {
+  if (name == "mean") return s.mean;
+  if (name == "min") return s.min;
+  if (name == "max") return s.max;
+  if (name == "p90") return s.p90;
+  if (name == "p95") return s.p95;
+  if (name == "p99") return s.p99;
+  return s.median;
+}
+
+std::string value_text(const toml::node& v) {
+  if (auto s = v.value_exact<std::string>()) return *s;
+  if (auto i = v.value_exact<int64_t>()) return std::to_string(*i);
+  if (auto d = v.value_exact<double>()) {
+    std::ostringstream o;
+    o << *d;
+    return o.str();
+  }
+  if (auto b = v.value_exact<bool>()) return *b ? "true" : "false";
+  return "";
+}
+
+ExperimentStats load(const fs::path& dir) {
+  if (!fs::exists(dir / layout::kDatabase)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
+  ResultsDb db(dir / layout::kDatabase);
+  return compute_statistics(db, dir.filename().string());
+}
+
+}  // namespace
+
+std::vector<Reference> read_references(const fs::path& file) {
+  const std::string text = read_file(file);
+  toml::table root;
+  try {
+    root = toml::parse(text, file.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  auto* list = root["reference"].as_array();
+  if (!list || list->empty()) throw UserError(file.string() + ": no [[reference]] tables");
+  std::vector<Reference> out;
+  for (auto& node : *list) {
+    auto* t = node.as_table();
+    const std::string at = file.string() + ":" + std::to_string(node.source().begin.line);
+    if (!t) throw UserError(at + ": [[reference]] entries are tables");
+    Reference r;
+    r.origin = at;
+    for (auto& [k, v] : *t) {
+      const std::string key(k.str()), where = file.string() + ":" + std::to_string(v.source().begin.line) + ": " + key;
+      auto number = [&] {
+        auto d = v.value<double>();
+        if (!d || !std::isfinite(*d)) throw UserError(where + " must be a number");
+        return *d;
+      };
+      if (key == "metric" || key == "role" || key == "unit" || key == "statistic") {
+        auto s = v.value_exact<std::string>();
+        if (!s) throw UserError(where + " must be a string");
+        (key == "metric" ? r.metric : key == "role" ? r.role : key == "unit" ? r.unit : r.statistic) = *s;
+      } else if (key == "value") {
+        r.value = number();
+      } else if (key == "lower" || key == "upper") {
+        (key == "lower" ? r.lower : r.upper) = number();
+      } else if (key == "parameters") {
+        auto* p = v.as_table();
+        if (!p) throw UserError(where + " must be a table of name = value");
+        for (auto& [pk, pv] : *p) r.parameters.emplace_back(std::string(pk.str()), value_text(pv));
+      } else {
+        throw UserError(where + ": unknown key (known: metric, role, parameters, statistic, value, unit, lower, upper)");
+      }
+    }
+    if (r.metric.empty() || r.unit.empty() || !t->contains("value")) throw UserError(at + ": a reference needs metric, value and unit");
+    if (std::find(kStatistics.begin(), kStatistics.end(), r.statistic) == kStatistics.end())
+      throw UserError(at + ": statistic '" + r.statistic + "' is not one of " + join(kStatistics, ", "));
+    if (r.lower > 0 || r.upper < 0) throw UserError(at + ": lower must be <= 0 and upper >= 0 (fractions of value: -0.05 is 5 % below)");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<ReferenceResult> check_references(const fs::path& exp_dir, const std::vector<Reference>& refs) {
+  const ExperimentStats stats = load(exp_dir);
+  std::vector<ReferenceResult> out;
+  for (auto& ref : refs) {
+    ReferenceResult res;
+    res.ref = &ref;
+    std::vector<double> per_run;
+    std::string other_unit;
+    for (auto& m : stats.stats) {
+      if (m.metric != ref.metric || (!ref.role.empty() && m.role != ref.role) || !m.summary.count) continue;
+      const bool point = std::all_of(ref.parameters.begin(), ref.parameters.end(), [&](auto& p) {
+        return std::any_of(m.parameters.begin(), m.parameters.end(), [&](auto& q) {
+          if (q.first != p.first) return false;
+          auto a = parse_double(q.second), b = parse_double(p.second);
+          return q.second == p.second || (a && b && *a == *b);
+        });
+      });
+      if (!point) continue;
+      if (m.unit != ref.unit) {
+        other_unit = m.unit;
+        continue;
+      }
+      per_run.push_back(statistic_of(m.summary, ref.statistic));
+    }
+    res.runs = per_run.size();
+    if (per_run.empty()) {
+      res.why = other_unit.empty() ? "no run matches" : "the runs record it in " + other_unit + ", the reference in " + ref.unit;
+    } else {
+      std::sort(per_run.begin(), per_run.end());
+      const size_t n = per_run.size();
+      res.measured = n % 2 ? per_run[n / 2] : (per_run[n / 2 - 1] + per_run[n / 2]) / 2;
+      const double lo = ref.value + std::fabs(ref.value) * ref.lower, hi = ref.value + std::fabs(ref.value) * ref.upper;
+      res.pass = res.measured >= lo && res.measured <= hi;
+    }
+    out.push_back(res);
+  }
+  return out;
+}
+
+void print_reference_results(const std::vector<ReferenceResult>& results, std::ostream& out) {
+  size_t failed = 0;
+  char line[256];
+  for (auto& r : results) {
+    const Reference& ref = *r.ref;
+    std::string point;
+    for (auto& [k, v] : ref.parameters) point += (point.empty() ? "" : " ") + k + "=" + v;
+    if (!r.pass) ++failed;
+    if (!r.why.empty()) {
+      out << "FAIL  " << printable((ref.role.empty() ? "" : ref.role + ":") + ref.metric) << " " << printable(point) << ": " << r.why
+          << " (" << ref.origin << ")\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line, "%s  %s %s: %.6g %s (reference %.6g, %+.1f%% .. %+.1f%%; %s of %zu run(s))", r.pass ? "pass" : "FAIL",
+                  printable((ref.role.empty() ? "" : ref.role + ":") + ref.metric).c_str(), printable(point).c_str(), r.measured,
+                  printable(ref.unit).c_str(), ref.value, ref.lower * 100, ref.upper * 100, ref.statistic.c_str(), r.runs);
+    out << line << (r.pass ? "" : "  " + ref.origin) << "\n";
+  }
+  out << results.size() << " reference(s): " << results.size() - failed << " pass, " << failed << " fail\n";
+}
+
+void write_references(const fs::path& exp_dir, const fs::path& file, double tolerance) {
+  const ExperimentStats stats = load(exp_dir);
+  // Per (role, metric, unit) the runs of each point; a point is named by the parameters that vary (the rest hold
+  // one value everywhere and would only make the file long).
+  std::map<std::string, std::vector<const MetricStats*>> points;
+  std::vector<std::string> order;
+  for (auto& m : stats.stats) {
+    if (!m.summary.count) continue;
+    std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
+    for (auto& [k, v] : m.parameters)
+      if (std::count(stats.varied.begin(), stats.varied.end(), k)) key += "\n" + k + "=" + v;
+    if (points[key].empty()) order.push_back(key);
+    points[key].push_back(&m);
+  }
+  auto quoted = [](const std::string& text) {
+    std::ostringstream o;
+    o << toml::value<std::string>(text);
+    return o.str();
+  };
+  auto number = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    std::string t = buf;
+    return t.find_first_of(".eEn") == std::string::npos ? t + ".0" : t;  // a TOML float
+  };
+  std::ostringstream out;
+  out << "# References from " << exp_dir.string() << ": each figure's median across its runs (of each run's median), +-"
+      << tolerance * 100 << " %.\n# Setup costs recorded once per rank (rendezvous, database start) are left out: they vary more than a figure.\n";
+  for (auto& key : order) {
+    const auto& runs = points[key];
+    if (recorded_once_per_rank(runs)) continue;
+    std::vector<double> medians;
+    for (auto* m : runs) medians.push_back(m->summary.median);
+    std::sort(medians.begin(), medians.end());
+    const size_t n = medians.size();
+    const double v = n % 2 ? medians[n / 2] : (medians[n / 2 - 1] + medians[n / 2]) / 2;
+    std::string params;
+    for (auto& [k, val] : runs.front()->parameters)
+      if (std::count(stats.varied.begin(), stats.varied.end(), k)) params += (params.empty() ? "" : ", ") + quoted(k) + " = " + quoted(val);
+    out << "\n[[reference]]\nrole = " << quoted(runs.front()->role) << "\nmetric = " << quoted(runs.front()->metric)
+        << (params.empty() ? "" : "\nparameters = { " + params + " }") << "\nstatistic = \"median\"\nvalue = " << number(v)
+        << "\nunit = " << quoted(runs.front()->unit) << "\nlower = " << number(-tolerance) << "\nupper = " << number(tolerance) << "\n";
+  }
+  write_file_atomic(file, out.str(), 0644);
+}
+
+}  // namespace fanout
