@@ -128,6 +128,7 @@ const std::map<std::string, std::string>& machine_provenance() {
     m["host_cpus"] = std::to_string(::sysconf(_SC_NPROCESSORS_ONLN));
     m["host_memory"] = first_line_with("/proc/meminfo", "MemTotal");
     m["host_os"] = first_line_with("/etc/os-release", "PRETTY_NAME");
+    if (m["host_os"].size() >= 2 && m["host_os"].front() == '"') m["host_os"] = m["host_os"].substr(1, m["host_os"].size() - 2);
     if (struct utsname u; ::uname(&u) == 0) m["host_kernel"] = std::string(u.release) + " " + u.machine;
     for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
              {"redis_server", {"redis-server", "--version"}}, {"slurm", {"sinfo", "--version"}}, {"mpi", {"mpirun", "--version"}}}) {

@@ -63,8 +63,8 @@ double smallest_p(size_t na, size_t nb) {
 
 // Provenance keys that say where and with what a run was made (not which run it was).
 bool describes_machine(const std::string& key) {
-  for (const char* p : {"host", "host_", "version_", "env_", "fanout_version", "fanout_git_revision", "plugin_abi"})
-    if (key == p || (std::string(p).back() == '_' && key.rfind(p, 0) == 0)) return true;
+  for (const char* p : {"host", "host_", "version_", "env_", "fanout_version", "fanout_git_revision", "plugin_abi", "plugin."})
+    if (key == p || ((std::string(p).back() == '_' || std::string(p).back() == '.') && key.rfind(p, 0) == 0)) return true;
   return false;
 }
 

@@ -125,6 +125,35 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   if (runs.size() > kMaxRows) h << "<p>" << runs.size() - kMaxRows << " more run(s): see Statistics below and csv/statistics.csv.</p>\n";
 }
 
+// With --repeat (several runs of a permutation): per permutation and metric the median of the run medians, the
+// interval across the runs and the runs and samples it rests on (metric_stats.h across_runs). Nothing otherwise.
+void write_across_runs_table(const ExperimentStats& exp, std::ostream& h) {
+  const auto rows = across_runs(exp);
+  if (std::none_of(rows.begin(), rows.end(), [](const AcrossRuns& a) { return a.runs.runs > 1; })) return;
+  constexpr size_t kMaxRows = 60;
+  h << "<h2 id=\"across-runs\">Across runs</h2>\n<p>Each permutation's runs (--repeat) together: the median of the runs' medians, "
+       "the order-statistic interval across the runs (its coverage of the median; [min, max] below 6 runs), and the runs and "
+       "samples the figure rests on. What results compare decides on.</p>\n<table class=\"across\"><tr>";
+  for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
+  h << "<th class=\"l\">metric</th><th>median</th><th>low</th><th>high</th><th>coverage</th><th>runs</th><th>samples</th></tr>\n";
+  for (size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
+    const AcrossRuns& a = rows[i];
+    const DisplayUnit du = display_unit(a.unit, std::max(std::abs(a.runs.low), std::abs(a.runs.high)));
+    h << "<tr>";
+    for (auto& v : exp.varied) {
+      std::string val;
+      for (auto& [k, x] : a.parameters)
+        if (k == v) val = x;
+      h << "<td>" << html_escape(val) << "</td>";
+    }
+    h << "<td class=\"l\">" << html_escape(a.role + ":" + a.metric) << " [" << html_escape(du.label) << "]</td><td>" << num(a.runs.median * du.factor)
+      << "</td><td>" << num(a.runs.low * du.factor) << "</td><td>" << num(a.runs.high * du.factor) << "</td><td>" << num(a.runs.coverage * 100)
+      << " %</td><td>" << a.runs.runs << "</td><td>" << a.samples << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  if (rows.size() > kMaxRows) h << "<p>" << rows.size() - kMaxRows << " more: csv/across_runs.csv.</p>\n";
+}
+
 // Metrics each rank records once (setup costs, per-rank totals): one row per run and metric, its varied parameters, the
 // ranks, and the median and slowest rank in the metric's display unit. False when there are none.
 bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, const char* id, const char* title, const char* note, std::ostream& h) {
@@ -187,6 +216,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
   write_medians_table(exp, groups, h);
+  write_across_runs_table(exp, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
   const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return recorded_once_per_rank(g.second); });
   for (auto& sec : sections)

@@ -12,10 +12,13 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/parallel.h"
+#include "common/text.h"
 #include "results/run_folder.h"
 #include "results/sample_block.h"
 #include "results/sample_file.h"
+#include "plugins/sdk/fanout_plugin.h"
 
 namespace fanout {
 
@@ -327,10 +330,33 @@ struct PackedRun {
   std::vector<std::string> warnings;
 };
 
+// What the run's ranks said they ran (FANOUT_RUN_PROVENANCE_DIR): NAME=value lines, stored as plugin.NAME. Bounded
+// and checked like any input: regular files of at most 64 KiB, names of [A-Za-z0-9_.-], values of one printable line.
+void read_plugin_provenance(const fs::path& run_dir, RunMetadata& meta, std::vector<std::string>& warnings) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(run_dir / FANOUT_RUN_PROVENANCE_DIR, ec)) {
+    std::string text;
+    try {
+      text = read_input_file(e.path(), 64 * 1024);
+    } catch (const UserError& err) {
+      warnings.push_back(std::string(err.what()) + ": not read");
+      continue;
+    }
+    for (const auto& line : split(text, '\n')) {
+      const auto eq = line.find('=');
+      const std::string key = line.substr(0, eq == std::string::npos ? 0 : eq);
+      if (key.empty() || key.size() > 128 || filename_safe(key, 128) != key) continue;
+      const std::string value = printable(line.substr(eq + 1).substr(0, 1024));
+      meta.provenance.emplace("plugin." + key, value);  // never over a key of the driver's
+    }
+  }
+}
+
 PackedRun pack_run(const fs::path& run_dir) {
   PackedRun run;
   run.meta = read_run_metadata(run_dir);
   run.dir = run_dir;
+  read_plugin_provenance(run_dir, run.meta, run.warnings);
   std::vector<fs::path> files;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec)) {

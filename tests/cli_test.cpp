@@ -418,6 +418,11 @@ TEST(Cli, ResumeWithRepeatsRunsOnlyTheMissingPairs) {
   const std::string across = read_file(d.path / "results/rep/csv/across_runs.csv");
   EXPECT_EQ(across.substr(0, across.find('\n')).find("repeat"), std::string::npos) << across;
   EXPECT_NE(across.find(",sleep,sleep,us,3,9,"), std::string::npos) << across;
+  // The report says it too: a table of the figures across each permutation's runs.
+  ASSERT_EQ(fanout_cmd(d, {"process_scaling_results", "results/rep"}).exit_code, 0);
+  const std::string report = read_file(d.path / "results/rep/processed/report.html");
+  EXPECT_NE(report.find("<h2 id=\"across-runs\">Across runs</h2>"), std::string::npos);
+  EXPECT_NE(report.find("<td>3</td><td>9</td></tr>"), std::string::npos) << "3 runs and 9 samples of a sleep figure";
 }
 
 TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {

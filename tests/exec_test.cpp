@@ -79,6 +79,9 @@ TEST_F(Exec, ACProgramThroughEveryParserOnTheLocalLauncher) {
   EXPECT_EQ(env["FANOUT_RUN_DIR"], run_dir("probe").string());
   EXPECT_FALSE(env["FANOUT_NODELIST"].empty());
   EXPECT_EQ(env["PROBE_SIZE"].empty(), false);
+  // What the step ran is in the run's provenance: the program and its checksum (compare names a changed binary).
+  EXPECT_EQ(one("probe", "SELECT DISTINCT value FROM provenance WHERE key='plugin.probe.program'"), probe());
+  EXPECT_EQ(one("probe", "SELECT count(DISTINCT value) FROM provenance WHERE key='plugin.probe.program_checksum64'"), "1");
   // The run's parameters are the user's: not the flags' defaults the file's steps override.
   EXPECT_EQ(one("probe", "SELECT group_concat(DISTINCT name) FROM parameters"), "size");
   // Statistics, CSV and the report, as for any plugin.

@@ -214,6 +214,37 @@ class StepRun {
     int64_t t0 = 0;
   };
 
+  // Rank 0 says what the step ran, for the run's provenance (FANOUT_RUN_PROVENANCE_DIR): the command as run, the
+  // program's path, size and checksum, so that compare can tell that A and B ran different binaries.
+  void record_program(const std::vector<std::string>& args) {
+    std::string program = args[0];
+    if (program.find('/') == std::string::npos)
+      if (const char* path = std::getenv("PATH"))
+        for (size_t at = 0; at <= std::strlen(path);) {
+          size_t colon = std::string(path).find(':', at);
+          if (colon == std::string::npos) colon = std::strlen(path);
+          const std::string candidate = std::string(path).substr(at, colon - at) + "/" + program;
+          if (::access(candidate.c_str(), X_OK) == 0) {
+            program = candidate;
+            break;
+          }
+          at = colon + 1;
+        }
+    std::string shown;
+    for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
+    std::string text = step_ + ".command=" + shown + "\n" + step_ + ".program=" + program + "\n";
+    std::ifstream in(program, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.good() || in.eof()) {
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fanout_sdk::checksum64(bytes.data(), bytes.size())));
+      text += step_ + ".program_bytes=" + std::to_string(bytes.size()) + "\n" + step_ + ".program_checksum64=" + hex + "\n";
+    }
+    const std::string dir = host_.run_dir() + "/" FANOUT_RUN_PROVENANCE_DIR;
+    ::mkdir(dir.c_str(), 0755);
+    fanout_sdk::write_file_atomic(dir + "/" + step_, text, 0644);
+  }
+
   Invocation start() {
     fanout_sdk::SpawnOptions o;
     o.capture_stdout = o.capture_stderr = true;
@@ -222,6 +253,7 @@ class StepRun {
     for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
     const auto args = argv();
     if (host_.rank() == 0 && !logged_command_) {
+      record_program(args);
       std::string shown;
       for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
       host_.log(FANOUT_LOG_INFO, "step " + step_ + " runs " + shown + " in " + o.cwd);

@@ -39,6 +39,9 @@ extern "C" {
 /* A service's files named env.<NAME> are environment for programs its users start (an exec step gets NAME=<the
  * file's text>): the smartsim database publishes SSDB, SR_DB_TYPE and SR_DB_PASSWORD so. */
 #define FANOUT_SERVICE_ENV_PREFIX "env."
+/* A rank may say what it ran (a program's path and checksum) in files <run_dir>/provenance/<name>, NAME=value lines
+ * (written then renamed): the run's provenance gets each as plugin.<NAME>, beside the driver's own keys. */
+#define FANOUT_RUN_PROVENANCE_DIR "provenance"
 
 /* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
 #define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
