@@ -135,6 +135,7 @@ const std::map<std::string, std::string>& machine_provenance() {
       auto r = run_process(argv, {}, 5);
       if (r.exit_code == 0) m["version_" + key] = printable(trim(r.out.substr(0, r.out.find('\n'))));
     }
+    if (auto r = run_process({"dpkg-query", "-W", "-f=${Version}", "libtorch-dev"}, {}, 5); r.exit_code == 0) m["version_libtorch"] = printable(trim(r.out));
     for (const char* v : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CUDA_VISIBLE_DEVICES",
                           "LD_PRELOAD", "LOADEDMODULES"})
       if (const char* x = std::getenv(v)) m[std::string("env_") + v] = printable(x);
