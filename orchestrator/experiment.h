@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launchers/job_spec.h"
+#include "schedulers/scheduler.h"
 #include "orchestrator/parameter_space.h"
 #include "host/plugin_loader.h"
 
@@ -37,7 +38,7 @@ void require_range(const std::string& origin, int64_t v, int64_t lo, int64_t hi)
 
 struct ExperimentSettings {
   std::string exp_name;
-  std::string launcher = "local";
+  std::string launcher = default_scheduler_name();  // the scheduler (SmartSim's flag name)
   int64_t walltime_s = 3600;
   std::filesystem::path results_dir = "results";
   int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)

@@ -34,6 +34,7 @@
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "orchestrator/progress.h"
+#include "launchers/step_launcher.h"
 #include "schedulers/scheduler.h"
 #include "results/csv_export.h"
 #include "results/run_folder.h"
@@ -130,11 +131,9 @@ const std::map<std::string, std::string>& machine_provenance() {
     m["host_os"] = first_line_with("/etc/os-release", "PRETTY_NAME");
     if (m["host_os"].size() >= 2 && m["host_os"].front() == '"') m["host_os"] = m["host_os"].substr(1, m["host_os"].size() - 2);
     if (struct utsname u; ::uname(&u) == 0) m["host_kernel"] = std::string(u.release) + " " + u.machine;
-    for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-             {"redis_server", {"redis-server", "--version"}}, {"slurm", {"sinfo", "--version"}}, {"mpi", {"mpirun", "--version"}}}) {
-      auto r = run_process(argv, {}, 5);
-      if (r.exit_code == 0) m["version_" + key] = printable(trim(r.out.substr(0, r.out.find('\n'))));
-    }
+    if (auto r = run_process({"redis-server", "--version"}, {}, 5); r.exit_code == 0)
+      m["version_redis_server"] = printable(trim(r.out.substr(0, r.out.find('\n'))));
+    for (auto& [key, version] : scheduler_tool_versions()) m["version_" + key] = version;
     if (auto r = run_process({"dpkg-query", "-W", "-f=${Version}", "libtorch-dev"}, {}, 5); r.exit_code == 0) m["version_libtorch"] = printable(trim(r.out));
     for (const char* v : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "CUDA_VISIBLE_DEVICES",
                           "LD_PRELOAD", "LOADEDMODULES"})
@@ -324,17 +323,17 @@ namespace {
 // Launchers that hand out no GPUs (local processes, mpirun) leave each rank to take its share of its host's GPUs by
 // local rank (rank/main.cpp): two steps on one node asking GPUs, or locally two nodes (all this one host), would take
 // the same ones.
-void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher) {
-  if (launcher == "slurm") return;  // srun gives each task GPUs of its own
+void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher, const SchedulerTraits& traits) {
+  if (traits.hands_out_gpus) return;
   JobSpec probe;
   probe.steps = run.steps;
   std::map<int, int> askers;  // host -> (step, node) pairs asking GPUs on it
   for (size_t s = 0; s < probe.steps.size(); ++s)
     if (probe.steps[s].gpus_per_task > 0)
-      for (int node : probe.step_nodes(s)) ++askers[launcher == "local" ? 0 : node];
+      for (int node : probe.step_nodes(s)) ++askers[traits.one_host ? 0 : node];
   for (auto& [host, n] : askers)
     if (n > 1)
-      throw UserError(run.session + ": " + (launcher == "local" ? "more than one step or node asks GPUs on this host" : "two steps on one node ask GPUs") +
+      throw UserError(run.session + ": " + (traits.one_host ? "more than one step or node asks GPUs on this host" : "two steps on one node ask GPUs") +
                       ", and the " + launcher + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
 }
 
@@ -344,7 +343,7 @@ void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher) {
 // before anything starts, when the ranks that run at once (a run's steps times the runs --max_parallel lets run
 // together, plus the service they share) exceed --max_local_ranks (default 8 per usable CPU).
 void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher) {
-  if (!starts_ranks_on_this_host(launcher)) return;
+  if (!scheduler_traits(launcher).one_host) return;
   const ExperimentSettings& st = plan.request.settings;
   const size_t cpus = usable_cpus();  // the CPUs this process may run on (its affinity mask)
   const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8 * cpus);
@@ -370,7 +369,8 @@ namespace {
 
 // What `launcher` cannot honour, of the run's options and of what each step of each run and service asks: refused.
 void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) {
-  const auto honoured = honoured_options(launcher);
+  const SchedulerTraits traits = scheduler_traits(launcher);
+  const auto& honoured = traits.honoured;
   const ExperimentSettings& st = plan.request.settings;
   st.run_options().refuse_unhonoured(launcher, honoured, st.origins);
   // Given for a service job (by the user: a site profile's are defaults for experiments that have one).
@@ -379,17 +379,17 @@ void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) 
       throw UserError(std::string("--") + name + " (--" + alias + "): this experiment starts no service job (no shared step, or --no_reuse): " +
                       "nothing would take it");
   // The MPI flavour shapes mpirun's command line only (a site profile may name it for the day mpirun is used).
-  const bool mpirun = launcher == "pbs" && (st.options.step_launcher.empty() || st.options.step_launcher == "mpirun");
+  const bool mpirun = traits.step_launcher(st.options.step_launcher) == mpirun_launcher().name;
   if (st.given.count("mpi") && !mpirun)
-    throw UserError("--mpi: the " + launcher + " launcher starts steps " + (launcher == "local" ? "itself" : "with srun") +
-                    ", not with mpirun: nothing would take it");
+    throw UserError("--mpi: the " + launcher + " launcher starts steps " + traits.starts_steps(st.options.step_launcher) +
+                    ", not with " + mpirun_launcher().name + ": nothing would take it");
   if (!st.service_hosts.empty() && std::find(honoured.begin(), honoured.end(), "batch_args") == honoured.end())
     throw UserError("--service_hosts (--db_hosts): the " + launcher + " launcher cannot place a job on given nodes");
   if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured, st.origins);
   for (const auto* runs : {&plan.services, &plan.runs})
     for (const RunPlan& r : *runs) {
       for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, launcher, honoured);
-      refuse_shared_gpu_hosts(r, launcher);
+      refuse_shared_gpu_hosts(r, launcher, traits);
     }
   refuse_too_many_local_ranks(plan, launcher);
 }
@@ -419,7 +419,7 @@ std::string summarised(const std::string& script) {
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
-  if (st.launcher != "auto") refuse_unhonoured(plan, st.launcher);  // as a real run would
+  if (!scheduler_is_detected(st.launcher)) refuse_unhonoured(plan, st.launcher);  // as a real run would
   else refuse_too_many_local_ranks(plan, st.launcher);  // auto that means local here
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
       << "', launcher " << st.launcher << ", nothing is submitted or written\n";
@@ -536,6 +536,7 @@ class ExperimentSession {
     bool ended = false;
     bool failed = false;   // ended without completing, and not retried
     std::string waiting{};  // why the scheduler keeps it pending, when it says
+    int64_t unknown_since_ns = 0;  // first of an unbroken series of polls that could not say its state (0: none)
   };
   // A shared step's group: its service slot, started first; its runs start once the service has written
   // <dir>/ready, one at a time (as SmartSim-Scaling's inner loop: runs measured against one database must not
@@ -907,6 +908,8 @@ class ExperimentSession {
     return changed;
   }
 
+  static constexpr int64_t kUnknownLimitS = 600;  // how long a job's state may stay unknowable
+
   // One scheduler query for every active job. True when any job changed state.
   bool poll_once() {
     bool changed = false;
@@ -918,6 +921,24 @@ class ExperimentSession {
     cost_.last_poll_s = cost_.poll_s - before;
     ++cost_.polls;
     for (const auto& js : states) {
+      // A scheduler that cannot say a job's state (its queries fail) is asked again, for a bounded time: then the
+      // run is recorded FAILED, saying so, rather than waited on for ever.
+      if (js.state == JobState::Unknown) {
+        auto& slot = slots_[active_.at(js.job_id)];
+        const int64_t now = monotonic_ns();
+        if (!slot.unknown_since_ns) slot.unknown_since_ns = now;
+        if (now - slot.unknown_since_ns < kUnknownLimitS * 1000000000) continue;
+        JobStatus lost = js;
+        lost.state = JobState::Failed;
+        lost.reason = "the scheduler could not say the state of job " + js.job_id + " for " + std::to_string(kUnknownLimitS) +
+                      " s (its queries failed): recorded FAILED, cancelled if it still runs; logs: " + slot.dir.string();
+        scheduler_->cancel({js.job_id});
+        active_.erase(js.job_id);
+        finish(slot, lost);
+        changed = true;
+        continue;
+      }
+      slots_[active_.at(js.job_id)].unknown_since_ns = 0;
       if (!job_state_final(js.state)) {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
           auto& slot = slots_[active_.at(js.job_id)];

@@ -661,7 +661,7 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
       // defaults that do not plan here (a file parameter's default file missing): the example stays plain
     }
     try {
-      if (plan) refuse_too_many_local_ranks(*plan, "local");
+      if (plan) refuse_too_many_local_ranks(*plan, ExperimentSettings{}.launcher);  // the default scheduler's limit
     } catch (const UserError&) {
       launcher = " --launcher=slurm";
     }

@@ -7,6 +7,8 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "host/plugin_loader.h"
+#include "launchers/step_launcher.h"
+#include "schedulers/scheduler.h"
 #include "orchestrator/list_value.h"
 #include "orchestrator/toml_place.h"
 
@@ -82,10 +84,16 @@ std::vector<DriverSetting> make_settings() {
   std::vector<DriverSetting> s;
   s.push_back(text("exp_name", "name", "name of the experiment (its folder under results_dir)", "",
                    [](ExperimentSettings& st, const std::string& v) { st.exp_name = v; }));
-  s.push_back(text("launcher", "launcher", "where runs go: local, slurm, pbs, auto", "local",
+  // The scheduler and step launcher names come from their registries: the driver names no backend.
+  s.push_back(text("launcher", "launcher", "where runs go (the scheduler): " + join(scheduler_names(), ", "), ExperimentSettings{}.launcher,
                    [](ExperimentSettings& st, const std::string& v) { st.launcher = v; }));
-  s.push_back(text("step_launcher", "step_launcher", "how steps start inside a batch job: srun (slurm default), mpirun (pbs default)", "",
-                   [](ExperimentSettings& st, const std::string& v) { st.options.step_launcher = v; }, {"srun", "mpirun"}));
+  std::vector<std::string> defaults;
+  for (auto& name : scheduler_names())
+    if (!scheduler_is_detected(name))
+      if (auto d = scheduler_traits(name).default_step_launcher; !d.empty()) defaults.push_back(name + ": " + d);
+  s.push_back(text("step_launcher", "step_launcher", "how steps start inside a batch job: " + join(step_launcher_names(), ", ") +
+                   " (defaults " + join(defaults, ", ") + ")", "",
+                   [](ExperimentSettings& st, const std::string& v) { st.options.step_launcher = v; }, step_launcher_names()));
   s.push_back(text("results_dir", "results_dir", "folder that holds one folder per experiment", "results",
                    [](ExperimentSettings& st, const std::string& v) { st.results_dir = v; }));
   DriverSetting walltime{"walltime", "walltime", Kind::Walltime, "wall time of each run (HH:MM:SS or seconds)", "01:00:00",

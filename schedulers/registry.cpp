@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "schedulers/allocation.h"
 #include "schedulers/local.h"
@@ -67,6 +68,26 @@ std::vector<const SchedulerEntry*> detected() {
 
 }  // namespace
 
+SchedulerTraits scheduler_traits(const std::string& launcher) {
+  const std::string name = resolve_scheduler_name(launcher);
+  SchedulerTraits t;
+  t.honoured = honoured_options(name);
+  t.hands_out_gpus = name == "slurm";  // srun gives each task GPUs of its own
+  t.one_host = name == "local";
+  t.default_step_launcher = name == "slurm" ? "srun" : name == "pbs" ? "mpirun" : "";
+  return t;
+}
+
+std::vector<std::pair<std::string, std::string>> scheduler_tool_versions() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"slurm", {"sinfo", "--version"}}, {"pbs", {"qstat", "--version"}}, {"mpi", {"mpirun", "--version"}}}) {
+    auto r = run_process(argv, {}, 5);
+    if (r.exit_code == 0 && !trim(r.out).empty()) out.emplace_back(key, printable(trim(r.out.substr(0, r.out.find('\n')))));
+  }
+  return out;
+}
+
 std::vector<std::string> honoured_options(const std::string& launcher) {
   // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
   // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
@@ -91,6 +112,9 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   return candidates.back()->make();  // local always detects
 }
 
+std::string default_scheduler_name() { return "local"; }
+bool scheduler_is_detected(const std::string& name) { return name == "auto"; }
+
 std::vector<std::string> scheduler_names() {
   std::vector<std::string> names;
   for (auto& e : kSchedulers) names.push_back(e.name);
@@ -106,7 +130,6 @@ EnclosingAllocation enclosing_allocation() {
   return {};
 }
 
-bool starts_ranks_on_this_host(const std::string& launcher) { return resolve_scheduler_name(launcher) == "local"; }
 
 std::string render_job_script(const std::string& launcher, const JobSpec& job) {
   return entry(resolve_scheduler_name(launcher)).render(job);

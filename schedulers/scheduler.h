@@ -51,7 +51,28 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 // measure without them. Names as the flags: partition, account, constraint, exclusive, batch_args; and what steps
 // ask: gpus_per_task, memory_mb, binding (other than none), exclusive_step.
 std::vector<std::string> honoured_options(const std::string& launcher);
+// What the driver must know of a scheduler before it contacts one (a dry run contacts none), answered here per
+// backend so that the driver names none.
+struct SchedulerTraits {
+  std::vector<std::string> honoured;   // honoured_options()
+  bool hands_out_gpus = false;         // each task gets GPUs of its own (else each rank takes its share by local rank)
+  bool one_host = false;               // every rank of a run starts on this host (its nodes are all this host)
+  std::string default_step_launcher;   // how steps start inside its jobs unless --step_launcher says: "" = itself
+  // The step launcher its jobs use given --step_launcher ("" = its default), and how a message says so.
+  std::string step_launcher(const std::string& asked) const { return asked.empty() ? default_step_launcher : asked; }
+  std::string starts_steps(const std::string& asked) const {
+    return step_launcher(asked).empty() ? "itself" : "with " + step_launcher(asked);
+  }
+};
+SchedulerTraits scheduler_traits(const std::string& launcher);  // `auto` resolved as make_scheduler would
+// The versions of every scheduler's and step launcher's client tools found on this host ("slurm" -> "slurm-wlm
+// 22.05.8"), for a run's provenance.
+std::vector<std::pair<std::string, std::string>> scheduler_tool_versions();
 std::vector<std::string> scheduler_names();
+// The scheduler runs go to unless --launcher says otherwise (processes on this host).
+std::string default_scheduler_name();
+// Whether the name is chosen on this host at run time (`auto`) rather than naming one scheduler.
+bool scheduler_is_detected(const std::string& name);
 // What a name means here: itself, or for `auto` the scheduler detected on this host (without contacting it).
 std::string resolve_scheduler_name(const std::string& name);
 // The job script a launcher would run, without contacting any scheduler (for --dry-run); `auto` resolves as
@@ -63,7 +84,5 @@ struct EnclosingAllocation {
   std::string scheduler, job_id;
 };
 EnclosingAllocation enclosing_allocation();
-// Whether the scheduler starts every rank of a run on this host (so a run's ranks compete for its CPUs).
-bool starts_ranks_on_this_host(const std::string& launcher);
 
 }  // namespace fanout

@@ -5,6 +5,9 @@
 # allowed folder must sit lower in ORDER, so the table itself cannot grow a cycle. The same order is the one the
 # per-folder CMake libraries link in (CMakeLists.txt), and docs/architecture.md draws it.
 # check-layers.sh --table: prints the ALLOW table (ctest arch_doc compares it with docs/architecture.md's).
+# It also fails when orchestrator/ names a backend (a scheduler or step launcher as a string literal outside a
+# comment): what differs between backends is answered behind the Scheduler seam (schedulers/scheduler.h
+# SchedulerTraits) and the step launcher registry, so that a new backend changes no line of the driver.
 set -eu
 ORDER="plugins/sdk common results rendezvous host launchers schedulers rank orchestrator"
 ALLOW='
@@ -20,6 +23,13 @@ orchestrator: common results rendezvous host launchers schedulers plugins/sdk
 '
 if [ "${1:-}" = --table ]; then printf '%s' "$ALLOW" | sed '/^$/d'; exit 0; fi
 cd "${1:-.}"
+backends='"(slurm|pbs|sge|local|auto|srun|mpirun|mpiexec|qsub|sbatch)"'
+named=$(grep -nE "$backends" orchestrator/*.h orchestrator/*.cpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' || true)
+if [ -n "$named" ]; then
+  echo "orchestrator names a backend (answer it behind the Scheduler seam or a registry):" >&2
+  echo "$named" >&2
+  exit 1
+fi
 files=$( { git ls-files -co --exclude-standard -- '*.h' '*.hpp' '*.cpp' '*.c' 2>/dev/null ||
            find . -type f \( -name '*.h' -o -name '*.hpp' -o -name '*.cpp' -o -name '*.c' \) | sed 's|^\./||'; } |
          grep -vE '^(tests|bench|build[^/]*|\.deps)/')
