@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "common/error.h"
@@ -426,7 +427,14 @@ void check_file_steps(std::vector<StepTemplate>& steps, const std::function<cons
 void check_setting_references(const std::vector<StepTemplate>& steps, const std::function<bool(const std::string&)>& known) {
   for (auto& s : steps) {
     if (s.settings_json.empty()) continue;
-    for (auto& name : fanout_sdk::placeholder_names(s.settings_json))
+    // Regular expressions (a parser's pattern, a readiness line) are not filled in: their braces are the regex's.
+    nlohmann::json settings = nlohmann::json::parse(s.settings_json, nullptr, false);
+    if (settings.is_object()) {
+      settings.erase("parse");
+      if (settings.contains("ready") && settings["ready"].is_string() && settings["ready"].get<std::string>().rfind("line:", 0) == 0)
+        settings.erase("ready");
+    }
+    for (auto& name : fanout_sdk::placeholder_names(settings.dump()))
       if (!known(name) && !fanout_sdk::step_variable(name))
         throw UserError(s.origin + ": step '" + s.label() + "' refers to {" + name + "}, which is no parameter; give it with [parameters] " +
                         name + " = ... (or write {{" + name + "}} for the braces themselves)");

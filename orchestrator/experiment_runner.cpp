@@ -934,6 +934,7 @@ class ExperimentSession {
                       " s (its queries failed): recorded FAILED, cancelled if it still runs; logs: " + slot.dir.string();
         scheduler_->cancel({js.job_id});
         active_.erase(js.job_id);
+        slot.never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see
         finish(slot, lost);
         changed = true;
         continue;

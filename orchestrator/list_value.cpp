@@ -24,6 +24,10 @@ std::string unquote(const std::string& element, std::string_view what, std::stri
 std::vector<std::string> parse_list_value(std::string_view text, std::string_view what) {
   std::string t = trim(text);
   if (t.empty()) malformed(what, text, "empty value");
+  // One value in quotes is taken as it is, brackets and commas included (a command: --command="'[ -e x ] && y'").
+  if (t.size() >= 2 && (t.front() == '\'' || t.front() == '"') && t.back() == t.front() &&
+      t.find(t.front(), 1) == t.size() - 1)
+    return {t.substr(1, t.size() - 2)};
   bool opens = t.front() == '[', closes = t.back() == ']';
   if (!opens && !closes) {
     if (t.find_first_of("[]") != std::string::npos) malformed(what, text, "stray bracket");

@@ -92,7 +92,8 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
     std::map<Key, std::vector<const MetricStats*>> out;  // every run of the permutation: its repeats, its reruns
     for (auto& m : s.stats)
       if (opts.metrics.empty() || std::find(opts.metrics.begin(), opts.metrics.end(), m.metric) != opts.metrics.end())
-        if (m.summary.count) out[{match_key(m, opts.ignore), m.role, m.metric, m.unit}].push_back(&m);
+        // Only completed runs: a failed attempt's partial median is not a run of the permutation.
+        if (m.summary.count && m.status == "COMPLETED") out[{match_key(m, opts.ignore), m.role, m.metric, m.unit}].push_back(&m);
     return out;
   };
   auto ia = index(sa), ib = index(sb);

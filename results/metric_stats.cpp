@@ -73,7 +73,7 @@ std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
   std::vector<AcrossRuns> out;
   std::vector<std::vector<double>> medians;
   for (auto& m : stats.stats) {
-    if (!m.summary.count) continue;
+    if (!m.summary.count || m.status != "COMPLETED") continue;  // a failed attempt's partial median is no run's figure
     std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
     for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
     auto [it, fresh] = at.try_emplace(key, out.size());

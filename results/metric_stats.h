@@ -37,7 +37,7 @@ struct ExperimentStats {
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
 
 // One figure across the runs of a permutation (its --repeat runs, and reruns of the same parameters): the runs'
-// medians summarised (summarize_runs), and how many runs and samples it rests on.
+// medians summarised (summarize_runs), and how many runs and samples it rests on. COMPLETED runs only.
 struct AcrossRuns {
   std::vector<std::pair<std::string, std::string>> parameters;
   std::string role, metric, unit;

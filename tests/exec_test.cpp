@@ -95,7 +95,7 @@ TEST_F(Exec, ACProgramThroughEveryParserOnTheLocalLauncher) {
 // A shell one-liner (shell = true) swept over a parameter of the user's own, read with a regular expression.
 TEST_F(Exec, AShellOneLinerSweptByTheUsersParameter) {
   // Values reach the shell quoted, so arithmetic takes them through the environment.
-  auto r = fanout({"exec", "--exp_name=sh", "--shell=true", "--command=for i in 1 2 3; do echo \"n={n} t=$((i * N))ms\"; done",
+  auto r = fanout({"exec", "--exp_name=sh", "--shell=true", "--command=for i in 1 2 3; do echo n={n} t=$((i * N))ms; done",
                    "--env=N={n}", "--param", "n=[2,5]", "--parse", "regex:t=(?<value>\\d+)ms", "--metric=t", "--unit=ms"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("sh", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
@@ -107,6 +107,10 @@ TEST_F(Exec, AShellOneLinerSweptByTheUsersParameter) {
   ASSERT_EQ(evil.exit_code, 0) << evil.err;
   EXPECT_EQ(read_file(run_dir("evil") / "run" / "out.txt"), "$(touch pwned); x\n");
   EXPECT_FALSE(fs::exists(run_dir("evil") / "run" / "pwned"));
+  // Inside the command's own quotes a value would escape fanout's: refused before anything runs.
+  auto quoted = fanout({"exec", "--exp_name=quoted", "--shell=true", "--command=echo \"{x}\"", "--param", "x=1"});
+  EXPECT_EQ(quoted.exit_code, 2) << quoted.err;
+  EXPECT_NE(quoted.err.find("shell = true: {x} sits inside quotes"), std::string::npos) << quoted.err;
 }
 
 TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
@@ -140,6 +144,24 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
   EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
   EXPECT_NE(mixed.err.find("mixed.toml:3: a step of plugin calibration runs as the experiment's shared step, a job of its own: add shared = true"),
             std::string::npos) << mixed.err;
+}
+
+// Found by review: a program that leaves a child holding its pipes ends when it exits (the child is stopped, the
+// run does not wait for it); a result printed only by a warmup invocation fails; a file an earlier invocation
+// wrote is not read again as this one's.
+TEST_F(Exec, LeftoversAndStaleOutputDoNotCount) {
+  auto bg = fanout({"exec", "--exp_name=bg", "--shell=true", "--command=sleep 31.4159 & echo started"});
+  ASSERT_EQ(bg.exit_code, 0) << bg.err;
+  EXPECT_EQ(one("bg", "SELECT count(*) FROM samples WHERE metric='wall_time' AND warmup=0"), "1");
+  EXPECT_EQ(test::run_command({"/usr/bin/pgrep", "-f", "sleep 31.4159"}, d.path).out, "") << "the child it left behind was stopped";
+  auto warm = fanout({"exec", "--exp_name=warm", "--shell=true", "--warmup=1", "--command='[ -e once ] || { touch once; echo t=5ms; }'",
+                      "--parse", "regex:t=(?<value>\\d+)ms", "--metric=t", "--unit=ms"});
+  EXPECT_NE(warm.exit_code, 0);
+  EXPECT_NE(warm.err.find("no sample matched"), std::string::npos) << warm.err;
+  auto stale = fanout({"exec", "--exp_name=stale", "--shell=true", "--repeat_command=3", "--command=test -e out.csv || printf 'x\\n1\\n' > out.csv",
+                       "--parse=csv", "--unit=s", "--from=file:out.csv"});
+  ASSERT_EQ(stale.exit_code, 0) << stale.err;
+  EXPECT_EQ(one("stale", "SELECT count(*) FROM samples WHERE metric='x'"), "1") << "read once: the invocation that wrote it";
 }
 
 // Two steps of one run: a Redis server as a service, ready once its port answers, publishing its address; a client

@@ -300,9 +300,9 @@ class StepRun {
   // Publishes this rank's readiness (and rank 0 the step's environment for later steps).
   bool publish_ready() {
     if (ready_published_) return true;
-    ready_published_ = true;
     std::string published;
     for (auto& [name, templ] : cfg_.publish) published += name + "=" + fill(templ, false) + "\n";
+    ready_published_ = true;
     if (host_.rank() == 0 && !host_.put(key("env", step_), published)) return fail("rendezvous put failed");
     return host_.put(key("ready", step_, host_.rank()), "ready") || fail("rendezvous put failed");
   }
@@ -342,11 +342,30 @@ class StepRun {
         if (armed) ::kill(-pid, SIGKILL), fanout_sdk::wait_exit(pid);
       }
     } reaper{inv.child.pid};
-    while (inv.out.open() || inv.err.open()) {
+    // Until the program has exited (not until its pipes close: it may hand them to a child it leaves behind, or
+    // close them and run on), then what is left in the pipes, for at most a second.
+    int status = -1;
+    int64_t exited_at = 0;
+    while (inv.out.open() || inv.err.open() || status < 0) {
       pollfd fds[2] = {{inv.out.fd, POLLIN, 0}, {inv.err.fd, POLLIN, 0}};
       ::poll(fds, 2, 50);
       if (fds[0].revents) inv.out.drain([&](std::string_view l) { on_line(false, l); });
       if (fds[1].revents) inv.err.drain([&](std::string_view l) { on_line(true, l); });
+      if (status < 0) {
+        int st = 0;
+        if (::waitpid(inv.child.pid, &st, WNOHANG) == inv.child.pid) {
+          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          exited_at = host_.now_ns();
+          reaper.armed = false;
+        }
+      }
+      if (status >= 0) {
+        if (host_.now_ns() - exited_at < 1000000000) continue;
+        ::kill(-inv.child.pid, SIGKILL);  // what the program left behind in its group, holding its pipes
+        for (auto* r : {&inv.out, &inv.err})
+          if (r->open()) ::close(r->fd), r->fd = -1;
+        break;
+      }
       if (!ready_published_) {
         if (ready_now()) {
           if (!publish_ready()) stopping = true;
@@ -359,9 +378,7 @@ class StepRun {
       if (stopping && !stop_sent) ::kill(-inv.child.pid, SIGTERM), stop_sent = host_.now_ns();
       if (stop_sent && host_.now_ns() - stop_sent > kStopGraceMs * 1000000) ::kill(-inv.child.pid, SIGKILL);
     }
-    reaper.armed = false;
-    int status = fanout_sdk::wait_exit(inv.child.pid);
-    if (stop_sent) ::kill(-inv.child.pid, SIGKILL);  // whatever the program left behind in its group
+    ::kill(-inv.child.pid, SIGKILL);  // whatever the program left behind in its group
     for (auto* f : {&out_log_, &err_log_})
       if (f->is_open()) f->flush();
     stopped_ = stop_sent != 0;
@@ -374,31 +391,57 @@ class StepRun {
       const int64_t it = s.iteration ? *s.iteration : next;
       next = it + 1;
       if (!host_.record(s.metric.c_str(), it, t, s.value, s.unit.c_str(), warmup)) throw std::runtime_error("a sample could not be stored");
-      ++matched_[parser];
+      if (!warmup) ++matched_[parser];  // what the measured invocations gave: a warmup line alone is no result
     }
   }
 
   // Files a parser reads (from = "file:GLOB"), after an invocation: every match of the glob, in name order.
+  // A file's identity and state: a file is this invocation's output when it is new or changed since it was last
+  // seen (before the first invocation, or read after an earlier one). Timestamps alone would not do: two quick
+  // invocations fall in one tick of a coarse file system.
+  using FileState = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // inode, size, mtime s, mtime ns
+  static std::optional<FileState> file_state(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return FileState{int64_t(st.st_ino), int64_t(st.st_size), int64_t(st.st_mtim.tv_sec), int64_t(st.st_mtim.tv_nsec)};
+  }
+  std::vector<std::string> file_matches(const exec::ParseSpec& spec) {
+    std::string pattern = fill(spec.from.substr(5), false);
+    if (pattern[0] != '/') pattern = working_dir() + "/" + pattern;
+    std::vector<std::string> out;
+    glob_t g{};
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+      for (size_t k = 0; k < g.gl_pathc; ++k) out.push_back(g.gl_pathv[k]);
+    globfree(&g);
+    return out;
+  }
+  // What the file parsers' globs match before the first invocation: not this step's output.
+  void note_existing_files() {
+    for (auto& spec : cfg_.parsers)
+      if (spec.from.rfind("file:", 0) == 0)
+        for (auto& f : file_matches(spec))
+          if (auto st = file_state(f)) seen_files_[f] = *st;
+  }
+
+  // The files an invocation wrote (new or changed since last seen), each read whole.
   void parse_files(std::vector<std::unique_ptr<exec::Parser>>& parsers, bool warmup) {
     for (size_t i = 0; i < cfg_.parsers.size(); ++i) {
       const auto& spec = cfg_.parsers[i];
       if (spec.from.rfind("file:", 0) != 0 || !parsers[i]) continue;
-      std::string pattern = fill(spec.from.substr(5), false);
-      if (pattern[0] != '/') pattern = working_dir() + "/" + pattern;
-      glob_t g{};
-      if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-        for (size_t k = 0; k < g.gl_pathc; ++k) {
-          auto p = exec::make_parser(spec);  // each file from its first line (its own header)
-          std::ifstream in(g.gl_pathv[k]);
-          std::string line;
-          const int64_t t = host_.now_ns();
-          std::vector<exec::ParsedSample> got;
-          while (std::getline(in, line)) p->line(line, got);
-          p->finish(got);
-          record(i, got, t, warmup);
-        }
+      for (auto& path : file_matches(spec)) {
+        const auto st = file_state(path);
+        if (!st) continue;
+        if (auto it = seen_files_.find(path); it != seen_files_.end() && it->second == *st) continue;
+        seen_files_[path] = *st;
+        auto p = exec::make_parser(spec);  // each file from its first line (its own header)
+        std::ifstream in(path);
+        std::string line;
+        const int64_t t = host_.now_ns();
+        std::vector<exec::ParsedSample> got;
+        while (std::getline(in, line)) p->line(line, got);
+        p->finish(got);
+        record(i, got, t, warmup);
       }
-      globfree(&g);
     }
   }
 
@@ -407,9 +450,12 @@ class StepRun {
       const bool warmup = k < cfg_.warmup;
       std::vector<std::unique_ptr<exec::Parser>> parsers;
       for (auto& spec : cfg_.parsers) parsers.push_back(exec::make_parser(spec));
+      if (k == 0) note_existing_files();
       Invocation inv = start();
       const int status = follow(inv, parsers, warmup);
       const int64_t t1 = host_.now_ns();
+      // A command quicker than the first readiness check: without a `ready`, started is ready.
+      if (!ready_published_ && cfg_.ready.empty() && !publish_ready()) return false;
       if (!failure_.empty()) return fail(failure_);
       if (stopped_) return fail("stopped (wall time, cancel or stall) during invocation " + std::to_string(k + 1));
       if (status != 0) {
@@ -426,7 +472,7 @@ class StepRun {
           int64_t& it = next_iteration_[metric];
           if (!host_.record(metric.c_str(), warmup ? k - cfg_.warmup : it++, inv.t0, double(t1 - inv.t0) / 1e9, "s", warmup))
             return fail("a sample could not be stored");
-          ++matched_[i];
+          if (!warmup) ++matched_[i];
           continue;
         }
         if (cfg_.parsers[i].from.rfind("file:", 0) == 0) continue;
@@ -436,6 +482,8 @@ class StepRun {
       }
       parse_files(parsers, warmup);
     }
+    // Steps after this one wait for its readiness: one that never came is their failure too, not their hang.
+    if (!ready_published_) publish_failure("it ended before it was ready (ready = " + cfg_.ready + ")");
     for (size_t i = 0; i < cfg_.parsers.size(); ++i)
       if (!matched_[i])
         return fail("no sample matched '" + cfg_.parsers[i].text() + "' in " + cfg_.parsers[i].from + " (the output is in " + step_dir_ +
@@ -469,9 +517,14 @@ class StepRun {
       if (failure_.empty())
         failure_ = "the service ended (" + std::string(status > 128 ? "signal " + std::to_string(status - 128) : "status " + std::to_string(status)) +
                    ") before the measuring steps were done; its stderr ends: " + stderr_tail();
-      publish_failure(failure_);
-      if (waiter.joinable()) waiter.detach();  // still in the fence: the rank ends with the failure
-      return fail(failure_);
+      fail(failure_);
+      if (waiter.joinable()) {
+        // The waiter is still inside the job's fence, on the host's rendezvous: returning would free what it uses
+        // under it. The run has failed (logged, and published to the steps waiting for this one): end the rank here.
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      return false;
     }
     waiter.join();
     return *fenced || fail("the job's last fence failed");
@@ -508,6 +561,7 @@ class StepRun {
   std::vector<std::string> my_nodes_;
   std::vector<std::pair<std::string, std::string>> earlier_env_, env_;
   std::map<std::string, int64_t> next_iteration_;
+  std::map<std::string, FileState> seen_files_;  // file parsers' files as last seen
   std::map<size_t, int64_t> matched_;
   std::ofstream out_log_, err_log_;
  public:

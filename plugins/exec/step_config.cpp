@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "fanout_placeholders.hpp"
+
 namespace exec {
 
 namespace {
@@ -185,7 +187,40 @@ StepConfig config_from_settings(StepConfig c, const std::string& json) {
   return c;
 }
 
+namespace {
+
+// With shell = true every value is filled in single-quoted; a {name} the command itself puts inside quotes would
+// be quoted twice ('{x}') or not at all ("{x}": single quotes are literal there, and $(...) in the value would
+// run). Such a placeholder is refused: the first one found, or "".
+std::string quoted_placeholder(const std::string& command) {
+  char quote = 0;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0;
+      continue;
+    }
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (quote == '"' && c == '"') quote = 0;
+    else if (!quote && (c == '\'' || c == '"')) quote = c;
+    else if (c == '{' && i + 1 < command.size() && command[i + 1] == '{') ++i;
+    else if (c == '{' && quote) {
+      if (size_t n = fanout_sdk::placeholder_detail::placeholder_at(command, i)) return command.substr(i, n);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void validate(const StepConfig& c) {
+  if (c.shell)
+    if (auto q = quoted_placeholder(c.command); !q.empty())
+      throw std::runtime_error("shell = true: " + q + " sits inside quotes in the command; fanout quotes every value itself (quoted twice, "
+                               "or a quote in the value would end yours): write " + q + " unquoted, or pass it through env");
   if (c.command.empty() && c.words.empty()) throw std::runtime_error("no command: give --command='...' (or command = \"...\" in the step)");
   if (!c.shell && c.words.empty() && split_words(c.command).empty()) throw std::runtime_error("the command has no words");
   if (c.repeat < 1 && !c.service) throw std::runtime_error("repeat_command must be at least 1");
