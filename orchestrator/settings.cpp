@@ -90,7 +90,7 @@ std::vector<DriverSetting> make_settings() {
   std::vector<std::string> defaults;
   for (auto& name : scheduler_names())
     if (!scheduler_is_detected(name))
-      if (auto d = scheduler_traits(name).default_step_launcher; !d.empty()) defaults.push_back(name + ": " + d);
+      if (auto d = scheduler_traits_of(name).default_step_launcher; !d.empty()) defaults.push_back(name + ": " + d);
   s.push_back(text("step_launcher", "step_launcher", "how steps start inside a batch job: " + join(step_launcher_names(), ", ") +
                    " (defaults " + join(defaults, ", ") + ")", "",
                    [](ExperimentSettings& st, const std::string& v) { st.options.step_launcher = v; }, step_launcher_names()));

@@ -68,16 +68,6 @@ std::vector<const SchedulerEntry*> detected() {
 
 }  // namespace
 
-SchedulerTraits scheduler_traits(const std::string& launcher) {
-  const std::string name = resolve_scheduler_name(launcher);
-  SchedulerTraits t;
-  t.honoured = honoured_options(name);
-  t.hands_out_gpus = name == "slurm";  // srun gives each task GPUs of its own
-  t.one_host = name == "local";
-  t.default_step_launcher = name == "slurm" ? "srun" : name == "pbs" ? "mpirun" : "";
-  return t;
-}
-
 std::vector<std::pair<std::string, std::string>> scheduler_tool_versions() {
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
@@ -88,16 +78,7 @@ std::vector<std::pair<std::string, std::string>> scheduler_tool_versions() {
   return out;
 }
 
-std::vector<std::string> honoured_options(const std::string& launcher) {
-  // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
-  // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
-  if (launcher == "slurm")
-    return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step"};
-  // -q, -A, place=excl; memory only where a job is submitted (inside an allocation mpirun enforces none)
-  if (launcher == "pbs" && inside_allocation()) return {"partition", "account", "exclusive", "gpus_per_task", "binding"};
-  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding"};
-  return {"gpus_per_task"};
-}
+SchedulerTraits scheduler_traits(const std::string& launcher) { return scheduler_traits_of(resolve_scheduler_name(launcher)); }
 
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   if (name != "auto") return entry(name).make();
@@ -112,23 +93,7 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   return candidates.back()->make();  // local always detects
 }
 
-std::string default_scheduler_name() { return "local"; }
-bool scheduler_is_detected(const std::string& name) { return name == "auto"; }
-
-std::vector<std::string> scheduler_names() {
-  std::vector<std::string> names;
-  for (auto& e : kSchedulers) names.push_back(e.name);
-  names.push_back("auto");
-  return names;
-}
-
 std::string resolve_scheduler_name(const std::string& name) { return name == "auto" ? detected().front()->name : entry(name).name; }
-
-EnclosingAllocation enclosing_allocation() {
-  if (const char* id = std::getenv("SLURM_JOB_ID"); id && *id) return {"slurm", id};
-  if (const char* id = std::getenv("PBS_JOBID"); id && *id) return {"pbs", id};
-  return {};
-}
 
 
 std::string render_job_script(const std::string& launcher, const JobSpec& job) {

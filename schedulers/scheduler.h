@@ -65,6 +65,7 @@ struct SchedulerTraits {
   }
 };
 SchedulerTraits scheduler_traits(const std::string& launcher);  // `auto` resolved as make_scheduler would
+SchedulerTraits scheduler_traits_of(const std::string& name);   // a scheduler's own name (not `auto`): names.cpp
 // The versions of every scheduler's and step launcher's client tools found on this host ("slurm" -> "slurm-wlm
 // 22.05.8"), for a run's provenance.
 std::vector<std::pair<std::string, std::string>> scheduler_tool_versions();

@@ -274,3 +274,21 @@ TEST(KvService, AFloodOfIdleConnectionsNeverStopsTheRanks) {
   EXPECT_EQ(reply, "VAL 1\nv");
   close(fd);
 }
+
+// The names the driver plans with (schedulers/names.cpp) and the registry that makes schedulers agree: every name
+// has a backend that renders a job script, and an unknown one is refused naming the known.
+TEST(Schedulers, EveryNameHasABackend) {
+  test::TempDir d;
+  const JobSpec job = test::trivial_job(d.path, "names");
+  for (auto& name : scheduler_names()) {
+    if (scheduler_is_detected(name)) continue;
+    EXPECT_NO_THROW(render_job_script(name, job)) << name;
+    EXPECT_EQ(scheduler_traits(name).one_host, scheduler_traits_of(name).one_host) << name;
+  }
+  try {
+    render_job_script("nope", job);
+    ADD_FAILURE() << "an unknown scheduler was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("known: slurm, pbs, local, auto"), std::string::npos) << e.what();
+  }
+}
