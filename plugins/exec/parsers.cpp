@@ -240,12 +240,19 @@ class GoogleBenchmarkParser : public Parser {
     nlohmann::json j = nlohmann::json::parse(doc_.begin() + long(start), doc_.end(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("benchmarks") || !j["benchmarks"].is_array())
       throw ParseError("'" + spec_.text() + "': the output is not Google Benchmark's JSON (run it with --benchmark_format=json)");
+    // A text field, its default when absent; of another type the document is not Google Benchmark's (found by
+    // tests/fuzz/exec_parsers_fuzz.cpp: "time_unit": 0 threw nlohmann's type_error out of the parser).
+    auto text = [&](const nlohmann::json& b, const char* key, const std::string& def) {
+      if (!b.contains(key)) return def;
+      if (!b[key].is_string()) throw ParseError("'" + spec_.text() + "': " + key + " is not a string in a benchmark of the output");
+      return b[key].get<std::string>();
+    };
     for (auto& b : j["benchmarks"]) {
       if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) continue;
-      if (b.value("run_type", std::string("iteration")) != "iteration") continue;
+      if (text(b, "run_type", "iteration") != "iteration") continue;
       if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>())
-        throw ParseError("'" + spec_.text() + "': benchmark " + b["name"].get<std::string>() + " failed: " + b.value("error_message", std::string()));
-      const std::string name = b["name"].get<std::string>(), unit = b.value("time_unit", std::string("ns"));
+        throw ParseError("'" + spec_.text() + "': benchmark " + b["name"].get<std::string>() + " failed: " + text(b, "error_message", ""));
+      const std::string name = b["name"].get<std::string>(), unit = text(b, "time_unit", "ns");
       std::optional<int64_t> it;
       if (b.contains("repetition_index") && b["repetition_index"].is_number_integer()) it = b["repetition_index"].get<int64_t>();
       for (const char* field : {"real_time", "cpu_time"})
