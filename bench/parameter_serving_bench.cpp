@@ -61,8 +61,8 @@ double plain_write(const std::string& dir, const std::vector<char>& data) {
   return s;
 }
 
-// Returns the publish p50 (seconds).
-double store_rows(const std::string& where, const std::string& dir, size_t bytes, int reps) {
+// Returns the publish p50 with fsync (what durability costs: the device) and without (the page cache), seconds.
+std::pair<double, double> store_rows(const std::string& where, const std::string& dir, size_t bytes, int reps) {
   std::vector<char> data(bytes, 'x');
   std::vector<double> base, push, push_sync, pull;
   fs::create_directories(dir);
@@ -89,7 +89,7 @@ double store_rows(const std::string& where, const std::string& dir, size_t bytes
   row("pull (read+checksum)", where.c_str(), percentiles(pull), b50, double(bytes));
   fs::remove_all(dir + "/ps-bench");
   fs::remove_all(dir + "/ps-bench-fsync");
-  return percentiles(push).p50;
+  return {percentiles(push_sync).p50, percentiles(push).p50};
 }
 
 // The seed's known issue: several trainers publishing to one store at once. Each of n threads publishes reps
@@ -223,15 +223,17 @@ int main(int argc, char** argv) {
   const size_t bytes = size_t(mb * 1e6);
   std::printf("checkpoint of %.1f MB, %d repetitions after 3 warmup (goal: publish < 20 ms on local disk)\n", mb, reps);
   std::printf("%-22s %-10s %9s %9s %9s %10s %9s\n", "operation", "where", "p50 ms", "p95 ms", "max ms", "GB/s p50", "vs plain");
-  const double disk_publish = store_rows("disk", disk + "/fanout-ps-bench", bytes, reps);
+  // Judged with fsync (a published checkpoint survives a crash); the page-cache figure is kept, labelled.
+  const auto [disk_publish, disk_publish_cached] = store_rows("disk", disk + "/fanout-ps-bench", bytes, reps);
   store_rows("tmpfs", tmpfs + "/fanout-ps-bench", bytes, reps);
   contention_rows("disk", disk + "/fanout-ps-bench", bytes, reps);
   fs::remove_all(disk + "/fanout-ps-bench");
   fs::remove_all(tmpfs + "/fanout-ps-bench");
   const double mcast = multicast_rows(bytes, reps);
-  bench::figure("publish_p50_ms.disk", disk_publish * 1e3, "ms");
+  bench::figure("publish_fsync_p50_ms.disk", disk_publish * 1e3, "ms");
+  bench::figure("publish_pagecache_p50_ms.disk", disk_publish_cached * 1e3, "ms");
   bench::figure("multicast_received_gb_per_s", mcast / 1e9, "GB/s");
-  std::printf("\ngoals: publish p50 on local disk %.2f ms (< 20 ms: %s); multicast received %.2f GB/s (>= 1 GB/s: %s)\n",
-              disk_publish * 1e3, disk_publish < 0.020 ? "met" : "NOT met", mcast / 1e9, mcast >= 1e9 ? "met" : "NOT met");
+  std::printf("\ngoals: publish + fsync p50 on local disk %.2f ms (< 20 ms: %s; page cache only %.2f ms); multicast received %.2f GB/s (>= 1 GB/s: %s)\n",
+              disk_publish * 1e3, disk_publish < 0.020 ? "met" : "NOT met", disk_publish_cached * 1e3, mcast / 1e9, mcast >= 1e9 ? "met" : "NOT met");
   return 0;
 }
