@@ -422,8 +422,16 @@ void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
       unreadable = e.what();
     }
     if (i + 1 < run_dirs.size()) next = std::async(std::launch::async, pack_run, run_dirs[i + 1]);
-    if (run) stored(run_dirs[i], store_packed(*this, *run));
-    else skipped(run_dirs[i], unreadable);
+    if (run) {
+      stored(run_dirs[i], store_packed(*this, *run));
+    } else {
+      // A folder that no longer reads keeps no rows from an earlier ingest: they would stand for a run that is
+      // not there any more, silently (issue 41).
+      Stmt del(db_, "DELETE FROM runs WHERE path=?");
+      del.bind(1, fs::absolute(run_dirs[i]).lexically_normal().string()).run();
+      const bool had_rows = sqlite3_changes(db_) > 0;
+      skipped(run_dirs[i], unreadable + (had_rows ? "; its rows from an earlier ingest were removed" : ""));
+    }
   }
 }
 

@@ -384,7 +384,7 @@ TEST(Hardening3, IngestSkipsRunsItCannotReadAndNeverHangs) {
   ASSERT_FALSE(samples.empty());
   fs::remove(samples);
   ASSERT_EQ(mkfifo(samples.c_str(), 0600), 0);
-  fs::remove(d.path / "results" / "ing" / "fanout.sqlite");
+  // Into the sweep's own database: the runs it now skips lose the rows their earlier ingest left there.
   auto r = test::run_command({test::fanout_exe().string(), "results", "ingest", "results/ing"}, d.path, {}, 60);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("2 run(s) ingested into"), std::string::npos) << r.out;
@@ -394,6 +394,7 @@ TEST(Hardening3, IngestSkipsRunsItCannotReadAndNeverHangs) {
   EXPECT_NE(r.err.find("run.toml:1: a dotted key of more than 128 parts"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("not a regular file, not read"), std::string::npos) << "the FIFO of samples is a warning of its run";
   EXPECT_EQ(test::sql_one(d.path / "results" / "ing" / "fanout.sqlite", "SELECT count(*) FROM runs"), "2");
+  EXPECT_NE(r.err.find("its rows from an earlier ingest were removed"), std::string::npos) << r.err;
   // The same key in an experiment file is a clear error, not a crash.
   write_file_atomic(d.path / "deep.toml", "[experiment]\nplugin = \"calibration\"\n" + deep + " = 1\n");
   auto run = fanout_cmd(d, {"run", "deep.toml", "--dry-run"});
