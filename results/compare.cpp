@@ -32,12 +32,6 @@ int worse_direction(const std::string& unit) {
 
 namespace {
 
-ExperimentStats load(const fs::path& dir) {
-  fs::path file = dir / layout::kDatabase;
-  if (!fs::exists(file)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
-  ResultsDb db(file);
-  return compute_statistics(db, dir.filename().string());
-}
 
 std::string match_key(const MetricStats& m, const std::vector<std::string>& ignore) {
   auto params = m.parameters;
@@ -46,12 +40,6 @@ std::string match_key(const MetricStats& m, const std::vector<std::string>& igno
   for (auto& [k, v] : params)
     if (std::find(ignore.begin(), ignore.end(), k) == ignore.end()) key += (key.empty() ? "" : " ") + k + "=" + v;
   return key;
-}
-
-std::string format_double(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.12g", v);
-  return buf;
 }
 
 // The smallest two-sided p the exact U test can give with na and nb runs: 2 / C(na + nb, na).
@@ -86,7 +74,7 @@ std::map<std::string, std::set<std::string>> machine_values(const fs::path& dir)
 int comparison_status(const ComparisonReport& r) { return r.regressions ? 1 : r.undecided ? 3 : 0; }
 
 ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const CompareOptions& opts) {
-  ExperimentStats sa = load(a), sb = load(b);
+  ExperimentStats sa = load_experiment_stats(a), sb = load_experiment_stats(b);
   using Key = std::tuple<std::string, std::string, std::string, std::string>;  // match, role, metric, unit
   auto index = [&](const ExperimentStats& s) {
     std::map<Key, std::vector<const MetricStats*>> out;  // every run of the permutation: its repeats, its reruns
@@ -212,11 +200,11 @@ void write_comparison(const ComparisonReport& r, const std::string& format, std:
   static const char* cols[] = {"match", "role", "metric", "unit", "verdict", "change_pct", "median_a", "median_b", "low_a", "high_a",
                                "low_b", "high_b", "runs_a", "runs_b", "samples_a", "samples_b", "p_value"};
   auto values = [](const ComparisonRow& row) {
-    return std::vector<std::string>{row.match, row.role, row.metric, row.unit, row.verdict, format_double(row.change_pct),
-                                    format_double(row.median_a), format_double(row.median_b), format_double(row.ci_a_low),
-                                    format_double(row.ci_a_high), format_double(row.ci_b_low), format_double(row.ci_b_high),
+    return std::vector<std::string>{row.match, row.role, row.metric, row.unit, row.verdict, csv_number(row.change_pct),
+                                    csv_number(row.median_a), csv_number(row.median_b), csv_number(row.ci_a_low),
+                                    csv_number(row.ci_a_high), csv_number(row.ci_b_low), csv_number(row.ci_b_high),
                                     std::to_string(row.runs_a), std::to_string(row.runs_b), std::to_string(row.samples_a),
-                                    std::to_string(row.samples_b), format_double(row.p_value)};
+                                    std::to_string(row.samples_b), csv_number(row.p_value)};
   };
   if (format == "csv") {
     for (size_t i = 0; i < std::size(cols); ++i) out << (i ? "," : "") << cols[i];

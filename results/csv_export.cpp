@@ -35,13 +35,13 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
-namespace {
-
-std::string num(double v) {
+std::string csv_number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.12g", v);
   return buf;
 }
+
+namespace {
 
 // Appends a number in its shortest exact form (std::to_chars: far cheaper than printf on 10^7 rows).
 template <class T>
@@ -110,31 +110,45 @@ class StagedFile {
   std::string buf_;
 };
 
-std::string run_prefix(const std::string& session, const std::string& status,
-                       const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
-  std::string s = csv_field(session) + "," + csv_field(status);
+// A row's values of the parameters `names`, in that order ("" where the row has none), each a field followed by ','.
+std::string parameter_cells(const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
+  std::string s;
   for (auto& name : names) {
     std::string v;
     for (auto& [k, val] : params)
       if (k == name) v = val;
-    s += "," + csv_field(v);
+    s += csv_field(v) + ",";
   }
   return s;
+}
+
+std::string run_prefix(const std::string& session, const std::string& status,
+                       const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
+  std::string cells = parameter_cells(params, names);
+  if (!cells.empty()) cells.pop_back();
+  return csv_field(session) + "," + csv_field(status) + (names.empty() ? "" : "," + cells);
 }
 
 // The header up to the file's own columns. A parameter named like one of them (a plugin's `warmup` parameter
 // beside samples.csv's warmup flag) is written "param.<name>", so that every header name is unique and says which
 // is which.
-std::string header_prefix(const std::vector<std::string>& names, std::set<std::string> taken) {
-  taken.insert({"session", "status"});
-  std::string h = "session,status";
+// The parameters' column names, each followed by ','; one named like a column in `taken` is "param.<name>".
+std::string parameter_header(const std::vector<std::string>& names, std::set<std::string> taken) {
+  std::string h;
   for (auto& n : names) {
     std::string column = n;
     while (taken.count(column)) column = "param." + column;
     taken.insert(column);
-    h += "," + csv_field(column);
+    h += csv_field(column) + ",";
   }
   return h;
+}
+
+std::string header_prefix(const std::vector<std::string>& names, std::set<std::string> taken) {
+  taken.insert({"session", "status"});
+  std::string params = parameter_header(names, taken);
+  if (!params.empty()) params.pop_back();
+  return "session,status" + (names.empty() ? "" : "," + params);
 }
 
 }  // namespace
@@ -191,7 +205,7 @@ size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) 
   for (auto& m : stats.stats) {
     std::string row = run_prefix(m.session, m.status, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
                       csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
-    for (double v : summary_values(m.summary)) row += "," + num(v);
+    for (double v : summary_values(m.summary)) row += "," + csv_number(v);
     out.line(row);
   }
   out.commit();
@@ -233,7 +247,7 @@ size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
     for (auto& k : keys) {
       auto it = by_run[run].find(k);
       for (double v : it == by_run[run].end() ? std::vector<double>(summary_columns().size(), NAN) : summary_values(it->second->summary))
-        row += "," + (std::isnan(v) ? std::string() : num(v));
+        row += "," + (std::isnan(v) ? std::string() : csv_number(v));
     }
     out.line(row);
   }
@@ -244,23 +258,14 @@ size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
 size_t write_across_runs_csv(const ExperimentStats& stats, const fs::path& file) {
   StagedFile out(file, false);
   const std::vector<std::string> cols = {"role", "metric", "unit", "runs", "samples", "median", "low", "high", "coverage"};
-  std::set<std::string> own(cols.begin(), cols.end());
-  std::string head;
-  for (auto& n : stats.parameter_names) head += (head.empty() ? "" : ",") + csv_field(own.count(n) ? "param." + n : n);
-  for (auto& c : cols) head += (head.empty() ? "" : ",") + c;
+  std::string head = parameter_header(stats.parameter_names, std::set<std::string>(cols.begin(), cols.end()));
+  for (size_t i = 0; i < cols.size(); ++i) head += (i ? "," : "") + cols[i];
   out.line(head);
   const auto rows = across_runs(stats);
   for (auto& a : rows) {
-    std::string row;
-    for (auto& n : stats.parameter_names) {
-      std::string v;
-      for (auto& [k, x] : a.parameters)
-        if (k == n) v = x;
-      row += (row.empty() ? "" : ",") + csv_field(v);
-    }
-    if (!row.empty() || !stats.parameter_names.empty()) row += ",";
+    std::string row = parameter_cells(a.parameters, stats.parameter_names);
     row += csv_field(a.role) + "," + csv_field(a.metric) + "," + csv_field(a.unit) + "," + std::to_string(a.runs.runs) + "," +
-           std::to_string(a.samples) + "," + num(a.runs.median) + "," + num(a.runs.low) + "," + num(a.runs.high) + "," + num(a.runs.coverage);
+           std::to_string(a.samples) + "," + csv_number(a.runs.median) + "," + csv_number(a.runs.low) + "," + csv_number(a.runs.high) + "," + csv_number(a.runs.coverage);
     out.line(row);
   }
   out.commit();

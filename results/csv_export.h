@@ -32,5 +32,7 @@ CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, b
 // RFC 4180 quoting of one field; text a spreadsheet would run as a formula (=, +, -, @ first, not a number)
 // gets a leading apostrophe.
 std::string csv_field(const std::string& s);
+// A figure as the CSV files write it (12 significant digits).
+std::string csv_number(double v);
 
 }  // namespace fanout

@@ -70,11 +70,12 @@ std::string num(double v) {
 
 using MetricGroups = std::map<std::tuple<std::string, std::string, std::string>, std::vector<const MetricStats*>>;
 
-// A run's values of the varied parameters, one table cell each (empty where the run has no such parameter).
-void varied_cells(const ExperimentStats& exp, const MetricStats& m, std::ostream& h) {
+// A run's (or a permutation's) values of the varied parameters, one table cell each (empty where it has no such
+// parameter).
+void varied_cells(const ExperimentStats& exp, const std::vector<std::pair<std::string, std::string>>& parameters, std::ostream& h) {
   for (auto& v : exp.varied) {
     std::string val;
-    for (auto& [k, x] : m.parameters)
+    for (auto& [k, x] : parameters)
       if (k == v) val = x;
     h << "<td>" << html_escape(val) << "</td>";
   }
@@ -114,7 +115,7 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
   h << "</tr>\n";
   for (size_t i = 0; i < runs.size() && i < kMaxRows; ++i) {
     h << "<tr>";
-    varied_cells(exp, *any[runs[i]], h);
+    varied_cells(exp, any[runs[i]]->parameters, h);
     for (auto& [key, du] : cols) {
       auto it = cell[runs[i]].find(key);
       h << "<td>" << (it == cell[runs[i]].end() ? "" : num(it->second->summary.median * du.factor)) << "</td>";
@@ -140,12 +141,7 @@ void write_across_runs_table(const ExperimentStats& exp, std::ostream& h) {
     const AcrossRuns& a = rows[i];
     const DisplayUnit du = display_unit(a.unit, std::max(std::abs(a.runs.low), std::abs(a.runs.high)));
     h << "<tr>";
-    for (auto& v : exp.varied) {
-      std::string val;
-      for (auto& [k, x] : a.parameters)
-        if (k == v) val = x;
-      h << "<td>" << html_escape(val) << "</td>";
-    }
+    varied_cells(exp, a.parameters, h);
     h << "<td class=\"l\">" << html_escape(a.role + ":" + a.metric) << " [" << html_escape(du.label) << "]</td><td>" << num(a.runs.median * du.factor)
       << "</td><td>" << num(a.runs.low * du.factor) << "</td><td>" << num(a.runs.high * du.factor) << "</td><td>" << num(a.runs.coverage * 100)
       << " %</td><td>" << a.runs.runs << "</td><td>" << a.samples << "</td></tr>\n";
@@ -171,7 +167,7 @@ bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, c
     const DisplayUnit du = display_unit(std::get<2>(key), largest);
     for (auto* m : rows) {
       h << "<tr><td class=\"l\">" << html_escape(std::get<1>(key)) << " (" << html_escape(std::get<0>(key)) << ")</td>";
-      varied_cells(exp, *m, h);
+      varied_cells(exp, m->parameters, h);
       h << "<td>" << m->ranks << "</td><td>" << num(m->summary.median * du.factor) << " " << html_escape(du.label) << "</td><td>"
         << num(m->summary.max * du.factor) << " " << html_escape(du.label) << "</td></tr>\n";
     }
@@ -255,7 +251,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     h << "<th>ranks</th><th>n</th><th>median</th><th>95% CI</th><th>p95</th><th>p99</th><th>mean</th><th>std</th><th>outliers</th></tr>\n";
     for (auto* m : rows) {
       h << "<tr><td class=\"l\">" << html_escape(m->session) << "</td>";
-      varied_cells(exp, *m, h);
+      varied_cells(exp, m->parameters, h);
       const Summary& s = m->summary;
       h << "<td>" << m->ranks << "</td><td>" << s.count << "</td><td>" << shown(s.median) << "</td><td>" << shown(s.median_ci_low)
         << " &ndash; " << shown(s.median_ci_high) << "</td><td>" << shown(s.p95) << "</td><td>" << shown(s.p99) << "</td><td>"

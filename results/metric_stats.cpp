@@ -4,6 +4,8 @@
 #include <future>
 #include <set>
 
+#include "common/error.h"
+#include "results/layout.h"
 #include "results/store.h"
 
 namespace fanout {
@@ -66,6 +68,13 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
   });
   if (pending.valid()) keep(pending.get());
   return out;
+}
+
+ExperimentStats load_experiment_stats(const std::filesystem::path& dir) {
+  const auto file = dir / layout::kDatabase;
+  if (!std::filesystem::exists(file)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
+  ResultsDb db(file);
+  return compute_statistics(db, dir.filename().string());
 }
 
 std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {

@@ -2,6 +2,7 @@
 // database, read one group at a time (memory bounded by the largest group), summarised by statistics.h.
 // CSV, plots, the HTML report and compare all format or compare what this returns.
 #pragma once
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct ExperimentStats {
 };
 
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
+// The same for an experiment folder (its fanout.sqlite, named by the folder). Throws UserError when there is none.
+ExperimentStats load_experiment_stats(const std::filesystem::path& exp_dir);
 
 // One figure across the runs of a permutation (its --repeat runs, and reruns of the same parameters): the runs'
 // medians summarised (summarize_runs), and how many runs and samples it rests on. COMPLETED runs only.

@@ -13,7 +13,6 @@
 #include "common/text.h"
 #include "results/layout.h"
 #include "results/metric_stats.h"
-#include "results/store.h"
 
 namespace fanout {
 
@@ -45,11 +44,6 @@ std::string value_text(const toml::node& v) {
   return "";
 }
 
-ExperimentStats load(const fs::path& dir) {
-  if (!fs::exists(dir / layout::kDatabase)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
-  ResultsDb db(dir / layout::kDatabase);
-  return compute_statistics(db, dir.filename().string());
-}
 
 }  // namespace
 
@@ -103,7 +97,7 @@ std::vector<Reference> read_references(const fs::path& file) {
 }
 
 std::vector<ReferenceResult> check_references(const fs::path& exp_dir, const std::vector<Reference>& refs) {
-  const ExperimentStats stats = load(exp_dir);
+  const ExperimentStats stats = load_experiment_stats(exp_dir);
   std::vector<ReferenceResult> out;
   for (auto& ref : refs) {
     ReferenceResult res;
@@ -130,9 +124,7 @@ std::vector<ReferenceResult> check_references(const fs::path& exp_dir, const std
     if (per_run.empty()) {
       res.why = other_unit.empty() ? "no run matches" : "the runs record it in " + other_unit + ", the reference in " + ref.unit;
     } else {
-      std::sort(per_run.begin(), per_run.end());
-      const size_t n = per_run.size();
-      res.measured = n % 2 ? per_run[n / 2] : (per_run[n / 2 - 1] + per_run[n / 2]) / 2;
+      res.measured = summarize_runs(per_run).median;
       const double lo = ref.value + std::fabs(ref.value) * ref.lower, hi = ref.value + std::fabs(ref.value) * ref.upper;
       res.pass = res.measured >= lo && res.measured <= hi;
     }
@@ -163,7 +155,7 @@ void print_reference_results(const std::vector<ReferenceResult>& results, std::o
 }
 
 void write_references(const fs::path& exp_dir, const fs::path& file, double tolerance) {
-  const ExperimentStats stats = load(exp_dir);
+  const ExperimentStats stats = load_experiment_stats(exp_dir);
   // Per (role, metric, unit) the runs of each point; a point is named by the parameters that vary (the rest hold
   // one value everywhere and would only make the file long).
   std::map<std::string, std::vector<const MetricStats*>> points;
@@ -195,9 +187,7 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
     if (recorded_once_per_rank(runs)) continue;
     std::vector<double> medians;
     for (auto* m : runs) medians.push_back(m->summary.median);
-    std::sort(medians.begin(), medians.end());
-    const size_t n = medians.size();
-    const double v = n % 2 ? medians[n / 2] : (medians[n / 2 - 1] + medians[n / 2]) / 2;
+    const double v = summarize_runs(medians).median;
     std::string params;
     for (auto& [k, val] : runs.front()->parameters)
       if (std::count(stats.varied.begin(), stats.varied.end(), k)) params += (params.empty() ? "" : ", ") + quoted(k) + " = " + quoted(val);

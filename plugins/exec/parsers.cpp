@@ -55,20 +55,27 @@ std::string shown(std::string_view line) {
   return s + (line.size() > 80 ? "..." : "");
 }
 
+// One expression compiled as every regex of a step is (PCRE2, UTF-8, invalid UTF-8 in a line matching nothing);
+// a pattern that does not compile is a ParseError naming `what` and PCRE2's reason.
+pcre2_code* compile(const std::string& pattern, const std::string& what) {
+  int code = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_MATCH_INVALID_UTF,
+                                 &code, &offset, nullptr);
+  if (!re) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(code, msg, sizeof msg);
+    throw ParseError("'" + what + "': " + reinterpret_cast<char*>(msg) + " at offset " + std::to_string(offset));
+  }
+  return re;
+}
+
 // regex: every match of the expression is a sample. Named groups: value (required), and unit, metric, iteration.
 // PCRE2 (Perl's syntax, as ReFrame's and JUBE's users write them), matched without recursion limits to worry about.
 class RegexParser : public Parser {
  public:
   explicit RegexParser(const ParseSpec& s) : spec_(s) {
-    int code = 0;
-    PCRE2_SIZE offset = 0;
-    re_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(s.pattern.data()), s.pattern.size(), PCRE2_UTF | PCRE2_MATCH_INVALID_UTF,
-                        &code, &offset, nullptr);
-    if (!re_) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(code, msg, sizeof msg);
-      throw ParseError("'" + s.text() + "': " + reinterpret_cast<char*>(msg) + " at offset " + std::to_string(offset));
-    }
+    re_ = compile(s.pattern, s.text());
     data_ = pcre2_match_data_create_from_pattern(re_, nullptr);
     value_ = group("value");
     unit_ = group("unit"), metric_ = group("metric"), iteration_ = group("iteration");
@@ -313,14 +320,7 @@ const Kind* find_kind(const std::string& name) {
 }  // namespace
 
 LineMatcher::LineMatcher(const std::string& pattern) {
-  int code = 0;
-  PCRE2_SIZE offset = 0;
-  auto* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &code, &offset, nullptr);
-  if (!re) {
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(code, msg, sizeof msg);
-    throw ParseError("'" + pattern + "': " + reinterpret_cast<char*>(msg) + " at offset " + std::to_string(offset));
-  }
+  pcre2_code* re = compile(pattern, pattern);
   code_ = re;
   data_ = pcre2_match_data_create_from_pattern(re, nullptr);
 }
