@@ -46,6 +46,11 @@ TEST(ExecParsers, RegexRefusesWhatCannotBeASample) {
   EXPECT_THROW(exec::make_parser(spec("regex:(?<value>\\d+", "t", "s")), exec::ParseError);        // does not compile
   EXPECT_THROW(parse(spec("regex:v=(?<value>\\S+)", "t", "s"), {"v=abc"}), exec::ParseError);       // not a number
   EXPECT_THROW(exec::parse_spec_text("yaml"), exec::ParseError);
+  // Settings a parser would not use are refused, never dropped.
+  EXPECT_THROW(exec::make_parser(spec("time", "", "ms")), exec::ParseError);
+  EXPECT_THROW(exec::make_parser(spec("google-benchmark", "t")), exec::ParseError);
+  EXPECT_THROW(exec::make_parser(spec("smartsim-timing", "", "s")), exec::ParseError);
+  EXPECT_EQ(exec::make_parser(spec("time", "elapsed", "s")), nullptr);
 }
 
 TEST(ExecParsers, CsvNeedsItsHeaderAndTakesNumericColumns) {

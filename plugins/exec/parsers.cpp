@@ -362,6 +362,12 @@ std::unique_ptr<Parser> make_parser(const ParseSpec& spec) {
   if (spec.from != "stdout" && spec.from != "stderr" && spec.from.rfind("file:", 0) != 0)
     throw ParseError("'" + spec.text() + "': from must be stdout, stderr or file:<glob>, not '" + spec.from + "'");
   if (spec.from.rfind("file:", 0) == 0 && spec.from.size() == 5) throw ParseError("'" + spec.text() + "': from = \"file:\" needs a file or glob");
+  // What a parser would not use is refused, not dropped: time records seconds; google-benchmark and smartsim-timing
+  // name their metrics and units themselves.
+  if (spec.kind == "time" && !spec.unit.empty() && spec.unit != "s")
+    throw ParseError("'time' records each invocation's wall time in s: unit = '" + spec.unit + "' would not apply");
+  if ((spec.kind == "google-benchmark" || spec.kind == "smartsim-timing") && (!spec.metric.empty() || !spec.unit.empty()))
+    throw ParseError("'" + spec.kind + "' names each sample's metric and unit from the output: a metric or unit given would not apply");
   return k->make ? k->make(spec) : nullptr;
 }
 
