@@ -54,6 +54,10 @@ struct StepTemplate {
   std::string memory_mb = "0";      // an amount expression: megabytes per node
   std::string binding;              // "cores", "none", "map:<cpu>,...", or "" (the run's --binding)
   bool exclusive = false;           // CPUs of its own (no overlap with the job's other steps)
+  // The step's program is an MPI program whose MPI_COMM_WORLD is the step's ranks: the rank runner leaves the
+  // launcher's PMIx to it (a PMIx server takes one connection per rank) and meets its peers through fanout's
+  // rendezvous service instead.
+  bool mpi_program = false;
   // Experiment files only. The step's name (its samples, logs and exits carry it): empty = role. Several steps
   // may run one role under different names (two exec steps).
   std::string name;

@@ -80,13 +80,18 @@ void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std:
   }
 }
 
+bool JobSpec::needs_rendezvous_service() const {
+  return steps.size() > 1 || std::any_of(steps.begin(), steps.end(), [](const StepSpec& s) { return s.mpi_program; });
+}
+
 void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,
                             const std::vector<std::string>& honoured) {
   const std::pair<const char*, std::string> asked[] = {
       {"gpus_per_task", step.gpus_per_task ? std::to_string(step.gpus_per_task) + " GPU(s) per task" : ""},
       {"memory_mb", step.memory_mb ? std::to_string(step.memory_mb) + " MB per node" : ""},
       {"binding", step.binding.empty() || step.binding == "none" ? "" : "binding " + step.binding},
-      {"exclusive_step", step.exclusive ? "CPUs of its own (exclusive)" : ""}};
+      {"exclusive_step", step.exclusive ? "CPUs of its own (exclusive)" : ""},
+      {"mpi_program", step.mpi_program ? "to run an MPI program whose ranks are the step's (mpi_program)" : ""}};
   for (auto& [name, what] : asked)
     if (!what.empty() && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
       throw UserError(run + ": step '" + step.role + "' asks " + what + ", which the " + launcher +

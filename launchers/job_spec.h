@@ -26,6 +26,7 @@ struct StepSpec {
   // experiment file's step named "db" running role "run"), else empty.
   std::string entry;
   std::string settings;  // the step's settings from an experiment file (a JSON object), or empty
+  bool mpi_program = false;  // the program joins the launcher's PMIx, not fanout-rank (StepTemplate::mpi_program)
   const std::string& plugin_role() const { return entry.empty() ? role : entry; }
   int ranks() const { return nodes * tasks_per_node; }
 };
@@ -78,6 +79,9 @@ struct JobSpec {
     int tasks = 1, cpus = 1, gpus = 0, memory_mb = 0;
   };
   NodeLoad busiest_node() const;
+  // Whether the ranks meet through fanout's rendezvous service rather than the launcher's PMIx: PMIx spans one
+  // step only, and a step whose program is an MPI program leaves PMIx to that program.
+  bool needs_rendezvous_service() const;
   // Throws UserError if the steps are inconsistent (a colocated step needing more nodes than the first).
   void validate() const;
 };

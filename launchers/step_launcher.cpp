@@ -22,7 +22,8 @@ bool overlaps(const JobSpec& job, size_t s) {
 std::vector<std::string> srun_prefix(const JobSpec& job, size_t s) {
   const StepSpec& step = job.steps[s];
   std::vector<std::string> argv = {"srun",
-                                   std::string("--mpi=") + (pmix_compiled_in() ? "pmix" : "none"),
+                                   // an MPI program needs the PMIx server whether or not fanout-rank was built with PMIx
+                                   std::string("--mpi=") + (pmix_compiled_in() || step.mpi_program ? "pmix" : "none"),
                                    "--nodes=" + std::to_string(step.nodes),
                                    "--ntasks=" + std::to_string(step.ranks()),
                                    "--ntasks-per-node=" + std::to_string(step.tasks_per_node),

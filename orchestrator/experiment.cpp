@@ -260,9 +260,9 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
         else if (key == "binding") {
           st.binding = v.value_or(std::string());
           if (auto why = binding_error(st.binding); !why.empty() || !v.is_string()) throw UserError(w + ": binding " + (why.empty() ? "must be a string" : why));
-        } else if (key == "exclusive" || key == "shared") {
+        } else if (key == "exclusive" || key == "shared" || key == "mpi_program") {
           if (!v.is_boolean()) throw UserError(w + ": " + key + " must be true or false");
-          (key == "shared" ? st.shared : st.exclusive) = *v.value<bool>();
+          (key == "shared" ? st.shared : key == "mpi_program" ? st.mpi_program : st.exclusive) = *v.value<bool>();
         } else if (key == "plugin") {
           st.plugin = v.value_or(std::string());
           if (!v.is_string() || st.plugin.empty()) throw UserError(w + ": plugin must be a plugin's name or path");
@@ -418,7 +418,7 @@ void check_file_steps(std::vector<StepTemplate>& steps, const std::function<cons
     for (auto& [key, where] : s.setting_origins)
       if (std::find(keys.begin(), keys.end(), key) == keys.end())
         throw UserError(where + ": unknown step key '" + key + "' (known: name, role, plugin, shared, nodes, tasks_per_node, ranks_per_node, " +
-                        "cpus_per_task, gpus_per_task, memory_mb, binding, exclusive, placement" + (keys.empty() ? "" : "; plugin " + plugin.name() + "'s: " + join(keys, ", ")) + ")");
+                        "cpus_per_task, gpus_per_task, memory_mb, binding, exclusive, placement, mpi_program" + (keys.empty() ? "" : "; plugin " + plugin.name() + "'s: " + join(keys, ", ")) + ")");
   }
 }
 
@@ -635,7 +635,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
                (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") +
                (step.gpus_per_task ? "g" + std::to_string(step.gpus_per_task) : "") +
                (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
-               (step.exclusive ? "x" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
+               (step.exclusive ? "x" : "") + (step.mpi_program ? "p" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
                (step.settings.empty() ? "" : " settings " + step.settings) + "\n";
     run.param_hash = fnv1a_hex(canon);
   };
@@ -701,6 +701,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.memory_mb = resolve_count(s.memory_mb, point, "step '" + s.role + "' memory_mb", true);
       step.binding = s.binding.empty() ? request.settings.binding : s.binding;  // the step's own, else the run's --binding
       step.exclusive = s.exclusive;
+      step.mpi_program = s.mpi_program || request.settings.mpi_program;  // the step's own, else the run's --mpi_program
       if (sharing && s.label() == shared_role) shared = step;
       else run.steps.push_back(step);
     }

@@ -62,6 +62,7 @@ struct ExperimentSettings {
   SchedulerOptions options;
   std::string site;  // --site: a site profile file, "none", or "" (FANOUT_SITE, else ~/.config/fanout/site.toml)
   std::string binding;  // --binding: how steps that say nothing bind their tasks ("": the scheduler's default)
+  bool mpi_program = false;  // --mpi_program: every step's program is an MPI program (StepTemplate::mpi_program)
   // A shared step's service job and the runs' jobs apart (SmartSim-Scaling's db_hosts, db_node_feature,
   // node_feature, wall_time): options on top of `options` for each.
   std::string service_hosts;

@@ -160,7 +160,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.created_wall_ns = wall_ns();
   m.parameters = run.point.values;
   for (auto& s : run.steps)
-    m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive, s.entry, s.settings});
+    m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive, s.entry, s.settings, s.mpi_program});
   m.provenance = {{"host", host_name()},
                   {"user", user_name()},
                   {"cwd", fs::current_path().string()},

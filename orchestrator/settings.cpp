@@ -146,6 +146,9 @@ std::vector<DriverSetting> make_settings() {
                           r.settings.binding = v;
                         }};
   s.push_back(binding);
+  s.push_back(boolean("mpi_program", "the steps' programs are MPI programs whose MPI_COMM_WORLD is the step's ranks (exec --command=./mpi_bench): "
+                      "srun --mpi=pmix or mpirun starts them and the program, not fanout-rank, joins the launcher's PMIx",
+                      [](ExperimentSettings& st, bool v) { st.mpi_program = v; }));
   s.push_back(text("partition", "partition", "scheduler partition / queue", "",
                    [](ExperimentSettings& st, const std::string& v) { st.options.partition = v; }));
   s.push_back(text("account", "account", "scheduler account", "", [](ExperimentSettings& st, const std::string& v) { st.options.account = v; }));

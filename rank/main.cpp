@@ -269,7 +269,11 @@ int run_rank(int argc, char** argv) {
 
   fanout_context ctx;
   // The local launcher's FANOUT_* environment first; else PMIx when a PMIx server started us; else SLURM_*/MPI env.
-  ctx.place = std::getenv("FANOUT_RANK") ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
+  // A step that runs an MPI program leaves PMIx to it: a PMIx server takes one connection per rank, even after this
+  // process would finalize its own (MPI_Init then fails), so the rank never joins and its children are told.
+  const bool leave_pmix = step && step->mpi_program;
+  if (leave_pmix) ::setenv("FANOUT_MPI_PROGRAM", "1", 1);
+  ctx.place = std::getenv("FANOUT_RANK") || leave_pmix ? fanout::detect_place() : fanout::pmix_place().value_or(fanout::detect_place());
   take_gpu_share(meta, role, ctx.place.local_rank);
   ctx.role = role;
   // Where the driver was started: a plugin resolves the user's relative paths against it (ranks start in their
@@ -285,7 +289,7 @@ int run_rank(int argc, char** argv) {
   ctx.service_dir = meta.service_dir;
   ctx.service_provider = meta.service_provider;
   for (auto& [k, v] : plugin->values_for_roles(meta.subcommand, meta.parameters)) ctx.params[k] = v;
-  auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks, ctx.place.size);
+  auto rendezvous = fanout::make_rendezvous(ctx.place.job_ranks, ctx.place.size, leave_pmix);
   ctx.rendezvous = rendezvous.get();
 
   std::filesystem::create_directories(fanout::samples_dir(run_dir));

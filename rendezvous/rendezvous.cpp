@@ -137,12 +137,12 @@ class SoloRendezvous : public Rendezvous {
 
 }  // namespace
 
-std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks) {
+std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks, bool leave_pmix) {
   const char* addr = std::getenv("FANOUT_KV");
   const char* token = std::getenv("FANOUT_KV_TOKEN");
   if (addr && *addr) return std::make_unique<KvRendezvous>(addr, token ? token : "");
   // A one-step job under srun --mpi=pmix / mpirun: the PMIx namespace is the whole job.
-  if (job_ranks == step_ranks)
+  if (job_ranks == step_ranks && !leave_pmix)
     if (auto pmix = make_pmix_rendezvous()) return pmix;
   if (job_ranks > 1)
     throw UserError("this job has " + std::to_string(job_ranks) +

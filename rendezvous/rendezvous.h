@@ -18,7 +18,8 @@ class Rendezvous {
 };
 
 // Chooses from the environment: the key-value service named by FANOUT_KV, else PMIx when the step is the
-// whole job, else in-process for a lone rank. Throws UserError when none fits or the service is unreachable.
-std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks);
+// whole job (unless the step's MPI program is to have PMIx: leave_pmix), else in-process for a lone rank. Throws
+// UserError when none fits or the service is unreachable.
+std::unique_ptr<Rendezvous> make_rendezvous(int job_ranks, int step_ranks, bool leave_pmix = false);
 
 }  // namespace fanout

@@ -42,6 +42,7 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
     if (s.exclusive) t.insert("exclusive", true);
     if (!s.entry.empty()) t.insert("entry", s.entry);
     if (!s.settings.empty()) t.insert("settings", s.settings);
+    if (s.mpi_program) t.insert("mpi_program", true);
     steps.push_back(std::move(t));
   }
   toml::table prov;
@@ -107,7 +108,7 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
                          int(t["cpus_per_task"].value_or(int64_t(1))), int(t["gpus_per_task"].value_or(int64_t(0))),
                          int(t["memory_mb"].value_or(int64_t(0))), t["binding"].value_or(std::string()),
                          t["exclusive"].value_or(false), t["entry"].value_or(std::string()),
-                         t["settings"].value_or(std::string())});
+                         t["settings"].value_or(std::string()), t["mpi_program"].value_or(false)});
     }
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());

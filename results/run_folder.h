@@ -24,6 +24,7 @@ struct RunStep {
   bool exclusive = false;
   std::string entry;     // the plugin's role when it differs from the step's name (role)
   std::string settings;  // JSON object of the step's settings, or empty
+  bool mpi_program = false;  // the step's program joins the launcher's PMIx itself (StepTemplate::mpi_program)
 };
 
 struct RankExitRecord {

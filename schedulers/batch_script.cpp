@@ -26,8 +26,8 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
   for (auto& [k, v] : job.env) s << "export " << k << "=" << shell_quote(v) << "\n";
   s << setup;
   if (!job.site_lines.empty()) s << "# the site profile\n" << job.site_lines;
-  if (job.steps.size() > 1) {
-    // The ranks of different steps meet through fanout's rendezvous service (PMIx spans one step only).
+  if (job.needs_rendezvous_service()) {
+    // The ranks of different steps, or of an MPI program's step, meet through fanout's rendezvous service.
     s << "# rendezvous service for the " << job.total_ranks() << " ranks of all steps\n"
       << shell_quote(job.rank_exe.string()) << " --kv-server --ranks " << job.total_ranks()
       << " --address-file kv.addr >kv.log 2>&1 &\n"
@@ -63,7 +63,7 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
     << "  # the first failing step ends the job: its peers would only wait for it\n"
     << "  if [ $st -ne 0 ] && [ $rc -eq 0 ]; then rc=$st; [ ${#role[@]} -gt 0 ] && kill \"${!role[@]}\" 2>/dev/null; fi\n"
     << "done\n";
-  if (job.steps.size() > 1) s << "kill $kv_pid 2>/dev/null\n";
+  if (job.needs_rendezvous_service()) s << "kill $kv_pid 2>/dev/null\n";
   s << "echo $rc > " << kJobExitMarker << "\nexit $rc\n";
   return s.str();
 }

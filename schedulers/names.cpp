@@ -31,11 +31,11 @@ std::vector<std::string> honoured_options(const std::string& launcher) {
   // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
   // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
   if (launcher == "slurm")
-    return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step"};
+    return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step", "mpi_program"};
   // -q, -A, place=excl; memory only where a job is submitted (inside an allocation mpirun enforces none)
   const bool inside = !enclosing_allocation().scheduler.empty();
-  if (launcher == "pbs" && inside) return {"partition", "account", "exclusive", "gpus_per_task", "binding"};
-  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding"};
+  if (launcher == "pbs" && inside) return {"partition", "account", "exclusive", "gpus_per_task", "binding", "mpi_program"};
+  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding", "mpi_program"};
   return {"gpus_per_task"};
 }
 

@@ -14,6 +14,7 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   gfortran python3-dev pybind11-dev python3-numpy)  # the tensor client's Fortran module and Python package
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3
   openmpi-bin stress-ng  # PBS's default step launcher (mpirun) for real; a saturated machine for scripts/test.sh --under-load
+  libopenmpi-dev  # an MPI program for exec's mpi_program steps (tests/clients/exec_mpi_probe.c)
   clang-14 libclang-rt-14-dev llvm-14)  # the last three for scripts/fuzz.sh: clang, libFuzzer + sanitizers, symbolizer
 
 pkgs=("${run_pkgs[@]}")

@@ -131,7 +131,13 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
            {{"exec", "--command=./b {sise}", "--param", "size=1"}, "{sise}"},
            {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+", "--metric=m", "--unit=s"}, "missing closing parenthesis"},
            {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+)", "--metric=m"}, "gives no unit"},
-           {{"exec", "--command=./b", "--parse", "xml"}, "no parser 'xml'"}}) {
+           {{"exec", "--command=./b", "--parse", "xml"}, "no parser 'xml'"},
+           // two ranks reading one glob would each count both ranks' samples
+           {{"exec", "--command=./b", "--ranks_per_node=2", "--parse=csv", "--unit=s", "--from=file:out_*.csv"},
+            "'csv' reads from 'file:out_*.csv', which every one of the step's 2 ranks would read whole"},
+           // local processes are no MPI job: each would be a world of its own
+           {{"exec", "--command=./b", "--mpi_program"},
+            "asks to run an MPI program whose ranks are the step's (mpi_program), which the local launcher cannot give it"}}) {
     auto refused = fanout(args);
     EXPECT_EQ(refused.exit_code, 2) << why << refused.err;
     EXPECT_NE(refused.err.find(why), std::string::npos) << refused.err;
@@ -140,6 +146,17 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
   // Another plugin's step runs as a job of its own: it must say shared = true.
   write("mixed.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nname = \"s\"\nplugin = \"calibration\"\nrole = \"sleep\"\n"
                       "[[steps]]\nname = \"c\"\ncommand = \"true\"\n");
+  write("mpi.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\ncommand = \"true\"\nmpi_program = \"yes\"\n");
+  auto mpi = fanout({"run", "mpi.toml"});
+  EXPECT_EQ(mpi.exit_code, 2) << mpi.err;
+  EXPECT_NE(mpi.err.find("mpi.toml:5: mpi_program must be true or false"), std::string::npos) << mpi.err;
+  // The same for a file's step, found when its ranks start (a file's step settings are the plugin's to read).
+  write("glob.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nranks_per_node = 2\ncommand = \"" + probe() +
+                         " 1 1\"\nparse = [{ kind = \"smartsim-timing\", from = \"file:rank_*_timing.csv\" }]\n");
+  auto glob = fanout({"run", "glob.toml"});
+  EXPECT_NE(glob.exit_code, 0);
+  EXPECT_EQ(one("glob", "SELECT status || ' ' || (SELECT count(*) FROM samples) FROM runs"), "FAILED 0");
+  EXPECT_NE(glob.err.find("which every one of the step's 2 ranks would read whole"), std::string::npos) << glob.err;
   auto mixed = fanout({"run", "mixed.toml"});
   EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
   EXPECT_NE(mixed.err.find("mixed.toml:3: a step of plugin calibration runs as the experiment's shared step, a job of its own: add shared = true"),

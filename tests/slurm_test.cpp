@@ -811,6 +811,40 @@ TEST_F(Slurm, TheDatabaseJobRunsOnTheHostsNamed) {
 // Issue 39: any program through the exec plugin on the test cluster: a C program on 2 nodes x 2 ranks (each rank
 // told its place), a shell one-liner, and a two-step run (a Redis service on one node, its client on another, the
 // address published between them through the job's rendezvous).
+// An MPI program as the step's ranks: srun --mpi=pmix starts fanout-rank, which leaves PMIx to the program (a PMIx
+// server takes one connection per rank), so MPI_COMM_WORLD is the step's 4 ranks in FANOUT_RANK's order.
+TEST_F(Slurm, ExecRunsAnMpiProgramWhoseWorldIsTheStepsRanks) {
+  const std::string probe = (test::build_dir() / "tests" / "exec_mpi_probe").string();
+  // The test cluster's virtual nodes share one host and its name, so Open MPI's shared-memory transport (vader)
+  // gives ranks of n1 and n2 the same segment and crashes (plain srun does too): TCP only, as between real nodes.
+  const std::vector<std::string> args = {"exec", "--launcher=slurm", "--nodes=2", "--ranks_per_node=2", "--command=" + probe, "--env=OMPI_MCA_btl=self,tcp",
+                                         "--parse", "regex:^(?<metric>world|sum|rank_match|allreduce_us) (?<value>[0-9.]+) (?<unit>\\w+)$"};
+  auto with = [&](std::vector<std::string> more) {
+    auto a = args;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  auto r = fanout(with({"--exp_name=mpi", "--mpi_program"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("mpi", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list='n[1-2]'"), "1");
+  EXPECT_EQ(one("mpi", "SELECT group_concat(metric || '=' || v, ' ') FROM (SELECT metric, group_concat(DISTINCT value) v FROM samples "
+                       "WHERE metric != 'allreduce_us' GROUP BY metric ORDER BY metric)"),
+            "rank_match=1.0 sum=6.0 world=4.0");
+  EXPECT_EQ(one("mpi", "SELECT count(DISTINCT rank) || ' ' || count(*) FROM samples WHERE metric='allreduce_us' AND value > 0"), "4 4");
+  EXPECT_EQ(one("mpi", "SELECT count(DISTINCT node) FROM rank_nodes"), "2");
+
+  // Without it, fanout-rank holds each rank's PMIx connection and the program's MPI_Init fails: the run fails loudly.
+  auto held = fanout(with({"--exp_name=held"}));
+  EXPECT_NE(held.exit_code, 0) << held.out;
+  EXPECT_EQ(one("held", "SELECT count(*) FROM runs WHERE status='FAILED'"), "1");
+  EXPECT_EQ(one("held", "SELECT count(*) FROM samples"), "0");
+
+  // A rank may start an MPI program once: repeated invocations are refused, not left to fail in MPI_Init.
+  auto again = fanout(with({"--exp_name=again", "--mpi_program", "--repeat_command=2"}));
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE((again.out + again.err).find("MPI program (mpi_program) can be started once per rank"), std::string::npos) << again.out << again.err;
+}
+
 TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
   const std::string probe = (test::build_dir() / "tests" / "exec_probe").string();
   auto r = fanout({"exec", "--launcher=slurm", "--exp_name=exec", "--nodes=2", "--ranks_per_node=2", "--command=" + probe + " {size} 3",

@@ -74,6 +74,11 @@ class StepRun {
   bool run() {
     step_dir_ = host_.run_dir() + "/" + step_;
     ::mkdir(step_dir_.c_str(), 0755);
+    // An MPI program's rank joins the launcher's PMIx once: a second invocation's MPI_Init would fail.
+    if (const char* mpi = std::getenv(FANOUT_MPI_PROGRAM_ENV); mpi && std::string(mpi) == "1" && cfg_.warmup + cfg_.repeat > 1)
+      return fail("an MPI program (mpi_program) can be started once per rank, so warmup and repeat_command (" +
+                  std::to_string(cfg_.warmup) + " + " + std::to_string(cfg_.repeat) +
+                  " invocations) cannot apply: repeat the run instead (--repeat), or let the program loop");
     if (!announce() || !wait_for_earlier_steps()) return false;
     build_environment();
     return cfg_.service ? serve() : measure();
@@ -580,6 +585,7 @@ int run_step(fanout_context* ctx, const fanout_host_ops* ops) {
     // A service measures nothing: the flags' default parser (time) is not its.
     if (cfg.service && settings.find("\"parse\"") == std::string::npos) cfg.parsers.clear();
     exec::validate(cfg);
+    exec::validate_for_ranks(cfg, host.size());
     StepRun run(host, ops, ctx, std::move(cfg));
     if (run.run()) return 0;
     // The rank exits with the command's own status where it has one (1 to 125), else 1.
@@ -622,6 +628,7 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
     exec::StepConfig c = exec::config_from_params([&](const char* name) { return p.count(name) ? p[name] : std::string(); });
     if (c.command.empty()) return 0;  // an experiment file's steps give theirs (the driver checks their placeholders)
     exec::validate(c);
+    exec::validate_for_ranks(c, std::strtoll(p["nodes"].c_str(), nullptr, 10) * std::strtoll(p["ranks_per_node"].c_str(), nullptr, 10));
     // The flags' placeholders (a file's steps are checked by the driver): each a parameter of the run.
     for (const char* flag : {"command", "env", "cwd", "from"})
       for (auto& name : fanout_sdk::placeholder_names(p[flag]))

@@ -234,4 +234,14 @@ void validate(const StepConfig& c) {
   if (c.service && !c.parsers.empty()) throw std::runtime_error("a service step measures nothing: give it no parse");
 }
 
+void validate_for_ranks(const StepConfig& c, int64_t ranks) {
+  const std::string mine = "{FANOUT_RANK}";
+  if (ranks < 2 || c.cwd.find(mine) != std::string::npos) return;
+  for (auto& p : c.parsers)
+    if (p.from.rfind("file:", 0) == 0 && p.from.find(mine) == std::string::npos)
+      throw std::runtime_error("'" + p.text() + "' reads from '" + p.from + "', which every one of the step's " + std::to_string(ranks) +
+                               " ranks would read whole, each counting the others' samples as its own: name each rank's files with " + mine +
+                               " (e.g. from = \"file:rank_" + mine + "_timing.csv\"), or give the step a folder per rank (cwd = \"out_" + mine + "\")");
+}
+
 }  // namespace exec

@@ -33,6 +33,9 @@ StepConfig config_from_params(const std::function<std::string(const char*)>& par
 StepConfig config_from_settings(StepConfig base, const std::string& json);
 // Checks what can be checked before anything runs (parsers compile, keys make sense).
 void validate(const StepConfig& c);
+// What depends on the step's rank count: in a step of several ranks sharing one folder, a file parser's glob must
+// pick each rank's own files ({FANOUT_RANK} in it or in cwd), or every rank would count every rank's samples.
+void validate_for_ranks(const StepConfig& c, int64_t ranks);
 
 // Splits a command line into words as POSIX sh does for quotes and backslashes ('...', "...", \x), without
 // expanding anything. Throws std::runtime_error on an unterminated quote.

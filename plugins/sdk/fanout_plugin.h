@@ -42,6 +42,10 @@ extern "C" {
 /* A rank may say what it ran (a program's path and checksum) in files <run_dir>/provenance/<name>, NAME=value lines
  * (written then renamed): the run's provenance gets each as plugin.<NAME>, beside the driver's own keys. */
 #define FANOUT_RUN_PROVENANCE_DIR "provenance"
+/* Set to "1" in a rank's environment when its step runs an MPI program (the step's mpi_program): the rank did
+ * not join the launcher's PMIx, so the program it starts may, once per rank (a PMIx server takes one connection
+ * per rank: a second MPI_Init fails). */
+#define FANOUT_MPI_PROGRAM_ENV "FANOUT_MPI_PROGRAM"
 
 /* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
 #define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
