@@ -175,12 +175,13 @@ double multicast_rows(size_t bytes, int versions) {
   std::atomic<int> complete{0};
   Clock::time_point last;
   std::mutex mu;
-  McastReceiver rx(cfg, 1, [&](const McastVersion&) {
+  const McastKey key = McastKey::random();
+  McastReceiver rx(cfg, 1, key, [&](const McastVersion&) {
     std::lock_guard<std::mutex> l(mu);
     last = Clock::now();
     ++complete;
   });
-  McastSender tx(cfg, 1);
+  McastSender tx(cfg, 1, key);
   std::vector<char> data(bytes, 'z');
   tx.send(1, data);  // warmup version, not counted
   for (auto until = Clock::now() + std::chrono::seconds(10); complete < 1;) {

@@ -10,6 +10,7 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libcli11-dev libtomlplusplus-dev libsqlite3-dev sqlite3
   libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox libpcre2-dev
   redis-server redis-tools libhiredis-dev libibverbs-dev
+  libssl-dev  # libcrypto: HMAC-SHA256 of parameter_serving's multicast datagrams
   libtorch-dev libopenblas0-openmp  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
   gfortran python3-dev pybind11-dev python3-numpy)  # the tensor client's Fortran module and Python package
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3

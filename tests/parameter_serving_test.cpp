@@ -32,6 +32,9 @@ namespace {
 constexpr int64_t kSec = 1000000000;
 
 
+// The key of the tests' benchmark; hand-made datagrams are signed with it as the trainer signs its own.
+const McastKey kKey = *McastKey::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+
 McastConfig loopback(int port) {
   McastConfig c;
   c.group = "239.255.41.7";
@@ -162,11 +165,11 @@ TEST(Multicast, VersionsArriveWholeOverLoopback) {
   std::vector<McastVersion> got;
   std::mutex mu;
   // Port 0: the kernel picks the receiver's port, so parallel test processes never share a group/port.
-  McastReceiver rx(loopback(0), 42, [&](const McastVersion& v) {
+  McastReceiver rx(loopback(0), 42, kKey, [&](const McastVersion& v) {
     std::lock_guard<std::mutex> l(mu);
     got.push_back(v);
   });
-  McastSender tx(loopback(rx.port()), 42);
+  McastSender tx(loopback(rx.port()), 42, kKey);
   EXPECT_GT(tx.chunk_bytes(), 60000u) << "loopback's MTU allows big datagrams";
   for (uint64_t v = 1; v <= 5; ++v) tx.send(v, bytes_of(3 * 1000 * 1000 + 17, v));
   ASSERT_TRUE(test::wait_for([&] { std::lock_guard<std::mutex> l(mu); return got.size() == 5; }, 10));
@@ -183,7 +186,8 @@ TEST(Multicast, VersionsArriveWholeOverLoopback) {
 
 TEST(Multicast, LostChunksAndVersionsAreCounted) {
   std::atomic<int> complete{0};
-  McastReceiver rx(loopback(0), 7, [&](const McastVersion&) { ++complete; });
+  McastReceiver rx(loopback(0), 7, kKey, [&](const McastVersion&) { ++complete; });
+  DatagramMac mac(kKey);
   sockaddr_in to{};
   int fd = multicast_sender(rx.port(), to);
   const uint32_t chunk = 1000, n = 4;
@@ -192,7 +196,7 @@ TEST(Multicast, LostChunksAndVersionsAreCounted) {
     std::vector<char> payload = bytes_of(n * chunk, version);
     McastHeader h{};
     h.magic = 0x4d535046;
-    h.proto = 1;
+    h.proto = 2;
     h.header_bytes = sizeof h;
     h.token = token;
     h.version = version;
@@ -203,6 +207,7 @@ TEST(Multicast, LostChunksAndVersionsAreCounted) {
     if (corrupt) payload[0] ^= 1;
     for (uint32_t c : chunks) {
       h.chunk = c;
+      mac.sign(h, payload.data() + size_t(c) * chunk, chunk);
       std::vector<char> dg(sizeof h + chunk);
       std::memcpy(dg.data(), &h, sizeof h);
       std::memcpy(dg.data() + sizeof h, payload.data() + size_t(c) * chunk, chunk);
@@ -228,6 +233,49 @@ TEST(Multicast, LostChunksAndVersionsAreCounted) {
   EXPECT_EQ(c.foreign, 4u);
   EXPECT_EQ(c.versions_lost, 3u);      // 2 (incomplete), 4 (unseen), 7 (incomplete)
   EXPECT_EQ(c.chunks_lost, 1u + 4u + 2u);
+}
+
+// Issue 41 item 4: the token travelled in clear in every datagram and any higher version was taken, so one forged
+// datagram made a worker skip to version 60. Now a datagram counts only with the mac of the trainer's key: forged
+// ones (a stranger's key, or the trainer's datagram with its version or payload changed) are dropped unread.
+TEST(Multicast, ForgedDatagramsAreDroppedAndNeverSkipAVersion) {
+  std::vector<uint64_t> got;
+  std::mutex mu;
+  McastReceiver rx(loopback(0), 5, kKey, [&](const McastVersion& v) {
+    std::lock_guard<std::mutex> l(mu);
+    got.push_back(v.version);
+  });
+  sockaddr_in to{};
+  int fd = multicast_sender(rx.port(), to);
+  const McastKey stranger = McastKey::random();
+  ASSERT_NE(stranger.hex(), kKey.hex());
+  // One datagram carrying a whole version of 1000 bytes, signed with `key`; `tamper` changes it after signing.
+  auto send = [&](const McastKey& key, uint64_t version, const std::function<void(McastHeader&, std::vector<char>&)>& tamper = {}) {
+    std::vector<char> payload = bytes_of(1000, version);
+    McastHeader h{};
+    h.magic = 0x4d535046, h.proto = 2, h.header_bytes = sizeof h, h.token = 5, h.version = version;
+    h.total_bytes = payload.size(), h.checksum = fanout_sdk::checksum64(payload.data(), payload.size());
+    h.chunk = 0, h.n_chunks = 1, h.chunk_bytes = 1000;
+    DatagramMac(key).sign(h, payload.data(), payload.size());
+    if (tamper) tamper(h, payload);
+    std::vector<char> dg(sizeof h + payload.size());
+    std::memcpy(dg.data(), &h, sizeof h);
+    std::memcpy(dg.data() + sizeof h, payload.data(), payload.size());
+    ASSERT_EQ(sendto(fd, dg.data(), dg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to), ssize_t(dg.size()));
+  };
+  send(kKey, 1);
+  send(stranger, 60);                                                      // the attack of the report
+  send(kKey, 2, [](McastHeader& h, std::vector<char>&) { h.version = 59; });  // a genuine datagram, version raised
+  send(kKey, 2, [](McastHeader&, std::vector<char>& p) { p[10] ^= 1; });       // its payload changed
+  send(kKey, 2);
+  send(kKey, 3);
+  ASSERT_TRUE(test::wait_for([&] { std::lock_guard<std::mutex> l(mu); return got.size() == 3; }, 10));
+  McastCounts c = rx.stop();
+  close(fd);
+  EXPECT_EQ(got, (std::vector<uint64_t>{1, 2, 3})) << "every version the trainer sent, and no other";
+  EXPECT_EQ(c.forged, 3u);
+  EXPECT_EQ(c.versions_lost, 0u) << "a forged version number never makes versions look lost";
+  EXPECT_EQ(c.malformed + c.corrupt, 0u);
 }
 
 // ---------------------------------------------------------------------------------------------- via fanout
@@ -362,7 +410,7 @@ TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
   std::mutex mu;
   McastConfig cfg = loopback(0);
   cfg.max_bytes = 4000;
-  McastReceiver rx(cfg, 9, [&](const McastVersion& v) {
+  McastReceiver rx(cfg, 9, kKey, [&](const McastVersion& v) {
     std::lock_guard<std::mutex> l(mu);
     got.push_back(v);
   });
@@ -372,7 +420,7 @@ TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
   auto send = [&](uint32_t chunk, uint32_t n_chunks, uint64_t total, uint32_t chunk_bytes, size_t len) {
     McastHeader h{};
     h.magic = 0x4d535046;
-    h.proto = 1;
+    h.proto = 2;
     h.header_bytes = sizeof h;
     h.token = 9;
     h.version = 1;
@@ -381,9 +429,11 @@ TEST(Multicast, DatagramsThatDisagreeWithTheirVersionAreDropped) {
     h.chunk = chunk;
     h.n_chunks = n_chunks;
     h.chunk_bytes = chunk_bytes;
+    const char* slice = payload.data() + std::min<size_t>(size_t(chunk) * chunk_bytes, 4000 - len);
+    DatagramMac(kKey).sign(h, slice, len);
     std::vector<char> dg(sizeof h + len);
     std::memcpy(dg.data(), &h, sizeof h);
-    std::memcpy(dg.data() + sizeof h, payload.data() + std::min<size_t>(size_t(chunk) * chunk_bytes, 4000 - len), len);
+    std::memcpy(dg.data() + sizeof h, slice, len);
     ASSERT_EQ(sendto(fd, dg.data(), dg.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to), ssize_t(dg.size()));
   };
   send(0, 4, 4000, 1000, 1000);         // the version's first datagram: 4 chunks of 1000

@@ -8,6 +8,9 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +52,69 @@ T le(T v) {
 
 }  // namespace
 
+McastKey McastKey::random() {
+  McastKey k;
+  const std::string hex = fanout_sdk::random_hex(k.bytes.size());
+  return *from_hex(hex);
+}
+
+std::optional<McastKey> McastKey::from_hex(const std::string& text) {
+  McastKey k;
+  if (text.size() != 2 * k.bytes.size()) return std::nullopt;
+  auto nibble = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  for (size_t i = 0; i < k.bytes.size(); ++i) {
+    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    k.bytes[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return k;
+}
+
+std::string McastKey::hex() const {
+  static const char* digits = "0123456789abcdef";
+  std::string t;
+  for (unsigned char c : bytes) t += digits[c >> 4], t += digits[c & 15];
+  return t;
+}
+
+DatagramMac::DatagramMac(const McastKey& key) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+  EVP_MAC_free(mac);  // the context holds its own reference
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_construct_end()};
+  if (!ctx || EVP_MAC_init(ctx, key.bytes.data(), key.bytes.size(), params) != 1) {
+    EVP_MAC_CTX_free(ctx);
+    throw std::runtime_error("OpenSSL has no HMAC-SHA256 for the multicast datagrams");
+  }
+  ctx_ = ctx;
+}
+
+DatagramMac::~DatagramMac() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }
+
+std::array<unsigned char, 32> DatagramMac::tag(McastHeader h, const void* payload, size_t len) {
+  auto* ctx = static_cast<EVP_MAC_CTX*>(ctx_);
+  std::memset(h.mac, 0, sizeof h.mac);
+  std::array<unsigned char, 32> out{};
+  size_t n = 0;
+  // init with no key starts a new message under the key already set
+  if (EVP_MAC_init(ctx, nullptr, 0, nullptr) != 1 || EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(&h), sizeof h) != 1 ||
+      EVP_MAC_update(ctx, static_cast<const unsigned char*>(payload), len) != 1 || EVP_MAC_final(ctx, out.data(), &n, out.size()) != 1 ||
+      n != out.size())
+    throw std::runtime_error("HMAC-SHA256 of a multicast datagram failed");
+  return out;
+}
+
+void DatagramMac::sign(McastHeader& h, const void* payload, size_t len) {
+  const auto t = tag(h, payload, len);
+  std::memcpy(h.mac, t.data(), t.size());
+}
+
+bool DatagramMac::verify(const McastHeader& h, const void* payload, size_t len) {
+  const auto t = tag(h, payload, len);
+  return CRYPTO_memcmp(t.data(), h.mac, t.size()) == 0;
+}
+
 size_t default_chunk_bytes(const std::string& interface_ip) {
   int mtu = 1500;
   ifaddrs* list = nullptr;
@@ -72,7 +138,7 @@ size_t default_chunk_bytes(const std::string& interface_ip) {
   return udp - sizeof(McastHeader);
 }
 
-McastSender::McastSender(const McastConfig& cfg, uint64_t token) : cfg_(cfg), token_(token) {
+McastSender::McastSender(const McastConfig& cfg, uint64_t token, const McastKey& key) : cfg_(cfg), token_(token), mac_(key) {
   chunk_ = cfg.chunk_bytes ? std::min(cfg.chunk_bytes, kMaxUdpPayload - sizeof(McastHeader)) : default_chunk_bytes(cfg.interface_ip);
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw fanout_sdk::errno_error("multicast socket");
@@ -101,7 +167,7 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
   const uint32_t n = uint32_t(std::max<size_t>(1, (payload.size() + chunk_ - 1) / chunk_));
   McastHeader h{};
   h.magic = le(kMagic);
-  h.proto = le<uint16_t>(1);
+  h.proto = le<uint16_t>(2);
   h.header_bytes = le<uint16_t>(sizeof h);
   h.token = le(token_);
   h.version = le(version);
@@ -113,6 +179,7 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
   for (uint32_t c = 0; c < n; ++c) {
     h.chunk = le(c);
     size_t off = size_t(c) * chunk_, len = std::min(chunk_, payload.size() - off);
+    mac_.sign(h, payload.data() + off, len);
     iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(payload.data()) + off, len}};
     msghdr m{};
     m.msg_name = &to;
@@ -139,8 +206,8 @@ size_t McastSender::send(uint64_t version, const std::vector<char>& payload) {
   return payload.size();
 }
 
-McastReceiver::McastReceiver(const McastConfig& cfg, uint64_t token, std::function<void(const McastVersion&)> on_version)
-    : cfg_(cfg), token_(token), on_version_(std::move(on_version)) {
+McastReceiver::McastReceiver(const McastConfig& cfg, uint64_t token, const McastKey& key, std::function<void(const McastVersion&)> on_version)
+    : cfg_(cfg), token_(token), mac_(key), on_version_(std::move(on_version)) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw fanout_sdk::errno_error("multicast socket");
   int one = 1;
@@ -215,8 +282,14 @@ void McastReceiver::loop() {
     ++counts_.datagrams;
     McastHeader h;
     std::memcpy(&h, buf.data(), sizeof h);
-    if (le(h.magic) != kMagic || le(h.proto) != 1 || le(h.token) != token_) {
+    if (le(h.magic) != kMagic || le(h.proto) != 2 || le(h.token) != token_) {
       ++counts_.foreign;
+      continue;
+    }
+    // The token is no secret (it is in every datagram): only the mac says the trainer sent this. Nothing of a
+    // datagram is read before it passes, so a stranger can neither feed versions nor make the worker allocate.
+    if (le(h.header_bytes) != sizeof h || !mac_.verify(h, buf.data() + sizeof h, size_t(n) - sizeof h)) {
+      ++counts_.forged;
       continue;
     }
     const uint64_t v = le(h.version), total = le(h.total_bytes);

@@ -1,11 +1,14 @@
 // UDP multicast of versioned checkpoints: the trainer sends each version as numbered chunks (a fixed
 // little-endian header + a slice of the payload, gathered in one sendmsg); a worker reassembles them, checks
 // the whole version's checksum, and counts what it lost (chunks of versions it never completed, and versions
-// it never saw). A per-benchmark token keeps concurrent benchmarks on the same group/port apart.
+// it never saw). A per-benchmark token keeps concurrent benchmarks on the same group/port apart, and every
+// datagram carries an HMAC-SHA256 under a key that only the benchmark's ranks hold: anyone can send to a group.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,9 +28,18 @@ struct McastConfig {
 // The interface's MTU minus IP/UDP and our header (at most 65,507 - header), for chunk_bytes = 0.
 size_t default_chunk_bytes(const std::string& interface_ip);
 
+// The key that authenticates one benchmark's datagrams. The trainer makes it and hands it to its workers through
+// the job's rendezvous (authenticated, per job), as it hands them its address: it never goes on the group.
+struct McastKey {
+  std::array<unsigned char, 32> bytes{};
+  static McastKey random();                                    // from the kernel's CSPRNG
+  static std::optional<McastKey> from_hex(const std::string& text);  // nullopt unless 64 hex characters
+  std::string hex() const;
+};
+
 struct McastHeader {  // little-endian on the wire
   uint32_t magic;     // 'FPSM'
-  uint16_t proto;     // 1
+  uint16_t proto;     // 2 (1 had no mac)
   uint16_t header_bytes;
   uint64_t token;
   uint64_t version;
@@ -37,12 +49,30 @@ struct McastHeader {  // little-endian on the wire
   uint32_t n_chunks;
   uint32_t chunk_bytes;  // payload bytes of every chunk but the last
   uint32_t reserved;
+  unsigned char mac[32];  // HMAC-SHA256 of the header (this field zero) and the chunk's payload
 };
-static_assert(sizeof(McastHeader) == 56, "wire header is 56 bytes");
+static_assert(sizeof(McastHeader) == 88, "wire header is 88 bytes");
+
+// HMAC-SHA256 of a datagram under one key; the key schedule is computed once. One per thread.
+class DatagramMac {
+ public:
+  explicit DatagramMac(const McastKey& key);
+  ~DatagramMac();
+  DatagramMac(const DatagramMac&) = delete;
+  DatagramMac& operator=(const DatagramMac&) = delete;
+  // Sets h.mac for this header and payload (the trainer's side; also a fuzzer's that plays a faulty trainer).
+  void sign(McastHeader& h, const void* payload, size_t len);
+  // Whether h.mac is this header's and payload's, compared in constant time.
+  bool verify(const McastHeader& h, const void* payload, size_t len);
+
+ private:
+  std::array<unsigned char, 32> tag(McastHeader h, const void* payload, size_t len);
+  void* ctx_ = nullptr;  // EVP_MAC_CTX, keyed
+};
 
 class McastSender {
  public:
-  McastSender(const McastConfig& cfg, uint64_t token);
+  McastSender(const McastConfig& cfg, uint64_t token, const McastKey& key);
   ~McastSender();
   // Sends every chunk of one version; returns the payload bytes sent. Throws on a socket error.
   size_t send(uint64_t version, const std::vector<char>& payload);
@@ -51,6 +81,7 @@ class McastSender {
  private:
   McastConfig cfg_;
   uint64_t token_;
+  DatagramMac mac_;
   size_t chunk_;
   int fd_ = -1;
 };
@@ -65,13 +96,14 @@ struct McastVersion {
 struct McastCounts {
   uint64_t datagrams = 0, foreign = 0, versions_complete = 0, versions_lost = 0, chunks_lost = 0, corrupt = 0;
   uint64_t malformed = 0;  // with our token but inconsistent (sizes, chunk counts, a version's datagrams disagreeing)
+  uint64_t forged = 0;     // with our token but not our key's mac: not the trainer's, dropped unread
 };
 
 // Joins the group and receives on its own thread until stop(); on_version runs on that thread for each
 // complete version (in order of completion).
 class McastReceiver {
  public:
-  McastReceiver(const McastConfig& cfg, uint64_t token, std::function<void(const McastVersion&)> on_version);
+  McastReceiver(const McastConfig& cfg, uint64_t token, const McastKey& key, std::function<void(const McastVersion&)> on_version);
   ~McastReceiver();
   // Stops the thread once the queued datagrams are read (20 ms without one); an incomplete version counts as lost.
   McastCounts stop();
@@ -83,6 +115,7 @@ class McastReceiver {
   void finish_current(bool lost);
   McastConfig cfg_;
   uint64_t token_;
+  DatagramMac mac_;
   std::function<void(const McastVersion&)> on_version_;
   int fd_ = -1;
   int port_ = 0;

@@ -181,8 +181,9 @@ int run_trainer(fanout_context* ctx, const fanout_host_ops* ops) {
     std::unique_ptr<ps::CheckpointStore> store;
     std::unique_ptr<ps::McastSender> sender;
     const uint64_t token = random_u64();
+    const ps::McastKey key = ps::McastKey::random();  // the datagrams' mac key: to the workers by rendezvous only
     if (multicast) {
-      sender = std::make_unique<ps::McastSender>(s.mcast(b), token);
+      sender = std::make_unique<ps::McastSender>(s.mcast(b), token, key);
     } else {
       create_store_parents(s);
       const uint64_t need = uint64_t(s.keep + 1) * (s.data_bytes + sizeof(ps::CheckpointHeader)) * uint64_t(s.benchmarks);
@@ -194,7 +195,7 @@ int run_trainer(fanout_context* ctx, const fanout_host_ops* ops) {
     }
     const std::string channel = fanout_sdk::channel_token();
     ps::ControlServer control(fanout_sdk::node_ipv4(), channel);
-    if (!host.put(trainer_key(b), fanout_sdk::node_ipv4() + " " + std::to_string(control.port()) + " " + std::to_string(token) + " " + channel))
+    if (!host.put(trainer_key(b), fanout_sdk::node_ipv4() + " " + std::to_string(control.port()) + " " + std::to_string(token) + " " + channel + " " + key.hex()))
       return 2;
     if (!host.fence(kSetupTimeoutMs)) return 3;
 
@@ -335,7 +336,8 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     std::string address;
     if (!host.get(trainer_key(b), address, kSetupTimeoutMs)) throw std::runtime_error("the trainer never published its address");
     auto w = words(address);
-    if (w.size() != 4) throw std::runtime_error("malformed trainer address '" + address + "'");
+    const auto key = w.size() == 5 ? ps::McastKey::from_hex(w[4]) : std::nullopt;
+    if (!key) throw std::runtime_error("malformed trainer address (ip port token channel key expected)");
     const uint64_t token = std::stoull(w[2]);
 
     Held held;
@@ -344,7 +346,7 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     std::unique_ptr<ps::CheckpointStore> store;
     std::thread puller;
     if (s.mode == "multicast") {
-      receiver = std::make_unique<ps::McastReceiver>(s.mcast(b), token, [&](const ps::McastVersion& v) {
+      receiver = std::make_unique<ps::McastReceiver>(s.mcast(b), token, *key, [&](const ps::McastVersion& v) {
         held.got(v.version, v.first_chunk_ns, seconds(v.first_chunk_ns, v.last_chunk_ns), v.bytes);
       });
     } else {
@@ -410,6 +412,9 @@ int run_worker(fanout_context* ctx, const fanout_host_ops* ops) {
     if (receiver) {
       host.record("mcast_chunks_lost", 0, t0, double(counts.chunks_lost), "count", false);
       host.record("mcast_versions_lost", 0, t0, double(counts.versions_lost), "versions", false);
+      // Datagrams with the benchmark's token that the trainer did not send (dropped): someone else on the group.
+      host.record("mcast_forged", 0, t0, double(counts.forged), "count", false);
+      if (counts.forged) log(host, s, FANOUT_LOG_WARN, std::to_string(counts.forged) + " forged datagrams on " + s.mcast(b).group + " were dropped");
     }
     log(host, s, FANOUT_LOG_INFO, "worker " + std::to_string(index) + " of benchmark " + std::to_string(b) + ": " +
                                       std::to_string(held.receipts.size()) + " versions received, " + std::to_string(steps.size()) +

@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     exec::StepConfig c = exec::config_from_settings(exec::StepConfig{}, text);
     exec::validate(c);
+    exec::validate_for_ranks(c, 1 + data[0] % 3);
   } catch (const std::runtime_error&) {
   }
   const auto words = exec::split_words(exec::shell_quote(text));

@@ -1,7 +1,7 @@
 // parameter_serving's multicast receiver (plugins/parameter_serving/multicast.h) fed datagrams made of any bytes
 // over real loopback multicast. The first input byte gives how many datagrams (1-8) the rest is cut into; with
-// its high bit set, each datagram carries the benchmark's magic, protocol and token, so the fields behind them
-// (version, sizes, chunk numbers) are reached. The receiver runs as in a worker, capped at the trainer's size.
+// its high bit set, each datagram carries the benchmark's magic, protocol and token, and with bit 6 also the mac
+// of the benchmark's key (a faulty trainer), so the fields behind them (version, sizes, chunk numbers) are reached. The receiver runs as in a worker, capped at the trainer's size.
 // Asserts: no write out of bounds (ASan, on the receiver's thread); every datagram is counted once; a version
 // reported complete passed its checksum or is counted corrupt; nothing completes that is not ours.
 #include <arpa/inet.h>
@@ -34,7 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.port = port;
   cfg.max_bytes = 1 << 20;
   uint64_t complete = 0;
-  McastReceiver rx(cfg, token, [&](const McastVersion& v) {
+  static const McastKey key = McastKey::random();
+  static DatagramMac mac(key);
+  McastReceiver rx(cfg, token, key, [&](const McastVersion& v) {
     ++complete;
     FUZZ_CHECK(v.checksum_ok && v.bytes > 0 && v.bytes <= cfg.max_bytes && v.version > 0);
   });
@@ -50,14 +52,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ours && d.size() >= sizeof(McastHeader)) {
       McastHeader h;
       std::memcpy(&h, d.data(), sizeof h);
-      h.magic = 0x4d535046, h.proto = 1, h.token = token;
+      h.magic = 0x4d535046, h.proto = 2, h.token = token;
+      // Signed with the benchmark's key, as a faulty trainer would: the fields behind the mac are reached.
+      if (data[0] & 0x40) h.header_bytes = sizeof h, mac.sign(h, d.data() + sizeof h, d.size() - sizeof h);
       std::memcpy(d.data(), &h, sizeof h);
     }
     if (sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) == ssize_t(d.size()) && d.size() >= sizeof(McastHeader)) ++sent;
   }
   const McastCounts c = rx.stop();
   FUZZ_CHECK(c.datagrams <= sent);
-  if (!ours) FUZZ_CHECK(complete == 0 && c.versions_complete == 0);
+  if (!ours || !(data[0] & 0x40)) FUZZ_CHECK(complete == 0 && c.versions_complete == 0);  // nothing unsigned counts
   FUZZ_CHECK(c.versions_complete == complete);
   return 0;
 }
