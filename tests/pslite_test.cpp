@@ -34,13 +34,15 @@ std::vector<char> pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+const std::string kJobToken = "0123456789abcdef0123456789abcdef";
+
 // Servers in this process, reached like remote ones.
 struct Servers {
   std::vector<std::unique_ptr<KVServer>> servers;
   std::vector<NodeInfo> nodes;
   Servers(int n, Transport t) {
     for (int r = 0; r < n; ++r) {
-      servers.push_back(std::make_unique<KVServer>("127.0.0.1", 0, t, 50));
+      servers.push_back(std::make_unique<KVServer>("127.0.0.1", 0, t, 50, kJobToken));
       servers.back()->start(server_id(r));
       nodes.push_back({server_id(r), "server", "127.0.0.1", servers.back()->port(), host_identity(), r});
     }
@@ -50,7 +52,7 @@ struct Servers {
 // Pushes values of many lengths to keys spread over every server, pulls them back, and compares checksums.
 void round_trip_many_keys(Transport transport, size_t ring_bytes) {
   Servers s(3, transport);
-  KVWorker kv(s.nodes, worker_id(0), transport, ring_bytes, 5000, 50);
+  KVWorker kv(s.nodes, worker_id(0), transport, ring_bytes, 5000, 50, kJobToken, 3 * 1024 * 1024 + 11);
   for (int i = 0; i < kv.servers(); ++i)
     EXPECT_EQ(kv.transport_to(i).rfind(transport == Transport::Shm ? "shm" : "tcp", 0), 0u) << kv.transport_to(i);
   const size_t lens[] = {0, 1, 7, 4096, 65536 + 3, 3 * 1024 * 1024 + 11};  // the last one is bigger than the ring
@@ -130,7 +132,7 @@ TEST(PsliteKv, ManyKeysOverThreeServersBySharedMemory) { round_trip_many_keys(Tr
 
 TEST(PsliteKv, PullIntoATooSmallBufferFailsWithTheSizes) {
   Servers s(1, Transport::Tcp);
-  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000, 50);
+  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000, 50, kJobToken, 1000);
   std::vector<char> big(1000, 'x'), small(10);
   size_t len = 0;
   kv.wait(kv.push({{42, big.data(), big.size()}}));
@@ -140,6 +142,39 @@ TEST(PsliteKv, PullIntoATooSmallBufferFailsWithTheSizes) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("1000 bytes, more than the 10-byte buffer"), std::string::npos) << e.what();
   }
+}
+
+// Issue 41 item 3: the data port took any connection (a stranger pulled and overwrote values) and one 40-byte
+// header made the server allocate what it announced (up to 16 GiB). Now a Hello must carry the job's token and
+// the largest value the worker pushes; hellos are read together, so a silent stranger delays nobody; a push
+// larger than declared closes that worker's link before anything is allocated.
+TEST(PsliteKv, TheDataPortServesOnlyTheJobsWorkersAndWhatTheyDeclared) {
+  Servers s(1, Transport::Tcp);
+  KVServer& server = *s.servers[0];
+  const int silent = test::connect_and_send(server.port());
+  // A Hello announcing a 16 GiB payload: dropped on its header, nothing read or allocated after it.
+  Header huge{MsgType::Hello};
+  huge.len = uint64_t(1) << 34;
+  unsigned char raw[kHeaderBytes];
+  encode(huge, raw);
+  const int oversized = test::connect_and_send(server.port(), std::string(reinterpret_cast<char*>(raw), kHeaderBytes));
+  // A well-formed Hello with another token: refused with the reason.
+  EXPECT_THROW_WITH(KVWorker(s.nodes, worker_id(1), Transport::Tcp, 0, 5000, 50, std::string(32, '0'), 64), std::runtime_error,
+                    "server 0 refused: wrong token: not a worker of this job");
+  // The job's worker gets in while the silent stranger still holds its connection (a 5 s connect limit: the
+  // server's 30 s Hello deadline, read in turn, would have kept it out).
+  KVWorker kv(s.nodes, worker_id(0), Transport::Tcp, 0, 5000, 50, kJobToken, 100);
+  std::vector<char> small(100, 's'), big(1000, 'b'), out(100);
+  size_t len = 0;
+  kv.wait(kv.push({{7, small.data(), small.size()}}));
+  kv.wait(kv.pull({{7, nullptr, 0, out.data(), out.size(), &len}}));
+  EXPECT_EQ(len, 100u);
+  // More than it declared: its link is closed, and the value is not stored.
+  EXPECT_THROW(kv.wait(kv.push({{8, big.data(), big.size()}})), std::runtime_error);
+  server.stop();
+  close(silent), close(oversized);
+  EXPECT_EQ(server.refused(), 4u) << "the oversized hello, the wrong token, the oversized push, and the silent stranger at stop";
+  EXPECT_EQ(server.messages(), 2u) << "the push and the pull of 100 bytes only";
 }
 
 TEST(PsliteKv, RdmaIsRefusedWithTheReason) {

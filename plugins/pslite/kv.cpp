@@ -1,10 +1,14 @@
 #include "kv.h"
 
+#include "fanout_sdk.hpp"
+#include "handshakes.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 
 #ifdef FANOUT_HAVE_IBVERBS
@@ -59,9 +63,17 @@ int server_of(uint64_t key, int servers) {
 struct KVServer::Peer {
   std::shared_ptr<Link> link;
   std::shared_ptr<std::vector<char>> spare;  // where the next pushed value is received
+  uint64_t max_value = 0;                    // the largest value the worker declared it pushes
+  bool refused = false;                      // it pushed more: its link is closing, nothing of it is stored
 };
 
-KVServer::KVServer(const std::string& host, int port, Transport transport, int spin_us) : transport_(transport) {
+namespace {
+constexpr uint64_t kMaxHelloBytes = 4096;  // "token max_value host_id tcp|shm segment": far less
+constexpr int kHelloMs = 30000;            // a connection's Hello must come within this
+}  // namespace
+
+KVServer::KVServer(const std::string& host, int port, Transport transport, int spin_us, std::string token)
+    : transport_(transport), token_(std::move(token)) {
   if (transport == Transport::Ibverbs)
     if (std::string why = rdma_unavailable_reason(); !why.empty()) throw std::runtime_error("DMLC_ENABLE_RDMA=ibverbs: " + why);
   listen_fd_ = tcp_listen(host, port, port_);
@@ -96,49 +108,57 @@ std::vector<std::string> KVServer::link_descriptions() {
 }
 
 void KVServer::accept_loop() {
-  while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::unique_ptr<Link> tcp = tcp_link(fd, "worker");
-    Header h{};
-    std::string payload, err;
+  Handshakes handshakes(listen_fd_, MsgType::Hello, kMaxHelloBytes, kHelloMs,
+                        [this](const Header& h, const std::string& payload, std::unique_ptr<Link> tcp) { hello(h, payload, std::move(tcp)); });
+  while (!stopping_) handshakes.poll_once(200);
+  handshakes.drop_all();
+  refused_ += handshakes.refused();
+}
+
+// Hello payload: "<token or -> <largest value> <host id> tcp" or "... shm <segment name>".
+void KVServer::hello(const Header& h, const std::string& payload, std::unique_ptr<Link> tcp) {
+  std::istringstream in(payload);
+  std::string token, host, kind, segment_name;
+  uint64_t max_value = 0;
+  in >> token >> max_value >> host >> kind >> segment_name;
+  auto refuse = [&](const std::string& why) {
+    ++refused_;
+    Header e{MsgType::Error};
+    e.len = why.size();
     try {
-      if (!read_message(*tcp, h, payload, 30000, err) || h.type != MsgType::Hello) continue;
-      // Hello payload: "<host id> tcp" or "<host id> shm <segment name>".
-      std::string host = payload.substr(0, payload.find(' ')), rest = payload.substr(std::min(payload.size(), host.size() + 1));
-      std::shared_ptr<Link> link;
-      Header ok{MsgType::HelloOk};
-      ok.sender = id_;
-      if (rest.rfind("shm ", 0) == 0) {
-        if (host != host_identity() || transport_ == Transport::Tcp) {
-          std::string why = transport_ == Transport::Tcp ? "this server uses tcp only" : "the worker is on another host";
-          Header e{MsgType::Error};
-          e.len = why.size();
-          tcp->send(e, why.data());
-          continue;
-        }
-        auto segment = open_shm_segment(rest.substr(4));
-        ok.len = 3;
-        tcp->send(ok, "shm");
-        link = shm_link(std::move(tcp), segment, false);
-      } else {
-        ok.len = 3;
-        tcp->send(ok, "tcp");
-        link = std::move(tcp);
-      }
-      link->peer_id = h.sender;
-      serve(link);
+      tcp->send(e, why.data());
     } catch (const std::exception&) {
-      // A worker that failed its handshake does not stop the others; it fails on its side with the reason.
     }
+  };
+  if (!token_.empty() && !fanout_sdk::token_matches(token, token_)) return refuse("wrong token: not a worker of this job");
+  if (max_value == 0 || max_value > kMaxPayload || host.empty() || (kind != "tcp" && kind != "shm"))
+    return refuse("malformed hello (token, largest value 1 to " + std::to_string(kMaxPayload) + " bytes, host id, tcp or shm)");
+  try {
+    std::shared_ptr<Link> link;
+    Header ok{MsgType::HelloOk};
+    ok.sender = id_;
+    ok.len = 3;
+    if (kind == "shm") {
+      if (host != host_identity() || transport_ == Transport::Tcp)
+        return refuse(transport_ == Transport::Tcp ? "this server uses tcp only" : "the worker is on another host");
+      auto segment = open_shm_segment(segment_name);
+      tcp->send(ok, "shm");
+      link = shm_link(std::move(tcp), segment, false);
+    } else {
+      tcp->send(ok, "tcp");
+      link = std::move(tcp);
+    }
+    link->peer_id = h.sender;
+    serve(link, max_value);
+  } catch (const std::exception&) {
+    // A worker that failed its handshake does not stop the others; it fails on its side with the reason.
   }
 }
 
-void KVServer::serve(std::shared_ptr<Link> link) {
+void KVServer::serve(std::shared_ptr<Link> link, uint64_t max_value) {
   auto peer = std::make_shared<Peer>();
   peer->link = link;
+  peer->max_value = max_value;
   {
     std::lock_guard<std::mutex> lock(peers_mu_);
     peers_.push_back(peer);
@@ -146,11 +166,18 @@ void KVServer::serve(std::shared_ptr<Link> link) {
   Link* l = link.get();
   auto on_header = [this, peer](const Header& h) -> char* {
     if (h.type != MsgType::Push && h.type != MsgType::PushPull) return nullptr;
+    if (h.len > peer->max_value) {  // more than it declared: close before allocating (the read then ends)
+      if (!peer->refused) ++refused_;
+      peer->refused = true;
+      peer->link->close();
+      return nullptr;
+    }
     if (!peer->spare || peer->spare.use_count() > 1) peer->spare = std::make_shared<std::vector<char>>();
     peer->spare->resize(size_t(h.len));
     return peer->spare->data();
   };
   auto on_message = [this, peer, l](const Header& h) {
+    if (peer->refused) return;
     ++messages_;
     std::shared_ptr<std::vector<char>> value;
     if (h.type == MsgType::Push || h.type == MsgType::PushPull) {
@@ -181,7 +208,7 @@ void KVServer::serve(std::shared_ptr<Link> link) {
 // ---------------------------------------------------------------------------------------------- worker
 
 KVWorker::KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms,
-                   int spin_us)
+                   int spin_us, const std::string& token, uint64_t max_value)
     : id_(my_id),
       receiver_([this](Link& link, const std::string& why) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -198,10 +225,11 @@ KVWorker::KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transpo
     if (transport == Transport::Shm && !same_host)
       throw std::runtime_error("transport shm: server " + std::to_string(s.rank) + " runs on another host (" + s.host + ")");
     std::shared_ptr<ShmSegment> segment;
-    std::string hello = me + " tcp";
+    const std::string intro = (token.empty() ? "-" : token) + " " + std::to_string(max_value) + " " + me;
+    std::string hello = intro + " tcp";
     if (same_host && transport != Transport::Tcp) {
       segment = create_shm_segment(shm_ring_bytes);
-      hello = me + " shm " + shm_segment_name(*segment);
+      hello = intro + " shm " + shm_segment_name(*segment);
     }
     Header h{MsgType::Hello};
     h.sender = my_id;

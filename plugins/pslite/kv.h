@@ -30,18 +30,23 @@ int server_of(uint64_t key, int servers);
 class KVServer {
  public:
   // spin_us: how long receiving threads keep polling after a message before they sleep (see receiver.h).
-  KVServer(const std::string& host, int port, Transport transport, int spin_us);
+  // token: what a worker must present in its Hello ("": nothing asked, as ps-lite). A connection without it,
+  // or that says nothing, is dropped and counted (refused()); a worker's push larger than the largest value it
+  // declared in its Hello closes its link before anything is allocated.
+  KVServer(const std::string& host, int port, Transport transport, int spin_us, std::string token = "");
   ~KVServer();
   int port() const { return port_; }
   void start(uint32_t my_id);
   void stop();
   uint64_t messages() const { return messages_; }
+  uint64_t refused() const { return refused_; }  // connections dropped: strangers, wrong token, oversized pushes
   std::vector<std::string> link_descriptions();
 
  private:
   struct Peer;
   void accept_loop();
-  void serve(std::shared_ptr<Link> link);
+  void hello(const Header& h, const std::string& payload, std::unique_ptr<Link> tcp);
+  void serve(std::shared_ptr<Link> link, uint64_t max_value);
   int listen_fd_ = -1, port_ = 0;
   uint32_t id_ = 0;
   Transport transport_;
@@ -51,6 +56,8 @@ class KVServer {
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> messages_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::string token_;
   std::mutex peers_mu_;
   std::vector<std::shared_ptr<Peer>> peers_;
 };
@@ -68,8 +75,10 @@ class KVWorker {
  public:
   // Connects to every server (shared memory with those on this host unless transport says otherwise).
   // spin_us: how long wait() and the receiving threads poll before they sleep (see receiver.h).
+  // token: the job's channel token, presented in every Hello; max_value: the largest value it will push (the
+  // servers refuse larger ones).
   KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transport transport, size_t shm_ring_bytes, int timeout_ms,
-           int spin_us);
+           int spin_us, const std::string& token, uint64_t max_value);
   ~KVWorker();
   uint64_t push(const std::vector<KVItem>& items) { return request(MsgType::Push, items); }
   uint64_t pull(const std::vector<KVItem>& items) { return request(MsgType::Pull, items); }

@@ -22,7 +22,7 @@ void run_scheduler(const Where& w, const std::function<void(int)>& on_listening)
 }
 
 void run_server(const Where& w, Transport transport, const Recorder& rec) {
-  KVServer server(w.my_host, 0, transport, w.spin_us);
+  KVServer server(w.my_host, 0, transport, w.spin_us, w.token);
   SchedulerClient sc(w.scheduler_host, w.scheduler_port, "server", w.my_host, server.port(), w.timeout_ms, w.token);
   server.start(sc.me().id);
   sc.barrier(false, w.timeout_ms);  // every worker has connected
@@ -30,6 +30,8 @@ void run_server(const Where& w, Transport transport, const Recorder& rec) {
   for (auto& d : server.link_descriptions()) rec.log("server " + std::to_string(sc.me().rank) + " <- worker over " + d);
   sc.barrier(true, 7 * 24 * 3600 * 1000);  // the workers are done (or one died: the scheduler says so)
   rec.record("messages_served", 0, t0, double(server.messages()), "messages", false);
+  // Connections to the data port that were not this job's workers (or pushed more than they declared).
+  rec.record("connections_refused", 0, t0, double(server.refused()), "count", false);
   server.stop();
 }
 
@@ -79,12 +81,12 @@ struct StartGate {
   }
 };
 
-ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, int spin_us, const Recorder& rec, int thread, std::mutex& rec_mu,
+ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, int spin_us, const std::string& token, const Recorder& rec, int thread, std::mutex& rec_mu,
                         StartGate& gate) {
   const int rank = sc.me().rank;
   std::unique_ptr<KVWorker> connected;
   try {
-    connected = std::make_unique<KVWorker>(sc.servers(), sc.me().id, cfg.transport, cfg.shm_ring_bytes, 30000, spin_us);
+    connected = std::make_unique<KVWorker>(sc.servers(), sc.me().id, cfg.transport, cfg.shm_ring_bytes, 30000, spin_us, token, cfg.len);
   } catch (...) {
     gate.arrive(false);
     throw;
@@ -161,7 +163,7 @@ void run_worker(const Where& w, const BenchConfig& cfg, const Recorder& rec) {
     for (int t = 0; t < cfg.threads; ++t)
       threads.emplace_back([&, t] {
         try {
-          results[size_t(t)] = run_thread(sc, cfg, w.spin_us, rec, t, rec_mu, gate);
+          results[size_t(t)] = run_thread(sc, cfg, w.spin_us, w.token, rec, t, rec_mu, gate);
         } catch (const std::exception& e) {
           errors[size_t(t)] = e.what();
         }

@@ -1,5 +1,7 @@
 #include "scheduler.h"
 
+#include "handshakes.h"
+
 #include "fanout_sdk.hpp"
 
 #include <poll.h>
@@ -49,7 +51,6 @@ Scheduler::~Scheduler() {
 }
 
 constexpr int kRegisterMs = 5000;        // a connection's AddNode must come within this
-constexpr size_t kMaxHandshakes = 256;    // connections whose AddNode is awaited at once (the oldest goes first)
 constexpr uint64_t kMaxAddNodeBytes = 4096;  // "role host port hostid token": far less
 
 void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
@@ -60,17 +61,9 @@ void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
   };
   std::vector<Node> nodes;
   const size_t expected = size_t(servers_ + workers_);
-  // Registration: each node connects and sends AddNode. Every handshake is read at once, as its bytes come (one
-  // poll over the listener and all pending connections): a silent or slow stranger costs its slot, never the
-  // time of the nodes behind it (read one after the other, 40 silent connections took 200 s and failed the job).
-  struct Handshake {
-    std::unique_ptr<Link> link;
-    std::chrono::steady_clock::time_point deadline;
-    std::string bytes;  // what came so far: the header, then the payload it announces
-  };
-  std::vector<Handshake> pending;
+  // Registration: each node connects and sends AddNode, all of them read at once (handshakes.h).
   int next_server = 0, next_worker = 0;
-  auto register_node = [&](const std::string& payload, std::unique_ptr<Link> link) {
+  auto register_node = [&](const Header&, const std::string& payload, std::unique_ptr<Link> link) {
     Node n{std::move(link), {}};
     std::string token;
     std::istringstream in(payload);
@@ -82,45 +75,15 @@ void Scheduler::run(int servers_, int workers_, int register_timeout_ms) {
     else return void(++refused_);  // a role it does not expect (or one too many): not one of this job's nodes
     nodes.push_back(std::move(n));
   };
-  // Reads what a handshake's peer sent so far: false when it is over (registered or refused), true while it
-  // waits for more bytes.
-  auto advance = [&](Handshake& hs) {
-    for (;;) {
-      Header h{};
-      const bool have_header = hs.bytes.size() >= kHeaderBytes;
-      if (have_header) {
-        const std::string why = decode(reinterpret_cast<const unsigned char*>(hs.bytes.data()), kHeaderBytes, h);
-        if (!why.empty() || h.type != MsgType::AddNode || h.len > kMaxAddNodeBytes) return ++refused_, false;
-        if (hs.bytes.size() == kHeaderBytes + h.len) return register_node(hs.bytes.substr(kHeaderBytes), std::move(hs.link)), false;
-      }
-      const size_t want = have_header ? kHeaderBytes + size_t(h.len) - hs.bytes.size() : kHeaderBytes - hs.bytes.size();
-      char buf[512];
-      const ssize_t n = hs.link->read_some(buf, std::min(want, sizeof buf));  // never past this message
-      if (n < 0) return ++refused_, false;                                      // it left
-      if (n == 0) return true;                                                  // nothing more yet
-      hs.bytes.append(buf, size_t(n));
-    }
-  };
+  Handshakes handshakes(listen_fd_, MsgType::AddNode, kMaxAddNodeBytes, kRegisterMs, register_node);
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
   while (nodes.size() < expected) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now > until)
+    if (std::chrono::steady_clock::now() > until)
       throw std::runtime_error("only " + std::to_string(nodes.size()) + " of " + std::to_string(expected) + " nodes registered");
-    std::erase_if(pending, [&](const Handshake& hs) { return hs.deadline < now && (++refused_, true); });
-    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
-    for (auto& hs : pending) fds.push_back({hs.link->poll_fd(), POLLIN, 0});
-    if (poll(fds.data(), fds.size(), 100) <= 0) continue;
-    for (size_t i = pending.size(); i-- > 0;)  // back to front: erasing keeps the earlier indices
-      if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) && !advance(pending[i])) pending.erase(pending.begin() + long(i));
-    if (fds[0].revents & POLLIN) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      if (pending.size() == kMaxHandshakes) pending.erase(pending.begin()), ++refused_;
-      pending.push_back({tcp_link(fd, "node"), now + std::chrono::milliseconds(kRegisterMs), {}});
-    }
+    handshakes.poll_once(100);
   }
-  refused_ += pending.size();  // strangers still silent when every node is in
-  pending.clear();
+  handshakes.drop_all();  // strangers still silent when every node is in
+  refused_ += handshakes.refused();
   std::string list;
   for (auto& n : nodes)
     list += std::to_string(n.info.id) + " " + n.info.role + " " + n.info.host + " " + std::to_string(n.info.port) + " " + n.info.host_id + " " +
