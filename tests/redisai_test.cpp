@@ -87,8 +87,15 @@ struct Server {
     c.module = (test::build_dir() / "plugins" / "redisai.so").string();
     std::istringstream words(module_args);
     for (std::string w; words >> w;) c.module_args.push_back(w);
+    config = c;
     server = std::make_unique<RedisServer>(c);
   }
+  // Stops the server and starts it again on the same folder: it loads the RDB file a SAVE wrote (or fails to start).
+  void restart() {
+    server.reset();
+    server = std::make_unique<RedisServer>(config);
+  }
+  RedisServerConfig config;
   int port() const { return server->port(); }
   ClientOptions options() const {
     ClientOptions o;
@@ -515,6 +522,34 @@ TEST(RedisAiHardening, AHostileModelBlobIsRefusedAndTheServerLives) {
     EXPECT_EQ(r.rfind("ERR could not load the TORCH model: ", 0), 0u) << cut << ": " << r;
     EXPECT_EQ(cli(port, {"PING"}), "PONG\n") << "after a blob cut at " << cut;
   }
+}
+
+// Issue 41 item 2: a tensor of 65 dimensions, or a script of 4097 entry points, was stored, but RDB loading takes
+// at most 64 and 4096: after a SAVE the server refused to start, every key lost. Storing now refuses what loading
+// would, and a saved RDB loads: the values at the limits come back after a restart.
+TEST(RedisAiHardening, WhatIsStoredLoadsAgainAfterARestart) {
+  Server s(7);
+  const int port = s.port();
+  std::vector<std::string> set = {"AI.TENSORSET", "t", "FLOAT"};
+  for (int d = 0; d < 65; ++d) set.push_back("1");
+  EXPECT_TRUE(contains(cli(port, set), "ERR tensor has more than 64 dimensions"));
+  set.pop_back();
+  EXPECT_EQ(cli(port, set), "OK\n");
+  std::vector<std::string> script = {"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "4097"};
+  for (int e = 0; e < 4097; ++e) script.push_back("f" + std::to_string(e));
+  script.insert(script.end(), {"SOURCE", "def f0(a):\n    return a\n"});
+  EXPECT_TRUE(contains(cli(port, script), "ERR too many names in one list (at most 4096)"));
+  EXPECT_EQ(cli(port, {"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "1", "f0", "SOURCE", "def f0(a):\n    return a\n"}), "OK\n");
+  // A script's output becomes a key too: one it could not load again is an error, not a key.
+  EXPECT_EQ(cli(port, {"AI.SCRIPTSTORE", "wide", "CPU", "ENTRY_POINTS", "1", "f", "SOURCE", "def f(a):\n    return torch.ones([1]*65)\n"}), "OK\n");
+  EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTEXECUTE", "wide", "f", "INPUTS", "1", "t", "OUTPUTS", "1", "o"}), "ERR an output tensor has 65 dimensions"));
+  EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
+  ASSERT_NO_THROW(s.restart()) << "the saved RDB loads";
+  const std::string meta = cli(port, {"AI.TENSORGET", "t", "META"});
+  EXPECT_TRUE(contains(meta, "dtype\nFLOAT\nshape\n")) << meta;
+  EXPECT_EQ(std::count(meta.begin(), meta.end(), '\n'), 3 + 64) << meta;  // dtype, FLOAT, shape, then one line per dimension
+  EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTGET", "s", "META"}), "Entry Points\nf0"));
+  EXPECT_EQ(cli(port, {"EXISTS", "o"}), "0\n");
 }
 
 // A script whose result would need terabytes: an error reply from the memory cap, the server stays small.

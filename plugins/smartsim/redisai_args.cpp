@@ -61,6 +61,7 @@ const char* parse_tensorset(const Argv& argv, TensorSetArgs& out) {
     long long d;
     if (!to_long_long(argv[i], d) || d <= 0) return "ERR invalid or negative value found in tensor shape";
     if (count > kMaxTensorBytes / d) return "ERR tensor is too large";
+    if (out.dims.size() == kMaxTensorDims) return "ERR tensor has more than 64 dimensions";
     count *= d;
     out.dims.push_back(d);
   }
@@ -140,6 +141,7 @@ const char* counted(const Argv& argv, size_t& i, std::vector<std::string_view>& 
   long long n;
   if (i + 1 >= argv.size() || !to_long_long(argv[i + 1], n) || n < 0) return bad_count;
   if (argv.size() - (i + 2) < size_t(n)) return bad_count;
+  if (size_t(n) > kMaxNames) return "ERR too many names in one list (at most 4096)";
   names.assign(argv.begin() + long(i + 2), argv.begin() + long(i + 2 + size_t(n)));
   i += 2 + size_t(n);
   return nullptr;

@@ -28,6 +28,10 @@ inline constexpr DType kTypes[] = {{"FLOAT", 4, true, true},   {"DOUBLE", 8, tru
                                    {"UINT8", 1, false, false}, {"UINT16", 2, false, false}};
 inline constexpr int kNumTypes = sizeof kTypes / sizeof kTypes[0];
 inline constexpr long long kMaxTensorBytes = 512LL << 20;  // Redis' default proto-max-bulk-len
+// What one stored value may hold, the same when it is stored and when an RDB file is loaded: a value stored
+// beyond what loading takes would make the saved RDB unloadable, and the server refuse to start with every key.
+inline constexpr size_t kMaxTensorDims = 64;
+inline constexpr size_t kMaxNames = 4096;  // a model's inputs or outputs, a script's entry points
 
 // A keyword, compared without regard to ASCII case (as Redis compares command words).
 bool keyword(std::string_view arg, std::string_view word);

@@ -516,7 +516,7 @@ std::string load_string(RedisModuleIO* rdb) {
 std::vector<std::string> load_strings(RedisModuleIO* rdb) {
   // A RESTORE payload is client bytes: a count beyond any model's inputs is refused, not allocated.
   const uint64_t n = RedisModule_LoadUnsigned(rdb);
-  if (n > 4096) throw std::runtime_error("more than 4096 names");
+  if (n > kMaxNames) throw std::runtime_error("more than " + std::to_string(kMaxNames) + " names");
   std::vector<std::string> v(n);
   for (auto& s : v) s = load_string(rdb);
   return v;

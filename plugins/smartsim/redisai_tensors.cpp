@@ -143,7 +143,7 @@ void* TensorRdbLoad(RedisModuleIO* rdb, int encver) {
   if (encver != 0) return nullptr;
   // RESTORE hands us client bytes: check everything before trusting the shape (a worker reads dims x size bytes).
   const uint64_t dtype = RedisModule_LoadUnsigned(rdb), ndims = RedisModule_LoadUnsigned(rdb);
-  if (dtype >= uint64_t(kNumTypes) || ndims == 0 || ndims > 64) return nullptr;
+  if (dtype >= uint64_t(kNumTypes) || ndims == 0 || ndims > kMaxTensorDims) return nullptr;
   std::vector<long long> dims(ndims);
   long long count = 1;
   for (auto& d : dims) {

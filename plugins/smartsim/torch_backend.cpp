@@ -63,6 +63,12 @@ TensorValue from_torch(torch::Tensor t) {
   for (int64_t d : t.sizes()) v.dims.push_back(d);
   if (v.dims.empty()) v.dims.push_back(1);  // RedisAI tensors have at least one dimension
   v.bytes = size_t(t.numel()) * t.element_size();
+  // An output becomes a key, and a key must load again from the RDB it is saved in: what AI.TENSORSET refuses
+  // (and loading would), an output may not be either.
+  if (v.dims.size() > kMaxTensorDims)
+    throw BackendError("ERR an output tensor has " + std::to_string(v.dims.size()) + " dimensions (at most " + std::to_string(kMaxTensorDims) + ")");
+  if (t.numel() == 0) throw BackendError("ERR an output tensor is empty (a dimension of size 0)");
+  if (v.bytes > size_t(kMaxTensorBytes)) throw BackendError("ERR an output tensor is larger than " + std::to_string(kMaxTensorBytes) + " bytes");
   auto owner = std::make_shared<torch::Tensor>(t);
   v.data = static_cast<const char*>(owner->data_ptr());
   v.keep = owner;
