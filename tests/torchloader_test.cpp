@@ -434,6 +434,39 @@ TEST(GradientExchange, StrangersAreDroppedAndTheRealPeerJoins) {
   EXPECT_EQ(zero, mine);
 }
 
+// Issue 41 item 8 (found by reading): process 0 read each connection's hello in turn, 5 s each, so 40 silent
+// connections made before the real peer's kept it out for 200 s. Hellos are read together now: the exchange
+// forms inside a 30 s limit that reading in turn (40 x 5 s) could not meet, and every stranger is counted.
+TEST(GradientExchange, SilentStrangersDoNotDelayThePeerBehindThem) {
+  const std::string token = fanout_sdk::channel_token();
+  std::promise<int> port;
+  auto listening = port.get_future();
+  int refused = -1;
+  std::string error;
+  std::thread p0([&] {
+    try {
+      torchloader::GradientExchange ex(0, 2, "127.0.0.1", token, [&](int p) { port.set_value(p); }, 30000);
+      refused = ex.refused();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  const int p = listening.get();
+  std::vector<int> strangers;
+  for (int i = 0; i < 40; ++i) strangers.push_back(test::connect_and_send(p, ""));
+  std::string peer_error;
+  try {
+    torchloader::GradientExchange ex1(1, 2, "127.0.0.1:" + std::to_string(p), token, nullptr, 30000);
+  } catch (const std::exception& e) {
+    peer_error = e.what();
+  }
+  p0.join();
+  for (int fd : strangers) close(fd);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(peer_error, "");
+  EXPECT_EQ(refused, 40);
+}
+
 // The master's reading of its node agents' lines: each kind as NodeAgent writes it, and what a peer with the
 // token could still send wrong (issue 19's "HB x 0 1 2" threw from stoi): refused, never thrown.
 TEST(AgentMessage, EachKindParsesAndMalformedLinesAreRefused) {

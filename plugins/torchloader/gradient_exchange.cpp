@@ -1,5 +1,6 @@
 #include "gradient_exchange.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "fanout_sdk.hpp"
 
@@ -34,20 +37,15 @@ void tune(int fd, int timeout_ms) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-// Process 0's side of the handshake: the token, then the peer's rank (int32). Returns the rank, or -1 when the
-// peer is a stranger, says a rank outside 1..world-1, or does not finish within the handshake deadline.
-int admit(int fd, const std::string& token, int world) {
-  std::string presented(token.size(), '\0');
-  int32_t r = 0;
-  try {
-    recv_all(fd, presented.data(), presented.size());
-    recv_all(fd, &r, sizeof r);
-  } catch (const std::runtime_error&) {
-    return -1;
-  }
-  if (!fanout_sdk::token_matches(presented, token) || r < 1 || r >= world) return -1;
-  return r;
-}
+// Process 0's side of the handshake: each peer sends the token, then its rank (int32). Every pending connection is
+// read at once (one poll over the listener and all of them), so a silent or slow stranger costs its slot and
+// its own deadline, never the time of the peers behind it (read in turn with 5 s each, 40 silent connections
+// kept the job's peers out for 200 s).
+struct PendingPeer {
+  int fd;
+  std::chrono::steady_clock::time_point deadline;
+  std::string bytes;
+};
 
 }  // namespace
 
@@ -68,27 +66,59 @@ GradientExchange::GradientExchange(int rank, int world, const std::string& addre
     if (on_listening) on_listening(port);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     peers_.assign(size_t(world - 1), -1);
-    for (int got = 0; got < world - 1;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-      int fd = left > 0 ? (tune(lfd, int(left)), ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC)) : -1;
-      if (fd < 0 && errno == EINTR) continue;  // a pause signal (SO_RCVTIMEO makes accept never restart by itself)
-      if (fd < 0) {
+    const size_t hello_bytes = token.size() + sizeof(int32_t);
+    std::vector<PendingPeer> pending;
+    auto drop = [&](PendingPeer& p) {
+      ::close(p.fd);
+      ++refused_;
+      std::fprintf(stderr, "gradient exchange: refused a connection without the job's token or with a bad rank\n");
+    };
+    // The whole hello came: admitted, or refused (a stranger, a rank outside 1..world-1, a rank taken).
+    auto admit = [&](PendingPeer& p) {
+      int32_t r = 0;
+      std::memcpy(&r, p.bytes.data() + token.size(), sizeof r);
+      if (!fanout_sdk::token_matches(p.bytes.substr(0, token.size()), token) || r < 1 || r >= world || peers_[size_t(r - 1)] >= 0) return drop(p);
+      tune(p.fd, timeout_ms);
+      peers_[size_t(r - 1)] = p.fd;
+    };
+    auto connected = [&] { return int(std::count_if(peers_.begin(), peers_.end(), [](int fd) { return fd >= 0; })); };
+    while (connected() < world - 1) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > deadline) {
+        for (auto& p : pending) drop(p);
+        for (int fd : peers_)
+          if (fd >= 0) ::close(fd);  // a throwing constructor runs no destructor
         ::close(lfd);
-        throw std::runtime_error("gradient exchange: only " + std::to_string(got) + " of " + std::to_string(world - 1) +
+        throw std::runtime_error("gradient exchange: only " + std::to_string(connected()) + " of " + std::to_string(world - 1) +
                                  " peers connected (" + std::to_string(refused_) + " refused)");
       }
-      tune(fd, std::min(timeout_ms, kHandshakeMs));
-      const int r = admit(fd, token, world);
-      if (r < 0 || peers_[size_t(r - 1)] >= 0) {
-        ::close(fd);
-        ++refused_;
-        std::fprintf(stderr, "gradient exchange: refused a connection without the job's token or with a bad rank\n");
-        continue;
+      std::erase_if(pending, [&](PendingPeer& p) { return p.deadline < now && (drop(p), true); });
+      std::vector<pollfd> fds{{lfd, POLLIN, 0}};
+      for (auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
+      const int ready = ::poll(fds.data(), fds.size(), 100);
+      if (ready < 0 && errno != EINTR) throw fanout_sdk::errno_error("gradient exchange: poll");
+      if (ready <= 0) continue;  // nothing, or a pause signal
+      for (size_t i = pending.size(); i-- > 0;) {  // back to front: erasing keeps the earlier indices
+        if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        PendingPeer& p = pending[i];
+        char buf[256];
+        const ssize_t n = ::recv(p.fd, buf, std::min(sizeof buf, hello_bytes - p.bytes.size()), MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) {
+          drop(p);
+        } else {
+          p.bytes.append(buf, size_t(n));
+          if (p.bytes.size() < hello_bytes) continue;
+          admit(p);
+        }
+        pending.erase(pending.begin() + long(i));
       }
-      tune(fd, timeout_ms);
-      peers_[size_t(r - 1)] = fd;
-      ++got;
+      if (fds[0].revents & POLLIN) {
+        const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) pending.push_back({fd, now + std::chrono::milliseconds(std::min(timeout_ms, kHandshakeMs)), {}});
+      }
     }
+    for (auto& p : pending) drop(p);
     ::close(lfd);
     return;
   }
