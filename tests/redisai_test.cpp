@@ -552,6 +552,27 @@ TEST(RedisAiHardening, WhatIsStoredLoadsAgainAfterARestart) {
   EXPECT_EQ(cli(port, {"EXISTS", "o"}), "0\n");
 }
 
+// Issue 41 item 7: 24 concurrent model stores started 24 checker processes at once (3.7 GB). At most
+// SANDBOX_PROCESSES (2 by default) run now; the other stores wait their turn, and every one is stored.
+TEST(RedisAiHardening, ConcurrentStoresShareABoundedNumberOfCheckers) {
+  Server s(8);
+  const int port = s.port();
+  const fs::path model = write_blob(s.dir.path, "model.pt", small_model_blob());
+  std::vector<std::thread> clients;
+  std::vector<std::string> replies(24);
+  for (size_t c = 0; c < replies.size(); ++c)
+    clients.emplace_back([&, c] { replies[c] = cli(port, {"AI.MODELSTORE", "m" + std::to_string(c), "TORCH", "CPU", "BLOB"}, model); });
+  for (auto& t : clients) t.join();
+  for (size_t c = 0; c < replies.size(); ++c) EXPECT_EQ(replies[c], "OK\n") << "store " << c;
+  const std::string info = cli(port, {"INFO", "ai"});
+  EXPECT_TRUE(contains(info, "ai_sandbox_processes:2")) << info;
+  const auto at = info.find("ai_sandbox_processes_peak:");
+  ASSERT_NE(at, std::string::npos) << info;
+  const int peak = std::atoi(info.c_str() + at + 26);
+  EXPECT_GE(peak, 1);
+  EXPECT_LE(peak, 2) << "never more checkers at once than the limit";
+}
+
 // A script whose result would need terabytes: an error reply from the memory cap, the server stays small.
 TEST(RedisAiHardening, ScriptOutputsAreBoundedByTheMemoryCap) {
   Server s(5, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 MEMORY_CAP 256");

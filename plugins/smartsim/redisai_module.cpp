@@ -1,6 +1,6 @@
 // A Redis module speaking RedisAI's commands on libtorch, so SmartRedis-style clients (ours, or SmartRedis)
 // work against a plain redis-server:  redis-server --loadmodule redisai.so [THREADS_PER_QUEUE n]
-// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB]
+// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB] [SANDBOX_PROCESSES n]
 #include <dlfcn.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "redisai_module.h"
+#include "sandbox_check.h"
 
 namespace {
 
@@ -34,6 +35,13 @@ int keep_freed_pages() {
   return changed;
 }
 
+// INFO's "ai" section: what bounds the module's child processes, and the most that ran at once.
+void add_info(RedisModuleInfoCtx* ctx, int for_crash_report) {
+  RedisModule_InfoAddSection(ctx, "");
+  RedisModule_InfoAddFieldLongLong(ctx, "sandbox_processes", redisai::sandbox_limit());
+  RedisModule_InfoAddFieldLongLong(ctx, "sandbox_processes_peak", redisai::sandbox_peak());
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
@@ -56,6 +64,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
       return REDISMODULE_ERR;
     }
     if (redisai::keyword(args[i], "THREADS_PER_QUEUE")) options.threads_per_queue = int(v);
+    else if (redisai::keyword(args[i], "SANDBOX_PROCESSES")) redisai::set_sandbox_limit(int(v));
     else if (redisai::keyword(args[i], "INTRA_OP_PARALLELISM")) options.intra_op = int(v);
     else if (redisai::keyword(args[i], "INTER_OP_PARALLELISM")) options.inter_op = int(v);
     else {
@@ -65,5 +74,6 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
   }
   if (keep_freed_pages() > 0) RedisModule_Log(ctx, "notice", "RedisAI module: jemalloc keeps freed pages (no decay) for torch's tensors");
   if (redisai::register_tensor_commands(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
+  if (RedisModule_RegisterInfoFunc(ctx, add_info) == REDISMODULE_ERR) return REDISMODULE_ERR;
   return redisai::register_model_commands(ctx, options);
 }

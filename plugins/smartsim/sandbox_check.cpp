@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,10 +50,51 @@ std::string signal_text(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// The checkers running now, bounded: a slot is taken before a child starts and given back when it has ended.
+struct Slots {
+  std::mutex mu;
+  std::condition_variable freed;
+  int limit = 2, running = 0, peak = 0;
+};
+Slots& slots() {
+  static Slots s;
+  return s;
+}
+struct SlotHeld {
+  SlotHeld() {
+    Slots& s = slots();
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.freed.wait(lock, [&] { return s.running < s.limit; });
+    s.peak = std::max(s.peak, ++s.running);
+  }
+  ~SlotHeld() {
+    Slots& s = slots();
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      --s.running;
+    }
+    s.freed.notify_one();
+  }
+};
+
 }  // namespace
+
+void set_sandbox_limit(int processes) {
+  std::lock_guard<std::mutex> lock(slots().mu);
+  slots().limit = std::max(1, processes);
+}
+int sandbox_limit() {
+  std::lock_guard<std::mutex> lock(slots().mu);
+  return slots().limit;
+}
+int sandbox_peak() {
+  std::lock_guard<std::mutex> lock(slots().mu);
+  return slots().peak;
+}
 
 std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap, int timeout_s) {
   const char* what = kind == PayloadKind::Model ? "model" : "script";
+  const SlotHeld slot;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return std::string("ERR cannot start the ") + what + " checker: " + std::strerror(errno);
   const std::string exe = checker_path(), cap = std::to_string(memory_cap);

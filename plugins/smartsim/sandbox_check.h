@@ -14,8 +14,13 @@ enum class PayloadKind : char { Model = 'M', Script = 'S' };
 // Loads (model) or compiles (script) `payload` for `device` in a child process capped at memory_cap bytes of
 // torch allocations, killed after timeout_s. Returns "" when it loaded, else the reason as a Redis error
 // ("ERR could not load the TORCH model: ...", "ERR the model loader died of SIGSEGV: the blob is rejected").
+// At most sandbox_limit() checkers run at once (each loads libtorch and the payload: 24 concurrent stores had
+// 24 children and 3.7 GB); later stores wait their turn, their own timeout counting from when they start.
 std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap,
                              int timeout_s = 120);
+void set_sandbox_limit(int processes);  // SANDBOX_PROCESSES, default 2
+int sandbox_limit();
+int sandbox_peak();  // the most checkers that ran at once since the module loaded (INFO's ai_sandbox_processes_peak)
 
 // The checker (fanout-redisai-check, sandbox_check_main.cpp) sits beside the module's .so, or where
 // FANOUT_REDISAI_CHECK points (a harness outside the build's plugins/ folder).
