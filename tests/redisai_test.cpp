@@ -681,8 +681,21 @@ TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
   EXPECT_EQ(c.call({"AI.TENSORSET", "i", "INT8", "1", "2", "VALUES", "3", "4"}), "+OK\r\n");
   EXPECT_EQ(c.call({"AI.TENSORGET", "i", "META", "VALUES"}),
             "*6\r\n" + bulk("dtype") + bulk("INT8") + bulk("shape") + "*2\r\n:1\r\n:2\r\n" + bulk("values") + "*2\r\n:3\r\n:4\r\n");
+  // BOOL (tensor.c: one byte per element, 0 or 1; values as integers): 1.2.7 stores it, fanout refused it before.
+  EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "3", "VALUES", "1", "0", "1"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "b", "META", "VALUES"}),
+            "*6\r\n" + bulk("dtype") + bulk("BOOL") + bulk("shape") + "*1\r\n:3\r\n" + bulk("values") + "*3\r\n:1\r\n:0\r\n:1\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "2", "BLOB", std::string("\x01\x00", 2)}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "b", "BLOB"}), bulk(std::string("\x01\x00", 2)));
+  EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "2", "VALUES", "1", "2"}), "-ERR invalid value\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "2", "BLOB", std::string("\x02\x00", 2)}), "-ERR BOOL tensor elements must be 0 or 1\r\n");
   // Models: AI.MODELGET META's 16 entries in RedisAI's order.
   const std::string model = small_model_blob();
+  // INPUTS / OUTPUTS are for TF graphs: redisai.c refuses them for TORCH, and anything else where BLOB belongs.
+  EXPECT_EQ(c.call({"AI.MODELSTORE", "m", "TORCH", "CPU", "INPUTS", "1", "a", "OUTPUTS", "1", "b", "BLOB", model}),
+            "-ERR INPUTS argument should not be specified for this backend\r\n");
+  EXPECT_EQ(c.call({"AI.MODELSTORE", "m", "TORCH", "CPU", "OUTPUTS", "1", "b", "BLOB", model}), "-ERR Invalid argument, expected BLOB\r\n");
+  EXPECT_EQ(c.call({"AI.MODELSTORE", "m", "TORCH", "CPU", "TAG", "v1"}), "-ERR Insufficient arguments, missing model BLOB\r\n");
   EXPECT_EQ(c.call({"AI.MODELSTORE", "m", "TORCH", "CPU", "TAG", "v1", "BLOB", model}), "+OK\r\n");
   const std::string meta = "*16\r\n" + bulk("backend") + bulk("TORCH") + bulk("device") + bulk("CPU") + bulk("tag") + bulk("v1") +
                            bulk("batchsize") + ":0\r\n" + bulk("minbatchsize") + ":0\r\n" + bulk("inputs") + "*0\r\n" + bulk("outputs") +
@@ -714,6 +727,11 @@ TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
                       bulk("CPU") + bulk("tag") + bulk("s1") + bulk("duration") + ":0\r\n" + bulk("samples") + ":-1\r\n" + bulk("calls") +
                       ":0\r\n" + bulk("errors") + ":0\r\n");
   EXPECT_EQ(c.call({"AI.INFO", "sc", "RESETSTAT"}), "+OK\r\n");
+  // A comparison's result is a torch bool tensor: stored as BOOL (libtorch_c's kDLBool), not UINT8.
+  EXPECT_EQ(c.call({"AI.SCRIPTSTORE", "cmp", "CPU", "ENTRY_POINTS", "1", "gt", "SOURCE", "def gt(a):\n    return a > 1.5\n"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.SCRIPTEXECUTE", "cmp", "gt", "INPUTS", "1", "t", "OUTPUTS", "1", "gt_t"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "gt_t", "META", "VALUES"}),
+            "*6\r\n" + bulk("dtype") + bulk("BOOL") + bulk("shape") + "*1\r\n:2\r\n" + bulk("values") + "*2\r\n:0\r\n:1\r\n");
   EXPECT_EQ(c.call({"AI.MODELDEL", "m"}), "+OK\r\n");
   EXPECT_EQ(c.call({"AI.SCRIPTDEL", "sc"}), "+OK\r\n");
   // What RedisAI registers and this module does not implement: an error naming the command.

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -72,6 +73,7 @@ const char* parse_tensorset(const Argv& argv, TensorSetArgs& out) {
   if (i < argc && keyword(argv[i], "BLOB")) {
     if (argc != i + 2) return kArity;
     if ((long long)argv[i + 1].size() != out.bytes) return "ERR data length does not match tensor shape and type";
+    if (kTypes[out.dtype].is_bool && !valid_bools(argv[i + 1])) return "ERR BOOL tensor elements must be 0 or 1";
     out.data = TensorSetArgs::Data::Blob;
     out.data_arg = i + 1;
   } else if (i < argc && keyword(argv[i], "VALUES")) {
@@ -82,11 +84,15 @@ const char* parse_tensorset(const Argv& argv, TensorSetArgs& out) {
   return nullptr;
 }
 
+bool valid_bools(std::string_view bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0 || c == 1; });
+}
+
 const char* parse_tensor_values(const Argv& argv, const TensorSetArgs& args, std::string& bytes) {
   const DType& t = kTypes[args.dtype];
   bytes.assign(size_t(args.bytes), '\0');
   const long long lo = !t.is_signed ? 0 : t.size == 8 ? LLONG_MIN : -(1LL << (t.size * 8 - 1));
-  const long long hi = t.size == 8 ? LLONG_MAX : t.is_signed ? (1LL << (t.size * 8 - 1)) - 1 : (1LL << (t.size * 8)) - 1;
+  const long long hi = t.is_bool ? 1 : t.size == 8 ? LLONG_MAX : t.is_signed ? (1LL << (t.size * 8 - 1)) - 1 : (1LL << (t.size * 8)) - 1;
   for (long long k = 0; k < args.count; ++k) {
     std::string_view s = argv[args.data_arg + size_t(k)];
     char* dst = &bytes[size_t(k) * t.size];
@@ -199,9 +205,10 @@ const char* parse_modelstore(const Argv& argv, ModelStoreArgs& out) {
   }
   if (i < argv.size() && keyword(argv[i], "MINBATCHSIZE")) return "ERR MINBATCHSIZE specified without BATCHSIZE";
   if (i < argv.size() && keyword(argv[i], "MINBATCHTIMEOUT")) return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
-  if (const char* e = optional_counted(argv, i, "INPUTS", out.inputs, "ERR Invalid argument for input_count")) return e;
-  if (const char* e = optional_counted(argv, i, "OUTPUTS", out.outputs, "ERR Invalid argument for output_count")) return e;
-  if (i >= argv.size() || !keyword(argv[i], "BLOB")) return "ERR Insufficient arguments, missing model BLOB";
+  // INPUTS and OUTPUTS name a TF graph's nodes; RedisAI 1.2.7 refuses them for every other backend.
+  if (i >= argv.size()) return "ERR Insufficient arguments, missing model BLOB";
+  if (keyword(argv[i], "INPUTS")) return "ERR INPUTS argument should not be specified for this backend";
+  if (!keyword(argv[i], "BLOB")) return "ERR Invalid argument, expected BLOB";
   if (i + 1 >= argv.size()) return "ERR Insufficient arguments, missing model BLOB";
   out.blob_first = i + 1;
   return nullptr;

@@ -1,5 +1,5 @@
 // RedisAI's tensor commands:
-//   AI.TENSORSET key FLOAT|DOUBLE|INT8|INT16|INT32|INT64|UINT8|UINT16 dim [dim ...] [BLOB data | VALUES v ...]
+//   AI.TENSORSET key FLOAT|DOUBLE|INT8|INT16|INT32|INT64|UINT8|UINT16|BOOL dim [dim ...] [BLOB data | VALUES v ...]
 //   AI.TENSORGET key [META] [BLOB|VALUES]
 // Tensors are a module data type (RDB/AOF supported, so SAVE, DUMP-less operation and replicas work).
 // A BLOB is kept as the retained argument string: no copy of tensor bytes on the way in.
@@ -154,7 +154,7 @@ void* TensorRdbLoad(RedisModuleIO* rdb, int encver) {
   size_t len = 0;
   char* buf = RedisModule_LoadStringBuffer(rdb, &len);
   if (!buf) return nullptr;
-  const bool fits = (unsigned long long)count * kTypes[dtype].size == len;
+  const bool fits = (unsigned long long)count * kTypes[dtype].size == len && (!kTypes[dtype].is_bool || valid_bools(std::string_view(buf, len)));
   auto t = fits ? new Tensor(owned(std::string(buf, len))) : nullptr;
   RedisModule_Free(buf);
   if (!t) return nullptr;

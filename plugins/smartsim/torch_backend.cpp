@@ -13,10 +13,10 @@
 namespace redisai {
 namespace {
 
-// kTypes order: FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 (libtorch 1.13 has no uint16).
+// kTypes order: FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 BOOL (libtorch 1.13 has no uint16).
 torch::Dtype torch_type(int dtype) {
-  static const torch::Dtype map[] = {torch::kFloat, torch::kDouble, torch::kChar, torch::kShort,
-                                     torch::kInt,   torch::kLong,   torch::kByte, torch::kFloat};
+  static const torch::Dtype map[] = {torch::kFloat, torch::kDouble, torch::kChar, torch::kShort, torch::kInt,
+                                     torch::kLong,  torch::kByte,   torch::kFloat, torch::kBool};
   if (dtype == 7) throw BackendError("ERR unsupported tensor type UINT16 for the TORCH backend");
   return map[dtype];
 }
@@ -29,7 +29,8 @@ int dtype_of(torch::Dtype t) {
     case torch::kShort: return 3;
     case torch::kInt: return 4;
     case torch::kLong: return 5;
-    case torch::kByte: case torch::kBool: return 6;
+    case torch::kByte: return 6;
+    case torch::kBool: return 8;  // BOOL, as RedisAI 1.2.7 returns it
     default: throw BackendError(std::string("ERR unsupported output tensor type ") + c10::toString(t));
   }
 }
@@ -56,7 +57,6 @@ torch::Tensor to_torch(const TensorValue& v, torch::Device device) {
 // model that returns its argument) is safe too: inputs are torch's own copies (to_torch).
 TensorValue from_torch(torch::Tensor t) {
   t = t.to(torch::kCPU);
-  if (t.scalar_type() == torch::kBool) t = t.to(torch::kByte);
   t = t.contiguous();
   TensorValue v;
   v.dtype = dtype_of(t.scalar_type());
