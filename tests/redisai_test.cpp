@@ -573,6 +573,72 @@ TEST(RedisAiHardening, ConcurrentStoresShareABoundedNumberOfCheckers) {
   EXPECT_LE(peak, 2) << "never more checkers at once than the limit";
 }
 
+// The pids of the server's executor processes (fanout-redisai-exec), from /proc.
+std::set<pid_t> executors_of(pid_t server) {
+  std::set<pid_t> out;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || line.find("(fanout-redisai-") == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == server) out.insert(pid_t(std::stol(name)));
+  }
+  return out;
+}
+
+// Issue 41 items 1, 5 and 6: a script ran inside redis-server, so INT64_MIN // -1 (SIGFPE) or an unsafe sparse
+// tensor's to_dense (SIGSEGV) killed the database for every client, an endless loop wedged its device's queue for
+// good, and a huge Python list (which torch's capped allocator never sees) stayed in the server. Runs now happen
+// in an executor process: a crash fails that run with the signal named, a run past EXECUTION_TIMEOUT is stopped,
+// a process that kept more than MEMORY_CAP is replaced after its run; the server and its other clients go on.
+TEST(RedisAiHardening, AScriptThatCrashesNeverEndsOrHoardsLeavesTheServerServing) {
+  Server s(9, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 MEMORY_CAP 64 EXECUTION_TIMEOUT 2");
+  const int port = s.port();
+  const std::string source =
+      "def fpe(a):\n    x = -9223372036854775807 - 1\n    return a + x // int(a.item() - 6)\n\n"
+      "def oob(a):\n    return torch._sparse_coo_tensor_unsafe(torch.tensor([[100000000000]]), torch.tensor([1.0]), [2]).to_dense()\n\n"
+      "def loop(a):\n    s = 0\n    for i in range(1000000000000):\n        s = s + i\n    return a + s\n\n"
+      "def hoard(a):\n    l: List[int] = []\n    for i in range(20000000):\n        l.append(i)\n    return a + len(l)\n\n"
+      "def ok(a):\n    return a + 1\n";
+  ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "5", "fpe", "oob", "loop", "hoard", "ok", "SOURCE", source}), "OK\n");
+  ASSERT_EQ(cli(port, {"AI.TENSORSET", "a", "INT64", "1", "VALUES", "5"}), "OK\n");
+  auto run = [&](const std::string& fn, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"AI.SCRIPTEXECUTE", "s", fn, "INPUTS", "1", "a", "OUTPUTS", "1", "out_" + fn};
+    args.insert(args.end(), more.begin(), more.end());
+    return cli(port, args);
+  };
+  EXPECT_TRUE(contains(run("fpe"), "ERR the script died of SIGFPE while it ran")) << run("fpe");
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+  EXPECT_TRUE(contains(run("oob"), "ERR the script died of SIGSEGV while it ran"));
+  EXPECT_EQ(run("ok"), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "out_ok", "VALUES"}), "6\n");
+  // An endless run is stopped at EXECUTION_TIMEOUT; a client queued behind it is answered (OK, or TIMEDOUT when its
+  // own TIMEOUT passed in the queue), never left hanging.
+  std::string endless, behind;
+  std::thread first([&] { endless = run("loop"); });
+  std::thread second([&] { behind = run("ok", {"TIMEOUT", "2000"}); });
+  first.join();
+  second.join();
+  EXPECT_TRUE(contains(endless, "ERR the script ran longer than EXECUTION_TIMEOUT (2 s) and was stopped")) << endless;
+  EXPECT_TRUE(behind == "OK\n" || behind == "TIMEDOUT\n") << behind;
+  EXPECT_EQ(run("ok"), "OK\n");
+  // A list of 20 M elements (over 300 MB, which torch's tensor cap never sees) is refused by the executor's own
+  // limit; the process, which kept its memory to itself, still serves the next run.
+  const auto before = executors_of(s.server->pid());
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_TRUE(contains(run("hoard"), "ERR the run needs more memory than MEMORY_CAP leaves it")) << run("hoard");
+  EXPECT_EQ(run("ok"), "OK\n");
+  EXPECT_EQ(executors_of(s.server->pid()), before) << "a refused allocation is an error of the run, not of its process";
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+}
+
 // A script whose result would need terabytes: an error reply from the memory cap, the server stays small.
 TEST(RedisAiHardening, ScriptOutputsAreBoundedByTheMemoryCap) {
   Server s(5, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 MEMORY_CAP 256");

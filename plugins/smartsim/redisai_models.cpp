@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "executor.h"
 #include "redisai_module.h"
 #include "run_queue.h"
 #include "sandbox_check.h"
@@ -32,8 +33,9 @@ struct RunStats {
   void reset() { duration_us = samples = calls = errors = batches = 0; }
 };
 
+// The server keeps a model's blob and a script's source; its executors (executor.h) load and run them.
 struct StoredModel {
-  std::shared_ptr<TorchModel> model;
+  uint64_t id = next_executable_id();
   std::string device, tag, blob;
   long long batchsize = 0, minbatchsize = 0, minbatchtimeout = 0;
   std::vector<std::string> inputs, outputs;
@@ -41,7 +43,7 @@ struct StoredModel {
 };
 
 struct StoredScript {
-  std::shared_ptr<TorchScript> script;
+  uint64_t id = next_executable_id();
   std::string device, tag, source;
   std::vector<std::string> entry_points;
   RunStats stats;
@@ -83,6 +85,21 @@ void record(RunStats& stats, Clock::time_point t0, long long samples, long long 
   if (failed) stats.errors += calls;
 }
 
+Executable executable_of(const ModelValue& m) {
+  return {m->id, true, m->device, &m->blob, nullptr, std::weak_ptr<const void>(m)};
+}
+Executable executable_of(const ScriptValue& s) {
+  return {s->id, false, s->device, &s->source, &s->entry_points, std::weak_ptr<const void>(s)};
+}
+
+// This worker's executor for a device: a worker runs one group at a time, so each has a process of its own.
+Executor& executor_for(const std::string& device) {
+  thread_local std::map<std::string, std::unique_ptr<Executor>> executors;
+  auto& e = executors[device];
+  if (!e) e = std::make_unique<Executor>(ExecutorOptions{device, g_options.memory_cap, g_options.intra_op, g_options.inter_op, g_options.execution_timeout_s});
+  return *e;
+}
+
 // The worker side: run a group (one job, or a batch of jobs for one model), then unblock every client.
 void run_group(std::vector<QueuedJob*>& group) {
   std::vector<ExecutionJob*> live;
@@ -100,10 +117,11 @@ void run_group(std::vector<QueuedJob*>& group) {
       if (live[0]->model) {
         std::vector<const std::vector<TensorValue>*> requests;
         for (auto* job : live) requests.push_back(&job->inputs);
-        auto results = live[0]->model->model->run(requests);
+        auto results = executor_for(live[0]->model->device).run_model(executable_of(live[0]->model), requests);
         for (size_t i = 0; i < live.size(); ++i) live[i]->outputs = std::move(results[i]);
       } else {
-        live[0]->outputs = live[0]->script->script->run(live[0]->function, live[0]->inputs, live[0]->keys, live[0]->args);
+        const ExecutionJob& j = *live[0];
+        live[0]->outputs = executor_for(j.script->device).run_script(executable_of(j.script), j.function, j.inputs, j.keys, j.args);
       }
       record(stats, t0, samples, long(live.size()), false);
     } catch (const std::exception& e) {
@@ -219,11 +237,9 @@ void load_off_main_thread(StoreJob* job) {
     if (job->model) {
       StoredModel& m = *job->model;
       job->error = check_in_sandbox(PayloadKind::Model, m.blob, m.device, g_options.memory_cap);
-      if (job->error.empty()) m.model = TorchModel::load(m.blob, m.device);
     } else {
       StoredScript& sc = *job->script;
-      job->error = check_in_sandbox(PayloadKind::Script, sc.source, sc.device, g_options.memory_cap);
-      if (job->error.empty()) sc.script = TorchScript::compile(sc.source, sc.device, sc.entry_points);
+      job->error = check_in_sandbox(PayloadKind::Script, sc.source, sc.device, g_options.memory_cap, sc.entry_points);
     }
   } catch (const std::exception& e) {
     job->error = e.what();
@@ -298,9 +314,7 @@ int script_execute(RedisModuleCtx* ctx, RedisModuleString** argv, int argc, bool
   auto job = std::make_unique<ExecutionJob>();
   const int state = open_value(ctx, argv[1], g_script_type, job->script);
   if (state <= 0) return RedisModule_ReplyWithError(ctx, missing(state, g_script_type));
-  job->function = std::string(a.function);
-  if (!job->script->script->has_function(job->function))
-    return RedisModule_ReplyWithError(ctx, ("ERR function " + job->function + " does not exist in the script").c_str());
+  job->function = std::string(a.function);  // its executor says when the script has no such function
   job->keys = strings(a.keys);
   job->args = strings(a.args);
   const std::string device = job->script->device;
@@ -545,7 +559,6 @@ void* ModelRdbLoad(RedisModuleIO* rdb, int encver) {
     // A RESTORE payload is client bytes too: its blob goes through the sandbox before the server loads it.
     if (std::string why = check_in_sandbox(PayloadKind::Model, m->blob, m->device, g_options.memory_cap); !why.empty())
       throw std::runtime_error(why);
-    m->model = TorchModel::load(m->blob, m->device);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot load a stored model: %s", e.what());
     return nullptr;
@@ -567,9 +580,8 @@ void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
   s->source = load_string(rdb);
   try {
     s->entry_points = load_strings(rdb);
-    if (std::string why = check_in_sandbox(PayloadKind::Script, s->source, s->device, g_options.memory_cap); !why.empty())
+    if (std::string why = check_in_sandbox(PayloadKind::Script, s->source, s->device, g_options.memory_cap, s->entry_points); !why.empty())
       throw std::runtime_error(why);
-    s->script = TorchScript::compile(s->source, s->device, s->entry_points);
   } catch (const std::exception& e) {
     RedisModule_LogIOError(rdb, "warning", "cannot compile a stored script: %s", e.what());
     return nullptr;

@@ -1,6 +1,6 @@
 // A Redis module speaking RedisAI's commands on libtorch, so SmartRedis-style clients (ours, or SmartRedis)
 // work against a plain redis-server:  redis-server --loadmodule redisai.so [THREADS_PER_QUEUE n]
-// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB] [SANDBOX_PROCESSES n]
+// [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB] [SANDBOX_PROCESSES n] [EXECUTION_TIMEOUT s]
 #include <dlfcn.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -65,6 +65,7 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
     }
     if (redisai::keyword(args[i], "THREADS_PER_QUEUE")) options.threads_per_queue = int(v);
     else if (redisai::keyword(args[i], "SANDBOX_PROCESSES")) redisai::set_sandbox_limit(int(v));
+    else if (redisai::keyword(args[i], "EXECUTION_TIMEOUT")) options.execution_timeout_s = int(v);
     else if (redisai::keyword(args[i], "INTRA_OP_PARALLELISM")) options.intra_op = int(v);
     else if (redisai::keyword(args[i], "INTER_OP_PARALLELISM")) options.inter_op = int(v);
     else {

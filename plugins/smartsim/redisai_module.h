@@ -23,6 +23,7 @@ const char* write_tensor(RedisModuleCtx* ctx, RedisModuleString* name, TensorVal
 struct ModuleOptions {
   int threads_per_queue = 1, intra_op = 0, inter_op = 0;
   size_t memory_cap = 0;  // bytes; 0 until set from the option or the default
+  int execution_timeout_s = 300;  // EXECUTION_TIMEOUT: a run longer than this is stopped (its executor replaced)
 };
 // Creates the AI_MODEL and AI_SCRIPT types and their commands.
 int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options);

@@ -1,9 +1,9 @@
 #include "sandbox_check.h"
 
-#include <dlfcn.h>
+#include "module_helper.h"
+
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,43 +12,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
-
-extern char** environ;
 
 namespace redisai {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// fanout-redisai-check sits next to the module's .so (the build's plugins/ folder, or lib/fanout/plugins).
-std::string checker_path() {
-  if (const char* set = std::getenv("FANOUT_REDISAI_CHECK"); set && *set) return set;  // for harnesses outside the build's plugins/
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&checker_path), &info) == 0 || !info.dli_fname) return "fanout-redisai-check";
-  std::string self = info.dli_fname;
-  return self.substr(0, self.rfind('/') + 1) + "fanout-redisai-check";
-}
-
-bool send_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
-std::string signal_text(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 // The checkers running now, bounded: a slot is taken before a child starts and given back when it has ended.
 struct Slots {
@@ -92,29 +65,17 @@ int sandbox_peak() {
   return slots().peak;
 }
 
-std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap, int timeout_s) {
+std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap,
+                             const std::vector<std::string>& entry_points, int timeout_s) {
   const char* what = kind == PayloadKind::Model ? "model" : "script";
   const SlotHeld slot;
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return std::string("ERR cannot start the ") + what + " checker: " + std::strerror(errno);
-  const std::string exe = checker_path(), cap = std::to_string(memory_cap);
-  std::vector<std::string> args = {exe, std::string(1, char(kind)), device, cap};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // none of the server's sockets or files
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(sv[1]);
-  if (rc != 0) {
-    ::close(sv[0]);
-    return "ERR cannot start " + exe + ": " + std::strerror(rc);
-  }
+  std::vector<std::string> args = {module_helper_path("fanout-redisai-check", "FANOUT_REDISAI_CHECK"), std::string(1, char(kind)), device,
+                                   std::to_string(memory_cap)};
+  args.insert(args.end(), entry_points.begin(), entry_points.end());  // a script's, which must be its functions
+  int sv[2] = {-1, -1};
+  std::string spawn_error;
+  const pid_t pid = spawn_module_helper(args, sv[0], spawn_error);
+  if (pid < 0) return "ERR the " + std::string(what) + " checker: " + spawn_error;
   // The request: the payload's size, then its bytes. The child reads it whole before loading.
   const std::string header = std::to_string(payload.size()) + "\n";
   const bool sent = send_all(sv[0], header.data(), header.size()) && send_all(sv[0], payload.data(), payload.size());

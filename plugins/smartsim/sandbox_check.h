@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redisai {
 
@@ -16,8 +17,9 @@ enum class PayloadKind : char { Model = 'M', Script = 'S' };
 // ("ERR could not load the TORCH model: ...", "ERR the model loader died of SIGSEGV: the blob is rejected").
 // At most sandbox_limit() checkers run at once (each loads libtorch and the payload: 24 concurrent stores had
 // 24 children and 3.7 GB); later stores wait their turn, their own timeout counting from when they start.
+// A script's entry_points must all be functions of it.
 std::string check_in_sandbox(PayloadKind kind, std::string_view payload, const std::string& device, size_t memory_cap,
-                             int timeout_s = 120);
+                             const std::vector<std::string>& entry_points = {}, int timeout_s = 120);
 void set_sandbox_limit(int processes);  // SANDBOX_PROCESSES, default 2
 int sandbox_limit();
 int sandbox_peak();  // the most checkers that ran at once since the module loaded (INFO's ai_sandbox_processes_peak)

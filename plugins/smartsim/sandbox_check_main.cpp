@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "sandbox_check.h"
 #include "torch_backend.h"
@@ -17,8 +18,8 @@ int sandbox_child_main(int argc, char** argv) {
     const std::string line = s + "\n";
     return ::write(1, line.data(), line.size()) == ssize_t(line.size());
   };
-  if (argc != 4 || std::strlen(argv[1]) != 1) {
-    answer("ERR usage: fanout-redisai-check M|S <device> <memory cap bytes>  (request on stdin)");
+  if (argc < 4 || std::strlen(argv[1]) != 1) {
+    answer("ERR usage: fanout-redisai-check M|S <device> <memory cap bytes> [entry point ...]  (request on stdin)");
     return 2;
   }
   std::string in;
@@ -36,7 +37,7 @@ int sandbox_child_main(int argc, char** argv) {
   try {
     install_memory_cap(std::strtoull(argv[3], nullptr, 10));
     if (argv[1][0] == char(PayloadKind::Model)) TorchModel::load(payload, argv[2]);
-    else TorchScript::compile(payload, argv[2], {});
+    else TorchScript::compile(payload, argv[2], std::vector<std::string>(argv + 4, argv + argc));
   } catch (const std::exception& e) {
     answer(e.what());
     return 1;
