@@ -61,7 +61,8 @@ void print_row(const char* what, std::vector<double> ms, double per_second = 0) 
 }
 
 // The module's own account of a model's runs (AI.INFO's `duration`: microseconds spent running it, summed), in ms.
-// Read around each timed run_model, it splits the database path into the forward inside the server and the rest.
+// Read around each timed run_model, it splits the database path into the run the module timed (its executor's
+// round trip and the forward) and the rest.
 double model_duration_ms(redisContext* c, const char* key) {
   auto* r = static_cast<redisReply*>(redisCommand(c, "AI.INFO %s", key));
   if (!r || r->type != REDIS_REPLY_ARRAY) {
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
               threads, rounds, pairs, kWarmup);
   // How fast one process runs the forward differs from process to process by a few per cent (bench/why.txt), so
   // both paths are sampled over several process starts, in pairs.
-  std::vector<double> direct_ms, db_ms, forward_ms;  // forward_ms: inside the server, by AI.INFO
+  std::vector<double> direct_ms, db_ms, forward_ms;  // forward_ms: as the module timed it (AI.INFO): executor round trip and forward
   std::vector<double> pair_ratio;
   double max_difference = 0;
   for (int k = 0; k < pairs; ++k) {
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
   std::vector<double> paired;
   for (size_t i = 0; i < a.size(); ++i) paired.push_back(b[i] / a[i]);
   const double ratio = fanout::summarize(paired).median;
-  // Where the ratio comes from, round by round: the forward inside the server against the direct one, and the time
+  // Where the ratio comes from, round by round: the run the module timed against the direct forward, and the time
   // the database adds outside the forward (the request's round trip, the queue, the copies).
   std::vector<double> forward_ratio, outside_ms;
   for (size_t i = 0; i < a.size(); ++i) forward_ratio.push_back(forward_ms[i] / a[i]), outside_ms.push_back(b[i] - forward_ms[i]);
@@ -248,7 +249,7 @@ int main(int argc, char** argv) {
   bench::figure("outside_forward_p50_ms", outside, "ms");
   std::printf("database / direct: median of the rounds' ratios %.3fx (ratio of the medians %.3fx)  goal <= 1.03x: %s; "
               "largest logit difference %.2e\n", ratio, ratio_of_medians, ratio <= 1.03 ? "MET" : "NOT MET", max_difference);
-  std::printf("of which: the forward inside the server / the direct one %.3fx (median of the rounds), the rest outside "
+  std::printf("of which: the run the module timed (executor round trip and forward) / the direct forward %.3fx (median of the rounds), the rest outside "
               "the forward %.2f ms (median)\n", forward_vs_direct, outside);
 
   auto server_box = start_server(pairs);

@@ -1,7 +1,6 @@
 // A Redis module speaking RedisAI's commands on libtorch, so SmartRedis-style clients (ours, or SmartRedis)
 // work against a plain redis-server:  redis-server --loadmodule redisai.so [THREADS_PER_QUEUE n]
 // [INTRA_OP_PARALLELISM n] [INTER_OP_PARALLELISM n] [MEMORY_CAP MiB] [SANDBOX_PROCESSES n] [EXECUTION_TIMEOUT s]
-#include <dlfcn.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -11,29 +10,6 @@
 #include "sandbox_check.h"
 
 namespace {
-
-// Debian's redis-server allocates with jemalloc, so torch's tensors do too; jemalloc hands freed pages back to
-// the kernel after a decay time, and every ResNet-50 forward then faults its ~100 MB of activations in again
-// (measured: 160-180 ms instead of 100-120 ms per batch-1 forward). Keeping freed pages makes the database's
-// forward as fast as a direct call. Returns the number of arenas changed (0 without jemalloc).
-int keep_freed_pages() {
-  using mallctl_fn = int (*)(const char*, void*, size_t*, void*, size_t);
-  auto mallctl = reinterpret_cast<mallctl_fn>(dlsym(RTLD_DEFAULT, "mallctl"));
-  if (!mallctl) return 0;
-  ssize_t never = -1;
-  mallctl("arenas.dirty_decay_ms", nullptr, nullptr, &never, sizeof never);  // arenas made later
-  mallctl("arenas.muzzy_decay_ms", nullptr, nullptr, &never, sizeof never);
-  unsigned arenas = 0;
-  size_t len = sizeof arenas;
-  mallctl("arenas.narenas", &arenas, &len, nullptr, 0);
-  int changed = 0;
-  for (unsigned i = 0; i < arenas; ++i) {  // arenas already in use (uninitialised ones refuse: they get the default)
-    const std::string arena = "arena." + std::to_string(i);
-    changed += mallctl((arena + ".dirty_decay_ms").c_str(), nullptr, nullptr, &never, sizeof never) == 0;
-    mallctl((arena + ".muzzy_decay_ms").c_str(), nullptr, nullptr, &never, sizeof never);
-  }
-  return changed;
-}
 
 // INFO's "ai" section: what bounds the module's child processes, and the most that ran at once.
 void add_info(RedisModuleInfoCtx* ctx, int for_crash_report) {
@@ -73,7 +49,6 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
       return REDISMODULE_ERR;
     }
   }
-  if (keep_freed_pages() > 0) RedisModule_Log(ctx, "notice", "RedisAI module: jemalloc keeps freed pages (no decay) for torch's tensors");
   if (redisai::register_tensor_commands(ctx) == REDISMODULE_ERR) return REDISMODULE_ERR;
   if (RedisModule_RegisterInfoFunc(ctx, add_info) == REDISMODULE_ERR) return REDISMODULE_ERR;
   return redisai::register_model_commands(ctx, options);
