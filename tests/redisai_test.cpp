@@ -543,8 +543,12 @@ TEST(RedisAiHardening, WhatIsStoredLoadsAgainAfterARestart) {
   // A script's output becomes a key too: one it could not load again is an error, not a key.
   EXPECT_EQ(cli(port, {"AI.SCRIPTSTORE", "wide", "CPU", "ENTRY_POINTS", "1", "f", "SOURCE", "def f(a):\n    return torch.ones([1]*65)\n"}), "OK\n");
   EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTEXECUTE", "wide", "f", "INPUTS", "1", "t", "OUTPUTS", "1", "o"}), "ERR an output tensor has 65 dimensions"));
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "words", "STRING", "2", "VALUES", "hello", "world"}), "OK\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORSET", "flags", "BOOL", "2", "VALUES", "1", "0"}), "OK\n");
   EXPECT_EQ(cli(port, {"SAVE"}), "OK\n");
   ASSERT_NO_THROW(s.restart()) << "the saved RDB loads";
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "words", "VALUES"}), "hello\nworld\n");
+  EXPECT_EQ(cli(port, {"AI.TENSORGET", "flags", "VALUES"}), "1\n0\n");
   const std::string meta = cli(port, {"AI.TENSORGET", "t", "META"});
   EXPECT_TRUE(contains(meta, "dtype\nFLOAT\nshape\n")) << meta;
   EXPECT_EQ(std::count(meta.begin(), meta.end(), '\n'), 3 + 64) << meta;  // dtype, FLOAT, shape, then one line per dimension
@@ -755,6 +759,18 @@ TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
   EXPECT_EQ(c.call({"AI.TENSORGET", "b", "BLOB"}), bulk(std::string("\x01\x00", 2)));
   EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "2", "VALUES", "1", "2"}), "-ERR invalid value\r\n");
   EXPECT_EQ(c.call({"AI.TENSORSET", "b", "BOOL", "2", "BLOB", std::string("\x02\x00", 2)}), "-ERR BOOL tensor elements must be 0 or 1\r\n");
+  // STRING (tensor.c: C strings one after the other; values as bulk strings; no values: empty strings).
+  EXPECT_EQ(c.call({"AI.TENSORSET", "str", "STRING", "2", "VALUES", "ab", "c"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "str", "META", "VALUES"}),
+            "*6\r\n" + bulk("dtype") + bulk("STRING") + bulk("shape") + "*1\r\n:2\r\n" + bulk("values") + "*2\r\n" + bulk("ab") + bulk("c"));
+  EXPECT_EQ(c.call({"AI.TENSORGET", "str", "BLOB"}), bulk(std::string("ab\0c\0", 5)));
+  EXPECT_EQ(c.call({"AI.TENSORSET", "str", "STRING", "1", "2", "BLOB", std::string("x\0yz\0", 5)}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "str", "VALUES"}), "*2\r\n" + bulk("x") + bulk("yz"));
+  EXPECT_EQ(c.call({"AI.TENSORSET", "str", "STRING", "3"}), "+OK\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORGET", "str", "VALUES"}), "*3\r\n" + bulk("") + bulk("") + bulk(""));
+  EXPECT_EQ(c.call({"AI.TENSORSET", "str", "STRING", "2", "BLOB", std::string("x\0y", 3)}),
+            "-ERR Number of string elements in data blob does not match tensor length\r\n");
+  EXPECT_EQ(c.call({"AI.TENSORSET", "str", "STRING", "1", "VALUES", std::string("a\0b", 3)}), "-ERR C-string value contains null character\r\n");
   // Models: AI.MODELGET META's 16 entries in RedisAI's order.
   const std::string model = small_model_blob();
   // INPUTS / OUTPUTS are for TF graphs: redisai.c refuses them for TORCH, and anything else where BLOB belongs.

@@ -72,7 +72,12 @@ const char* parse_tensorset(const Argv& argv, TensorSetArgs& out) {
   if (out.bytes > kMaxTensorBytes) return "ERR tensor is too large";
   if (i < argc && keyword(argv[i], "BLOB")) {
     if (argc != i + 2) return kArity;
-    if ((long long)argv[i + 1].size() != out.bytes) return "ERR data length does not match tensor shape and type";
+    if (kTypes[out.dtype].is_string) {
+      if (!valid_strings(argv[i + 1], count)) return "ERR Number of string elements in data blob does not match tensor length";
+      out.bytes = (long long)argv[i + 1].size();
+    } else if ((long long)argv[i + 1].size() != out.bytes) {
+      return "ERR data length does not match tensor shape and type";
+    }
     if (kTypes[out.dtype].is_bool && !valid_bools(argv[i + 1])) return "ERR BOOL tensor elements must be 0 or 1";
     out.data = TensorSetArgs::Data::Blob;
     out.data_arg = i + 1;
@@ -88,8 +93,29 @@ bool valid_bools(std::string_view bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0 || c == 1; });
 }
 
+bool valid_strings(std::string_view blob, long long count) {
+  return !blob.empty() && blob.back() == '\0' && (long long)std::count(blob.begin(), blob.end(), '\0') == count;
+}
+
+bool valid_blob(int dtype, long long count, std::string_view blob) {
+  const DType& t = kTypes[dtype];
+  if (t.is_string) return valid_strings(blob, count);
+  return (unsigned long long)count * t.size == blob.size() && (!t.is_bool || valid_bools(blob));
+}
+
 const char* parse_tensor_values(const Argv& argv, const TensorSetArgs& args, std::string& bytes) {
   const DType& t = kTypes[args.dtype];
+  if (t.is_string) {  // each value a C string: a '\0' only at its end, added when it is not there
+    bytes.clear();
+    for (long long k = 0; k < args.count; ++k) {
+      std::string_view s = argv[args.data_arg + size_t(k)];
+      if (!s.empty() && s.back() == '\0') s.remove_suffix(1);
+      if (s.find('\0') != std::string_view::npos) return "ERR C-string value contains null character";
+      if (bytes.size() + s.size() + 1 > size_t(kMaxTensorBytes)) return "ERR tensor is too large";
+      bytes.append(s).push_back('\0');
+    }
+    return nullptr;
+  }
   bytes.assign(size_t(args.bytes), '\0');
   const long long lo = !t.is_signed ? 0 : t.size == 8 ? LLONG_MIN : -(1LL << (t.size * 8 - 1));
   const long long hi = t.is_bool ? 1 : t.size == 8 ? LLONG_MAX : t.is_signed ? (1LL << (t.size * 8 - 1)) - 1 : (1LL << (t.size * 8)) - 1;

@@ -22,14 +22,22 @@ struct DType {
   const char* name;
   size_t size;
   bool is_float, is_signed;
-  bool is_bool = false;  // one byte, 0 or 1
+  bool is_bool = false;    // one byte, 0 or 1
+  bool is_string = false;  // C strings one after the other, each ending in '\0' (RedisAI 1.2.7's blob): `size` is
+                           // that of an empty one, the bytes vary
 };
 // An RDB file stores the index: new types go at the end.
 inline constexpr DType kTypes[] = {{"FLOAT", 4, true, true},   {"DOUBLE", 8, true, true}, {"INT8", 1, false, true},
                                    {"INT16", 2, false, true},  {"INT32", 4, false, true}, {"INT64", 8, false, true},
-                                   {"UINT8", 1, false, false}, {"UINT16", 2, false, false}, {"BOOL", 1, false, false, true}};
+                                   {"UINT8", 1, false, false}, {"UINT16", 2, false, false}, {"BOOL", 1, false, false, true},
+                                   {"STRING", 1, false, false, false, true}};
 // A BOOL tensor's bytes are each 0 or 1 (RedisAI 1.2.7 refuses others: "ERR BOOL tensor elements must be 0 or 1").
 bool valid_bools(std::string_view bytes);
+// A STRING tensor's blob holds exactly `count` strings, the last one terminated (1.2.7's
+// "ERR Number of string elements in data blob does not match tensor length" otherwise).
+bool valid_strings(std::string_view blob, long long count);
+// Whether the blob of a tensor of this type and element count is what it must be.
+bool valid_blob(int dtype, long long count, std::string_view blob);
 inline constexpr int kNumTypes = sizeof kTypes / sizeof kTypes[0];
 inline constexpr long long kMaxTensorBytes = 512LL << 20;  // Redis' default proto-max-bulk-len
 // What one stored value may hold, the same when it is stored and when an RDB file is loaded: a value stored

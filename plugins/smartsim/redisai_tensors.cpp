@@ -1,5 +1,5 @@
 // RedisAI's tensor commands:
-//   AI.TENSORSET key FLOAT|DOUBLE|INT8|INT16|INT32|INT64|UINT8|UINT16|BOOL dim [dim ...] [BLOB data | VALUES v ...]
+//   AI.TENSORSET key FLOAT|DOUBLE|INT8|INT16|INT32|INT64|UINT8|UINT16|BOOL|STRING dim [dim ...] [BLOB data | VALUES v ...]
 //   AI.TENSORGET key [META] [BLOB|VALUES]
 // Tensors are a module data type (RDB/AOF supported, so SAVE, DUMP-less operation and replicas work).
 // A BLOB is kept as the retained argument string: no copy of tensor bytes on the way in.
@@ -81,6 +81,13 @@ int TensorSet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
 }
 void reply_values(RedisModuleCtx* ctx, const Tensor& tensor) {
   const DType& t = kTypes[tensor.dtype];
+  if (t.is_string) {  // each element as a bulk string (RedisAI's ReplyWithCString)
+    long long n = 1;
+    for (long long d : tensor.dims) n *= d;
+    RedisModule_ReplyWithArray(ctx, long(n));
+    for (const char *p = tensor.data, *end = tensor.data + tensor.bytes; p < end; p += std::strlen(p) + 1) RedisModule_ReplyWithCString(ctx, p);
+    return;
+  }
   const char* p = tensor.data;
   size_t n = tensor.bytes / t.size;
   RedisModule_ReplyWithArray(ctx, long(n));
@@ -154,7 +161,7 @@ void* TensorRdbLoad(RedisModuleIO* rdb, int encver) {
   size_t len = 0;
   char* buf = RedisModule_LoadStringBuffer(rdb, &len);
   if (!buf) return nullptr;
-  const bool fits = (unsigned long long)count * kTypes[dtype].size == len && (!kTypes[dtype].is_bool || valid_bools(std::string_view(buf, len)));
+  const bool fits = valid_blob(int(dtype), count, std::string_view(buf, len));
   auto t = fits ? new Tensor(owned(std::string(buf, len))) : nullptr;
   RedisModule_Free(buf);
   if (!t) return nullptr;

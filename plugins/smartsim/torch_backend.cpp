@@ -13,11 +13,12 @@
 namespace redisai {
 namespace {
 
-// kTypes order: FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 BOOL (libtorch 1.13 has no uint16).
+// kTypes order: FLOAT DOUBLE INT8 INT16 INT32 INT64 UINT8 UINT16 BOOL STRING (libtorch 1.13 has no uint16; RedisAI
+// 1.2.7's libtorch backend takes no STRING tensors either).
 torch::Dtype torch_type(int dtype) {
   static const torch::Dtype map[] = {torch::kFloat, torch::kDouble, torch::kChar, torch::kShort, torch::kInt,
-                                     torch::kLong,  torch::kByte,   torch::kFloat, torch::kBool};
-  if (dtype == 7) throw BackendError("ERR unsupported tensor type UINT16 for the TORCH backend");
+                                     torch::kLong,  torch::kByte,   torch::kFloat, torch::kBool,  torch::kFloat};
+  if (dtype == 7 || dtype == 9) throw BackendError(std::string("ERR unsupported tensor type ") + (dtype == 7 ? "UINT16" : "STRING") + " for the TORCH backend");
   return map[dtype];
 }
 
