@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string payload = script ? std::string(reinterpret_cast<const char*>(data + 1), size - 1)
                                      : std::string(reinterpret_cast<const char*>(data), size);
   const auto kind = script ? redisai::PayloadKind::Script : redisai::PayloadKind::Model;
-  const std::string why = redisai::check_in_sandbox(kind, payload, "CPU", size_t(256) << 20, 60);
+  const std::string why = redisai::check_in_sandbox(kind, payload, "CPU", size_t(256) << 20, {}, 60);
   FUZZ_CHECK(why.empty() || why.rfind("ERR ", 0) == 0);
   return 0;
 }
