@@ -84,6 +84,9 @@ TEST(ExecParsers, JsonlTakesSampleObjectsAndNumericFields) {
   EXPECT_EQ(got[1].unit, "s");
   EXPECT_THROW(parse(spec("jsonl", "", "s"), {"{not json"}), exec::ParseError);
   EXPECT_THROW(parse(spec("jsonl"), {R"({"latency":1})"}), exec::ParseError);  // no unit anywhere
+  // Found by the fuzzer: an empty metric was a sample of no name; a field of no name is skipped.
+  EXPECT_THROW(parse(spec("jsonl", "", "s"), {R"({"metric":"","value":1})"}), exec::ParseError);
+  EXPECT_EQ(parse(spec("jsonl", "", "s"), {R"({"":1,"b":2})"}).size(), 1u);
 }
 
 TEST(ExecParsers, GoogleBenchmarkIterationRunsWithTheirTimeUnit) {

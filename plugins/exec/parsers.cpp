@@ -161,7 +161,8 @@ class CsvParser : public Parser {
       header_ = fields;
       for (size_t i = 0; i < header_.size(); ++i) {
         if (header_[i] == "iteration") iteration_col_ = int(i);
-        else if (wanted_.empty() || std::find(wanted_.begin(), wanted_.end(), header_[i]) != wanted_.end()) columns_.push_back(i);
+        else if (!header_[i].empty() && (wanted_.empty() || std::find(wanted_.begin(), wanted_.end(), header_[i]) != wanted_.end()))
+          columns_.push_back(i);  // a column of no name is no metric
       }
       for (auto& w : wanted_)
         if (std::find(header_.begin(), header_.end(), w) == header_.end())
@@ -209,14 +210,15 @@ class JsonlParser : public Parser {
       if (unit.empty()) throw ParseError("'" + spec_.text() + "': line " + std::to_string(line_no_) + " gives no unit for '" + metric + "': add a unit");
     };
     if (auto v = j.find("value"); v != j.end() && j.contains("metric")) {
-      if (!v->is_number() || !j["metric"].is_string() || !std::isfinite(v->get<double>()))
-        throw ParseError("'" + spec_.text() + "': line " + std::to_string(line_no_) + ": metric must be a string and value a number");
+      // (an empty metric, found by tests/fuzz/exec_parsers_fuzz.cpp, was stored as a sample of no name)
+      if (!v->is_number() || !j["metric"].is_string() || j["metric"].get<std::string>().empty() || !std::isfinite(v->get<double>()))
+        throw ParseError("'" + spec_.text() + "': line " + std::to_string(line_no_) + ": metric must be a non-empty string and value a number");
       need_unit(j["metric"].get<std::string>());
       out.push_back({j["metric"].get<std::string>(), v->get<double>(), unit, it});
       return;
     }
     for (auto& [key, val] : j.items()) {
-      if (key == "iteration" || key == "unit") continue;
+      if (key == "iteration" || key == "unit" || key.empty()) continue;  // a field of no name is no metric
       const bool chosen = wanted_.empty() || std::find(wanted_.begin(), wanted_.end(), key) != wanted_.end();
       if (!chosen || !val.is_number() || !std::isfinite(val.get<double>())) continue;
       need_unit(key);
@@ -260,6 +262,7 @@ class GoogleBenchmarkParser : public Parser {
       if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>())
         throw ParseError("'" + spec_.text() + "': benchmark " + b["name"].get<std::string>() + " failed: " + text(b, "error_message", ""));
       const std::string name = b["name"].get<std::string>(), unit = text(b, "time_unit", "ns");
+      if (unit.empty()) throw ParseError("'" + spec_.text() + "': benchmark " + name + " has an empty time_unit");
       std::optional<int64_t> it;
       if (b.contains("repetition_index") && b["repetition_index"].is_number_integer()) it = b["repetition_index"].get<int64_t>();
       for (const char* field : {"real_time", "cpu_time"})
