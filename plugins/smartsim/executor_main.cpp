@@ -14,6 +14,7 @@
 #include <string>
 
 #include "executor_wire.h"
+#include "module_helper.h"
 #include "torch_backend.h"
 
 namespace redisai {
@@ -26,19 +27,6 @@ bool read_exact(char* p, size_t n) {
     if (r <= 0) return false;
     p += r;
     n -= size_t(r);
-  }
-  return true;
-}
-
-bool write_all(const std::string& s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  while (n > 0) {
-    const ssize_t w = ::write(1, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
   }
   return true;
 }
@@ -150,7 +138,7 @@ int serve(int argc, char** argv) {
     } catch (const std::exception& e) {  // a malformed request: nothing was run
       out = reply(1, std::string("ERR ") + e.what());
     }
-    if (!write_all(out)) return 0;
+    if (!send_all(1, out.data(), out.size())) return 0;  // stdout is the socket pair: the server has gone
   }
 }
 
