@@ -9,14 +9,53 @@
 namespace fanout {
 
 namespace {
-const char* const kNames[] = {"slurm", "pbs", "local"};  // auto's order of preference
+
+// One row per scheduler, in auto's order of preference: what it honours (options and step requests, by the
+// flags' names) outside and inside an enclosing allocation, and its traits. A scheduler's every difference the
+// driver must know before contacting it is a column here, never a branch on its name elsewhere.
+struct SchedulerRow {
+  const char* name;
+  std::vector<std::string> honoured;         // where fanout submits jobs itself
+  std::vector<std::string> honoured_inside;  // inside an allocation, where steps start in the enclosing job
+  bool hands_out_gpus, one_host;
+  const char* default_step_launcher;
+};
+
+const std::vector<SchedulerRow>& rows() {
+  // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
+  // mpirun's steps share the job's CPUs, and memory only where a job is submitted (inside an allocation mpirun
+  // enforces none); local processes get their share of this host's GPUs and nothing else.
+  static const std::vector<SchedulerRow> r = {
+      {"slurm",
+       {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step", "mpi_program"},
+       {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step", "mpi_program"},
+       true, false, "srun"},
+      {"pbs",
+       {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding", "mpi_program"},
+       {"partition", "account", "exclusive", "gpus_per_task", "binding", "mpi_program"},
+       false, false, "mpirun"},
+      {"local", {"gpus_per_task"}, {"gpus_per_task"}, false, true, ""},
+  };
+  return r;
 }
+
+// The row of a name; a name of no row (a misspelling the registry refuses later) honours nothing a step asks
+// but its share of GPUs, and has no traits.
+const SchedulerRow& row_of(const std::string& name) {
+  static const SchedulerRow unknown{"", {"gpus_per_task"}, {"gpus_per_task"}, false, false, ""};
+  for (const auto& r : rows())
+    if (name == r.name) return r;
+  return unknown;
+}
+
+}  // namespace
 
 std::string default_scheduler_name() { return "local"; }
 bool scheduler_is_detected(const std::string& name) { return name == "auto"; }
 
 std::vector<std::string> scheduler_names() {
-  std::vector<std::string> names(std::begin(kNames), std::end(kNames));
+  std::vector<std::string> names;
+  for (const auto& r : rows()) names.push_back(r.name);
   names.push_back("auto");
   return names;
 }
@@ -28,23 +67,17 @@ EnclosingAllocation enclosing_allocation() {
 }
 
 std::vector<std::string> honoured_options(const std::string& launcher) {
-  // Step resources: srun asks each; PBS asks the job's per-node sum (the rank takes its share of the GPUs), but
-  // mpirun's steps share the job's CPUs; local processes get their share of this host's GPUs and nothing else.
-  if (launcher == "slurm")
-    return {"partition", "account", "constraint", "exclusive", "batch_args", "gpus_per_task", "memory_mb", "binding", "exclusive_step", "mpi_program"};
-  // -q, -A, place=excl; memory only where a job is submitted (inside an allocation mpirun enforces none)
-  const bool inside = !enclosing_allocation().scheduler.empty();
-  if (launcher == "pbs" && inside) return {"partition", "account", "exclusive", "gpus_per_task", "binding", "mpi_program"};
-  if (launcher == "pbs") return {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding", "mpi_program"};
-  return {"gpus_per_task"};
+  const SchedulerRow& r = row_of(launcher);
+  return enclosing_allocation().scheduler.empty() ? r.honoured : r.honoured_inside;
 }
 
 SchedulerTraits scheduler_traits_of(const std::string& name) {
+  const SchedulerRow& r = row_of(name);
   SchedulerTraits t;
   t.honoured = honoured_options(name);
-  t.hands_out_gpus = name == "slurm";  // srun gives each task GPUs of its own
-  t.one_host = name == "local";
-  t.default_step_launcher = name == "slurm" ? "srun" : name == "pbs" ? "mpirun" : "";
+  t.hands_out_gpus = r.hands_out_gpus;  // srun gives each task GPUs of its own
+  t.one_host = r.one_host;
+  t.default_step_launcher = r.default_step_launcher;
   return t;
 }
 
