@@ -51,6 +51,7 @@ struct ExperimentSettings {
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)
   int64_t max_pending_s = 0;    // a job still pending after this long is cancelled and recorded FAILED (0: off)
+  int64_t unknown_timeout_s = 600;  // a job whose state stays unknowable this long is recorded FAILED (not retried)
   // Pending reasons (the scheduler's words, as squeue shows them; an entry matches a reason that starts with it)
   // that no wait will cure: such a job is cancelled and recorded FAILED with the reason at once. ReqNodeNotAvail
   // only with unavailable (down, drained) nodes: "ReqNodeNotAvail, Reserved for maintenance" ends by itself.

@@ -908,8 +908,6 @@ class ExperimentSession {
     return changed;
   }
 
-  static constexpr int64_t kUnknownLimitS = 600;  // how long a job's state may stay unknowable
-
   // One scheduler query for every active job. True when any job changed state.
   bool poll_once() {
     bool changed = false;
@@ -927,11 +925,11 @@ class ExperimentSession {
         auto& slot = slots_[active_.at(js.job_id)];
         const int64_t now = monotonic_ns();
         if (!slot.unknown_since_ns) slot.unknown_since_ns = now;
-        if (now - slot.unknown_since_ns < kUnknownLimitS * 1000000000) continue;
+        if (now - slot.unknown_since_ns < st_.unknown_timeout_s * 1000000000) continue;
         JobStatus lost = js;
         lost.state = JobState::Failed;
-        lost.reason = "the scheduler could not say the state of job " + js.job_id + " for " + std::to_string(kUnknownLimitS) +
-                      " s (its queries failed): recorded FAILED, cancelled if it still runs; logs: " + slot.dir.string();
+        lost.reason = "the scheduler could not say the state of job " + js.job_id + " for " + std::to_string(st_.unknown_timeout_s) +
+                      " s (its queries failed; --unknown_timeout): recorded FAILED, cancelled if it still runs; logs: " + slot.dir.string();
         scheduler_->cancel({js.job_id});
         active_.erase(js.job_id);
         slot.never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see

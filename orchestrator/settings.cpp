@@ -116,6 +116,8 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, int64_t v) { st.max_retries = int(v); }));
   s.push_back(integer("stall_timeout", "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)",
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.stall_timeout_s = v; }));
+  s.push_back(integer("unknown_timeout", "seconds a job's state may stay unknowable (the scheduler's queries failing) before its run is recorded FAILED and the job cancelled; not retried, as the job may still run where the scheduler cannot see",
+                      600, 1, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.unknown_timeout_s = v; }));
   s.push_back(integer("max_pending", "seconds a job may wait in the queue; then it is cancelled and recorded FAILED with the scheduler's reason, and the sweep goes on (0: no limit)",
                       0, 0, kMaxSeconds, [](ExperimentSettings& st, int64_t v) { st.max_pending_s = v; }));
   s.push_back(list("fatal_pending", "fatal_pending", "one more pending reason that fails a job at once, matched as the start of the scheduler's reason, e.g. AssocMaxJobsLimit (besides PartitionDown, PartitionInactive, PartitionNodeLimit, 'ReqNodeNotAvail, UnavailableNodes', InvalidQOS, InvalidAccount, BadConstraints; 'none' empties the list; repeatable)",

@@ -459,6 +459,29 @@ TEST_F(PbsOnSlurm, SweepRunsThroughQsubAndOneQstatPerPollCycle) {
   SUCCEED() << calls << " qstat calls for 4 jobs";
 }
 
+// Issue 43: a job whose state no query can say was waited on for ever. With every qstat failing (a shim that
+// answers only --version), the run is recorded FAILED after --unknown_timeout with the reason, the job is
+// cancelled (qdel), and it is not retried even with --max_retries: it might still be running unseen.
+TEST_F(PbsOnSlurm, AJobWhoseStateCannotBeQueriedFailsAfterTheLimit) {
+  fs::create_directories(d.path / "shim");
+  std::ofstream(d.path / "shim" / "qstat") << "#!/bin/sh\n[ \"$1\" = --version ] && exec /usr/bin/qstat \"$@\"\n"
+                                             << "echo 'qstat: cannot connect to server' >&2\nexit 1\n";
+  ::chmod((d.path / "shim" / "qstat").c_str(), 0755);
+  const std::vector<std::pair<std::string, std::string>> env = {{"PATH", (d.path / "shim").string() + ":" + std::getenv("PATH")}};
+  auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--step_launcher=srun", "--exp_name=lost",
+                              "--iterations=600", "--sleep_us=100000", "--unknown_timeout=3", "--max_retries=1"},
+                             d.path, env, 300);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(one("lost", "SELECT count(*) || ' ' || status FROM runs"), "1 FAILED") << "one attempt, not retried";
+  const std::string reason = one("lost", "SELECT reason FROM runs");
+  EXPECT_NE(reason.find("could not say the state of job"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("--unknown_timeout"), std::string::npos) << reason;
+  // Cancelled through qdel: Slurm no longer lists it.
+  const std::string job = one("lost", "SELECT job_id FROM runs");
+  EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/squeue", "-h", "-j", job}, "/", {}, 20).out.empty(); }, 60))
+      << "job " << job << " still listed";
+}
+
 TEST_F(PbsOnSlurm, PollingAnyNumberOfJobsCostsOneQstat) {
   auto env = counting_qstat_env();
   setenv("PATH", env[0].second.c_str(), 1);
