@@ -71,7 +71,7 @@ std::string Executor::call(const std::string& request, const Executable& e) {
   const uint64_t length = request.size();
   if (!send_all(fd_, reinterpret_cast<const char*>(&length), sizeof length) || !send_all(fd_, request.data(), request.size()))
     throw lost("could not be handed to its executor");
-  // The reply, within the execution limit: status, resident bytes, then a length-prefixed body.
+  // The reply, within the execution limit: status, then a length-prefixed body.
   const auto deadline = Clock::now() + std::chrono::seconds(options_.timeout_s);
   std::string in;
   auto read_exact = [&](size_t n) {
@@ -93,14 +93,14 @@ std::string Executor::call(const std::string& request, const Executable& e) {
       in.append(buf, size_t(got));
     }
   };
-  read_exact(1 + 8 + 8);
+  constexpr size_t kHead = 1 + sizeof(uint64_t);
+  read_exact(kHead);
   wire::Reader head{in};
   const char status = head.u8();
-  const uint64_t rss = head.num<uint64_t>(), body = head.num<uint64_t>();
+  const uint64_t body = head.num<uint64_t>();
   if (body > wire::kMaxBlob) throw lost("sent a malformed reply");
-  read_exact(17 + size_t(body));
-  std::string reply = in.substr(17);
-  (void)rss;  // reported for diagnosis; the process bounds its own memory (executor_main.cpp)
+  read_exact(kHead + size_t(body));
+  std::string reply = in.substr(kHead);
   if (status != 0) throw BackendError(reply.rfind("ERR", 0) == 0 ? reply : "ERR " + reply);
   return reply;
 }

@@ -55,7 +55,7 @@ class Executor {
   void start();
   void stop();
   void ensure_loaded(const Executable& e);
-  // Sends a request and reads its reply (past the status and resident bytes); throws BackendError.
+  // Sends a request and reads its reply (past the status and the body's length); throws BackendError.
   std::string call(const std::string& request, const Executable& e);
   ExecutorOptions options_;
   pid_t pid_ = -1;

@@ -31,15 +31,6 @@ bool read_exact(char* p, size_t n) {
   return true;
 }
 
-uint64_t resident_bytes() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE));
-}
-
 // VmData: the process's private writable memory, what RLIMIT_DATA counts.
 uint64_t data_bytes() {
   uint64_t kb = 0;
@@ -55,7 +46,6 @@ uint64_t data_bytes() {
 std::string reply(char status, const std::string& body) {
   wire::Writer w;
   w.u8(status);
-  w.num<uint64_t>(resident_bytes());
   w.num<uint64_t>(body.size());
   return w.out + body;
 }
@@ -75,6 +65,8 @@ int serve(int argc, char** argv) {
     return 2;
   }
   const uint64_t cap = std::strtoull(argv[2], nullptr, 10);
+  const std::string out_of_memory = "ERR the run needs more memory than MEMORY_CAP leaves it (" + std::to_string(cap >> 20) +
+                                    " MiB, and 256 MiB besides torch's tensors)";
   install_memory_cap(cap);
   set_torch_threads(std::atoi(argv[3]), std::atoi(argv[4]));
   // Torch's allocator caps tensors; this caps the rest (the interpreter's lists, strings): MEMORY_CAP and 256 MiB
@@ -127,14 +119,11 @@ int serve(int argc, char** argv) {
         throw std::runtime_error("unknown executor request " + std::to_string(int(op)));
       }
       out = reply(0, w.out);
-    } catch (const BackendError& e) {
+    } catch (const BackendError& e) {  // torch's interpreter reports a failed allocation as its own error
       const std::string what = e.what();
-      out = reply(1, what.find("bad_alloc") == std::string::npos ? what
-                                                                 : "ERR the run needs more memory than MEMORY_CAP leaves it (" +
-                                                                       std::to_string(std::strtoull(argv[2], nullptr, 10) >> 20) +
-                                                                       " MiB, and 256 MiB besides torch's tensors)");
+      out = reply(1, what.find("bad_alloc") == std::string::npos ? what : out_of_memory);
     } catch (const std::bad_alloc&) {
-      out = reply(1, "ERR the run needs more memory than MEMORY_CAP leaves it");
+      out = reply(1, out_of_memory);
     } catch (const std::exception& e) {  // a malformed request: nothing was run
       out = reply(1, std::string("ERR ") + e.what());
     }

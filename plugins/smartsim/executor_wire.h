@@ -1,6 +1,6 @@
 // The messages between the RedisAI module and its executor process (executor.h), one request then one reply
 // over a socket pair. Header-only and free of torch and Redis types, so that both sides and the tests share it.
-//   request: op (1 byte) then its fields; reply: status (0 OK, 1 error), the child's resident bytes, then
+//   request: its length, op (1 byte) then its fields; reply: status (0 OK, 1 error), the body's length, then
 //   the error text or the result. Integers are native (both ends are one host), strings and blobs length-prefixed.
 #pragma once
 #include <cstdint>
