@@ -19,15 +19,19 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
-// Hosts of the allocation in order: Slurm's node list as given, or the unique lines of $PBS_NODEFILE.
-std::vector<std::string> pbs_hosts() {
+// Hosts of the allocation in order: the unique lines of $PBS_NODEFILE, or the hosts of Grid Engine's $PE_HOSTFILE
+// ("host slots queue processors" lines).
+std::vector<std::string> batch_hosts() {
   std::vector<std::string> hosts;
   std::set<std::string> seen;
-  if (const char* f = env("PBS_NODEFILE")) {
-    std::ifstream in(f);
-    for (std::string h; std::getline(in, h);)
-      if (!trim(h).empty() && seen.insert(trim(h)).second) hosts.push_back(trim(h));
-  }
+  for (const char* var : {"PBS_NODEFILE", "PE_HOSTFILE"})
+    if (const char* f = env(var)) {
+      std::ifstream in(f);
+      for (std::string line; std::getline(in, line);) {
+        const std::string h = trim(line.substr(0, line.find_first_of(" \t")));
+        if (!h.empty() && seen.insert(h).second) hosts.push_back(h);
+      }
+    }
   return hosts;
 }
 
@@ -35,7 +39,7 @@ std::optional<int64_t> allocation_nodes() {
   for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES", "PBS_NUM_NODES"})
     if (const char* v = env(name))
       if (auto n = parse_int(v)) return n;
-  auto hosts = pbs_hosts();
+  auto hosts = batch_hosts();
   if (!hosts.empty()) return int64_t(hosts.size());
   return std::nullopt;
 }
@@ -61,7 +65,7 @@ std::vector<LocalScheduler::Process> AllocationScheduler::processes(const JobSpe
 void AllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) const {
   status.ranks.clear();  // the one process was the job script, not a rank
   if (const char* nodes = env("SLURM_JOB_NODELIST")) status.node_list = nodes;
-  else if (auto hosts = pbs_hosts(); !hosts.empty()) status.node_list = join(hosts, ",");
+  else if (auto hosts = batch_hosts(); !hosts.empty()) status.node_list = join(hosts, ",");
   if (status.state == JobState::Failed) {
     std::string step = describe_step_failure(job);
     if (!step.empty()) status.reason = step;

@@ -5,7 +5,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "common/error.h"
 #include "common/text.h"
+#include "launchers/step_launcher.h"
 
 namespace fanout {
 
@@ -66,6 +70,41 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
   if (job.needs_rendezvous_service()) s << "kill $kv_pid 2>/dev/null\n";
   s << "echo $rc > " << kJobExitMarker << "\nexit $rc\n";
   return s.str();
+}
+
+std::string mpirun_host_files(const JobSpec& job, const std::string& hosts_file) {
+  std::string s;
+  for (size_t i = 0; i < job.steps.size(); ++i) {
+    auto nodes = job.step_nodes(i);
+    // Each MPI's host-file form: Open MPI counts one slot per line unless told (host slots=N), Hydra reads host:N,
+    // PALS plain host names (its --ppn places the ranks).
+    const std::string n = std::to_string(job.steps[i].tasks_per_node);
+    const std::string suffix = job.options.mpi == "mpich" ? "s/$/:" + n + "/;" : job.options.mpi == "pals" ? "" : "s/$/ slots=" + n + "/;";
+    s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{" + suffix + "p}' " + hosts_file +
+         " > " + shell_quote(mpirun_hostfile(job.steps[i].role)) + "\n";
+  }
+  return s;
+}
+
+const char* const kArrayJobName = "fanout-array";
+
+bool program_on_path(const std::string& prog) {
+  const char* path = std::getenv("PATH");
+  for (auto& dir : split(path ? path : "/usr/bin:/bin", ':'))
+    if (!dir.empty() && ::access((std::filesystem::path(dir) / prog).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::string walltime_hhmmss(int64_t s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  return buf;
+}
+
+void refuse_unsplittable(const std::string& flag, const std::string& value, const std::string& what) {
+  for (unsigned char c : value)
+    if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == '#' || c == 0x7f)
+      throw UserError(flag + ": '" + printable(value) + "' " + what);
 }
 
 std::string describe_step_failure(const JobSpec& job) {

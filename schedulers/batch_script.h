@@ -21,6 +21,18 @@ std::string batch_script_body(const JobSpec& job, const std::vector<std::vector<
 using layout::kJobExitMarker;
 using layout::kStepExitMarker;
 
+// Shell lines that write each step's mpirun host file (mpirun_hostfile(role)) from `hosts_file`, which holds one
+// line per node of the job in node order, in the host-file words of the job's --mpi (PBS and SGE jobs).
+std::string mpirun_host_files(const JobSpec& job, const std::string& hosts_file);
+
+// What batch schedulers driven by their command-line tools share: whether a program is on PATH, a wall time as
+// HH:MM:SS, and the refusal of a value that cannot go on a directive line as one word (qsub splits such lines as
+// a shell would: a blank or quote in a value starts another option). `what` says where it would go.
+bool program_on_path(const std::string& prog);
+extern const char* const kArrayJobName;  // the job name of the arrays fanout submits (PBS -N, SGE -N)
+std::string walltime_hhmmss(int64_t seconds);
+void refuse_unsplittable(const std::string& flag, const std::string& value, const std::string& what);
+
 // Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
 // or an empty string when no step failed (or no markers exist).
 std::string describe_step_failure(const JobSpec& job);

@@ -34,6 +34,10 @@ const std::vector<SchedulerRow>& rows() {
        {"partition", "account", "exclusive", "gpus_per_task", "memory_mb", "binding", "mpi_program"},
        {"partition", "account", "exclusive", "gpus_per_task", "binding", "mpi_program"},
        false, false, "mpirun"},
+      // Grid Engine: the queue (-q), project (-P), the parallel environment (batch_args pe=NAME); mpirun binds.
+      // No GPUs, memory or exclusive nodes: each is a site-defined complex (-l gpu=, h_vmem=, exclusive=) with no
+      // common name, so they are refused rather than guessed.
+      {"sge", {"partition", "account", "batch_args", "binding", "mpi_program"}, {"partition", "account", "binding", "mpi_program"}, false, false, "mpirun"},
       {"local", {"gpus_per_task"}, {"gpus_per_task"}, false, true, ""},
   };
   return r;
@@ -63,6 +67,8 @@ std::vector<std::string> scheduler_names() {
 EnclosingAllocation enclosing_allocation() {
   if (const char* id = std::getenv("SLURM_JOB_ID"); id && *id) return {"slurm", id};
   if (const char* id = std::getenv("PBS_JOBID"); id && *id) return {"pbs", id};
+  // Grid Engine gives every job JOB_ID (a common name) and SGE_TASK_ID ("undefined" outside an array): both.
+  if (const char* id = std::getenv("JOB_ID"); id && *id && std::getenv("SGE_TASK_ID")) return {"sge", id};
   return {};
 }
 

@@ -13,6 +13,7 @@
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "schedulers/batch_script.h"
+#include "schedulers/sge.h"
 #include "launchers/step_launcher.h"
 #include "results/layout.h"
 
@@ -22,32 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool on_path(const std::string& prog) {
-  const char* path = std::getenv("PATH");
-  for (auto& dir : split(path ? path : "/usr/bin:/bin", ':'))
-    if (!dir.empty() && ::access((fs::path(dir) / prog).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
-std::string hhmmss(int64_t s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
-  return buf;
-}
-
 // Per-step host files cut from $PBS_NODEFILE (one line per MPI process there; unique hosts in order here).
 std::string hostfile_setup(const JobSpec& job) {
-  std::string s = "awk '!seen[$0]++' \"${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}\" > hosts.all\n";
-  for (size_t i = 0; i < job.steps.size(); ++i) {
-    auto nodes = job.step_nodes(i);
-    // Each MPI's host-file form: Open MPI counts one slot per line unless told (host slots=N), Hydra reads host:N,
-    // PALS plain host names (its --ppn places the ranks).
-    const std::string n = std::to_string(job.steps[i].tasks_per_node);
-    const std::string suffix = job.options.mpi == "mpich" ? "s/$/:" + n + "/;" : job.options.mpi == "pals" ? "" : "s/$/ slots=" + n + "/;";
-    s += "sed -n '" + std::to_string(nodes.front() + 1) + "," + std::to_string(nodes.back() + 1) + "{" + suffix + "p}' hosts.all > " +
-         shell_quote(mpirun_hostfile(job.steps[i].role)) + "\n";
-  }
-  return s;
+  return "awk '!seen[$0]++' \"${PBS_NODEFILE:?PBS_NODEFILE is not set: use --step_launcher=srun on a Slurm-backed PBS}\" > hosts.all\n" +
+         mpirun_host_files(job, "hosts.all");
 }
 
 bool file_contains(const fs::path& file, const std::string& text) {
@@ -90,19 +69,13 @@ std::set<std::string> ids_named_in_errors(const std::string& err) {
 
 }  // namespace
 
-bool pbs_available() { return on_path("qsub") && on_path("qstat"); }
-
-const char* const kArrayJobName = "fanout-array";
+bool pbs_available() { return program_on_path("qsub") && program_on_path("qstat") && !qstat_is_grid_engine(); }
 
 void refuse_unsafe_directives(const JobSpec& job) {
   // qsub splits a #PBS line into words as a shell would (and PBS Pro reads quotes): a blank or a quote in a
   // value starts another option (-q "a -v LD_PRELOAD=x"). Slurm gets these fields through libslurm, PBS only
   // through these lines, so such values are refused, naming the flag, before anything is written.
-  auto refuse = [](const std::string& flag, const std::string& v, const std::string& why) {
-    for (unsigned char c : v)
-      if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == '#' || c == 0x7f)
-        throw UserError(flag + ": '" + printable(v) + "' " + why);
-  };
+  const auto refuse = refuse_unsplittable;
   refuse("--partition", job.options.partition, "cannot go on a #PBS -q line (blanks, quotes, '#' and backslashes would start other qsub options)");
   refuse("--account", job.options.account, "cannot go on a #PBS -A line (blanks, quotes, '#' and backslashes would start other qsub options)");
   refuse("--results_dir", job.run_dir.string(),
@@ -130,7 +103,7 @@ std::string pbs_job_script(const JobSpec& job, PbsFlavor flavor) {
     line("-l nodes=" + nodes + ":ppn=" + cpus + (most.gpus ? ":gpus=" + std::to_string(most.gpus) : ""));
     if (most.memory_mb) line("-l mem=" + std::to_string(int64_t(most.memory_mb) * job.total_nodes()) + "mb");
   }
-  line("-l walltime=" + hhmmss(job.walltime_s));
+  line("-l walltime=" + walltime_hhmmss(job.walltime_s));
   if (!o.partition.empty()) line("-q " + o.partition);
   if (!o.account.empty()) line("-A " + o.account);
   line("-j oe");
@@ -313,8 +286,11 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
 }
 
 PbsScheduler::PbsScheduler() {
-  if (!pbs_available()) throw UserError("--launcher=pbs: qsub/qstat are not on PATH");
+  if (!program_on_path("qsub") || !program_on_path("qstat")) throw UserError("--launcher=pbs: qsub/qstat are not on PATH");
   auto v = run_process({"qstat", "--version"}, {}, 30);
+  // Grid Engine's tools share PBS's names, not its dialect (#$, -t, qstat -xml): never drive one as the other.
+  if (std::string ge; grid_engine_banner(v.out + "\n" + v.err, &ge))
+    throw UserError("--launcher=pbs: the qstat on PATH is Grid Engine's (" + ge + "): use --launcher=sge");
   flavor_ = (v.out + v.err).find("pbs_version") != std::string::npos ? PbsFlavor::Pro : PbsFlavor::Torque;
 }
 

@@ -66,7 +66,6 @@ class PbsScheduler : public Scheduler {
   uint64_t queries_ = 0;
 };
 
-bool pbs_available();  // qsub and qstat are on PATH
-extern const char* const kArrayJobName;  // #PBS -N of the array jobs fanout submits
+bool pbs_available();  // qsub and qstat are on PATH, and qstat is not Grid Engine's
 
 }  // namespace fanout

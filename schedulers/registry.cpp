@@ -9,6 +9,7 @@
 #include "schedulers/local.h"
 #include "schedulers/pbs.h"
 #include "schedulers/scheduler.h"
+#include "schedulers/sge.h"
 #include "schedulers/slurm.h"
 
 namespace fanout {
@@ -36,6 +37,13 @@ std::unique_ptr<Scheduler> make_pbs() {
   return std::make_unique<PbsScheduler>();
 }
 
+std::string sge_script(const JobSpec& job) { return sge_job_script(job); }
+
+std::unique_ptr<Scheduler> make_sge() {
+  if (inside_allocation()) return std::make_unique<AllocationScheduler>("sge", sge_script);
+  return std::make_unique<SgeScheduler>();
+}
+
 std::unique_ptr<Scheduler> make_local() { return std::make_unique<LocalScheduler>(); }
 
 // One row per scheduler: how to make it, the job script it would run (for --dry-run, without contacting
@@ -49,6 +57,7 @@ struct SchedulerEntry {
 const SchedulerEntry kSchedulers[] = {
     {"slurm", make_slurm, slurm_job_script, [] { return inside_slurm_allocation() || slurm_configured(); }},
     {"pbs", make_pbs, pbs_pro_script, [] { return std::getenv("PBS_JOBID") != nullptr || pbs_available(); }},
+    {"sge", make_sge, sge_script, [] { return enclosing_allocation().scheduler == "sge" || sge_available(); }},
     {"local", make_local, local_script, [] { return true; }},
 };
 
@@ -72,6 +81,11 @@ std::vector<std::pair<std::string, std::string>> scheduler_tool_versions() {
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [key, argv] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"slurm", {"sinfo", "--version"}}, {"pbs", {"qstat", "--version"}}, {"mpi", {"mpirun", "--version"}}}) {
+    // Grid Engine's qstat answers --version with its usage (first line "SGE 8.1.9"): named as what it is.
+    if (std::string ge; key == "pbs" && qstat_is_grid_engine(&ge)) {
+      out.emplace_back("sge", printable(ge));
+      continue;
+    }
     auto r = run_process(argv, {}, 5);
     if (r.exit_code == 0 && !trim(r.out).empty()) out.emplace_back(key, printable(trim(r.out.substr(0, r.out.find('\n')))));
   }

@@ -42,8 +42,9 @@ class Scheduler {
   virtual double max_poll_interval_s() const { return 1.0; }
 };
 
-// The registry of schedulers by short name: local, slurm, pbs, auto (Slurm when fanout runs inside an
-// allocation or a Slurm controller answers, else PBS when qsub/qstat or PBS_JOBID exist, else local).
+// The registry of schedulers by short name: local, slurm, pbs, sge, auto (Slurm when fanout runs inside an
+// allocation or a Slurm controller answers, else PBS when PBS_JOBID is set or a qstat that is not Grid Engine's is
+// on PATH, else Grid Engine inside its job or when SGE_ROOT is set and its qstat answers, else local).
 // An unknown name is a UserError listing the known ones.
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 // The allocation options (SchedulerOptions) a launcher turns into something real, by its name (so that a dry run,

@@ -20,6 +20,7 @@ if [ "$cmd" = scale ]; then N=${2:-160}; cmd=up; else N=${FANOUT_SLURM_NODES:-4}
 [ "$N" -ge 4 ] || { echo "slurm-cluster: at least 4 nodes (partition debug is n1-n4)" >&2; exit 2; }
 CPUS=${FANOUT_SLURM_CPUS:-16}
 D=${FANOUT_SLURM_DIR:-/var/tmp/fanout-slurm}
+PBS_ON_SLURM=/opt/fanout/pbs-on-slurm   # Slurm's PBS wrappers, unpacked (tests/pbs_test.cpp kPbsOnSlurm)
 HOST=$(hostname -s)
 HOST_CPUS=$(nproc --all)
 # The pid in pidfile $1 if that process is still daemon $2: after a restart of the machine the number can belong
@@ -71,12 +72,25 @@ up() {
   export DEBIAN_FRONTEND=noninteractive
   [ -x /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; }
   # libpmix must be installed before slurmd starts, or srun --mpi=pmix hangs.
-  pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev slurm-wlm-torque)
+  # slurm-wlm-torque (Slurm's PBS-compatible qsub/qstat/qdel, for the PBS tests) conflicts with Grid Engine's
+  # client (both are /usr/bin/qsub): its dependencies come from apt, the Perl wrappers themselves are unpacked into
+  # $PBS_ON_SLURM, which the PBS tests put first on PATH (scripts/sge-cluster.sh owns /usr/bin/qsub).
+  pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev libslurm-perl libslurmdb-perl libswitch-perl)
   missing=()
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get -o DPkg::Lock::Timeout=900 update -qq
     apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if [ ! -x "$PBS_ON_SLURM/usr/bin/qsub" ]; then
+    local deb_dir; deb_dir=$(mktemp -d)
+    (cd "$deb_dir" && apt-get -o DPkg::Lock::Timeout=900 download slurm-wlm-torque >/dev/null 2>&1) ||
+      { apt-get -o DPkg::Lock::Timeout=900 update -qq && (cd "$deb_dir" && apt-get download slurm-wlm-torque >/dev/null); }
+    rm -rf "$PBS_ON_SLURM.new" && mkdir -p "$PBS_ON_SLURM.new"
+    dpkg-deb -x "$deb_dir"/slurm-wlm-torque_*.deb "$PBS_ON_SLURM.new"
+    # The wrappers start Slurm's commands from their own folder (FindBin): those are linked beside them.
+    for c in salloc sbatch srun squeue scancel scontrol; do ln -sf "/usr/bin/$c" "$PBS_ON_SLURM.new/usr/bin/$c"; done
+    rm -rf "$PBS_ON_SLURM" && mv "$PBS_ON_SLURM.new" "$PBS_ON_SLURM" && rm -rf "$deb_dir"
   fi
 
   # Slurm daemons and srun find each other by this host's name, and the job-step path looks up localhost: make

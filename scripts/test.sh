@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # README command 2: install what is needed, build, bring up what the tests talk to (a real single-host Slurm
-# cluster with PMIx: partition debug = 4 virtual nodes, partition scale = 160 for the 128+16-node sweep), and
+# cluster with PMIx: partition debug = 4 virtual nodes, partition scale = 160 for the 128+16-node sweep; a Grid
+# Engine cell on this host), and
 # run the whole test suite. .ci/run calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The number of tests this tree has (raise it with every test added): fewer listed means some vanished.
-FANOUT_MIN_TESTS=363
+FANOUT_MIN_TESTS=377
 scripts/install-deps.sh test
 scripts/slurm-cluster.sh scale 160   # before the build: libpmix must be installed before slurmd starts
+scripts/sge-cluster.sh up             # a Grid Engine cell beside it (sge_qmaster + sge_execd) for tests/sge_test.cpp
 FANOUT_BUILD_TESTS=ON scripts/build.sh
 cd "${FANOUT_BUILD_DIR:-build}"
 # Every part must have been built: CMake skips the libtorch/hiredis/redismodule.h parts with only a warning, and

@@ -420,14 +420,21 @@ TEST(PbsWithOpenMpi, ResumeAfterTheDriverIsKilledFollowsItsPbsJobs) {
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---
+// They are unpacked apart from /usr/bin (scripts/slurm-cluster.sh): Grid Engine's client owns /usr/bin/qsub there.
+const fs::path kPbsOnSlurm = "/opt/fanout/pbs-on-slurm/usr/bin";
 
 class PbsOnSlurm : public ::testing::Test {
  protected:
   void SetUp() override {
     auto r = test::run_command({"/usr/bin/scontrol", "ping"}, "/", {}, 20);
     ASSERT_NE(r.out.find("is UP"), std::string::npos) << "the Slurm test cluster is not up: scripts/slurm-cluster.sh up";
-    ASSERT_TRUE(fs::exists("/usr/bin/qsub")) << "slurm-wlm-torque is not installed (scripts/slurm-cluster.sh installs it)";
+    ASSERT_TRUE(fs::exists(kPbsOnSlurm / "qsub")) << "Slurm's PBS wrappers are not unpacked (scripts/slurm-cluster.sh does)";
   }
+  // PATH with Slurm's PBS wrappers first (and `shim` before them, when given).
+  static std::string pbs_path(const fs::path& shim = {}) {
+    return (shim.empty() ? "" : shim.string() + ":") + kPbsOnSlurm.string() + ":" + std::getenv("PATH");
+  }
+  std::vector<std::pair<std::string, std::string>> pbs_env() { return {{"PATH", pbs_path()}}; }
   test::TempDir d;
   std::string one(const std::string& exp, const std::string& sql) {
     return test::sql_one(d.path / "results" / exp / "fanout.sqlite", sql);
@@ -436,9 +443,9 @@ class PbsOnSlurm : public ::testing::Test {
   std::vector<std::pair<std::string, std::string>> counting_qstat_env() {
     fs::create_directories(d.path / "shim");
     std::ofstream(d.path / "shim" / "qstat") << "#!/bin/sh\necho x >> " << shell_quote((d.path / "qstat.calls").string())
-                                               << "\nexec /usr/bin/qstat \"$@\"\n";
+                                               << "\nexec " << (kPbsOnSlurm / "qstat").string() << " \"$@\"\n";
     ::chmod((d.path / "shim" / "qstat").c_str(), 0755);
-    return {{"PATH", (d.path / "shim").string() + ":" + std::getenv("PATH")}};
+    return {{"PATH", pbs_path(d.path / "shim")}};
   }
 };
 
@@ -464,10 +471,10 @@ TEST_F(PbsOnSlurm, SweepRunsThroughQsubAndOneQstatPerPollCycle) {
 // cancelled (qdel), and it is not retried even with --max_retries: it might still be running unseen.
 TEST_F(PbsOnSlurm, AJobWhoseStateCannotBeQueriedFailsAfterTheLimit) {
   fs::create_directories(d.path / "shim");
-  std::ofstream(d.path / "shim" / "qstat") << "#!/bin/sh\n[ \"$1\" = --version ] && exec /usr/bin/qstat \"$@\"\n"
+  std::ofstream(d.path / "shim" / "qstat") << "#!/bin/sh\n[ \"$1\" = --version ] && exec " << (kPbsOnSlurm / "qstat").string() << " \"$@\"\n"
                                              << "echo 'qstat: cannot connect to server' >&2\nexit 1\n";
   ::chmod((d.path / "shim" / "qstat").c_str(), 0755);
-  const std::vector<std::pair<std::string, std::string>> env = {{"PATH", (d.path / "shim").string() + ":" + std::getenv("PATH")}};
+  const std::vector<std::pair<std::string, std::string>> env = {{"PATH", pbs_path(d.path / "shim")}};
   auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--step_launcher=srun", "--exp_name=lost",
                               "--iterations=600", "--sleep_us=100000", "--unknown_timeout=3", "--max_retries=1"},
                              d.path, env, 300);
@@ -510,7 +517,7 @@ TEST_F(PbsOnSlurm, PollingAnyNumberOfJobsCostsOneQstat) {
 TEST_F(PbsOnSlurm, FailingRankIsFailedWithItsExitCode) {
   auto r = test::run_command({test::fanout_exe().string(), "calibration_sleep", "--launcher=pbs", "--step_launcher=srun",
                               "--exp_name=pf", "--fail_rank=0", "--iterations=2"},
-                             d.path, {}, 300);
+                             d.path, pbs_env(), 300);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(one("pf", "SELECT status FROM runs"), "FAILED");
   EXPECT_NE(one("pf", "SELECT reason FROM runs").find("step 'sleep' exited with status 3"), std::string::npos)
@@ -519,8 +526,8 @@ TEST_F(PbsOnSlurm, FailingRankIsFailedWithItsExitCode) {
 
 TEST_F(PbsOnSlurm, BatchScriptRunsTheSweepInsideItsAllocation) {
   fs::path script = fs::path(FANOUT_SOURCE_DIR) / "batch_scripts" / "pbs_sweep.sh";
-  auto sub = test::run_command({"/usr/bin/qsub", script.string()}, d.path,
-                               {{"FANOUT", test::fanout_exe().string()}, {"RESULTS_DIR", (d.path / "results").string()},
+  auto sub = test::run_command({(kPbsOnSlurm / "qsub").string(), script.string()}, d.path,
+                               {{"PATH", pbs_path()}, {"FANOUT", test::fanout_exe().string()}, {"RESULTS_DIR", (d.path / "results").string()},
                                 {"STEP_LAUNCHER", "srun"}},
                                60);
   ASSERT_EQ(sub.exit_code, 0) << sub.out << sub.err;
@@ -534,7 +541,7 @@ TEST_F(PbsOnSlurm, BatchScriptRunsTheSweepInsideItsAllocation) {
 TEST_F(PbsOnSlurm, ArraySweepGoesAsOneArrayPerShape) {
   auto r = test::run_command({test::fanout_exe().string(), "calibration_copy", "--launcher=pbs", "--step_launcher=srun", "--array",
                               "--exp_name=pa", "--copy_bytes=[1024,2048,4096]", "--nodes=[1,2]", "--iterations=3"},
-                             d.path, {}, 300);
+                             d.path, pbs_env(), 300);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("pa", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "6");
   EXPECT_EQ(one("pa", "SELECT count(DISTINCT substr(job_id, 1, instr(job_id, '#') - 1)) FROM runs"), "2") << "one array per shape";
