@@ -61,7 +61,7 @@ void JobSpec::validate() const {
   if (walltime_s <= 0) throw UserError("job " + name + ": wall time must be positive");
 }
 
-void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured,
+void SchedulerOptions::refuse_unhonoured(const std::string& scheduler, const std::vector<std::string>& honoured,
                                          const std::map<std::string, std::string>& origins) const {
   const std::pair<const char*, bool> given[] = {{"partition", !partition.empty()}, {"account", !account.empty()},
                                                 {"constraint", !constraint.empty()}, {"exclusive", exclusive},
@@ -74,7 +74,7 @@ void SchedulerOptions::refuse_unhonoured(const std::string& launcher, const std:
     std::vector<std::string> flags;  // of the options above: step keys (gpus_per_task, ...) are not flags
     for (auto& [option, unused] : given)
       if (std::find(honoured.begin(), honoured.end(), option) != honoured.end()) flags.push_back(option);
-    throw UserError(where + launcher + " launcher cannot honour it, and a run without it would not be what was asked" +
+    throw UserError(where + scheduler + " launcher cannot honour it, and a run without it would not be what was asked" +
                     (flags.empty() ? " (it honours none of --partition, --account, --constraint, --exclusive, --batch_args)"
                                    : " (of these it honours: --" + join(flags, ", --") + ")"));
   }
@@ -84,7 +84,7 @@ bool JobSpec::needs_rendezvous_service() const {
   return steps.size() > 1 || std::any_of(steps.begin(), steps.end(), [](const StepSpec& s) { return s.mpi_program; });
 }
 
-void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,
+void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& scheduler,
                             const std::vector<std::string>& honoured) {
   const std::pair<const char*, std::string> asked[] = {
       {"gpus_per_task", step.gpus_per_task ? std::to_string(step.gpus_per_task) + " GPU(s) per task" : ""},
@@ -94,7 +94,7 @@ void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const 
       {"mpi_program", step.mpi_program ? "to run an MPI program whose ranks are the step's (mpi_program)" : ""}};
   for (auto& [name, what] : asked)
     if (!what.empty() && std::find(honoured.begin(), honoured.end(), name) == honoured.end())
-      throw UserError(run + ": step '" + step.role + "' asks " + what + ", which the " + launcher +
+      throw UserError(run + ": step '" + step.role + "' asks " + what + ", which the " + scheduler +
                       " launcher cannot give it; a run without it would not be what was asked");
 }
 

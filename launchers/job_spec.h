@@ -47,12 +47,12 @@ struct SchedulerOptions {  // allocation requests; the local scheduler ignores w
   SchedulerOptions with_job_args(const std::vector<std::pair<std::string, std::string>>& args) const;
   // UserError naming the first given option that is not in `honoured` (a launcher would drop it silently), and
   // where its value came from (origins: option name -> "--partition" or "site.toml:5: settings.partition").
-  void refuse_unhonoured(const std::string& launcher, const std::vector<std::string>& honoured,
+  void refuse_unhonoured(const std::string& scheduler, const std::vector<std::string>& honoured,
                          const std::map<std::string, std::string>& origins = {}) const;
 };
 
 // The same for what a step asks (honoured names: gpus_per_task, memory_mb, binding, exclusive_step); `run` names it.
-void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& launcher,
+void refuse_unhonoured_step(const StepSpec& step, const std::string& run, const std::string& scheduler,
                             const std::vector<std::string>& honoured);
 
 struct JobSpec {

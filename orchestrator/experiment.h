@@ -38,7 +38,7 @@ void require_range(const std::string& origin, int64_t v, int64_t lo, int64_t hi)
 
 struct ExperimentSettings {
   std::string exp_name;
-  std::string launcher = default_scheduler_name();  // the scheduler (SmartSim's flag name)
+  std::string scheduler = default_scheduler_name();  // where runs go: the flag keeps SmartSim's name, --launcher
   int64_t walltime_s = 3600;
   std::filesystem::path results_dir = "results";
   int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)

@@ -145,7 +145,7 @@ const std::map<std::string, std::string>& machine_provenance() {
 }
 
 RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const Plugin& plugin, const RunnerOptions& opts,
-                         const std::string& launcher) {
+                         const std::string& scheduler) {
   RunMetadata m;
   m.session = run.session;
   m.experiment = plan.request.settings.exp_name;
@@ -155,7 +155,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.plugin_path = fs::absolute(own.path()).string();
   m.plugin_version = own.version();
   m.param_hash = run.param_hash;
-  m.launcher = launcher;  // what --launcher resolved to (auto -> slurm or local)
+  m.scheduler = scheduler;  // what --launcher resolved to (auto -> slurm or local)
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
   m.parameters = run.point.values;
@@ -323,7 +323,7 @@ namespace {
 // Launchers that hand out no GPUs (local processes, mpirun) leave each rank to take its share of its host's GPUs by
 // local rank (rank/main.cpp): two steps on one node asking GPUs, or locally two nodes (all this one host), would take
 // the same ones.
-void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher, const SchedulerTraits& traits) {
+void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& scheduler, const SchedulerTraits& traits) {
   if (traits.hands_out_gpus) return;
   JobSpec probe;
   probe.steps = run.steps;
@@ -334,7 +334,7 @@ void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher, co
   for (auto& [host, n] : askers)
     if (n > 1)
       throw UserError(run.session + ": " + (traits.one_host ? "more than one step or node asks GPUs on this host" : "two steps on one node ask GPUs") +
-                      ", and the " + launcher + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
+                      ", and the " + scheduler + " launcher hands out none: each rank takes its share by local rank, so they would take the same GPUs");
 }
 
 }  // namespace
@@ -342,8 +342,8 @@ void refuse_shared_gpu_hosts(const RunPlan& run, const std::string& launcher, co
 // A scheduler that starts every rank on this host cannot run SmartSim-Scaling's 128 nodes x 32 clients: refused,
 // before anything starts, when the ranks that run at once (a run's steps times the runs --max_parallel lets run
 // together, plus the service they share) exceed --max_local_ranks (default 8 per usable CPU).
-void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher) {
-  if (!scheduler_traits(launcher).one_host) return;
+void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& scheduler) {
+  if (!scheduler_traits(scheduler).one_host) return;
   const ExperimentSettings& st = plan.request.settings;
   const size_t cpus = usable_cpus();  // the CPUs this process may run on (its affinity mask)
   const int64_t limit = st.max_local_ranks > 0 ? st.max_local_ranks : int64_t(8 * cpus);
@@ -357,7 +357,7 @@ void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& 
     ranks = ranks * together + service;
     if (ranks <= limit) continue;
     const auto from = st.origins.find("launcher");
-    const std::string launcher_from = from == st.origins.end() ? "the default --launcher=local" : from->second + "=" + launcher;
+    const std::string launcher_from = from == st.origins.end() ? "the default --launcher=local" : from->second + "=" + scheduler;
     throw UserError(r.session + ": " + std::to_string(ranks) + " ranks on this host (" + launcher_from + ")" +
                     (together > 1 ? ", " + std::to_string(together) + " runs at once (--max_parallel)" : "") + ", more than --max_local_ranks=" +
                     std::to_string(limit) + (st.max_local_ranks > 0 ? "" : " (8 per CPU; " + std::to_string(cpus) + " CPUs)") +
@@ -368,11 +368,11 @@ void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& 
 namespace {
 
 // What `launcher` cannot honour, of the run's options and of what each step of each run and service asks: refused.
-void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) {
-  const SchedulerTraits traits = scheduler_traits(launcher);
+void refuse_unhonoured(const ExperimentPlan& plan, const std::string& scheduler) {
+  const SchedulerTraits traits = scheduler_traits(scheduler);
   const auto& honoured = traits.honoured;
   const ExperimentSettings& st = plan.request.settings;
-  st.run_options().refuse_unhonoured(launcher, honoured, st.origins);
+  st.run_options().refuse_unhonoured(scheduler, honoured, st.origins);
   // Given for a service job (by the user: a site profile's are defaults for experiments that have one).
   for (auto [name, alias] : {std::pair{"service_hosts", "db_hosts"}, {"service_args", "db_node_feature"}, {"service_walltime", "wall_time"}})
     if (st.given.count(name) && plan.services.empty())
@@ -381,17 +381,17 @@ void refuse_unhonoured(const ExperimentPlan& plan, const std::string& launcher) 
   // The MPI flavour shapes mpirun's command line only (a site profile may name it for the day mpirun is used).
   const bool mpirun = traits.step_launcher(st.options.step_launcher) == mpirun_launcher().name;
   if (st.given.count("mpi") && !mpirun)
-    throw UserError("--mpi: the " + launcher + " launcher starts steps " + traits.starts_steps(st.options.step_launcher) +
+    throw UserError("--mpi: the " + scheduler + " launcher starts steps " + traits.starts_steps(st.options.step_launcher) +
                     ", not with " + mpirun_launcher().name + ": nothing would take it");
   if (!st.service_hosts.empty() && std::find(honoured.begin(), honoured.end(), "batch_args") == honoured.end())
-    throw UserError("--service_hosts (--db_hosts): the " + launcher + " launcher cannot place a job on given nodes");
-  if (!plan.services.empty()) st.service_options().refuse_unhonoured(launcher, honoured, st.origins);
+    throw UserError("--service_hosts (--db_hosts): the " + scheduler + " launcher cannot place a job on given nodes");
+  if (!plan.services.empty()) st.service_options().refuse_unhonoured(scheduler, honoured, st.origins);
   for (const auto* runs : {&plan.services, &plan.runs})
     for (const RunPlan& r : *runs) {
-      for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, launcher, honoured);
-      refuse_shared_gpu_hosts(r, launcher, traits);
+      for (const StepSpec& step : r.steps) refuse_unhonoured_step(step, r.session, scheduler, honoured);
+      refuse_shared_gpu_hosts(r, scheduler, traits);
     }
-  refuse_too_many_local_ranks(plan, launcher);
+  refuse_too_many_local_ranks(plan, scheduler);
 }
 }  // namespace
 
@@ -419,10 +419,10 @@ std::string summarised(const std::string& script) {
 
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
-  if (!scheduler_is_detected(st.launcher)) refuse_unhonoured(plan, st.launcher);  // as a real run would
-  else refuse_too_many_local_ranks(plan, st.launcher);  // auto that means local here
+  if (!scheduler_is_detected(st.scheduler)) refuse_unhonoured(plan, st.scheduler);  // as a real run would
+  else refuse_too_many_local_ranks(plan, st.scheduler);  // auto that means local here
   out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
-      << "', launcher " << st.launcher << ", nothing is submitted or written\n";
+      << "', launcher " << st.scheduler << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     const auto& r = plan.runs[i];
     if (r.service >= 0 && (i == 0 || plan.runs[i - 1].service != r.service))
@@ -435,11 +435,11 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
   for (const JobSpec& job : service_jobs(plan, plugin, opts, root)) {
     out << "\n# ---- job script for service " << job.name << "\n";
-    out << summarised(render_job_script(st.launcher, job));
+    out << summarised(render_job_script(st.scheduler, job));
   }
   for (const auto& r : plan.runs) {
     out << "\n# ---- job script for " << r.session << "\n";
-    out << summarised(render_job_script(st.launcher, job_for(plan, r, plugin, opts, root / r.session)));
+    out << summarised(render_job_script(st.scheduler, job_for(plan, r, plugin, opts, root / r.session)));
   }
 }
 
@@ -484,7 +484,7 @@ class ExperimentSession {
   ExperimentSession(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts)
       : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : std::cerr),
         progress_(log_, !opts.progress && isatty(STDERR_FILENO), double(st_.status_interval_s)),
-        scheduler_(make_scheduler(st_.launcher)) {}
+        scheduler_(make_scheduler(st_.scheduler)) {}
   ~ExperimentSession() {
     try {
       for (auto& g : groups_)
@@ -678,7 +678,7 @@ class ExperimentSession {
     queued_ = true;
     outcome_.runs = slots_.size();
     log() << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
-         << st_.launcher;
+         << st_.scheduler;
     if (!groups_.empty()) log() << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
     log() << " -> " << outcome_.run_root.string() << "\n";
   }

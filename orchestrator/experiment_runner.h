@@ -34,7 +34,7 @@ struct RunnerOptions {
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out);
 // UserError naming the run, when a scheduler that starts every rank on this host would start more at once than
 // --max_local_ranks (default 8 per usable CPU). Dry runs and real runs check it before anything starts.
-void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& launcher);
+void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& scheduler);
 // With settings.resume, first ingests run folders that ended but never reached the database (the driver was
 // killed), then runs only the permutations (by parameter hash) without a COMPLETED run.
 ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts);

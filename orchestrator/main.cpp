@@ -203,7 +203,7 @@ bool use_the_enclosing_allocation(ExperimentSettings& st) {
   if (st.origins.count("launcher")) return false;  // the command line, the experiment file or the site profile chose
   const EnclosingAllocation inside = enclosing_allocation();
   if (inside.scheduler.empty()) return false;
-  st.launcher = inside.scheduler;
+  st.scheduler = inside.scheduler;
   std::cerr << "fanout: inside " << inside.scheduler << " job " << printable(inside.job_id) << ": runs start as steps of that allocation "
             << "(--launcher=" << inside.scheduler << "); --launcher=local runs them on this host only\n";
   return true;
@@ -218,13 +218,13 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   apply_site_defaults(opts.site, plugin, with_site);
   const bool allocation_chose = use_the_enclosing_allocation(with_site.settings);
   const auto names = scheduler_names();
-  if (std::find(names.begin(), names.end(), with_site.settings.launcher) == names.end())
-    throw UserError("--launcher: unknown launcher '" + with_site.settings.launcher + "' (known: " + join(names, ", ") + ")");
+  if (std::find(names.begin(), names.end(), with_site.settings.scheduler) == names.end())
+    throw UserError("--launcher: unknown launcher '" + with_site.settings.scheduler + "' (known: " + join(names, ", ") + ")");
   ExperimentPlan plan = plan_experiment(with_site, plugin);
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
-  if (allocation_chose) opts.argv.push_back("--launcher=" + with_site.settings.launcher);
+  if (allocation_chose) opts.argv.push_back("--launcher=" + with_site.settings.scheduler);
   opts.interrupt = &g_interrupt;
   if (dry_run) {
     print_dry_run(plan, plugin, opts, std::cout);
@@ -650,7 +650,7 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
   // Built when --help asks: the template's defaults are planned, and where the local launcher would refuse them
   // (SmartSim-Scaling's 128 nodes x 32 clients), the example names a scheduler.
   cmd->footer([&plugin, &tmpl, sweepable] {
-    std::string launcher;
+    std::string scheduler;
     std::optional<ExperimentPlan> plan;
     try {
       ExperimentRequest req;
@@ -661,11 +661,11 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
       // defaults that do not plan here (a file parameter's default file missing): the example stays plain
     }
     try {
-      if (plan) refuse_too_many_local_ranks(*plan, ExperimentSettings{}.launcher);  // the default scheduler's limit
+      if (plan) refuse_too_many_local_ranks(*plan, ExperimentSettings{}.scheduler);  // the default scheduler's limit
     } catch (const UserError&) {
-      launcher = " --launcher=slurm";
+      scheduler = " --launcher=slurm";
     }
-    return "Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) + launcher +
+    return "Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) + scheduler +
            " --dry-run     # the runs and their job scripts, nothing submitted";
   });
   return {cmd, [st, &plugin, &tmpl, &inv] {

@@ -85,8 +85,8 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(text("exp_name", "name", "name of the experiment (its folder under results_dir)", "",
                    [](ExperimentSettings& st, const std::string& v) { st.exp_name = v; }));
   // The scheduler and step launcher names come from their registries: the driver names no backend.
-  s.push_back(text("launcher", "launcher", "where runs go (the scheduler): " + join(scheduler_names(), ", "), ExperimentSettings{}.launcher,
-                   [](ExperimentSettings& st, const std::string& v) { st.launcher = v; }));
+  s.push_back(text("launcher", "launcher", "where runs go (the scheduler): " + join(scheduler_names(), ", "), ExperimentSettings{}.scheduler,
+                   [](ExperimentSettings& st, const std::string& v) { st.scheduler = v; }));
   std::vector<std::string> defaults;
   for (auto& name : scheduler_names())
     if (!scheduler_is_detected(name))

@@ -18,7 +18,7 @@ fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSample
 void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durability durability) {
   toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
                   {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
-                  {"param_hash", m.param_hash}, {"launcher", m.launcher},   {"walltime_s", m.walltime_s},
+                  {"param_hash", m.param_hash}, {"launcher", m.scheduler},   {"walltime_s", m.walltime_s},
                   {"created_wall_ns", m.created_wall_ns}};
   if (!m.service_dir.empty()) {
     run.insert("service_dir", m.service_dir);
@@ -86,7 +86,7 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   m.plugin_path = run["plugin_path"].value_or(std::string());
   m.plugin_version = run["plugin_version"].value_or(std::string());
   m.param_hash = need_str(run, "param_hash");
-  m.launcher = run["launcher"].value_or(std::string());
+  m.scheduler = run["launcher"].value_or(std::string());
   m.walltime_s = run["walltime_s"].value_or(int64_t(0));
   m.created_wall_ns = run["created_wall_ns"].value_or(int64_t(0));
   m.service_dir = run["service_dir"].value_or(std::string());

@@ -46,7 +46,7 @@ struct RunMetadata {
   std::string subcommand;  // the experiment template or "run"
   std::string plugin, plugin_path, plugin_version;
   std::string param_hash;
-  std::string launcher;
+  std::string scheduler;  // stored as "launcher" (run.toml key and runs column: SmartSim's word)
   int64_t walltime_s = 0;
   int64_t created_wall_ns = 0;
   std::vector<std::pair<std::string, std::string>> parameters;  // every parameter, defaults included

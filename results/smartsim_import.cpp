@@ -175,7 +175,7 @@ SessionTimings read_session(const fs::path& dir, const fs::path& session) {
   m.experiment = fs::absolute(dir).lexically_normal().filename().string();
   m.plugin = "smartsim-scaling";
   m.subcommand = kind_of(m.session);
-  m.launcher = "imported";
+  m.scheduler = "imported";
   const fs::path cfg = session / "run.cfg";
   if (!fs::exists(cfg)) throw UserError(cfg.string() + ": missing (every SmartSim-Scaling session has one)");
   // SmartSim-Scaling's write_run_config puts the driver's arguments in [attributes] and run facts in [run];

@@ -450,7 +450,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
              "signal, reason, created_at, started_at, ended_at, ingested_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     ins.bind(1, experiment_id(meta.experiment, meta.plugin, meta.subcommand))
         .bind(2, meta.session).bind(3, run_dir.string()).bind(4, st.state).bind(5, meta.param_hash)
-        .bind(6, meta.launcher).bind(7, st.job_id).bind(8, st.node_list).bind(9, int64_t(st.exit_code))
+        .bind(6, meta.scheduler).bind(7, st.job_id).bind(8, st.node_list).bind(9, int64_t(st.exit_code))
         .bind(10, int64_t(st.signal)).bind(11, st.reason).bind(12, ns_to_s(meta.created_wall_ns))
         .bind(13, ns_to_s(st.start_wall_ns)).bind(14, ns_to_s(st.end_wall_ns)).bind(15, ns_to_s(wall_ns()));
     ins.run();

@@ -72,8 +72,8 @@ EnclosingAllocation enclosing_allocation() {
   return {};
 }
 
-std::vector<std::string> honoured_options(const std::string& launcher) {
-  const SchedulerRow& r = row_of(launcher);
+std::vector<std::string> honoured_options(const std::string& scheduler) {
+  const SchedulerRow& r = row_of(scheduler);
   return enclosing_allocation().scheduler.empty() ? r.honoured : r.honoured_inside;
 }
 

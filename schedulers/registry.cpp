@@ -92,7 +92,7 @@ std::vector<std::pair<std::string, std::string>> scheduler_tool_versions() {
   return out;
 }
 
-SchedulerTraits scheduler_traits(const std::string& launcher) { return scheduler_traits_of(resolve_scheduler_name(launcher)); }
+SchedulerTraits scheduler_traits(const std::string& scheduler) { return scheduler_traits_of(resolve_scheduler_name(scheduler)); }
 
 std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
   if (name != "auto") return entry(name).make();
@@ -110,8 +110,8 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name) {
 std::string resolve_scheduler_name(const std::string& name) { return name == "auto" ? detected().front()->name : entry(name).name; }
 
 
-std::string render_job_script(const std::string& launcher, const JobSpec& job) {
-  return entry(resolve_scheduler_name(launcher)).render(job);
+std::string render_job_script(const std::string& scheduler, const JobSpec& job) {
+  return entry(resolve_scheduler_name(scheduler)).render(job);
 }
 
 }  // namespace fanout

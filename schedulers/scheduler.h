@@ -51,7 +51,7 @@ std::unique_ptr<Scheduler> make_scheduler(const std::string& name);
 // which contacts no scheduler, refuses the same); the driver refuses the others when they are given, rather than
 // measure without them. Names as the flags: partition, account, constraint, exclusive, batch_args; and what steps
 // ask: gpus_per_task, memory_mb, binding (other than none), exclusive_step.
-std::vector<std::string> honoured_options(const std::string& launcher);
+std::vector<std::string> honoured_options(const std::string& scheduler);
 // What the driver must know of a scheduler before it contacts one (a dry run contacts none), answered here per
 // backend so that the driver names none.
 struct SchedulerTraits {
@@ -65,7 +65,7 @@ struct SchedulerTraits {
     return step_launcher(asked).empty() ? "itself" : "with " + step_launcher(asked);
   }
 };
-SchedulerTraits scheduler_traits(const std::string& launcher);  // `auto` resolved as make_scheduler would
+SchedulerTraits scheduler_traits(const std::string& scheduler);  // `auto` resolved as make_scheduler would
 SchedulerTraits scheduler_traits_of(const std::string& name);   // a scheduler's own name (not `auto`): names.cpp
 // The versions of every scheduler's and step launcher's client tools found on this host ("slurm" -> "slurm-wlm
 // 22.05.8"), for a run's provenance.
@@ -79,7 +79,7 @@ bool scheduler_is_detected(const std::string& name);
 std::string resolve_scheduler_name(const std::string& name);
 // The job script a launcher would run, without contacting any scheduler (for --dry-run); `auto` resolves as
 // make_scheduler resolves it.
-std::string render_job_script(const std::string& launcher, const JobSpec& job);
+std::string render_job_script(const std::string& scheduler, const JobSpec& job);
 // The batch allocation this process runs inside, if any: the scheduler that made it and the job's id (from the
 // environment that scheduler gives its jobs). Empty name outside one.
 struct EnclosingAllocation {
