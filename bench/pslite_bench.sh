@@ -3,11 +3,16 @@
 # and shared memory, and the synchronous 4 KiB round trip. Each figure's anchor is iperf3 as its users run it for
 # this traffic, measured right before it: `iperf3 -l <min(len, 1M)>` (the same write size), and `--bidir` summed
 # for pushpull. No figure from another machine enters a goal. Runs fanout-pslite under ps-lite's DMLC_* environment.
+# Beside iperf3, the plain-socket anchor (build/tcp_anchor): fanout-pslite's own message shape (a 40-byte header
+# and the value per sendmsg, read into place) on one TCP connection with no protocol, also measured right before
+# each run: tcp/plain is ps-lite's cost, plain/iperf3 the message shape's. The synchronous round trip's anchor is
+# `tcp_anchor rtt 4096` (a 4 KiB value out, a header back: the push's shape, TCP_NODELAY).
 #   bench/pslite_bench.sh [build dir]     (needs iperf3: scripts/install-deps.sh test)
 set -euo pipefail
 build=${1:-build}
-exe=$build/fanout-pslite
+exe=$build/fanout-pslite plain=$build/tcp_anchor
 [ -x "$exe" ] || { echo "pslite_bench: $exe not found (build first)" >&2; exit 2; }
+[ -x "$plain" ] || { echo "pslite_bench: $plain not found (build the bench targets)" >&2; exit 2; }
 command -v iperf3 >/dev/null || { echo "pslite_bench: iperf3 is missing (scripts/install-deps.sh test)" >&2; exit 2; }
 port=$((20000 + RANDOM % 20000))
 export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_INTERFACE=lo NUM_KEY_PER_SERVER=40
@@ -43,21 +48,28 @@ iperf_gbps() {  # len bidir(0|1): Gbit/s received, both directions summed with -
   wait
   echo "$g"
 }
-echo "anchor: iperf3 -l min(len, 1M) over loopback, measured before each fanout run; pushpull against iperf3 --bidir (both directions summed)"
+# The plain-socket anchor: as many values as the fanout run moves (iterations x keys), one direction (push, pull)
+# or both (pushpull).
+plain_gbps() {  # len bidir(0|1)
+  "$plain" "$([ "$2" = 1 ] && echo bidir || echo stream)" "$1" "$(($(iters "$1") * NUM_KEY_PER_SERVER))" | awk '/Application goodput/ {print $3}'
+}
+echo "anchors: iperf3 -l min(len, 1M) over loopback, and tcp_anchor (the same header+value messages, no protocol), each measured before each fanout run; pushpull against iperf3 --bidir and tcp_anchor bidir (both directions summed)"
 echo
 # Gb/s count both directions for pushpull (each value there and back), as the --bidir anchor does.
-printf '%-9s %-9s %9s %9s %8s %11s %10s\n' mode len "tcp Gb/s" "shm Gb/s" "shm/tcp" "iperf3 Gb/s" "tcp/iperf3"
+printf '%-9s %-9s %9s %9s %8s %11s %10s %10s %11s\n' mode len "tcp Gb/s" "shm Gb/s" "shm/tcp" "iperf3 Gb/s" "tcp/iperf3" "plain Gb/s" "tcp/plain"
 goals=()
 for mode in push pull pushpull; do
   m=$([ $mode = pushpull ] && echo 1 || ([ $mode = push ] && echo 2 || echo 3))
   for len in 4096 65536 1048576 4194304 16777216; do
     anchor=$(iperf_gbps $len $([ $mode = pushpull ] && echo 1 || echo 0))
     [ -n "$anchor" ] || { echo "pslite_bench: iperf3 gave no figure at $len" >&2; exit 1; }
+    plain_raw=$(plain_gbps $len $([ $mode = pushpull ] && echo 1 || echo 0))
+    [ -n "$plain_raw" ] || { echo "pslite_bench: tcp_anchor gave no figure at $len" >&2; exit 1; }
     tcp_raw=$(gbps 0 $len "$(iters $len)" $m); tcp=${tcp_raw:-0}
     shm_raw=$(gbps shm $len "$(iters $len)" $m); shm=${shm_raw:-0}
-    line=$(awk -v mode=$mode -v len=$len -v tcp="$tcp" -v shm="$shm" -v a="$anchor" 'BEGIN{
+    line=$(awk -v mode=$mode -v len=$len -v tcp="$tcp" -v shm="$shm" -v a="$anchor" -v p="$plain_raw" 'BEGIN{
       ratio = (tcp > 0) ? shm / tcp : 0
-      printf "%-9s %-9s %9.2f %9.2f %8.2f %11.2f %10.2f", mode, len, tcp, shm, ratio, a, tcp / a
+      printf "%-9s %-9s %9.2f %9.2f %8.2f %11.2f %10.2f %10.2f %11.2f", mode, len, tcp, shm, ratio, a, tcp / a, p, tcp / p
       if (mode != "pushpull" && (len == 65536 || len == 1048576 || len == 4194304))
         printf "|%s %s tcp / iperf3 -l %s: %.2f (goal 0.9): %s", mode, len, (len < 1048576 ? len : 1048576), tcp / a, ((tcp / a >= 0.9) ? "met" : "NOT met")
       if (len == 1048576) printf "|%s %s shm/tcp %.2f (goal 3x): %s", mode, len, ratio, ((ratio >= 3) ? "met" : "NOT met")
@@ -67,13 +79,22 @@ for mode in push pull pushpull; do
     figure "tcp_gbit_per_s.$mode.$len" "$tcp_raw" Gbit/s
     figure "shm_gbit_per_s.$mode.$len" "$shm_raw" Gbit/s
     figure "tcp_vs_iperf3.$mode.$len" "$(awk -v t="$tcp" -v c="$anchor" 'BEGIN{printf "%.6g", t / c}')" x
+    figure "plain_gbit_per_s.$mode.$len" "$plain_raw" Gbit/s
+    figure "tcp_vs_plain.$mode.$len" "$(awk -v t="$tcp" -v c="$plain_raw" 'BEGIN{printf "%.6g", t / c}')" x
+    figure "plain_vs_iperf3.$mode.$len" "$(awk -v p="$plain_raw" -v c="$anchor" 'BEGIN{printf "%.6g", p / c}')" x
     figure "shm_vs_tcp.$mode.$len" "$(awk -v s="$shm" -v t="$tcp" 'BEGIN{printf "%.6g", (t > 0) ? s / t : 0}')" x
     IFS='|' read -r -a g <<<"${line#*|}"
     [ "$line" = "${line%%|*}" ] || goals+=("${g[@]}")
   done
 done
 echo
-echo "synchronous round trip, 1 key of 4096 bytes (goal p50 < 100 us):"
+echo "synchronous round trip, 1 key of 4096 bytes (goal p50 < 100 us), against tcp_anchor rtt 4096 measured right before:"
+ping=$("$plain" rtt 4096 5000)
+echo "plain socket: $ping"
+ping_p50=$(awk '{for (i = 1; i < NF; i++) if ($i == "p50") print $(i + 1)}' <<<"$ping")
+ping_p99=$(awk '{for (i = 1; i < NF; i++) if ($i == "p99") print $(i + 1)}' <<<"$ping")
+figure "plain_rtt_p50_us" "$ping_p50" us
+figure "plain_rtt_p99_us" "$ping_p99" us
 for t in 0 shm; do
   out=$(run $t 4096 5000 0)
   echo "$([ $t = 0 ] && echo tcp || echo shm): $(tr '\n' ';' <<<"$out")"
@@ -81,6 +102,8 @@ for t in 0 shm; do
   p99=$(awk '/push_rtt/ {print $9}' <<<"$out")
   figure "sync_push_rtt_p50_us.$([ $t = 0 ] && echo tcp || echo shm)" "$p50" us
   figure "sync_push_rtt_p99_us.$([ $t = 0 ] && echo tcp || echo shm)" "$p99" us
+  figure "sync_push_rtt_p50_vs_plain.$([ $t = 0 ] && echo tcp || echo shm)" "$(awk -v a="$p50" -v b="$ping_p50" 'BEGIN{printf "%.6g", a / b}')" x
+  figure "sync_push_rtt_p99_vs_plain.$([ $t = 0 ] && echo tcp || echo shm)" "$(awk -v a="$p99" -v b="$ping_p99" 'BEGIN{printf "%.6g", a / b}')" x
   goals+=("sync 4 KiB push round trip over $([ $t = 0 ] && echo tcp || echo shm) p50 ${p50} us (goal < 100): $(awk -v p="$p50" 'BEGIN{print ((p < 100) ? "met" : "NOT met")}')")
 done
 echo

@@ -1,10 +1,15 @@
 // process_scaling_results on a SmartSim-Scaling results tree of the size a real sweep leaves: S sessions x R ranks
 // (default 48 x 128) of throughput timings, I put/unpack iterations per rank (default 100: 1.25 M timing lines).
-// The tree is written by fanout's own SmartSim-Scaling export (results/smartsim_export.h: run.cfg through
-// configparser's layout, rank_<r>_timing.csv as the C++ clients print them) from a generated experiment; that is
-// not timed. Timed: `process_scaling_results` (import into fanout.sqlite, statistics, CSV, plots, HTML report),
-// against a baseline in the same invocation: reading every timing file and parsing each line's number, which any
-// tool must do at least.  Prints a table.   Usage: scaling_results_bench [sessions] [ranks] [iterations]
+// The tree is written as SmartSim-Scaling itself writes one (read from its sources: utils.py
+// create_experiment_and_dir and write_run_config, driverthroughput/main.py's session names, cpp-throughput's
+// timing lines), not by fanout's exporter: results/<exp>/run-<date>-<time>/ with scaling-<date>.log, the
+// Orchestrator's database/ folder, and one folder per session named throughput-sess-<language>-N-T-DBN-DBCPU-ITER-
+// TB-<uuid4[:4]> holding configparser's run.cfg, the model's .out/.err and rank_<r>_timing.csv ("rank,function,
+// seconds" as std::ostream prints a double: 6 significant digits), languages mixed (cpp, c, fortran sessions).
+// Writing the tree is not timed. Timed: `process_scaling_results` (import into fanout.sqlite, statistics, CSV,
+// plots, HTML report), against a baseline in the same invocation: reading every timing file and parsing each
+// line's number, which any tool must do at least.  Prints a table.
+//   Usage: scaling_results_bench [sessions] [ranks] [iterations]
 #include <unistd.h>
 
 #include <chrono>
@@ -14,13 +19,8 @@
 #include <random>
 
 #include "bench/figures.h"
-#include "bench/generated_run.h"
 #include "common/files.h"
 #include "results/processing.h"
-#include "results/run_folder.h"
-#include "results/sample_file.h"
-#include "results/smartsim_export.h"
-#include "results/store.h"
 
 namespace fs = std::filesystem;
 using namespace fanout;
@@ -28,30 +28,68 @@ using Clock = std::chrono::steady_clock;
 
 static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One throughput session as fanout's smartsim plugin records it: per rank client(), then put_tensor and
-// unpack_tensor per iteration, loop_time and main().
-static void write_session(const fs::path& dir, int session, int ranks, int iterations, std::mt19937_64& rng) {
+// A double as `std::ostream << double` prints it (precision 6, %g), which is how the C++ client writes times.
+static std::string ostream_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// configparser.write: "[section]", "key = value" lines, a blank line after each section.
+static std::string run_cfg(const std::vector<std::pair<std::string, std::string>>& run,
+                           const std::vector<std::pair<std::string, std::string>>& attributes) {
+  std::string s = "[run]\n";
+  for (auto& [k, v] : run) s += k + " = " + v + "\n";
+  s += "\n[attributes]\n";
+  for (auto& [k, v] : attributes) s += k + " = " + v + "\n";
+  return s + "\n";
+}
+
+// One throughput session as driverthroughput/main.py creates it and cpp-throughput's ranks fill it.
+static void write_session(const fs::path& run_dir, int session, int ranks, int iterations, std::mt19937_64& rng) {
+  static const char* const kLanguages[] = {"cpp", "c", "fortran"};
+  const std::string language = kLanguages[session % 3];
+  const int nodes = 1 << (session % 6), tasks = std::max(1, ranks >> (session % 6)), db_nodes = 1 << (session / 6 % 4), db_cpus = 8;
+  const int bytes = 1024 << (session / 24 % 2 * 10);
+  char uuid[8];
+  std::snprintf(uuid, sizeof uuid, "%04x", unsigned(rng() & 0xffff));
+  const std::string name = "throughput-sess-" + language + "-N" + std::to_string(nodes) + "-T" + std::to_string(tasks) + "-DBN" +
+                           std::to_string(db_nodes) + "-DBCPU" + std::to_string(db_cpus) + "-ITER" + std::to_string(iterations) + "-TB" +
+                           std::to_string(bytes) + "-" + uuid;
+  const fs::path dir = run_dir / name;
+  fs::create_directories(dir);
+  write_file_atomic(dir / "run.cfg",
+                    run_cfg({{"name", name}, {"path", dir.string()}, {"smartsim_version", "0.4.2"}, {"smartredis_version", "0.3.1"},
+                             {"db", "redis-server"}, {"date", "2026-11-27"}, {"language", language}},
+                            {{"colocated", "0"}, {"client_total", std::to_string(tasks * nodes)}, {"client_per_node", std::to_string(tasks)},
+                             {"client_nodes", std::to_string(nodes)}, {"database_nodes", std::to_string(db_nodes)},
+                             {"database_cpus", std::to_string(db_cpus)}, {"iterations", std::to_string(iterations)},
+                             {"tensor_bytes", std::to_string(bytes)}, {"language", language}}));
+  write_file_atomic(dir / (name + ".out"), "Finished throughput test.\n");
+  write_file_atomic(dir / (name + ".err"), "");
   std::lognormal_distribution<double> latency(-9.0, 0.4);
-  bench::write_completed_run(dir, "smartsim", session,
-                             {{"client_nodes", std::to_string(1 << (session % 6))}, {"clients_per_node", std::to_string(ranks >> (session % 6))},
-                              {"db_nodes", std::to_string(1 << (session / 6 % 4))}, {"db_cpus", "8"}, {"iterations", std::to_string(iterations)},
-                              {"tensor_bytes", std::to_string(1024 << (session / 24 % 2 * 10))}, {"languages", "cpp"}});
-  const int64_t t0 = int64_t(1.7e18);
   for (int r = 0; r < ranks; ++r) {
-    SampleWriter w(samples_dir(dir) / ("client." + std::to_string(r) + ".samples"), r, "client", "n1", 0, t0);
-    int64_t t = 0;
-    auto rec = [&](const char* name, double s) {
-      w.record(name, "s", 0, t, s, false);
-      t += int64_t(s * 1e9);
-    };
-    rec("client()", 0.05);
+    std::string t;
+    t.reserve(size_t(iterations) * 48 + 128);
+    auto line = [&](const char* function, double seconds) { t += std::to_string(r) + "," + function + "," + ostream_double(seconds) + "\n"; };
+    line("client()", 0.05);
     for (int i = 0; i < iterations; ++i) {
-      rec("put_tensor", latency(rng));
-      rec("unpack_tensor", latency(rng));
+      line("put_tensor", latency(rng));
+      line("unpack_tensor", latency(rng));
     }
-    rec("loop_time", 0.2);
-    rec("main()", 0.3);
+    line("loop_time", 0.2);
+    line("main()", 0.3);
+    write_file_atomic(dir / ("rank_" + std::to_string(r) + "_timing.csv"), t);
   }
+}
+
+// The experiment folder SmartSim's Experiment and Orchestrator leave beside the sessions.
+static void write_experiment_files(const fs::path& run_dir) {
+  write_file_atomic(run_dir / "scaling-2026-11-27.log", "12:00:00 vm SmartSim[1] INFO Running with database backend: redis-server\n");
+  fs::create_directories(run_dir / "database");
+  write_file_atomic(run_dir / "database" / "orchestrator_0.out", "1:M 27 Nov 2026 12:00:00.000 * Ready to accept connections\n");
+  write_file_atomic(run_dir / "database" / "orchestrator_0.err", "");
+  write_file_atomic(run_dir / "database" / "smartsim_db.dat", std::string(64, '\0'));
 }
 
 int main(int argc, char** argv) {
@@ -63,19 +101,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = fs::temp_directory_path() / ("fanout-scaling-results-bench-" + std::to_string(getpid()));
-  const fs::path generated = root / "generated", tree = root / "throughput-standard-scaling";
+  const fs::path tree = root / "results" / "throughput-standard-scaling", run_dir = tree / "run-2026-11-27-12:00:00";
   std::mt19937_64 rng(1);
-  fs::create_directories(generated);
-  {
-    ResultsDb db(generated / "fanout.sqlite");
-    for (int s = 0; s < sessions; ++s) {
-      const fs::path dir = generated / ("session-" + std::to_string(s));
-      write_session(dir, s, ranks, iterations, rng);
-      db.ingest_run(dir);
-    }
-    export_smartsim_layout(db, tree);
-  }
-  fs::remove_all(generated);
+  fs::create_directories(run_dir);
+  write_experiment_files(run_dir);
+  for (int s = 0; s < sessions; ++s) write_session(run_dir, s, ranks, iterations, rng);
 
   // Baseline: read every rank file and parse the number on each line.
   auto t = Clock::now();

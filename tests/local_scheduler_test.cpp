@@ -289,6 +289,6 @@ TEST(Schedulers, EveryNameHasABackend) {
     render_job_script("nope", job);
     ADD_FAILURE() << "an unknown scheduler was accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("known: slurm, pbs, local, auto"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: slurm, pbs, sge, local, auto"), std::string::npos) << e.what();
   }
 }

@@ -1,0 +1,190 @@
+// The plain-socket anchor for ps-lite's figures: what one TCP connection on loopback carries when a program sends
+// the same messages fanout-pslite sends (a 40-byte header, then the value, one sendmsg of two iovecs per message,
+// TCP_NODELAY) and the receiver reads each header and then the value into one buffer (into place), with no protocol
+// around it: no keys, no acknowledgements, no event loop. Two processes, as ps-lite's worker and server are.
+//   tcp_anchor stream <value bytes> <messages>   one direction: prints "Application goodput: X Gbit/s"
+//   tcp_anchor bidir  <value bytes> <messages>   both directions at once, both counted: the same line, summed
+//   tcp_anchor rtt    <value bytes> <round trips> a value out, a header back (a synchronous push's shape): p50/p99 us
+// The gap between fanout-pslite and this is ps-lite's own cost; the gap between this and iperf3 is the message
+// shape's (a header per value, reads sized by it).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr size_t kHeaderBytes = 40;  // plugins/pslite/wire.h
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void die(const char* what) {
+  std::perror(what);
+  std::exit(1);
+}
+
+void write_all(int fd, const void* header, const void* value, size_t len) {
+  iovec iov[2] = {{const_cast<void*>(header), kHeaderBytes}, {const_cast<void*>(value), len}};
+  int n = len ? 2 : 1;
+  iovec* v = iov;
+  while (n > 0) {
+    msghdr m{};
+    m.msg_iov = v;
+    m.msg_iovlen = size_t(n);
+    ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      die("sendmsg");
+    }
+    while (n > 0 && size_t(w) >= v->iov_len) w -= ssize_t(v->iov_len), ++v, --n;
+    if (n > 0) v->iov_base = static_cast<char*>(v->iov_base) + w, v->iov_len -= size_t(w);
+  }
+}
+
+bool read_all(int fd, void* to, size_t len) {
+  char* p = static_cast<char*>(to);
+  while (len > 0) {
+    ssize_t r = read(fd, p, len);
+    if (r == 0) return false;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      die("read");
+    }
+    p += r, len -= size_t(r);
+  }
+  return true;
+}
+
+void no_delay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Sends `messages` header+value messages; the header's first 8 bytes carry the value's length.
+void send_messages(int fd, size_t len, long messages) {
+  unsigned char header[kHeaderBytes] = {};
+  std::memcpy(header, &len, sizeof len);
+  std::vector<char> value(len, 'v');
+  for (long i = 0; i < messages; ++i) write_all(fd, header, value.data(), len);
+}
+
+// Reads messages until the peer closes: each header, then its value into one buffer. Returns the value bytes.
+uint64_t receive_messages(int fd, size_t max_len) {
+  std::vector<char> into(std::max<size_t>(max_len, 1));
+  unsigned char header[kHeaderBytes];
+  uint64_t bytes = 0;
+  while (read_all(fd, header, kHeaderBytes)) {
+    size_t len = 0;
+    std::memcpy(&len, header, sizeof len);
+    if (len > into.size() || !read_all(fd, into.data(), len)) die("a value larger than announced, or cut short");
+    bytes += len;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: tcp_anchor stream|bidir|rtt <value bytes> <messages or round trips>\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const size_t len = std::strtoull(argv[2], nullptr, 10);
+  const long count = std::atol(argv[3]);
+  if ((mode != "stream" && mode != "bidir" && mode != "rtt") || count < 1) return std::fprintf(stderr, "tcp_anchor: bad arguments\n"), 2;
+
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0 || listen(listener, 1) < 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&a), &alen) < 0)
+    die("listen");
+
+  const pid_t server = fork();
+  if (server < 0) die("fork");
+  if (server == 0) {  // the receiving side ("server"): echoes a header per value in rtt, sends too in bidir
+    int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) die("accept");
+    no_delay(fd);
+    if (mode == "rtt") {
+      std::vector<char> into(std::max<size_t>(len, 1));
+      unsigned char header[kHeaderBytes];
+      while (read_all(fd, header, kHeaderBytes)) {
+        if (!read_all(fd, into.data(), len)) break;
+        unsigned char ack[kHeaderBytes] = {};
+        write_all(fd, ack, nullptr, 0);
+      }
+    } else if (mode == "bidir") {
+      std::thread out([&] {
+        send_messages(fd, len, count);
+        shutdown(fd, SHUT_WR);
+      });
+      receive_messages(fd, len);
+      out.join();
+    } else {
+      receive_messages(fd, len);
+    }
+    _exit(0);
+  }
+  close(listener);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) die("connect");
+  no_delay(fd);
+
+  const auto t0 = Clock::now();
+  if (mode == "rtt") {
+    std::vector<double> us;
+    unsigned char header[kHeaderBytes] = {};
+    std::memcpy(header, &len, sizeof len);
+    std::vector<char> value(len, 'v');
+    const long warmup = std::min<long>(count / 10 + 1, 1000);  // run and not counted
+    for (long i = -warmup; i < count; ++i) {
+      const auto s = Clock::now();
+      write_all(fd, header, value.data(), len);
+      unsigned char ack[kHeaderBytes];
+      if (!read_all(fd, ack, kHeaderBytes)) die("the server closed");
+      if (i >= 0) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+    }
+    std::sort(us.begin(), us.end());
+    auto pct = [&](double p) { return us[std::min(us.size() - 1, size_t(p * double(us.size())))]; };
+    std::printf("rtt of %zu-byte values with a header back: p50 %.2f us p99 %.2f us over %ld round trips (%ld warmup not counted)\n", len,
+                pct(0.50), pct(0.99), count, warmup);
+    close(fd);
+  } else {
+    uint64_t received = 0;
+    if (mode == "bidir") {
+      std::thread in([&] { received = receive_messages(fd, len); });
+      send_messages(fd, len, count);
+      shutdown(fd, SHUT_WR);
+      in.join();
+    } else {
+      send_messages(fd, len, count);
+      shutdown(fd, SHUT_WR);
+      char c;
+      while (read(fd, &c, 1) > 0) {  // until the server has read everything and closed
+      }
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double bytes = double(len) * double(count) + double(received);
+    std::printf("Application goodput: %.4f Gbit/s (%s, %zu-byte values, %ld messages%s)\n", bytes * 8 / s / 1e9, mode.c_str(), len, count,
+                mode == "bidir" ? " each way, both directions counted" : "");
+    close(fd);
+  }
+  int st = 0;
+  waitpid(server, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
