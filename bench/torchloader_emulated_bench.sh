@@ -22,11 +22,16 @@
 # agents share), emulated devices still; e.g. LOADER=real COST=64 ITERATIONS=100 WORKLOADS=seed. Figures are then
 # named <workload>.<launcher>.real.<row>...
 # WORKLOADS ("seed skewed"). ROWS ("1 2 3 3L"): the rows to run; mode 1 is always run, the baseline of every ratio.
+# ERRORS ("0"): the loaders' model error (--loader_error) to run, e.g. "0 0.1 0.2 0.4": each application's emulated
+# loader is off the TPM's a and b by up to that fraction while WAA plans with the model; NOISE (0): each batch's time
+# varies by that coefficient of variation (--loader_noise). Figures of an error or noise other than 0 are named
+# <workload>.<launcher>.err<e>[.noise<n>].<row>... (issue 42: WAA's gain against the even split as the model errs).
 # QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
 # Devices are shared as the workload's cuda_device column says (two applications per GPU in the seed).
 # Under bench/run-all (FANOUT_FIGURES set) every row's medians and ratios to mode 1 are figures:
-# <workload>.<launcher>.<row>.{aggregate_samples_per_s,makespan_s,aggregate_vs_even,makespan_vs_even}
-# (makespan_vs_even: mode 1's makespan over the row's, > 1 is shorter).
+# <workload>.<launcher>.<row>.{aggregate_samples_per_s,cluster_samples_per_s,makespan_s,aggregate_vs_even,
+# cluster_vs_even,makespan_vs_even} (cluster: every sample over the makespan; makespan_vs_even: mode 1's makespan over
+# the row's, > 1 is shorter).
 set -euo pipefail
 build=${1:-build}
 launchers=${2:-local}
@@ -37,7 +42,10 @@ WORKLOADS=${WORKLOADS:-seed skewed}
 if [ "${QUICK:-0}" = 1 ]; then WORKLOADS=seed ITERATIONS=10 COST=60 launchers=local repeats=1; fi
 [ -x "$build/fanout" ] || { echo "torchloader_emulated_bench: $build/fanout not found (build first)" >&2; exit 2; }
 command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlite3" >&2; exit 2; }
-LOADER=${LOADER:-emulated}
+LOADER=${LOADER:-emulated} ERRORS=${ERRORS:-0} NOISE=${NOISE:-0}
+if [ "$LOADER" = real ] && { [ "$ERRORS" != 0 ] || [ "$NOISE" != 0 ]; }; then
+  echo "torchloader_emulated_bench: ERRORS and NOISE shape emulated loaders; LOADER=real loaders are what they are" >&2; exit 2
+fi
 case $LOADER in emulated) ;; real) CORES=${CORES:-$(nproc)} ;; *) echo "torchloader_emulated_bench: LOADER=$LOADER: emulated or real" >&2; exit 2 ;; esac
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
 # The rows as fanout's permutations: --mode over the rows' modes, --resize over restart and live, and an exclusion
@@ -72,11 +80,12 @@ for w in "${workload_files[@]}"; do
     { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
 done
 
-run() {  # run <launcher> <workload> <cap> <rep>: one experiment of the ROWS
-  local name="$1-$(basename "$2" .csv)-r$4"
+run() {  # run <launcher> <workload> <cap> <rep> <error>: one experiment of the ROWS
+  local name="$1-$(basename "$2" .csv)-e$5-r$4"
   "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
     --max_iterations="$3" --mode=["$modes"] --resize=[restart,live] "${rows_excluded[@]}" --max_parallel=1 \
-    --nodes=2 --cores="$CORES" --loader="$LOADER" "${device[@]}" --status_interval=0 >"$out/$name.log" 2>&1 ||
+    --nodes=2 --cores="$CORES" --loader="$LOADER" --loader_error="$5" --loader_noise="$NOISE" "${device[@]}" --status_interval=0 \
+    >"$out/$name.log" 2>&1 ||
     { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
   echo "$out/$name/fanout.sqlite"
 }
@@ -84,40 +93,44 @@ run() {  # run <launcher> <workload> <cap> <rep>: one experiment of the ROWS
 # A run's row: its mode, with L when it resized in place.
 row="p.value || CASE r.value WHEN 'live' THEN 'L' ELSE '' END"
 runs="samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode' JOIN parameters r ON r.run_id = s.run_id AND r.name = 'resize'"
-metric_sql="SELECT $row, s.metric, s.value FROM $runs WHERE s.metric IN ('aggregate_throughput', 'makespan')"
+metric_sql="SELECT $row, s.metric, s.value FROM $runs WHERE s.metric IN ('aggregate_throughput', 'makespan', 'cluster_throughput')"
+for err in $ERRORS; do
 for launcher in $launchers; do
   for w in "${workload_files[@]}"; do
     cap=$([ "$w" = seed ] && echo "$ITERATIONS" || echo 0)
     rows=$(mktemp)
     dbs=()
     for r in $(seq "$repeats"); do
-      db=$(run "$launcher" "$w" "$cap" "$r")
+      db=$(run "$launcher" "$w" "$cap" "$r" "$err")
       dbs+=("$db")
       sqlite3 -separator ' ' "$db" "$metric_sql" >> "$rows"
     done
     echo
-    echo "== $(basename "$w" .csv) workload$([ "$cap" = 0 ] || echo " ($cap iterations)"), $launcher launcher, 2 nodes x $CORES $LOADER loader cores (cost $COST), emulated devices at $TFLOPS TFLOP/s, $repeats repeats"
+    echo "== $(basename "$w" .csv) workload$([ "$cap" = 0 ] || echo " ($cap iterations)"), $launcher launcher, 2 nodes x $CORES $LOADER loader cores (cost $COST), emulated devices at $TFLOPS TFLOP/s, $repeats repeats, loader model error $err, noise $NOISE"
+    tag=$([ "$err" = 0 ] || echo ".err$err")$([ "$NOISE" = 0 ] || echo ".noise$NOISE")
     figs=$(mktemp)
-    awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher$([ "$LOADER" = emulated ] || echo ".$LOADER")" '
+    awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher$([ "$LOADER" = emulated ] || echo ".$LOADER")$tag" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
       { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; modes[$1] = 1 }
       END {
-        printf "%-5s %14s %18s %10s %11s %16s %10s\n", "mode", "samples/s", "(min..max)", "vs mode 1", "makespan s", "(min..max)", "vs mode 1"
+        printf "%-5s %14s %18s %10s %14s %10s %11s %16s %10s\n", "mode", "samples/s", "(min..max)", "vs mode 1", "cluster smp/s", "vs mode 1",
+               "makespan s", "(min..max)", "vs mode 1"
         split("1 2 2L 3 3L", rows_in_order, " ")
+        split("aggregate_throughput makespan cluster_throughput", metric_of, " ")
         for (r = 1; r <= 5; r++) {
           m = rows_in_order[r]
           if (!(m in modes)) continue
-          for (q = 0; q < 2; q++) {
-            metric = q ? "makespan" : "aggregate_throughput"; k = m SUBSEP metric; lo = hi = v[k, 1]
+          for (q = 0; q < 3; q++) {
+            metric = metric_of[q + 1]; k = m SUBSEP metric; lo = hi = v[k, 1]
             for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < lo) lo = x[i]; if (x[i] > hi) hi = x[i] }
             M[m, q] = med(x, n[k]); L[m, q] = lo; H[m, q] = hi
           }
-          printf "%-5s %14.0f %18s %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M["1", 0],
-                 M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M["1", 1] / M[m, 1]
+          printf "%-5s %14.0f %18s %9.2fx %14.0f %9.2fx %11.1f %16s %9.2fx\n", m, M[m, 0], sprintf("(%.0f..%.0f)", L[m, 0], H[m, 0]), M[m, 0] / M["1", 0],
+                 M[m, 2], M[m, 2] / M["1", 2], M[m, 1], sprintf("(%.1f..%.1f)", L[m, 1], H[m, 1]), M["1", 1] / M[m, 1]
           f = prefix "." m
-          printf "%s.aggregate_samples_per_s %.6g samples/s\n%s.makespan_s %.6g s\n", f, M[m, 0], f, M[m, 1] > figs
-          printf "%s.aggregate_vs_even %.6g ratio\n%s.makespan_vs_even %.6g ratio\n", f, M[m, 0] / M["1", 0], f, M["1", 1] / M[m, 1] > figs
+          printf "%s.aggregate_samples_per_s %.6g samples/s\n%s.makespan_s %.6g s\n%s.cluster_samples_per_s %.6g samples/s\n", f, M[m, 0], f, M[m, 1], f, M[m, 2] > figs
+          printf "%s.aggregate_vs_even %.6g ratio\n%s.makespan_vs_even %.6g ratio\n%s.cluster_vs_even %.6g ratio\n", f, M[m, 0] / M["1", 0], f, M["1", 1] / M[m, 1], f, M[m, 2] / M["1", 2] > figs
         }
       }' "$rows"
     while read -r name value unit; do figure "$name" "$value" "$unit"; done <"$figs"
@@ -125,7 +138,7 @@ for launcher in $launchers; do
     echo "-- why (first repeat): per application (app0 resnet10, app1 vgg11, app2 googlenet1), its TPM demand per device, its workers (all processes) at the start -> at the end, its completion time (s); pauses; live resizes"
     sqlite3 -separator ' ' "${dbs[0]}" "
       SELECT $row, s.metric, s.value FROM $runs
-      WHERE s.metric LIKE 'demand.app%' OR s.metric LIKE 'workers.app%' OR s.metric LIKE 'completion_s.app%' OR s.metric IN ('pauses', 'resizes')
+      WHERE s.metric LIKE 'demand.app%' OR s.metric LIKE 'workers.app%' OR s.metric LIKE 'completion_s.app%' OR s.metric LIKE 'loader_error_%' OR s.metric IN ('pauses', 'resizes')
       ORDER BY 1, s.metric, s.t_start, s.iteration" |
       awk '{ key = $1 " " $2; if (!(key in first)) { first[key] = $3; order[++n] = key } last[key] = $3 }
            END { for (i = 1; i <= n; i++) { split(order[i], a, " "); m = a[1]; name = a[2]
@@ -133,6 +146,7 @@ for launcher in $launchers; do
                    else printf "  mode %s %-16s %.3g\n", m, name, last[order[i]] } }'
     rm -f "$rows"
   done
+done
 done
 find "$out" -path '*/checkpoints/*' -type f -delete  # hundreds of MB of trainer checkpoints; the results stay
 echo

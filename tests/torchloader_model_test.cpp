@@ -209,6 +209,26 @@ TEST(TorchloaderTpm, FitLoaderWithinTwoPercentUnderOnePercentNoise) {
 
 // Two workers measured at more than twice one worker's rate (noise) would fit a negative serial part, which no
 // loader has (and an emulated loader cannot wait): the fit goes through the origin instead, b = 0.
+// Issue 42: loaders that do not follow the model WAA plans with. Each coefficient is off by a draw within
+// +-error, fixed by (seed, application): the same on every node and after every restart.
+TEST(TorchloaderTpm, LoaderWithErrorStaysWithinTheErrorAndIsReproducible) {
+  const LoaderModel model{0.02, 0.001};
+  EXPECT_EQ(loader_with_error(model, 0, 1, 0).a, model.a);
+  EXPECT_EQ(loader_with_error(model, 0, 1, 0).b, model.b);
+  double lowest = 1, highest = -1;
+  for (int app = 0; app < 200; ++app) {
+    const LoaderModel r = loader_with_error(model, 0.4, 7, app);
+    for (double e : {r.a / model.a - 1, r.b / model.b - 1}) {
+      EXPECT_LE(std::abs(e), 0.4 + 1e-12) << "app " << app;
+      lowest = std::min(lowest, e), highest = std::max(highest, e);
+    }
+    EXPECT_EQ(loader_with_error(model, 0.4, 7, app).a, r.a) << "reproducible";
+  }
+  EXPECT_LT(lowest, -0.3) << "the draws cover the range";
+  EXPECT_GT(highest, 0.3);
+  EXPECT_NE(loader_with_error(model, 0.4, 7, 0).a, loader_with_error(model, 0.4, 8, 0).a) << "the seed matters";
+}
+
 TEST(TorchloaderTpm, FitLoaderNeverGivesANegativeSerialPart) {
   LoaderModel m = fit_loader({{1, 1000.0}, {2, 2100.0}});
   EXPECT_EQ(m.b, 0.0);

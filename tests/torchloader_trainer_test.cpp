@@ -112,6 +112,27 @@ TEST(TorchloaderModel, DeeperModelsCountMoreFlopsAndParameters) {
   }
 }
 
+// Issue 42: an emulated loader's per-batch noise is a lognormal factor of mean 1 and the asked coefficient of
+// variation, drawn by (seed, iteration); none without noise.
+TEST(TorchloaderData, EmulatedLoaderNoiseHasMeanOneAndTheAskedSpread) {
+  EmulatedLoader quiet{0.01, 0.001};
+  EXPECT_EQ(quiet.noise_factor(5), 1.0);
+  for (double cv : {0.1, 0.3}) {
+    EmulatedLoader noisy{0.01, 0.001, cv, 42};
+    const int n = 100000;
+    double sum = 0, sum2 = 0;
+    for (int k = 0; k < n; ++k) {
+      const double f = noisy.noise_factor(k);
+      ASSERT_GT(f, 0);
+      sum += f, sum2 += f * f;
+    }
+    const double mean = sum / n, sd = std::sqrt(sum2 / n - mean * mean);
+    EXPECT_NEAR(mean, 1.0, 0.01) << "cv " << cv;
+    EXPECT_NEAR(sd / mean, cv, cv * 0.05) << "cv " << cv;
+    EXPECT_EQ(noisy.noise_factor(17), noisy.noise_factor(17)) << "reproducible";
+  }
+}
+
 TEST(TorchloaderData, SamplesAreDeterministicAndLabelled) {
   SyntheticImageDataset a(100, 10, 2, 5), b(100, 10, 2, 5), c(100, 10, 2, 6);
   torch::Tensor x(torch::empty({3, 32, 32})), y(torch::empty({3, 32, 32}));

@@ -76,6 +76,9 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_RANGE("device_launch_us", FANOUT_PARAM_FLOAT, "200", "emulated device: fixed microseconds per iteration (launches, synchronisation)", "0", NULL),
     FANOUT_PARAM_ONE_OF("resize", FANOUT_PARAM_STRING, "restart", "how a running application gets a new worker count: restart (the seed: pause, checkpoint, relaunch; only where it pays) or live (fanout: its loaders grow or shrink in place, no pause)", kResizings),
     FANOUT_PARAM_ONE_OF("loader", FANOUT_PARAM_STRING, "real", "real: loader workers do the CPU work; emulated: each delivers batches at the rate the TPM profiled for its application (a/workers + b seconds per sample), on timers", kLoaders),
+    FANOUT_PARAM_RANGE("loader_error", FANOUT_PARAM_FLOAT, "0", "emulated loader: how wrong the TPM's loader model is: each application's a and b scaled by 1 + e, e drawn per application and coefficient from [-loader_error, loader_error]; WAA still plans with the model (0: loaders follow it exactly)", "0", "0.9"),
+    FANOUT_PARAM_RANGE("loader_error_seed", FANOUT_PARAM_INT, "1", "emulated loader: the seed of loader_error's draws (the same draws on every node and restart)", "0", NULL),
+    FANOUT_PARAM_RANGE("loader_noise", FANOUT_PARAM_FLOAT, "0", "emulated loader: coefficient of variation of each batch's time (a lognormal factor of mean 1 per batch)", "0", "2"),
 };
 
 std::vector<AppSpec> load_workload(fanout_sdk::Host& host) {
@@ -261,6 +264,8 @@ class Master {
   Master(fanout_sdk::Host& host) : host_(host) {}
 
   int run() {
+    if (host_.param("loader") != "emulated" && (host_.param_double("loader_error") > 0 || host_.param_double("loader_noise") > 0))
+      throw std::runtime_error("loader_error and loader_noise shape emulated loaders (--loader=emulated); real loaders are what they are");
     apps_ = load_workload(host_);
     if (host_.param("device") == "emulated")  // refused here, not by each trainer once the run is under way
       for (size_t a = 0; a < apps_.size(); ++a)
@@ -452,6 +457,22 @@ class Master {
     host_.record("cluster_throughput", 0, t0_, samples / std::max(1e-9, makespan), "samples/s", false);
     host_.record("pauses", 0, t0_, pauses_, "count", false);
     host_.record("resizes", 0, t0_, resizes_, "count", false);
+    record_loader_error();
+  }
+
+  // How far each application's emulated loaders were from the model WAA planned with (loader_error's draws).
+  void record_loader_error() {
+    const double error = host_.param_double("loader_error");
+    if (host_.param("loader") != "emulated" || error <= 0) return;
+    std::ifstream f(tpm_path(host_));
+    const nlohmann::json tpm = nlohmann::json::parse(f);
+    for (size_t a = 0; a < apps_.size(); ++a) {
+      const auto& p = tpm.at("apps").at(app_key(host_, apps_[a]));
+      const LoaderModel model{p.at("loader_a").get<double>(), p.at("loader_b").get<double>()};
+      const LoaderModel real = loader_with_error(model, error, uint64_t(host_.param_int("loader_error_seed")), int(a));
+      host_.record(("loader_error_a.app" + std::to_string(a)).c_str(), 0, t0_, model.a > 0 ? real.a / model.a - 1 : 0, "ratio", false);
+      host_.record(("loader_error_b.app" + std::to_string(a)).c_str(), 0, t0_, model.b > 0 ? real.b / model.b - 1 : 0, "ratio", false);
+    }
   }
 
   fanout_sdk::Host& host_;
@@ -581,7 +602,11 @@ class NodeAgent {
       std::ifstream f(tpm_path(host_));
       const nlohmann::json tpm = nlohmann::json::parse(f);
       const auto& model = tpm.at("apps").at(app_key(host_, a));
-      args.insert(args.end(), {"--loader_a", model.at("loader_a").dump(), "--loader_b", model.at("loader_b").dump()});
+      // What the loaders really do: the model, wrong by up to loader_error (the Master plans with the model).
+      const LoaderModel real = loader_with_error({model.at("loader_a").get<double>(), model.at("loader_b").get<double>()},
+                                                 host_.param_double("loader_error"), uint64_t(host_.param_int("loader_error_seed")), app);
+      args.insert(args.end(), {"--loader_a", nlohmann::json(real.a).dump(), "--loader_b", nlohmann::json(real.b).dump(), "--loader_noise",
+                               nlohmann::json(host_.param_double("loader_noise")).dump()});
     }
     std::lock_guard<std::mutex> g(mu_);
     auto& p = procs_[{app, proc}];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -207,6 +208,16 @@ void from_json(const std::string& text, ComputeModel& compute, LoaderModel& load
   l.b = number_at(root, "loader", "b");
   compute = c;
   loader = l;
+}
+
+
+LoaderModel loader_with_error(const LoaderModel& model, double error, uint64_t seed, int app) {
+  if (error <= 0) return model;
+  auto draw = [&](int coefficient) {
+    std::mt19937_64 rng(seed * 1000003u + uint64_t(app) * 2u + uint64_t(coefficient));
+    return std::uniform_real_distribution<double>(-error, error)(rng);
+  };
+  return LoaderModel{model.a * (1 + draw(0)), model.b * (1 + draw(1))};
 }
 
 }  // namespace torchloader

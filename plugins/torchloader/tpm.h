@@ -31,6 +31,11 @@ struct LoaderModel {
   double samples_per_second(int workers) const;
 };
 
+// The loader a run's emulated workers follow when the model is wrong by up to `error` (a fraction): a and b each
+// scaled by 1 + e, e drawn uniformly from [-error, error] by (seed, app, coefficient), the same on every node and
+// every restart. error 0: the model itself. Planning (WAA) keeps the model; only the emulated loaders change.
+LoaderModel loader_with_error(const LoaderModel& model, double error, uint64_t seed, int app);
+
 // obs: (workers, samples per second) pairs. Needs >= 2 observations with >= 2 distinct worker counts, all
 // workers >= 1 and throughputs positive and finite. Throws when the fitted one-worker time a + b is not positive.
 LoaderModel fit_loader(const std::vector<std::pair<int, double>>& obs);

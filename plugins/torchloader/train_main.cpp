@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   app.add_option("--loader_a", o.emulated_loader.a, "emulated loader (with --loader_b; 0 and 0: real): seconds per sample = a / workers + b")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--loader_b", o.emulated_loader.b, "emulated loader: see --loader_a")->check(CLI::NonNegativeNumber);
+  app.add_option("--loader_noise", o.emulated_loader.noise, "emulated loader: coefficient of variation of each batch's time (lognormal, mean 1)")
+      ->check(CLI::Range(0.0, 2.0));
   app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
       ->check(CLI::Range(1, kIntMax));
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -522,6 +523,13 @@ void DataLoader::resize(int workers) {
   for (auto& t : ended) t.join();
 }
 
+double EmulatedLoader::noise_factor(int64_t iteration) const {
+  if (noise <= 0) return 1;
+  const double sigma = std::sqrt(std::log1p(noise * noise));  // lognormal with mean 1 and CV `noise`
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(iteration));
+  return std::exp(std::normal_distribution<double>(-sigma * sigma / 2, sigma)(rng));
+}
+
 void DataLoader::run(Worker* self) {
   for (;;) {
     int64_t k;
@@ -534,7 +542,7 @@ void DataLoader::run(Worker* self) {
         return;
       }
       k = next_claim_++;
-      emulated_s = emulated_batch_s_;
+      emulated_s = emulated_batch_s_ * emulated_.noise_factor(k);
     }
     Batch b;
     b.iteration = k;
@@ -658,7 +666,9 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
   if (emulated && !opts.device.share_file.empty()) shared = std::make_unique<SharedDevices>(opts.device.share_file, opts.device.ids);
 
   SyntheticImageDataset dataset(opts.dataset_size, opts.classes, opts.cost, seed);
-  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world, opts.emulated_loader);
+  EmulatedLoader loader_model = opts.emulated_loader;
+  loader_model.seed = seed * 131 + uint64_t(opts.dp_rank);  // each process of an application its own draws, the same after a restart
+  DataLoader loader(dataset, opts.batch, opts.workers, start, opts.end_iter, opts.dp_rank, opts.dp_world, loader_model);
   std::unique_ptr<GradientExchange> replicas;
   if (opts.dp_world > 1) replicas = std::make_unique<GradientExchange>(opts.dp_rank, opts.dp_world, opts.dp_address, opts.dp_token, opts.on_listening);
 

@@ -95,11 +95,15 @@ struct Batch {
 // An emulated loader (a simulation, for nodes of a shape this machine does not have): each worker delivers a batch
 // after the time its real counterpart takes by the TPM's loader model (seconds per sample = a / workers + b over
 // all workers, so one worker's batch takes batch x (a + b x workers)), waiting on a timer instead of loading; the
-// batch is zeros. a = b = 0: the real loader.
+// batch is zeros. a = b = 0: the real loader. noise > 0: each batch's time times a lognormal factor of mean 1 and
+// that coefficient of variation, drawn by (seed, iteration): loaders that do not keep the model's pace exactly.
 struct EmulatedLoader {
   double a = 0, b = 0;
+  double noise = 0;
+  uint64_t seed = 0;
   bool on() const { return a > 0 || b > 0; }
   double batch_seconds(int64_t batch, int workers) const { return double(batch) * (a + b * workers); }
+  double noise_factor(int64_t iteration) const;  // 1 without noise
 };
 
 // `workers` threads build the batches of iterations [start_iter, end_iter) and hand them out strictly in iteration
