@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "launchers/step_launcher.h"
 
@@ -105,6 +106,17 @@ void refuse_unsplittable(const std::string& flag, const std::string& value, cons
   for (unsigned char c : value)
     if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == '#' || c == 0x7f)
       throw UserError(flag + ": '" + printable(value) + "' " + what);
+}
+
+std::string run_qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what) {
+  std::vector<std::string> argv = {"qsub"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = run_process(argv, cwd, 120);
+  std::string last;
+  for (auto& l : split(r.out, '\n'))
+    if (!trim(l).empty()) last = trim(l);
+  if (r.exit_code != 0 || last.empty()) throw UserError("qsub refused " + what + ": " + trim(r.out + " " + r.err));
+  return last;
 }
 
 std::string describe_step_failure(const JobSpec& job) {

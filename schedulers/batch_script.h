@@ -32,6 +32,9 @@ bool program_on_path(const std::string& prog);
 extern const char* const kArrayJobName;  // the job name of the arrays fanout submits (PBS -N, SGE -N)
 std::string walltime_hhmmss(int64_t seconds);
 void refuse_unsplittable(const std::string& flag, const std::string& value, const std::string& what);
+// Runs `qsub args...` in cwd and returns the last line it printed (the job id, in PBS's and Grid Engine's -terse
+// form alike); UserError "qsub refused <what>: <its words>" when it failed or printed nothing.
+std::string run_qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
 
 // Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
 // or an empty string when no step failed (or no markers exist).

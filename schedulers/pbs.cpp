@@ -295,15 +295,8 @@ PbsScheduler::PbsScheduler() {
 }
 
 std::string PbsScheduler::qsub(const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
-  std::vector<std::string> argv = {"qsub"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = run_process(argv, cwd, 120);
-  std::string id;
-  std::istringstream lines(r.out);
-  for (std::string l; std::getline(lines, l);)
-    if (!trim(l).empty()) id = trim(l);
-  if (r.exit_code != 0 || id.empty() || id.find(' ') != std::string::npos)
-    throw UserError("qsub refused " + what + ": " + trim(r.out + " " + r.err));
+  std::string id = run_qsub(args, cwd, what);
+  if (id.find(' ') != std::string::npos) throw UserError("qsub refused " + what + ": " + id);
   return id;
 }
 

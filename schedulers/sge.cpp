@@ -241,15 +241,12 @@ void SgeScheduler::check(const std::vector<JobSpec>& jobs) {
 }
 
 std::string SgeScheduler::qsub(const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
-  std::vector<std::string> argv = {"qsub", "-terse"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = run_process(argv, cwd, 120);
-  std::string id;
-  for (auto& l : split(r.out, '\n'))
-    if (!trim(l).empty()) id = trim(l);
+  std::vector<std::string> terse = {"-terse"};
+  terse.insert(terse.end(), args.begin(), args.end());
+  const std::string printed = run_qsub(terse, cwd, what);
   // -terse prints the job number, or for an array "<job>.<first>-<last>:<step>".
-  id = id.substr(0, id.find('.'));
-  if (r.exit_code != 0 || id.empty() || !parse_int(id)) throw UserError("qsub refused " + what + ": " + trim(r.out + " " + r.err));
+  const std::string id = printed.substr(0, printed.find('.'));
+  if (!parse_int(id)) throw UserError("qsub refused " + what + ": " + printed);
   return id;
 }
 
