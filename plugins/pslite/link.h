@@ -28,6 +28,11 @@ class Link {
   virtual std::string describe() const = 0;
   // Makes later and blocked reads return -1 (the peer sees the connection close).
   virtual void close() = 0;
+  // While held, small messages (a header, or a header and a short value: a server's acks) are gathered and go out
+  // together when the hold ends: one send and one wake-up of the peer for every reply to one batch of input,
+  // instead of one each (a push of 40 keys was 40 sendmsg calls and as many wake-ups of the worker). Larger
+  // messages send what is gathered first, so the order holds. A transport that gains nothing ignores it.
+  virtual void hold_small_sends(bool /*hold*/) {}
   uint32_t peer_id = 0;
 };
 

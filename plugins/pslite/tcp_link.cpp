@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <vector>
 
 #include "fanout_socket.hpp"
 #include "link.h"
@@ -29,28 +30,22 @@ class TcpLink : public Link {
   void send(const Header& h, const void* payload) override {
     unsigned char raw[kHeaderBytes];
     encode(h, raw);
-    iovec iov[2] = {{raw, kHeaderBytes}, {const_cast<void*>(payload), payload ? size_t(h.len) : 0}};
-    int n_iov = h.len && payload ? 2 : 1;
+    const size_t len = h.len && payload ? size_t(h.len) : 0;
     std::lock_guard<std::mutex> lock(send_mu_);
-    iovec* v = iov;
-    while (n_iov > 0) {
-      msghdr m{};
-      m.msg_iov = v;
-      m.msg_iovlen = size_t(n_iov);
-      ssize_t n = sendmsg(fd_, &m, MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {  // the socket buffer is full: wait for room, never spin
-          pollfd p{fd_, POLLOUT, 0};
-          ::poll(&p, 1, 1000);
-          continue;
-        }
-        throw fanout_sdk::errno_error("send to " + peer_);
-      }
-      size_t left = size_t(n);
-      while (n_iov > 0 && left >= v->iov_len) left -= v->iov_len, ++v, --n_iov;
-      if (n_iov > 0 && left > 0) v->iov_base = static_cast<char*>(v->iov_base) + left, v->iov_len -= left;
+    if (held_ && len <= kSmallValue) {
+      held_bytes_.insert(held_bytes_.end(), raw, raw + kHeaderBytes);
+      held_bytes_.insert(held_bytes_.end(), static_cast<const char*>(payload), static_cast<const char*>(payload) + len);
+      if (held_bytes_.size() >= kHeldLimit) flush_held();
+      return;
     }
+    flush_held();
+    send_locked(raw, payload, len);
+  }
+
+  void hold_small_sends(bool hold) override {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    held_ = hold;
+    if (!hold) flush_held();
   }
 
   ssize_t read_some(void* buf, size_t cap) override {
@@ -73,9 +68,45 @@ class TcpLink : public Link {
   void close() override { ::shutdown(fd_, SHUT_RDWR); }
 
  private:
+  static constexpr size_t kSmallValue = 256;        // an ack or an error; values are sent as they come
+  static constexpr size_t kHeldLimit = 64 * 1024;   // gathered bytes that go out even while held
+
+  void flush_held() {
+    if (held_bytes_.empty()) return;
+    send_locked(held_bytes_.data(), nullptr, 0, held_bytes_.size());
+    held_bytes_.clear();
+  }
+
+  // One message (or the gathered ones: `first_len` bytes and no payload) through sendmsg; send_mu_ held.
+  void send_locked(const void* first, const void* payload, size_t len, size_t first_len = kHeaderBytes) {
+    iovec iov[2] = {{const_cast<void*>(first), first_len}, {const_cast<void*>(payload), len}};
+    int n_iov = len ? 2 : 1;
+    iovec* v = iov;
+    while (n_iov > 0) {
+      msghdr m{};
+      m.msg_iov = v;
+      m.msg_iovlen = size_t(n_iov);
+      ssize_t n = sendmsg(fd_, &m, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {  // the socket buffer is full: wait for room, never spin
+          pollfd p{fd_, POLLOUT, 0};
+          ::poll(&p, 1, 1000);
+          continue;
+        }
+        throw fanout_sdk::errno_error("send to " + peer_);
+      }
+      size_t left = size_t(n);
+      while (n_iov > 0 && left >= v->iov_len) left -= v->iov_len, ++v, --n_iov;
+      if (n_iov > 0 && left > 0) v->iov_base = static_cast<char*>(v->iov_base) + left, v->iov_len -= left;
+    }
+  }
+
   int fd_;
   std::string peer_;
   std::mutex send_mu_;
+  bool held_ = false;
+  std::vector<char> held_bytes_;
 };
 
 }  // namespace
@@ -100,6 +131,17 @@ std::string host_identity() {
 }
 
 bool Inbound::pump(Link& link) {
+  // Replies to what this pass reads go out together when it ends (Link::hold_small_sends).
+  link.hold_small_sends(true);
+  struct Release {
+    Link& l;
+    ~Release() {
+      try {
+        l.hold_small_sends(false);
+      } catch (const std::exception&) {  // the peer has gone: the next read says so
+      }
+    }
+  } release{link};
   for (;;) {
     if (!in_payload_) {
       ssize_t n = link.read_some(raw_ + header_got_, kHeaderBytes - header_got_);
