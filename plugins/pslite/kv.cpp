@@ -289,15 +289,19 @@ uint64_t KVWorker::request(MsgType type, const std::vector<KVItem>& items) {
     for (size_t i = 0; i < items.size(); ++i) pending_[first + i] = {ts, items[i].out, items[i].cap, items[i].out_len};
     last_depth_ = pending_.size();
   }
+  // Each server's share of the request in one batch (one sendmsg over TCP, not one per key).
   const int n = int(links_.size());
+  std::vector<std::vector<Link::Outgoing>> per_server(links_.size());
   for (size_t i = 0; i < items.size(); ++i) {
     Header h{type};
     h.sender = id_;
     h.request = first + i;
     h.key = items[i].key;
     h.len = type == MsgType::Pull ? 0 : items[i].len;
-    links_[size_t(server_of(items[i].key, n))]->send(h, type == MsgType::Pull ? nullptr : items[i].value);
+    per_server[size_t(server_of(items[i].key, n))].push_back({h, type == MsgType::Pull ? nullptr : items[i].value});
   }
+  for (size_t s = 0; s < links_.size(); ++s)
+    if (!per_server[s].empty()) links_[s]->send_batch(per_server[s]);
   return ts;
 }
 

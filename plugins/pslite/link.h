@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "wire.h"
 
@@ -19,6 +20,15 @@ class Link {
   virtual ~Link() = default;
   // Sends one message; blocks until it is handed to the transport. Thread-safe. Throws std::runtime_error.
   virtual void send(const Header& h, const void* payload) = 0;
+  // Sends several messages in order; the payloads need only live until it returns. By default one send() each; a
+  // transport that can hands them to the kernel together (a worker's request of 40 keys: one sendmsg, not 40).
+  struct Outgoing {
+    Header header;
+    const void* payload;
+  };
+  virtual void send_batch(const std::vector<Outgoing>& messages) {
+    for (const Outgoing& m : messages) send(m.header, m.payload);
+  }
   // Reads up to cap bytes without blocking: > 0 bytes read, 0 nothing available, -1 the peer is gone.
   virtual ssize_t read_some(void* buf, size_t cap) = 0;
   // Waits up to timeout_ms until read_some may return something (data, or the peer's end).

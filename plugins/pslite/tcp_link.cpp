@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -42,6 +43,22 @@ class TcpLink : public Link {
     send_locked(raw, payload, len);
   }
 
+  void send_batch(const std::vector<Outgoing>& messages) override {
+    // Headers encoded side by side, then one iovec list (header, value, header, value, ...) in IOV_MAX chunks.
+    std::vector<unsigned char> headers(messages.size() * kHeaderBytes);
+    std::vector<iovec> iov;
+    iov.reserve(messages.size() * 2);
+    for (size_t i = 0; i < messages.size(); ++i) {
+      unsigned char* raw = headers.data() + i * kHeaderBytes;
+      encode(messages[i].header, raw);
+      iov.push_back({raw, kHeaderBytes});
+      if (messages[i].header.len && messages[i].payload) iov.push_back({const_cast<void*>(messages[i].payload), size_t(messages[i].header.len)});
+    }
+    std::lock_guard<std::mutex> lock(send_mu_);
+    flush_held();
+    for (size_t at = 0; at < iov.size(); at += kIovChunk) send_iov(iov.data() + at, std::min(kIovChunk, iov.size() - at));
+  }
+
   void hold_small_sends(bool hold) override {
     std::lock_guard<std::mutex> lock(send_mu_);
     held_ = hold;
@@ -77,11 +94,17 @@ class TcpLink : public Link {
     held_bytes_.clear();
   }
 
+  static constexpr size_t kIovChunk = 1024;  // IOV_MAX on Linux
+
   // One message (or the gathered ones: `first_len` bytes and no payload) through sendmsg; send_mu_ held.
   void send_locked(const void* first, const void* payload, size_t len, size_t first_len = kHeaderBytes) {
     iovec iov[2] = {{const_cast<void*>(first), first_len}, {const_cast<void*>(payload), len}};
-    int n_iov = len ? 2 : 1;
-    iovec* v = iov;
+    send_iov(iov, len ? 2 : 1);
+  }
+
+  // Every byte of iov[0..count) through sendmsg, waiting for room when the socket buffer is full; send_mu_ held.
+  void send_iov(iovec* v, size_t count) {
+    int n_iov = int(count);
     while (n_iov > 0) {
       msghdr m{};
       m.msg_iov = v;
