@@ -241,6 +241,25 @@ TEST_F(SgeCell, PollingAnyNumberOfJobsCostsOneQstat) {
   for (auto& s : sge.poll(ids)) EXPECT_EQ(s.state, JobState::Completed) << s.job_id << " " << s.reason;
 }
 
+// A job Grid Engine cannot start (its working directory is gone when it is dispatched) waits in Eqw for an
+// administrator for ever: recorded FAILED with qstat's state and deleted, not polled without end.
+TEST_F(SgeCell, AJobInErrorStateIsFailedAndDeleted) {
+  SgeScheduler sge;
+  JobSpec job = test::trivial_job(d.path, "eqw");
+  job.options.hold = true;  // submitted held, so that its folder is gone before it is dispatched
+  const std::string id = sge.submit(job);
+  fs::rename(job.run_dir, d.path / "moved");
+  ASSERT_EQ(test::run_command({"/usr/bin/qrls", id}, "/", {}, 30).exit_code, 0);
+  JobStatus s;
+  ASSERT_TRUE(test::wait_for([&] {
+    s = sge.poll({id}).front();
+    return job_state_final(s.state);
+  }, 120)) << "still " << job_state_name(s.state);
+  EXPECT_EQ(s.state, JobState::Failed);
+  EXPECT_NE(s.reason.find("Grid Engine holds the job in error state (Eqw"), std::string::npos) << s.reason;
+  EXPECT_TRUE(gone_from_qstat(id, 60)) << "job " << id << " was not deleted";
+}
+
 // --array: one qsub -t per resource shape, throttled with -tc; each run a task "<job>.<k>".
 TEST_F(SgeCell, ArraySweepIsOneArrayPerShapeThrottledByTc) {
   auto r = fanout({"calibration_copy", "--launcher=sge", "--array", "--max_parallel=2", "--exp_name=arr", "--copy_bytes=[1024,2048,4096]",

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -32,13 +33,21 @@ class TcpLink : public Link {
     unsigned char raw[kHeaderBytes];
     encode(h, raw);
     const size_t len = h.len && payload ? size_t(h.len) : 0;
-    std::lock_guard<std::mutex> lock(send_mu_);
-    if (held_ && len <= kSmallValue) {
-      held_bytes_.insert(held_bytes_.end(), raw, raw + kHeaderBytes);
-      held_bytes_.insert(held_bytes_.end(), static_cast<const char*>(payload), static_cast<const char*>(payload) + len);
-      if (held_bytes_.size() >= kHeldLimit) flush_held();
+    if (held_.load(std::memory_order_relaxed) && len <= kSmallValue) {
+      std::vector<char> full;
+      {
+        std::lock_guard<std::mutex> lock(held_mu_);
+        held_bytes_.insert(held_bytes_.end(), raw, raw + kHeaderBytes);
+        held_bytes_.insert(held_bytes_.end(), static_cast<const char*>(payload), static_cast<const char*>(payload) + len);
+        if (held_bytes_.size() >= kHeldLimit) full.swap(held_bytes_);
+      }
+      if (!full.empty()) {
+        std::lock_guard<std::mutex> lock(send_mu_);
+        send_locked(full.data(), nullptr, 0, full.size());
+      }
       return;
     }
+    std::lock_guard<std::mutex> lock(send_mu_);
     flush_held();
     send_locked(raw, payload, len);
   }
@@ -59,10 +68,19 @@ class TcpLink : public Link {
     for (size_t at = 0; at < iov.size(); at += kIovChunk) send_iov(iov.data() + at, std::min(kIovChunk, iov.size() - at));
   }
 
+  // Takes send_mu_ only when something was gathered: the receiving thread of a worker, which gathers nothing, must
+  // never wait for a send in progress (its sender waits for that thread to drain the peer's replies).
   void hold_small_sends(bool hold) override {
+    held_.store(hold, std::memory_order_relaxed);
+    if (hold) return;
+    std::vector<char> gathered;
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      gathered.swap(held_bytes_);
+    }
+    if (gathered.empty()) return;
     std::lock_guard<std::mutex> lock(send_mu_);
-    held_ = hold;
-    if (!hold) flush_held();
+    send_locked(gathered.data(), nullptr, 0, gathered.size());
   }
 
   ssize_t read_some(void* buf, size_t cap) override {
@@ -88,10 +106,14 @@ class TcpLink : public Link {
   static constexpr size_t kSmallValue = 256;        // an ack or an error; values are sent as they come
   static constexpr size_t kHeldLimit = 64 * 1024;   // gathered bytes that go out even while held
 
+  // What was gathered, before a message that is not (the order holds); send_mu_ held.
   void flush_held() {
-    if (held_bytes_.empty()) return;
-    send_locked(held_bytes_.data(), nullptr, 0, held_bytes_.size());
-    held_bytes_.clear();
+    std::vector<char> gathered;
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      gathered.swap(held_bytes_);
+    }
+    if (!gathered.empty()) send_locked(gathered.data(), nullptr, 0, gathered.size());
   }
 
   static constexpr size_t kIovChunk = 1024;  // IOV_MAX on Linux
@@ -128,7 +150,8 @@ class TcpLink : public Link {
   int fd_;
   std::string peer_;
   std::mutex send_mu_;
-  bool held_ = false;
+  std::atomic<bool> held_{false};
+  std::mutex held_mu_;  // guards held_bytes_ only (never held while sending)
   std::vector<char> held_bytes_;
 };
 
