@@ -30,6 +30,18 @@ class Slurm : public ::testing::Test {
     ASSERT_NE(r.out.find("is UP"), std::string::npos)
         << "the Slurm test cluster is not up: run scripts/slurm-cluster.sh up (scripts/test.sh does)\n" << r.out << r.err;
   }
+  // A test that failed (or whose driver was killed) can leave its database job running, which would hold nodes
+  // the next tests wait for (seen: three db-service jobs held n1-n6 and four later tests timed out). Every job whose
+  // working directory is this test's folder is cancelled; a test that ends cleanly leaves none.
+  void TearDown() override {
+    auto q = test::run_command({"/usr/bin/squeue", "-h", "-o", "%i %Z"}, "/", {}, 20);
+    std::vector<std::string> mine = {"/usr/bin/scancel"};
+    for (auto& line : split(q.out, '\n')) {
+      const auto sp = line.find(' ');
+      if (sp != std::string::npos && starts_with(line.substr(sp + 1), d.path.string())) mine.push_back(line.substr(0, sp));
+    }
+    if (mine.size() > 1) test::run_command(mine, "/", {}, 20);
+  }
   test::TempDir d;
 
   test::CommandResult fanout(std::vector<std::string> args, double timeout_s = 300) { return test::run_fanout(d.path, args, timeout_s); }
