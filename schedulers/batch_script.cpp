@@ -108,6 +108,20 @@ void refuse_unsplittable(const std::string& flag, const std::string& value, cons
       throw UserError(flag + ": '" + printable(value) + "' " + what);
 }
 
+std::map<std::string, std::vector<size_t>> array_shapes(const std::vector<JobSpec>& jobs,
+                                                        const std::function<std::string(const JobSpec&)>& render) {
+  std::map<std::string, std::vector<size_t>> shapes;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].validate();
+    JobSpec shape = jobs[i];
+    shape.name = kArrayJobName;
+    shape.run_dir = jobs[i].run_dir.parent_path();
+    const std::string script = render(shape);
+    shapes[script.substr(0, script.find("# fanout job"))].push_back(i);
+  }
+  return shapes;
+}
+
 std::string run_qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what) {
   std::vector<std::string> argv = {"qsub"};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -5,6 +5,8 @@
 //   steps.exit : "<role> <exit status>" per step;  job.exit : the job's exit status.
 #pragma once
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +34,11 @@ bool program_on_path(const std::string& prog);
 extern const char* const kArrayJobName;  // the job name of the arrays fanout submits (PBS -N, SGE -N)
 std::string walltime_hhmmss(int64_t seconds);
 void refuse_unsplittable(const std::string& flag, const std::string& value, const std::string& what);
+// Runs that can share one array job, grouped by the preamble of their script (up to "# fanout job") rendered
+// with the array's name and output folder (the runs' parent): same preamble, same resource request. Validates each
+// job. Indices into jobs, in order within each group.
+std::map<std::string, std::vector<size_t>> array_shapes(const std::vector<JobSpec>& jobs,
+                                                        const std::function<std::string(const JobSpec&)>& render);
 // Runs `qsub args...` in cwd and returns the last line it printed (the job id, in PBS's and Grid Engine's -terse
 // form alike); UserError "qsub refused <what>: <its words>" when it failed or printed nothing.
 std::string run_qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);

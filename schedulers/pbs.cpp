@@ -310,21 +310,8 @@ std::string PbsScheduler::submit(const JobSpec& job) {
 }
 
 std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs, int /*max_parallel*/) {
-  // Runs of one resource request share an array: the preamble (without the name and output) is the shape.
-  std::map<std::string, std::vector<size_t>> shapes;
-  auto preamble = [&](const JobSpec& j) {
-    std::string s = render_script(j);
-    return s.substr(0, s.find("# fanout job"));
-  };
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].validate();
-    JobSpec shape = jobs[i];
-    shape.name = kArrayJobName;
-    shape.run_dir = jobs[i].run_dir.parent_path();
-    shapes[preamble(shape)].push_back(i);
-  }
   std::vector<std::string> ids(jobs.size());
-  for (auto& [head, members] : shapes) {
+  for (auto& [head, members] : array_shapes(jobs, [this](const JobSpec& j) { return render_script(j); })) {
     const fs::path root = jobs[members.front()].run_dir.parent_path();
     std::string body = head;
     body += flavor_ == PbsFlavor::Pro ? "#PBS -J 0-" : "#PBS -t 0-";

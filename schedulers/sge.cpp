@@ -260,18 +260,8 @@ std::string SgeScheduler::submit(const JobSpec& job) {
 }
 
 std::vector<std::string> SgeScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
-  // Runs of one resource request share an array: the preamble without the name and output is the shape.
-  std::map<std::string, std::vector<size_t>> shapes;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].validate();
-    JobSpec shape = jobs[i];
-    shape.name = kArrayJobName;
-    shape.run_dir = jobs[i].run_dir.parent_path();
-    const std::string s = render_script(shape);
-    shapes[s.substr(0, s.find("# fanout job"))].push_back(i);
-  }
   std::vector<std::string> ids(jobs.size());
-  for (auto& [head, members] : shapes) {
+  for (auto& [head, members] : array_shapes(jobs, [this](const JobSpec& j) { return render_script(j); })) {
     const fs::path root = jobs[members.front()].run_dir.parent_path();
     const std::string range = "1-" + std::to_string(members.size());
     std::string body = head + "#$ -t " + range + "\n";
