@@ -318,13 +318,7 @@ TEST_F(SgeCell, ResumeAfterTheDriverIsKilledFollowsItsJobs) {
                                           "--iterations=30", "--warmup=0"},
                                  d.path / "err.txt");
   ASSERT_GT(pid, 0);
-  auto job_ids = [&] {
-    std::set<std::string> ids;
-    std::error_code ec;
-    for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "kd", ec))
-      if (e.path().filename() == "job.id") ids.insert(trim(read_file(e.path())));
-    return ids;
-  };
+  auto job_ids = [&] { return test::submitted_job_ids(d.path / "results" / "kd"); };
   ASSERT_TRUE(test::wait_for([&] { return job_ids().size() == 3; }, 120)) << read_file(d.path / "err.txt");
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);

@@ -465,10 +465,7 @@ TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
   ASSERT_TRUE(test::wait_for([&] { return count_files(d.path / "results" / "kd", "job.id") == 4; }, 120)) << read_file(d.path / "err.txt");
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
-  std::set<std::string> first_ids;
-  std::error_code ec;
-  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "kd", ec))
-    if (e.path().filename() == "job.id") first_ids.insert(trim(read_file(e.path())));
+  const std::set<std::string> first_ids = test::submitted_job_ids(d.path / "results" / "kd");
   ASSERT_EQ(first_ids.size(), 4u);
 
   auto r = fanout({"resume", "results/kd"});

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/text.h"
 
 extern char** environ;
 
@@ -30,6 +31,14 @@ TempDir::TempDir() {
   std::string tmpl = (fs::temp_directory_path() / "fanout-test-XXXXXX").string();
   path = ::mkdtemp(tmpl.data());
 }
+std::set<std::string> submitted_job_ids(const fs::path& dir) {
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.path().filename() == "job.id") ids.insert(trim(read_file(e.path())));
+  return ids;
+}
+
 TempDir::~TempDir() {
   std::error_code ec;
   if (!std::getenv("FANOUT_KEEP_TEST_DIRS")) fs::remove_all(path, ec);

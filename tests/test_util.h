@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ pid_t spawn_fanout(const std::filesystem::path& cwd, const std::vector<std::stri
 bool wait_for_a_running_rank(const std::filesystem::path& dir, double timeout_s);
 // True once a Slurm job is neither pending nor running, within timeout_s.
 bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s);
+
+// The scheduler job ids the runs below dir were submitted as (their job.id files), e.g. to check that a resume
+// followed the same jobs instead of submitting again.
+std::set<std::string> submitted_job_ids(const std::filesystem::path& dir);
 
 // Runs the fanout driver in cwd.
 CommandResult run_fanout(const std::filesystem::path& cwd, std::vector<std::string> args, double timeout_s = 300);
