@@ -25,7 +25,11 @@
 # ERRORS ("0"): the loaders' model error (--loader_error) to run, e.g. "0 0.1 0.2 0.4": each application's emulated
 # loader is off the TPM's a and b by up to that fraction while WAA plans with the model; NOISE (0): each batch's time
 # varies by that coefficient of variation (--loader_noise). Figures of an error or noise other than 0 are named
-# <workload>.<launcher>.err<e>[.noise<n>].<row>... (issue 42: WAA's gain against the even split as the model errs).
+# <workload>.<launcher>.err<e>[.seed<s>][.noise<n>][.cont<c>].<row>... (issue 42: WAA's gain against the even split as
+# the model errs). ERROR_SEED (1): loader_error's draws (--loader_error_seed). CONTENTION ("0"): the loader
+# contention to run (--loader_contention, e.g. "0 0.3"): every emulated worker loads 1 + c times slower when all
+# loader cores of its node are busy, linearly less with fewer (bench/loader_contention.sh measures c on this
+# machine's real loaders); WAA plans without it.
 # QUICK=1 (bench/run-all --quick): the seed alone, 10 iterations, COST 60, locally.
 # Devices are shared as the workload's cuda_device column says (two applications per GPU in the seed).
 # Under bench/run-all (FANOUT_FIGURES set) every row's medians and ratios to mode 1 are figures:
@@ -42,9 +46,9 @@ WORKLOADS=${WORKLOADS:-seed skewed}
 if [ "${QUICK:-0}" = 1 ]; then WORKLOADS=seed ITERATIONS=10 COST=60 launchers=local repeats=1; fi
 [ -x "$build/fanout" ] || { echo "torchloader_emulated_bench: $build/fanout not found (build first)" >&2; exit 2; }
 command -v sqlite3 >/dev/null || { echo "torchloader_emulated_bench: needs sqlite3" >&2; exit 2; }
-LOADER=${LOADER:-emulated} ERRORS=${ERRORS:-0} NOISE=${NOISE:-0}
-if [ "$LOADER" = real ] && { [ "$ERRORS" != 0 ] || [ "$NOISE" != 0 ]; }; then
-  echo "torchloader_emulated_bench: ERRORS and NOISE shape emulated loaders; LOADER=real loaders are what they are" >&2; exit 2
+LOADER=${LOADER:-emulated} ERRORS=${ERRORS:-0} NOISE=${NOISE:-0} CONTENTION=${CONTENTION:-0} ERROR_SEED=${ERROR_SEED:-1}
+if [ "$LOADER" = real ] && { [ "$ERRORS" != 0 ] || [ "$NOISE" != 0 ] || [ "$CONTENTION" != 0 ]; }; then
+  echo "torchloader_emulated_bench: ERRORS, NOISE and CONTENTION shape emulated loaders; LOADER=real loaders are what they are" >&2; exit 2
 fi
 case $LOADER in emulated) ;; real) CORES=${CORES:-$(nproc)} ;; *) echo "torchloader_emulated_bench: LOADER=$LOADER: emulated or real" >&2; exit 2 ;; esac
 TFLOPS=${TFLOPS:-0.15} COST=${COST:-600} CORES=${CORES:-48} ITERATIONS=${ITERATIONS:-0}
@@ -80,11 +84,12 @@ for w in "${workload_files[@]}"; do
     { echo "torchloader_emulated_bench: profiling $w failed; see $out/profile.log" >&2; exit 1; }
 done
 
-run() {  # run <launcher> <workload> <cap> <rep> <error>: one experiment of the ROWS
-  local name="$1-$(basename "$2" .csv)-e$5-r$4"
+run() {  # run <launcher> <workload> <cap> <rep> <error> <contention>: one experiment of the ROWS
+  local name="$1-$(basename "$2" .csv)-e$5-c$6-r$4"
   "$build/fanout" torchloader --exp_name="$name" --results_dir="$out" --tpm="$tpm" --launcher="$1" --workload="$2" \
     --max_iterations="$3" --mode=["$modes"] --resize=[restart,live] "${rows_excluded[@]}" --max_parallel=1 \
-    --nodes=2 --cores="$CORES" --loader="$LOADER" --loader_error="$5" --loader_noise="$NOISE" "${device[@]}" --status_interval=0 \
+    --nodes=2 --cores="$CORES" --loader="$LOADER" --loader_error="$5" --loader_error_seed="$ERROR_SEED" \
+    --loader_noise="$NOISE" --loader_contention="$6" "${device[@]}" --status_interval=0 \
     >"$out/$name.log" 2>&1 ||
     { echo "torchloader_emulated_bench: experiment $name failed; see $out/$name" >&2; exit 1; }
   echo "$out/$name/fanout.sqlite"
@@ -95,19 +100,20 @@ row="p.value || CASE r.value WHEN 'live' THEN 'L' ELSE '' END"
 runs="samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mode' JOIN parameters r ON r.run_id = s.run_id AND r.name = 'resize'"
 metric_sql="SELECT $row, s.metric, s.value FROM $runs WHERE s.metric IN ('aggregate_throughput', 'makespan', 'cluster_throughput')"
 for err in $ERRORS; do
+for cont in $CONTENTION; do
 for launcher in $launchers; do
   for w in "${workload_files[@]}"; do
     cap=$([ "$w" = seed ] && echo "$ITERATIONS" || echo 0)
     rows=$(mktemp)
     dbs=()
     for r in $(seq "$repeats"); do
-      db=$(run "$launcher" "$w" "$cap" "$r" "$err")
+      db=$(run "$launcher" "$w" "$cap" "$r" "$err" "$cont")
       dbs+=("$db")
       sqlite3 -separator ' ' "$db" "$metric_sql" >> "$rows"
     done
     echo
-    echo "== $(basename "$w" .csv) workload$([ "$cap" = 0 ] || echo " ($cap iterations)"), $launcher launcher, 2 nodes x $CORES $LOADER loader cores (cost $COST), emulated devices at $TFLOPS TFLOP/s, $repeats repeats, loader model error $err, noise $NOISE"
-    tag=$([ "$err" = 0 ] || echo ".err$err")$([ "$NOISE" = 0 ] || echo ".noise$NOISE")
+    echo "== $(basename "$w" .csv) workload$([ "$cap" = 0 ] || echo " ($cap iterations)"), $launcher launcher, 2 nodes x $CORES $LOADER loader cores (cost $COST), emulated devices at $TFLOPS TFLOP/s, $repeats repeats, loader model error $err (draws of seed $ERROR_SEED), noise $NOISE, contention $cont"
+    tag=$([ "$err" = 0 ] || echo ".err$err")$([ "$ERROR_SEED" = 1 ] || [ "$err" = 0 ] || echo ".seed$ERROR_SEED")$([ "$NOISE" = 0 ] || echo ".noise$NOISE")$([ "$cont" = 0 ] || echo ".cont$cont")
     figs=$(mktemp)
     awk -v figs="$figs" -v prefix="$(basename "$w" .csv | sed 's/^torchloader_//').$launcher$([ "$LOADER" = emulated ] || echo ".$LOADER")$tag" '
       function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -146,6 +152,7 @@ for launcher in $launchers; do
                    else printf "  mode %s %-16s %.3g\n", m, name, last[order[i]] } }'
     rm -f "$rows"
   done
+done
 done
 done
 find "$out" -path '*/checkpoints/*' -type f -delete  # hundreds of MB of trainer checkpoints; the results stay

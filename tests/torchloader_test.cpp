@@ -330,7 +330,7 @@ TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
   }
   EXPECT_EQ(test::sql_one(d.path / "results" / "prof" / "fanout.sqlite", "SELECT count(*) FROM samples WHERE metric LIKE 'tpm_fit_error.%'"), "3");
   std::vector<std::string> run = {"torchloader", "--exp_name=emu", "--workload=seed", "--max_iterations=5", "--mode=2",
-                                  "--nodes=2", "--cores=48", "--loader=emulated"};
+                                  "--nodes=2", "--cores=48", "--loader=emulated", "--loader_contention=0.5"};
   run.insert(run.end(), device.begin(), device.end());
   auto r = test::run_fanout(d.path, run, 600);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -348,6 +348,16 @@ TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
       EXPECT_EQ(counters, std::string(256, '\0')) << e.path();
     }
   EXPECT_EQ(device_files, 2);
+  // Issue 42: with --loader_contention every node's loader workers counted themselves in one file per node (a
+  // 4-byte counter), and none is left counted.
+  int loader_files = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "emu"))
+    if (e.path().filename().string().rfind("emulated_loaders.node", 0) == 0) {
+      ++loader_files;
+      EXPECT_EQ(fanout::read_file(e.path()), std::string(4, '\0')) << e.path();
+    }
+  EXPECT_EQ(loader_files, 2) << "one per node: the trainers were given the node's file";
+  EXPECT_EQ(test::sql_one(db, "SELECT value FROM parameters WHERE name='loader_contention'"), "0.5");
 }
 
 namespace {

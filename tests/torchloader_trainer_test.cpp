@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "plugins/torchloader/loader_contention.h"
 #include "plugins/torchloader/shared_device.h"
 #include "plugins/torchloader/trainer.h"
 #include "tests/expect_throw.h"
@@ -511,6 +512,41 @@ TEST(TorchloaderEmulated, SharedDevicesTimeSliceAsAFluid) {
   EXPECT_EQ(view.sharing(), 0);
   EXPECT_THROW_WITH(SharedDevices(file.string(), {64}), std::runtime_error, "device id 64 is outside 0..63");
   EXPECT_THROW_WITH(SharedDevices("/nonexistent/dir/devices", {0}), std::runtime_error, "/nonexistent/dir/devices");
+  fs::remove(file);
+}
+
+// Issue 42: loader workers contend for their node (loader_contention.h): a batch takes 1 + c times its time alone
+// when every loader core of the node is busy, linearly less with fewer, and past the cores they also time-slice.
+TEST(TorchloaderEmulated, LoaderContentionGrowsWithTheWorkersLoadingOnTheNode) {
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(1, 48, 0.3), 1.0) << "alone: its time alone";
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(48, 48, 0.3), 1.3) << "a full node";
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(25, 48, 0.3), 1.0 + 0.3 * 24 / 47);
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(96, 48, 0.3), 2.6) << "twice the cores: time-sliced too";
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(3, 1, 0.0), 3.0) << "one core, three workers";
+  EXPECT_DOUBLE_EQ(LoaderContention::slowdown(40, 48, 0.0), 1.0) << "no contention asked";
+}
+
+// A batch of 0.1 s with 3 other workers loading on a node of 4 cores at contention 1: 1 + 1 x 3 / 3 = 2x, so at
+// least 0.2 s (a timer never wakes early; without the others it would be 0.1 s). The batch's own count is given
+// back when it ends; the others' stays. A missing folder is named.
+TEST(TorchloaderEmulated, ABatchIsSlowedByTheWorkersLoadingOnItsNode) {
+  const fs::path file = fs::temp_directory_path() / ("torchloader_loaders_" + std::to_string(::getpid()));
+  fs::remove(file);
+  NodeCounters others(file.string(), 1, "test");
+  others.add(0, 3);
+  LoaderContention node(file.string(), 4, 1.0);
+  EXPECT_EQ(node.loading(), 3);
+  const auto t0 = std::chrono::steady_clock::now();
+  node.run_batch(0.1);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(took, 0.199) << "at half speed with the node's 3 other workers";
+  EXPECT_EQ(node.loading(), 3) << "its own count given back";
+  others.add(0, -3);
+  const auto t1 = std::chrono::steady_clock::now();
+  node.run_batch(0.05);
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.0499) << "alone: its time alone";
+  EXPECT_THROW_WITH(LoaderContention("/nonexistent/dir/loaders", 4, 1.0), std::runtime_error, "/nonexistent/dir/loaders");
+  EXPECT_THROW_WITH(LoaderContention(file.string(), 0, 1.0), std::invalid_argument, "loader cores");
   fs::remove(file);
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "fluid_sharing.h"
+
 namespace torchloader {
 
 class SharedDevices {
@@ -19,9 +21,6 @@ class SharedDevices {
   // Maps `path` (created zeroed, kMaxDevices counters, when missing); ids are the devices this process uses
   // (each in [0, kMaxDevices)). Throws std::runtime_error naming the file or the bad id.
   SharedDevices(const std::string& path, std::vector<int> ids);
-  ~SharedDevices();
-  SharedDevices(const SharedDevices&) = delete;
-  SharedDevices& operator=(const SharedDevices&) = delete;
 
   // One device step of `seconds` (its time alone on the devices), started at `started` (steady_clock ns: work the
   // caller did since then counts as progress at the sharing of the moment). Returns when the step's work is done.
@@ -31,8 +30,8 @@ class SharedDevices {
   int sharing() const;
 
  private:
-  int32_t* counters_ = nullptr;
-  std::vector<int> ids_;
+  std::vector<int> ids_;  // sorted, unique; checked before the file is mapped
+  NodeCounters counters_;
 };
 
 }  // namespace torchloader

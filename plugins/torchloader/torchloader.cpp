@@ -78,6 +78,7 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM_ONE_OF("loader", FANOUT_PARAM_STRING, "real", "real: loader workers do the CPU work; emulated: each delivers batches at the rate the TPM profiled for its application (a/workers + b seconds per sample), on timers", kLoaders),
     FANOUT_PARAM_RANGE("loader_error", FANOUT_PARAM_FLOAT, "0", "emulated loader: how wrong the TPM's loader model is: each application's a and b scaled by 1 + e, e drawn per application and coefficient from [-loader_error, loader_error]; WAA still plans with the model (0: loaders follow it exactly)", "0", "0.9"),
     FANOUT_PARAM_RANGE("loader_error_seed", FANOUT_PARAM_INT, "1", "emulated loader: the seed of loader_error's draws (the same draws on every node and restart)", "0", NULL),
+    FANOUT_PARAM_RANGE("loader_contention", FANOUT_PARAM_FLOAT, "0", "emulated loader: how much slower every worker loads when all loader cores of its node are busy (a batch takes 1 + c times its time alone; linear in the workers loading on the node, across applications); WAA still plans without it (0: none)", "0", "10"),
     FANOUT_PARAM_RANGE("loader_noise", FANOUT_PARAM_FLOAT, "0", "emulated loader: coefficient of variation of each batch's time (a lognormal factor of mean 1 per batch)", "0", "2"),
 };
 
@@ -264,8 +265,9 @@ class Master {
   Master(fanout_sdk::Host& host) : host_(host) {}
 
   int run() {
-    if (host_.param("loader") != "emulated" && (host_.param_double("loader_error") > 0 || host_.param_double("loader_noise") > 0))
-      throw std::runtime_error("loader_error and loader_noise shape emulated loaders (--loader=emulated); real loaders are what they are");
+    if (host_.param("loader") != "emulated" &&
+        (host_.param_double("loader_error") > 0 || host_.param_double("loader_noise") > 0 || host_.param_double("loader_contention") > 0))
+      throw std::runtime_error("loader_error, loader_noise and loader_contention shape emulated loaders (--loader=emulated); real loaders are what they are");
     apps_ = load_workload(host_);
     if (host_.param("device") == "emulated")  // refused here, not by each trainer once the run is under way
       for (size_t a = 0; a < apps_.size(); ++a)
@@ -517,8 +519,9 @@ class NodeAgent {
       // would slow every later step on that device.
       ::unlink(device_file().c_str());
     }
+    ::unlink(loader_file().c_str());  // the same for a count of loading workers (loader_contention)
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
-    const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));  // the master applies --cores
     link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
     try {
       for (bool running = true, master_gone = false; running && !master_gone;) {
@@ -567,6 +570,11 @@ class NodeAgent {
   };
 
   std::string device_file() const { return host_.run_dir() + "/emulated_devices.node" + std::to_string(host_.rank()); }
+  std::string loader_file() const { return host_.run_dir() + "/emulated_loaders.node" + std::to_string(host_.rank()); }
+  int loader_cores() const {  // as the master counts them: --cores, or this node's CPUs
+    const int asked = int(host_.param_int("cores"));
+    return asked > 0 ? asked : int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  }
 
   std::string checkpoint(int app, int proc) const {
     return host_.run_dir() + "/checkpoints/app" + std::to_string(app) + "." + std::to_string(proc) + ".pt";
@@ -607,6 +615,9 @@ class NodeAgent {
                                                  host_.param_double("loader_error"), uint64_t(host_.param_int("loader_error_seed")), app);
       args.insert(args.end(), {"--loader_a", nlohmann::json(real.a).dump(), "--loader_b", nlohmann::json(real.b).dump(), "--loader_noise",
                                nlohmann::json(host_.param_double("loader_noise")).dump()});
+      if (const double c = host_.param_double("loader_contention"); c > 0)
+        args.insert(args.end(), {"--loader_contention", nlohmann::json(c).dump(), "--loader_share", loader_file(), "--loader_cores",
+                                 std::to_string(loader_cores())});
     }
     std::lock_guard<std::mutex> g(mu_);
     auto& p = procs_[{app, proc}];

@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
   app.add_option("--loader_b", o.emulated_loader.b, "emulated loader: see --loader_a")->check(CLI::NonNegativeNumber);
   app.add_option("--loader_noise", o.emulated_loader.noise, "emulated loader: coefficient of variation of each batch's time (lognormal, mean 1)")
       ->check(CLI::Range(0.0, 2.0));
+  app.add_option("--loader_contention", o.emulated_loader.contention,
+                 "emulated loader: how much slower a worker loads when every loader core of its node is busy (1 + this, linear in between)")
+      ->check(CLI::Range(0.0, 10.0));
+  app.add_option("--loader_share", o.emulated_loader.contention_file, "emulated loader: the node's file counting the workers loading now (with --loader_contention)");
+  app.add_option("--loader_cores", o.emulated_loader.contention_cores, "emulated loader: the node's loader cores (with --loader_contention)")
+      ->check(CLI::Range(1, kIntMax));
   app.add_option("--profile", profile_iters, "measure compute and loader throughput over N iterations, then exit")
       ->check(CLI::Range(1, kIntMax));
 

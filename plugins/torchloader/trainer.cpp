@@ -244,6 +244,8 @@ void validate(const TrainOptions& o) {
   if (!o.device.share_file.empty() && (o.device.kind != "emulated" || o.device.ids.empty()))
     throw std::invalid_argument("torchloader: a shared-device file needs the emulated device and its device ids");
   if (o.emulated_loader.a < 0 || o.emulated_loader.b < 0) throw std::invalid_argument("torchloader: the emulated loader's a and b must be >= 0");
+  if (o.emulated_loader.contention > 0 && (!o.emulated_loader.on() || o.emulated_loader.contention_file.empty() || o.emulated_loader.contention_cores < 1))
+    throw std::invalid_argument("torchloader: --loader_contention needs the emulated loader (--loader_a, --loader_b), --loader_share (the node's file) and --loader_cores (>= 1)");
 }
 
 // The torch device the model lives on: an emulated accelerator keeps it on the CPU (only time is simulated).
@@ -457,6 +459,8 @@ DataLoader::DataLoader(const SyntheticImageDataset& dataset, int64_t batch, int 
     : dataset_(dataset), batch_(batch), end_iter_(end_iter), shard_rank_(shard_rank), shard_world_(std::max(1, shard_world)),
       emulated_(emulated), next_claim_(start_iter), next_take_(start_iter) {
   if (workers < 1 || batch < 1) throw std::invalid_argument("torchloader: loader needs workers >= 1 and batch >= 1");
+  if (emulated_.on() && emulated_.contention > 0)
+    contention_ = std::make_unique<LoaderContention>(emulated_.contention_file, emulated_.contention_cores, emulated_.contention);
   if (emulated_.on())
     zeros_ = {torch::zeros({batch, SyntheticImageDataset::kChannels, SyntheticImageDataset::kCrop, SyntheticImageDataset::kCrop}),
               torch::zeros({batch}, torch::kLong)};
@@ -548,7 +552,10 @@ void DataLoader::run(Worker* self) {
     b.iteration = k;
     try {
       if (emulated_.on()) {  // the profiled time on a timer; the training side does not read the values
-        std::this_thread::sleep_for(std::chrono::duration<double>(emulated_s));
+        if (contention_)
+          contention_->run_batch(emulated_s);
+        else
+          std::this_thread::sleep_for(std::chrono::duration<double>(emulated_s));
         std::tie(b.data, b.labels) = zeros_;
       } else {
         std::tie(b.data, b.labels) = dataset_.make_batch(k * shard_world_ + shard_rank_, batch_);

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "loader_contention.h"
+
 namespace torchloader {
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -97,10 +99,15 @@ struct Batch {
 // all workers, so one worker's batch takes batch x (a + b x workers)), waiting on a timer instead of loading; the
 // batch is zeros. a = b = 0: the real loader. noise > 0: each batch's time times a lognormal factor of mean 1 and
 // that coefficient of variation, drawn by (seed, iteration): loaders that do not keep the model's pace exactly.
+// contention > 0: each batch is also slowed by the workers loading on the node (loader_contention.h), counted in
+// contention_file across the node's processes, of contention_cores loader cores.
 struct EmulatedLoader {
   double a = 0, b = 0;
   double noise = 0;
   uint64_t seed = 0;
+  double contention = 0;
+  std::string contention_file = {};
+  int contention_cores = 0;
   bool on() const { return a > 0 || b > 0; }
   double batch_seconds(int64_t batch, int workers) const { return double(batch) * (a + b * workers); }
   double noise_factor(int64_t iteration) const;  // 1 without noise
@@ -146,6 +153,7 @@ class DataLoader {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable ready_cv_;
+  std::unique_ptr<LoaderContention> contention_;  // emulated loaders slowed by the node's other workers
   double emulated_batch_s_ = 0;   // one worker's time per batch when emulated (depends on the count)
   int64_t capacity_ = 0;          // 2 x the count asked for
   int64_t next_claim_;
