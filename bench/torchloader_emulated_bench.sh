@@ -24,8 +24,8 @@
 # WORKLOADS ("seed skewed"). ROWS ("1 2 3 3L"): the rows to run; mode 1 is always run, the baseline of every ratio.
 # ERRORS ("0"): the loaders' model error (--loader_error) to run, e.g. "0 0.1 0.2 0.4": each application's emulated
 # loader is off the TPM's a and b by up to that fraction while WAA plans with the model; NOISE (0): each batch's time
-# varies by that coefficient of variation (--loader_noise). Figures of an error or noise other than 0 are named
-# <workload>.<launcher>.err<e>[.seed<s>][.noise<n>][.cont<c>].<row>... (issue 42: WAA's gain against the even split as
+# varies by that coefficient of variation (--loader_noise). Figures of an error, noise or contention other than 0 are
+# named <workload>.<launcher>[.err<e>[.seed<s>]][.noise<n>][.cont<c>].<row>... (issue 42: WAA's gain against the even split as
 # the model errs). ERROR_SEED (1): loader_error's draws (--loader_error_seed). CONTENTION ("0"): the loader
 # contention to run (--loader_contention, e.g. "0 0.3"): every emulated worker loads 1 + c times slower when all
 # loader cores of its node are busy, linearly less with fewer (bench/loader_contention.sh measures c on this

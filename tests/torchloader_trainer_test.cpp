@@ -526,27 +526,38 @@ TEST(TorchloaderEmulated, LoaderContentionGrowsWithTheWorkersLoadingOnTheNode) {
   EXPECT_DOUBLE_EQ(LoaderContention::slowdown(40, 48, 0.0), 1.0) << "no contention asked";
 }
 
-// A batch of 0.1 s with 3 other workers loading on a node of 4 cores at contention 1: 1 + 1 x 3 / 3 = 2x, so at
-// least 0.2 s (a timer never wakes early; without the others it would be 0.1 s). The batch's own count is given
-// back when it ends; the others' stays. A missing folder is named.
+// A batch of 0.1 s with 3 other workers loading on a node of 8 cores at contention 1: 4 loading, 1 + 3 / 7 = 10/7
+// of its time alone, so at least 0.1429 s (a timer never wakes early; without the others 0.1 s, not counting
+// itself 1 + 2 / 7). The upper bounds allow for how late a 50 ms sleep (a slice) wakes on this machine now. The
+// batch's own count is given back when it ends; the others' stays. Bad arguments are refused before the file is
+// touched; a missing folder is named.
 TEST(TorchloaderEmulated, ABatchIsSlowedByTheWorkersLoadingOnItsNode) {
   const fs::path file = fs::temp_directory_path() / ("torchloader_loaders_" + std::to_string(::getpid()));
   fs::remove(file);
+  const double stretch = 1.0 + fanout::test::sleep_overshoot_s(0.05) / 0.05;
   NodeCounters others(file.string(), 1, "test");
   others.add(0, 3);
-  LoaderContention node(file.string(), 4, 1.0);
+  LoaderContention node(file.string(), 8, 1.0);
   EXPECT_EQ(node.loading(), 3);
-  const auto t0 = std::chrono::steady_clock::now();
-  node.run_batch(0.1);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(took, 0.199) << "at half speed with the node's 3 other workers";
+  auto timed = [&](double seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    node.run_batch(seconds);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const double slowed = timed(0.1);
+  EXPECT_GE(slowed, 0.1 * 10 / 7 - 0.0005) << "4 of 8 cores loading";
+  EXPECT_LE(slowed, 0.1 * 10 / 7 * stretch + 0.05) << "stretch " << stretch;
   EXPECT_EQ(node.loading(), 3) << "its own count given back";
   others.add(0, -3);
-  const auto t1 = std::chrono::steady_clock::now();
-  node.run_batch(0.05);
-  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.0499) << "alone: its time alone";
+  const double alone = timed(0.05);
+  EXPECT_GE(alone, 0.0499) << "alone: its time alone";
+  EXPECT_LE(alone, 0.05 * stretch + 0.04) << "alone: not slowed (stretch " << stretch << ")";
+  const fs::path untouched = fs::temp_directory_path() / ("torchloader_loaders_bad_" + std::to_string(::getpid()));
+  EXPECT_THROW_WITH(LoaderContention(untouched.string(), 0, 1.0), std::invalid_argument, "loader cores");
+  EXPECT_THROW_WITH(LoaderContention(untouched.string(), 8, -0.1), std::invalid_argument, "within 0..10");
+  EXPECT_THROW_WITH(LoaderContention(untouched.string(), 8, std::nan("")), std::invalid_argument, "within 0..10");
+  EXPECT_FALSE(fs::exists(untouched)) << "refused before the file was made";
   EXPECT_THROW_WITH(LoaderContention("/nonexistent/dir/loaders", 4, 1.0), std::runtime_error, "/nonexistent/dir/loaders");
-  EXPECT_THROW_WITH(LoaderContention(file.string(), 0, 1.0), std::invalid_argument, "loader cores");
   fs::remove(file);
 }
 

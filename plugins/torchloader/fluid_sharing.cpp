@@ -14,6 +14,9 @@
 
 namespace torchloader {
 
+// The counters are shared by processes: only a lock-free atomic is one there.
+static_assert(std::atomic_ref<int32_t>::is_always_lock_free);
+
 NodeCounters::NodeCounters(const std::string& path, int count, const std::string& what) : bytes_(sizeof(int32_t) * size_t(std::max(1, count))) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) throw std::runtime_error("torchloader: cannot open the " + what + " file " + path + ": " + std::strerror(errno));
@@ -24,8 +27,9 @@ NodeCounters::NodeCounters(const std::string& path, int count, const std::string
     throw std::runtime_error("torchloader: cannot size the " + what + " file " + path + ": " + std::strerror(e));
   }
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
   ::close(fd);
-  if (p == MAP_FAILED) throw std::runtime_error("torchloader: cannot map the " + what + " file " + path + ": " + std::strerror(errno));
+  if (p == MAP_FAILED) throw std::runtime_error("torchloader: cannot map the " + what + " file " + path + ": " + std::strerror(map_errno));
   counters_ = static_cast<int32_t*>(p);
 }
 

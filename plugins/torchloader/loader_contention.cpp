@@ -5,13 +5,23 @@
 
 namespace torchloader {
 
-LoaderContention::LoaderContention(const std::string& path, int cores, double contention)
-    : cores_(cores), contention_(contention), count_(path, 1, "loader-contention") {
+namespace {
+
+// Checked before the node's file is created or mapped.
+int checked_cores(int cores, double contention) {
   if (cores < 1) throw std::invalid_argument("torchloader: loader contention needs the node's loader cores (>= 1)");
-  if (contention < 0) throw std::invalid_argument("torchloader: loader contention must be >= 0");
+  if (!(contention >= 0 && contention <= LoaderContention::kMaxContention))
+    throw std::invalid_argument("torchloader: loader contention must be within 0..10");
+  return cores;
 }
 
+}  // namespace
+
+LoaderContention::LoaderContention(const std::string& path, int cores, double contention)
+    : cores_(checked_cores(cores, contention)), contention_(contention), count_(path, 1, "loader-contention") {}
+
 double LoaderContention::slowdown(int loading, int cores, double contention) {
+  cores = std::max(1, cores);
   if (loading <= 1) return 1;
   if (loading > cores) return (1 + contention) * double(loading) / double(cores);  // every core busy, and time-sliced
   return 1 + contention * double(loading - 1) / double(cores - 1);

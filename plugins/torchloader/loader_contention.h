@@ -14,8 +14,13 @@ namespace torchloader {
 
 class LoaderContention {
  public:
+  static constexpr double kMaxContention = 10;
+
   // `contention`: how much slower a worker loads when all `cores` loader cores of the node are busy (a batch takes
   // 1 + contention times its time alone), linear in between; past `cores` the workers also time-slice the cores.
+  // Throws std::invalid_argument (cores < 1, contention outside 0..10) before touching the file, and
+  // std::runtime_error naming the file. A worker killed inside a batch stays counted until the node agent next
+  // starts (it removes the file), as a step does in the shared-device file.
   LoaderContention(const std::string& path, int cores, double contention);
 
   // One batch of `seconds` (its time alone), started now; returns when done.

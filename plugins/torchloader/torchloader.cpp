@@ -571,7 +571,9 @@ class NodeAgent {
 
   std::string device_file() const { return host_.run_dir() + "/emulated_devices.node" + std::to_string(host_.rank()); }
   std::string loader_file() const { return host_.run_dir() + "/emulated_loaders.node" + std::to_string(host_.rank()); }
-  int loader_cores() const {  // as the master counts them: --cores, or this node's CPUs
+  // --cores, or this node's CPUs. The master, without --cores, plans with the first node's CPUs for every node: the
+  // same count on nodes alike (the emulated cluster gives --cores).
+  int loader_cores() const {
     const int asked = int(host_.param_int("cores"));
     return asked > 0 ? asked : int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
   }

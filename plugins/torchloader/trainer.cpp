@@ -244,8 +244,13 @@ void validate(const TrainOptions& o) {
   if (!o.device.share_file.empty() && (o.device.kind != "emulated" || o.device.ids.empty()))
     throw std::invalid_argument("torchloader: a shared-device file needs the emulated device and its device ids");
   if (o.emulated_loader.a < 0 || o.emulated_loader.b < 0) throw std::invalid_argument("torchloader: the emulated loader's a and b must be >= 0");
-  if (o.emulated_loader.contention > 0 && (!o.emulated_loader.on() || o.emulated_loader.contention_file.empty() || o.emulated_loader.contention_cores < 1))
+  const EmulatedLoader& l = o.emulated_loader;
+  if (!(l.contention >= 0 && l.contention <= LoaderContention::kMaxContention))
+    throw std::invalid_argument("torchloader: --loader_contention must be within 0..10");
+  if (l.contention > 0 && (!l.on() || l.contention_file.empty() || l.contention_cores < 1))
     throw std::invalid_argument("torchloader: --loader_contention needs the emulated loader (--loader_a, --loader_b), --loader_share (the node's file) and --loader_cores (>= 1)");
+  if (l.contention == 0 && (!l.contention_file.empty() || l.contention_cores != 0))
+    throw std::invalid_argument("torchloader: --loader_share and --loader_cores go with --loader_contention > 0");
 }
 
 // The torch device the model lives on: an emulated accelerator keeps it on the CPU (only time is simulated).
