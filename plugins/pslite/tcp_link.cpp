@@ -34,16 +34,16 @@ class TcpLink : public Link {
     encode(h, raw);
     const size_t len = h.len && payload ? size_t(h.len) : 0;
     if (held_.load(std::memory_order_relaxed) && len <= kSmallValue) {
-      std::vector<char> full;
+      bool full;
       {
         std::lock_guard<std::mutex> lock(held_mu_);
         held_bytes_.insert(held_bytes_.end(), raw, raw + kHeaderBytes);
         held_bytes_.insert(held_bytes_.end(), static_cast<const char*>(payload), static_cast<const char*>(payload) + len);
-        if (held_bytes_.size() >= kHeldLimit) full.swap(held_bytes_);
+        full = held_bytes_.size() >= kHeldLimit;
       }
-      if (!full.empty()) {
+      if (full) {
         std::lock_guard<std::mutex> lock(send_mu_);
-        send_locked(full.data(), nullptr, 0, full.size());
+        flush_held();
       }
       return;
     }
@@ -73,14 +73,12 @@ class TcpLink : public Link {
   void hold_small_sends(bool hold) override {
     held_.store(hold, std::memory_order_relaxed);
     if (hold) return;
-    std::vector<char> gathered;
     {
       std::lock_guard<std::mutex> lock(held_mu_);
-      gathered.swap(held_bytes_);
+      if (held_bytes_.empty()) return;
     }
-    if (gathered.empty()) return;
     std::lock_guard<std::mutex> lock(send_mu_);
-    send_locked(gathered.data(), nullptr, 0, gathered.size());
+    flush_held();
   }
 
   ssize_t read_some(void* buf, size_t cap) override {

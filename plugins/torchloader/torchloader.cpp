@@ -521,8 +521,8 @@ class NodeAgent {
     }
     ::unlink(loader_file().c_str());  // the same for a count of loading workers (loader_contention)
     ::mkdir((host_.run_dir() + "/checkpoints").c_str(), 0700);
-    const int cores = int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));  // the master applies --cores
-    link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(cores) + " " + fanout_sdk::interface_ipv4("auto"));
+    // The master applies --cores.
+    link.send("REGISTER " + std::to_string(host_.rank()) + " " + std::to_string(node_cpus()) + " " + fanout_sdk::interface_ipv4("auto"));
     try {
       for (bool running = true, master_gone = false; running && !master_gone;) {
         for (const auto& line : link.poll(500, master_gone)) {
@@ -575,8 +575,9 @@ class NodeAgent {
   // same count on nodes alike (the emulated cluster gives --cores).
   int loader_cores() const {
     const int asked = int(host_.param_int("cores"));
-    return asked > 0 ? asked : int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    return asked > 0 ? asked : node_cpus();
   }
+  static int node_cpus() { return int(std::max<long>(1, ::sysconf(_SC_NPROCESSORS_ONLN))); }
 
   std::string checkpoint(int app, int proc) const {
     return host_.run_dir() + "/checkpoints/app" + std::to_string(app) + "." + std::to_string(proc) + ".pt";
