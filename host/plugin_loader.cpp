@@ -214,6 +214,26 @@ std::vector<T> read_array(const T* base, uint32_t n, const std::string& what, co
 
 }  // namespace
 
+const MetricSpec* find_metric_spec(const std::vector<MetricSpec>& specs, const std::string& metric) {
+  const MetricSpec* best = nullptr;
+  for (auto& s : specs) {
+    if (s.name == metric) return &s;
+    if (s.name.back() == '*' && metric.compare(0, s.name.size() - 1, s.name, 0, s.name.size() - 1) == 0 &&
+        (!best || best->name.size() < s.name.size()))
+      best = &s;
+  }
+  return best;
+}
+
+const char* better_name(int better) {
+  switch (better) {
+    case FANOUT_BETTER_LOWER: return "lower";
+    case FANOUT_BETTER_HIGHER: return "higher";
+    case FANOUT_BETTER_NONE: return "none";
+    default: return "";
+  }
+}
+
 std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
   const std::string p = path.string();
   std::unique_ptr<Plugin> plugin(new Plugin());
@@ -289,6 +309,13 @@ void Plugin::read_abi4(const void* descriptor) {
   for (uint32_t k = 0; k < d.n_step_keys; ++k) {
     step_keys_.push_back(str(d.step_keys[k]));
     if (!valid_identifier(step_keys_.back())) throw malformed(p, "step key '" + step_keys_.back() + "' is not an identifier");
+  }
+  for (const auto& m : read_array(d.metrics, d.n_metrics, "metrics", p)) {
+    MetricSpec spec{str(m.name), int(m.better), m.flags, str(m.help)};
+    if (spec.name.empty() || spec.name == "*") throw malformed(p, "a metric description has no name");
+    if (spec.better < FANOUT_BETTER_UNDECLARED || spec.better > FANOUT_BETTER_NONE)
+      throw malformed(p, "metric '" + spec.name + "' declares better = " + std::to_string(spec.better) + " (0 to 3)");
+    metrics_.push_back(std::move(spec));
   }
   for (const auto& e : read_array(d.experiments, d.n_experiments, "experiments", p)) {
     const std::string where = "experiment '" + str(e.name) + "' ";

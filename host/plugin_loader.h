@@ -101,6 +101,19 @@ inline StepTemplate make_step(std::string role, std::string nodes, std::string t
 // The {name} references of a session-name template (empty names and unbalanced braces are errors: nullopt).
 std::optional<std::vector<std::string>> template_references(const std::string& text);
 
+// What a plugin says of one of its metrics (fanout_metric_spec): exact name or a prefix ending in '*'.
+struct MetricSpec {
+  std::string name;
+  int better = FANOUT_BETTER_UNDECLARED;  // fanout_better
+  uint32_t flags = 0;                     // FANOUT_METRIC_SETUP_COST
+  std::string help;
+};
+// The declaration that covers `metric` in `specs`: an exact name first, else the longest matching prefix; nullptr
+// when none does.
+const MetricSpec* find_metric_spec(const std::vector<MetricSpec>& specs, const std::string& metric);
+// "lower", "higher", "none", or "" for FANOUT_BETTER_UNDECLARED (the text stored with the samples).
+const char* better_name(int better);
+
 // A loaded plugin: the shared object stays open for the lifetime of this object.
 class Plugin {
  public:
@@ -127,6 +140,8 @@ class Plugin {
   bool user_parameters() const { return user_parameters_; }
   // Keys an experiment file's [[steps]] may carry for its roles (fanout_plugin.step_keys).
   const std::vector<std::string>& step_keys() const { return step_keys_; }
+  // The metrics it describes (fanout_plugin.metrics; empty for a plugin built before ABI 4.6).
+  const std::vector<MetricSpec>& metrics() const { return metrics_; }
   const ExperimentTemplate* experiment(const std::string& name) const;  // nullptr when there is none of that name
   // What a run's roles read: its stored values (the parameters its experiment uses) and, for the ones the
   // experiment does not use, their fixed defaults under it. A run without an experiment stores every value.
@@ -157,6 +172,7 @@ class Plugin {
   bool initialised_ = false;
   bool user_parameters_ = false;
   std::vector<std::string> step_keys_;
+  std::vector<MetricSpec> metrics_;
 };
 
 // A step's node or task count: "N", "{a}", "{a*b}" or "{a/b}" (rounded up).

@@ -503,22 +503,34 @@ Command record_command(CLI::App& results) {
 }
 
 Command compare_command(CLI::App& results) {
-  auto* cmd = results.add_subcommand("compare", "compare two experiments' matching runs on run-level evidence; exit 1 on a regression, "
-                                                 "3 when too few runs (fewer than 4 a side at alpha 0.05) leave a figure undecided");
+  auto* cmd = results.add_subcommand("compare", "compare two experiments' matching runs on run-level evidence; exit 1 on a regression "
+                                                 "or a change with no declared direction, 3 when too few runs (fewer than 4 a side at "
+                                                 "alpha 0.05) leave a figure undecided");
   struct State {
-    std::string a, b, format = "text";
+    std::string a, b, format = "text", correction = "bh";
+    std::vector<std::string> abs_thresholds;
     CompareOptions opts;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("a", st->a, "baseline experiment folder")->required();
   cmd->add_option("b", st->b, "candidate experiment folder")->required();
-  cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts")->capture_default_str();
+  cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts (0 to 1000)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--abs_threshold", st->abs_thresholds,
+                  "[METRIC=]VALUE[UNIT]: a change smaller than this is no change (the only size a change from a median of 0 has); "
+                  "repeatable, a metric's own before the general one");
+  cmd->add_option("--correction", st->correction, "adjusting p for the many figures one compare tests: bh (Benjamini-Hochberg, "
+                                                  "false discovery rate), holm (family-wise error) or none")
+      ->capture_default_str()->check(CLI::IsMember({"bh", "holm", "none"}));
   cmd->add_option("--ignore", st->opts.ignore, "parameter left out of the run matching (repeatable)");
   cmd->add_option("--metric", st->opts.metrics, "compare only this metric (repeatable)");
-  cmd->add_option("--alpha", st->opts.alpha, "significance of the Mann-Whitney U test on the runs' medians")->capture_default_str()->check(CLI::Range(1e-6, 0.5));
+  cmd->add_option("--alpha", st->opts.alpha, "significance of the Mann-Whitney U test on the runs' medians, after --correction")->capture_default_str()->check(CLI::Range(1e-6, 0.5));
   cmd->add_option("--format", st->format, "text (for people: changed figures only), csv or json (every figure)")
       ->capture_default_str()->check(CLI::IsMember({"text", "csv", "json"}));
   return {cmd, [st] {
+            for (auto& t : st->abs_thresholds) st->opts.abs_thresholds.push_back(parse_abs_threshold(t));
+            st->opts.correction = st->correction == "none" ? Correction::None : st->correction == "holm" ? Correction::Holm : Correction::BenjaminiHochberg;
+            check_compare_options(st->opts);
             auto report = compare_experiments(st->a, st->b, st->opts);
             // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
             if (report.rows.empty())

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "common/clock.h"
@@ -43,6 +44,7 @@ struct fanout_context {
   std::string step_settings;  // fanout_host_ops.step_settings: JSON, or empty
   std::map<std::string, std::string> params;
   fanout::SampleWriter* samples = nullptr;
+  std::set<std::string> declared;  // metrics the role declared itself (declare_metric): the table's entry yields
   fanout::Rendezvous* rendezvous = nullptr;
   bool record_failed = false;
   std::string service_dir;  // fanout_host_ops.service_dir
@@ -146,6 +148,20 @@ int op_record(fanout_context* c, const char* metric, int64_t iteration, int64_t 
   return 0;
 }
 
+int op_declare_metric(fanout_context* c, const char* metric, int better, uint32_t flags) {
+  if (!metric || !*metric || better < FANOUT_BETTER_LOWER || better > FANOUT_BETTER_NONE) {
+    log_line(c, FANOUT_LOG_ERROR, "declare_metric: needs a metric name and better = lower, higher or none (1 to 3)");
+    return -1;
+  }
+  c->declared.insert(metric);
+  if (!c->samples->declare(metric, uint8_t(better), flags)) {
+    log_line(c, FANOUT_LOG_ERROR, "declare_metric: " + c->samples->error());
+    c->record_failed = true;
+    return -1;
+  }
+  return 0;
+}
+
 int op_kv_put(fanout_context* c, const char* key, const void* value, size_t len) {
   auto err = c->rendezvous->put(key ? key : "", std::string(static_cast<const char*>(value), len));
   if (!err.empty()) log_line(c, FANOUT_LOG_ERROR, "kv_put " + std::string(key ? key : "") + ": " + err);
@@ -186,7 +202,7 @@ const char* op_service_dir(const fanout_context* c, int* provider) {
 const fanout_host_ops kHostOps = {
     FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_host_ops), op_rank, op_size, op_local_rank, op_local_size, op_node_name,
     op_role, op_run_dir, op_param, op_param_int, op_param_double, op_now_ns, op_record, op_kv_put, op_kv_get, op_fence,
-    op_log, op_should_stop, op_service_dir, op_experiment_dir, op_step_settings,
+    op_log, op_should_stop, op_service_dir, op_experiment_dir, op_step_settings, op_declare_metric,
 };
 // What an ABI 3 plugin was built to call: the same ops, without struct_size and the ones ABI 4 added.
 const fanout::abi3::HostOps kHostOpsAbi3 = {
@@ -297,6 +313,13 @@ int run_rank(int argc, char** argv) {
   fanout::SampleWriter writer(sample_path, ctx.place.rank, role, ctx.place.node, fanout::monotonic_ns(), fanout::wall_ns());
   if (!writer.error().empty()) throw fanout::UserError(writer.error());
   writer.resources(affinity_cpus(), step_gpus());
+  // The plugin's table says which way each of its metrics is better: declared beside a metric's first sample,
+  // unless the role declared the metric itself.
+  writer.on_new_metric([&](const std::string& metric) {
+    if (ctx.declared.count(metric)) return;
+    if (const fanout::MetricSpec* spec = fanout::find_metric_spec(plugin->metrics(), metric); spec && spec->better != FANOUT_BETTER_UNDECLARED)
+      writer.declare(metric, uint8_t(spec->better), spec->flags);
+  });
   ctx.samples = &writer;
 
   log_line(&ctx, FANOUT_LOG_INFO, "rank " + std::to_string(ctx.place.rank) + "/" + std::to_string(ctx.place.size) +

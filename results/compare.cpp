@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <map>
 #include <set>
 #include <ostream>
@@ -23,11 +25,41 @@ namespace fanout {
 
 namespace fs = std::filesystem;
 
-int worse_direction(const std::string& unit) {
-  for (const char* t : {"s", "ms", "us", "ns", "seconds", "cycles"})
-    if (unit == t) return 1;
-  if (unit.find("/s") != std::string::npos || unit.find("per_s") != std::string::npos) return -1;
-  return 0;
+std::string unit_better(const std::string& unit) {
+  if (is_time_unit(unit)) return "lower";
+  const auto slash = unit.find('/');
+  if (slash == std::string::npos || slash == 0 || unit.find('/', slash + 1) != std::string::npos) return "";
+  const std::string num = unit.substr(0, slash), den = unit.substr(slash + 1);
+  if (is_time_unit(num)) return "lower";                      // a time per step, sample, op
+  if (den == "s" && !num.empty()) return "higher";            // so much per second
+  return "";
+}
+
+const char* correction_name(Correction c) {
+  return c == Correction::None ? "none" : c == Correction::Holm ? "holm" : "bh";
+}
+
+AbsThreshold parse_abs_threshold(const std::string& text) {
+  AbsThreshold t;
+  std::string rest = text;
+  if (auto eq = rest.find('='); eq != std::string::npos) t.metric = rest.substr(0, eq), rest = rest.substr(eq + 1);
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(rest, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  t.value = v, t.unit = rest.substr(used);
+  if (used == 0 || !std::isfinite(v) || v < 0 || (t.metric.empty() && text.find('=') != std::string::npos))
+    throw UserError("--abs_threshold '" + printable(text) + "': expected [METRIC=]VALUE[UNIT] with VALUE >= 0 (e.g. 2ms, latency=0.5)");
+  return t;
+}
+
+void check_compare_options(const CompareOptions& opts) {
+  if (!(opts.threshold_pct >= 0 && opts.threshold_pct <= 1000))
+    throw UserError("--threshold " + std::to_string(opts.threshold_pct) + ": a percent from 0 to 1000");
+  if (!(opts.alpha > 0 && opts.alpha <= 0.5)) throw UserError("--alpha " + std::to_string(opts.alpha) + ": from above 0 to 0.5");
 }
 
 namespace {
@@ -40,6 +72,22 @@ std::string match_key(const MetricStats& m, const std::vector<std::string>& igno
   for (auto& [k, v] : params)
     if (std::find(ignore.begin(), ignore.end(), k) == ignore.end()) key += (key.empty() ? "" : " ") + k + "=" + v;
   return key;
+}
+
+// The absolute threshold that applies to a metric, in its own unit: a per-metric one before a general one; 0 when
+// none applies.
+double abs_threshold_for(const std::vector<AbsThreshold>& all, const std::string& metric, const std::string& unit) {
+  auto in_unit = [&](const AbsThreshold& t) -> std::optional<double> {
+    if (t.unit.empty() || t.unit == unit) return t.value;
+    const double from = seconds_per(t.unit), to = seconds_per(unit);
+    if (from > 0 && to > 0) return t.value * from / to;
+    return std::nullopt;
+  };
+  for (const bool own : {true, false})
+    for (auto& t : all)
+      if ((own ? t.metric == metric : t.metric.empty()))
+        if (auto v = in_unit(t)) return *v;
+  return 0;
 }
 
 // The smallest two-sided p the exact U test can give with na and nb runs: 2 / C(na + nb, na).
@@ -71,7 +119,7 @@ std::map<std::string, std::set<std::string>> machine_values(const fs::path& dir)
 
 }  // namespace
 
-int comparison_status(const ComparisonReport& r) { return r.regressions ? 1 : r.undecided ? 3 : 0; }
+int comparison_status(const ComparisonReport& r) { return r.regressions || r.undirected ? 1 : r.undecided ? 3 : 0; }
 
 ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const CompareOptions& opts) {
   ExperimentStats sa = load_experiment_stats(a), sb = load_experiment_stats(b);
@@ -91,6 +139,13 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
     for (auto* m : runs) v.push_back(m->summary.median), samples += m->summary.count;
     return v;
   };
+  // Which way is better: what a run of either side declared (the candidate's first), else the unit.
+  auto declared = [](const std::vector<const MetricStats*>& runs) {
+    for (auto* m : runs)
+      if (!m->better.empty()) return m->better;
+    return std::string();
+  };
+  std::vector<size_t> testable;  // rows whose p enters the correction
   for (auto& [key, runs_a] : ia) {
     auto it = ib.find(key);
     if (it == ib.end()) {
@@ -99,24 +154,61 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
     }
     ComparisonRow r;
     std::tie(r.match, r.role, r.metric, r.unit) = key;
+    for (auto& [k, v] : runs_a.front()->parameters)
+      if (std::find(opts.ignore.begin(), opts.ignore.end(), k) == opts.ignore.end()) r.parameters.emplace_back(k, v);
     const std::vector<double> ma = medians(runs_a, r.samples_a), mb = medians(it->second, r.samples_b);
     const RunLevel x = summarize_runs(ma), y = summarize_runs(mb);
     r.runs_a = x.runs, r.runs_b = y.runs;
     r.median_a = x.median, r.median_b = y.median;
     r.ci_a_low = x.low, r.ci_a_high = x.high, r.ci_b_low = y.low, r.ci_b_high = y.high;
-    r.change_pct = x.median != 0 ? (y.median - x.median) / std::fabs(x.median) * 100.0 : 0.0;
-    r.p_value = mann_whitney_p(ma, mb);
-    const int dir = worse_direction(r.unit);
-    if (r.runs_a < kMinRuns || r.runs_b < kMinRuns || smallest_p(r.runs_a, r.runs_b) > opts.alpha) {
-      r.verdict = "undecided";  // no test of so few runs can reach alpha: saying "unchanged" would be a guess
-      ++report.undecided;
-    } else if (r.p_value < opts.alpha && std::fabs(r.change_pct) > opts.threshold_pct) {
-      r.verdict = dir == 0 ? "changed" : (r.change_pct > 0) == (dir > 0) ? "regression" : "improvement";
-    } else {
-      r.verdict = "unchanged";
+    r.change = y.median - x.median;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.change_pct = x.median != 0 ? r.change / std::fabs(x.median) * 100.0 : nan;
+    r.better = declared(it->second);
+    if (r.better.empty()) r.better = declared(runs_a);
+    r.better_from = r.better.empty() ? "" : "declared";
+    if (r.better.empty() && !(r.better = unit_better(r.unit)).empty()) r.better_from = "unit";
+    const bool finite = std::isfinite(x.median) && std::isfinite(y.median);
+    if (finite) {
+      r.p_value = r.p_adjusted = mann_whitney_p(ma, mb);
+      r.shift = hodges_lehmann(ma, mb, opts.alpha);
+      const double base = std::fabs(x.median);
+      r.shift_pct = x.median != 0 ? r.shift.estimate / base * 100 : nan;
+      r.shift_pct_low = x.median != 0 ? r.shift.low / base * 100 : nan;
+      r.shift_pct_high = x.median != 0 ? r.shift.high / base * 100 : nan;
     }
-    if (r.verdict == "regression") ++report.regressions;
+    if (!finite) {
+      r.verdict = "undecided (no finite samples)";  // an inf or NaN median has no size to judge
+    } else if (r.runs_a < kMinRuns || r.runs_b < kMinRuns || smallest_p(r.runs_a, r.runs_b) > opts.alpha) {
+      r.verdict = "undecided";  // no test of so few runs can reach alpha: saying "unchanged" would be a guess
+    } else {
+      testable.push_back(report.rows.size());
+    }
     report.rows.push_back(r);
+  }
+  // Many figures at once: the p-values adjusted together, then each verdict.
+  std::vector<double> ps;
+  for (size_t i : testable) ps.push_back(report.rows[i].p_value);
+  const auto adjusted = adjust_p_values(ps, opts.correction);
+  report.tested = testable.size();
+  for (size_t k = 0; k < testable.size(); ++k) {
+    ComparisonRow& r = report.rows[testable[k]];
+    r.p_adjusted = adjusted[k];
+    const double abs_min = abs_threshold_for(opts.abs_thresholds, r.metric, r.unit);
+    // Beyond the thresholds: the percent one where A's median has a size, the absolute one always (0 when none).
+    const bool big = std::fabs(r.change) > abs_min && (r.median_a == 0 || std::fabs(r.change_pct) > opts.threshold_pct);
+    if (!(r.p_adjusted < opts.alpha && big)) r.verdict = "unchanged";
+    else if (r.better == "none") r.verdict = "changed";
+    else if (r.better.empty()) r.verdict = "changed (no direction)";
+    else r.verdict = (r.change > 0) == (r.better == "lower") ? "regression" : "improvement";
+  }
+  for (auto& r : report.rows) {
+    if (r.verdict == "regression") ++report.regressions;
+    else if (r.verdict == "improvement") ++report.improvements;
+    else if (r.verdict == "unchanged") ++report.unchanged;
+    else if (r.verdict == "changed") ++report.informational;
+    else if (r.verdict == "changed (no direction)") ++report.undirected;
+    else ++report.undecided, report.not_finite += r.verdict != "undecided";
   }
   for (auto& [key, mb] : ib)
     if (!ia.count(key)) ++report.unmatched_b;
@@ -154,80 +246,144 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   return report;
 }
 
+namespace {
+
+// A parameter as people read it: name=value, the value quoted when it holds a blank or a quote.
+std::string param_text(const std::string& k, const std::string& v) {
+  const bool quote = v.empty() || v.find_first_of(" \t\"'") != std::string::npos;
+  if (!quote) return k + "=" + v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return k + "=" + q + "\"";
+}
+
+// How big the change is, for people: the Hodges-Lehmann shift in percent of A's median with its interval, or in the
+// unit from a median of 0.
+std::string change_text(const ComparisonRow& row) {
+  char buf[160];
+  if (row.verdict.rfind("undecided (no finite", 0) == 0) return "n/a";
+  if (std::isfinite(row.shift_pct)) {
+    std::snprintf(buf, sizeof buf, "%+.1f %% [%+.1f %%, %+.1f %%]", row.shift_pct, row.shift_pct_low, row.shift_pct_high);
+    return buf;
+  }
+  const double scale = std::max({std::fabs(row.shift.estimate), std::fabs(row.shift.low), std::fabs(row.shift.high), std::fabs(row.median_b)});
+  const DisplayUnit du = display_unit(row.unit, scale);
+  std::snprintf(buf, sizeof buf, "%+.4g %s from 0 [%+.4g, %+.4g]", row.shift.estimate * du.factor, printable(du.label).c_str(),
+                row.shift.low * du.factor, row.shift.high * du.factor);
+  return buf;
+}
+
+}  // namespace
+
 // One line per changed or undecided figure, for people: the largest changes first, medians in a human unit, the
 // runs each side rests on, and of the parameters only those that vary between the rows (the rest are the same
 // everywhere, and said once above them). What differs in where A and B were made comes first.
 void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out) {
   for (auto& d : r.provenance_differs) out << "differs: " << d << "\n";
   std::vector<const ComparisonRow*> rows;
-  size_t unchanged = 0;
-  for (auto& row : r.rows) {
-    if (row.verdict == "unchanged") ++unchanged;
-    else rows.push_back(&row);
-  }
-  // Largest change first; a change that is not a number (a median of 0 or NaN) last.
-  auto size = [](const ComparisonRow* r) { return std::isfinite(r->change_pct) ? std::fabs(r->change_pct) : -1.0; };
+  for (auto& row : r.rows)
+    if (row.verdict != "unchanged") rows.push_back(&row);
+  // Largest change first; a change from 0 or of no finite size last.
+  auto size = [](const ComparisonRow* r) { return std::isfinite(r->shift_pct) ? std::fabs(r->shift_pct) : -1.0; };
   std::stable_sort(rows.begin(), rows.end(), [&](const ComparisonRow* a, const ComparisonRow* b) { return size(a) > size(b); });
   std::map<std::string, std::set<std::string>> seen;  // parameter -> values among all rows
   for (auto& row : r.rows)
-    for (auto& word : split(row.match, ' '))
-      if (auto eq = word.find('='); eq != std::string::npos) seen[word.substr(0, eq)].insert(word.substr(eq + 1));
+    for (auto& [k, v] : row.parameters) seen[k].insert(v);
   std::string same;
   for (auto& [k, v] : seen)
-    if (v.size() == 1) same += (same.empty() ? "" : " ") + k + "=" + *v.begin();
+    if (v.size() == 1) same += (same.empty() ? "" : " ") + param_text(k, *v.begin());
   if (!same.empty()) out << "all runs: " << printable(same) << "\n";
-  char line[200];
+  char line[400];
   for (auto* row : rows) {
     std::string varied;
-    for (auto& word : split(row->match, ' '))
-      if (auto eq = word.find('='); eq != std::string::npos && seen[word.substr(0, eq)].size() > 1) varied += (varied.empty() ? "" : " ") + word;
+    for (auto& [k, v] : row->parameters)
+      if (seen[k].size() > 1) varied += (varied.empty() ? "" : " ") + param_text(k, v);
     const DisplayUnit du = display_unit(row->unit, std::max(std::fabs(row->median_a), std::fabs(row->median_b)));
-    std::snprintf(line, sizeof line, "%-11s %+7.1f%%  %-24s %9.4g -> %-9.4g %-6s %zu/%zu runs p=%.3g  ", row->verdict.c_str(), row->change_pct,
-                  printable(row->role + ":" + row->metric).c_str(), row->median_a * du.factor, row->median_b * du.factor,
-                  printable(du.label).c_str(), row->runs_a, row->runs_b, row->p_value);
+    std::snprintf(line, sizeof line, "%-22s %-28s %-24s %9.4g -> %-9.4g %-6s %zu/%zu runs p=%.3g (adj. %.3g)  ", row->verdict.c_str(),
+                  change_text(*row).c_str(), printable(row->role + ":" + row->metric).c_str(), row->median_a * du.factor,
+                  row->median_b * du.factor, printable(du.label).c_str(), row->runs_a, row->runs_b, row->p_value, row->p_adjusted);
     out << line << printable(varied) << "\n";  // the parameters whole, however long: never a cut line
   }
-  out << r.rows.size() << " comparisons, " << r.regressions << " regression(s) beyond " << opts.threshold_pct
-      << " % and significant across runs (Mann-Whitney U on run medians, alpha " << opts.alpha << "), " << unchanged << " unchanged";
-  if (r.undecided)
-    out << ", " << r.undecided << " undecided: too few runs a side to reach alpha (at least " << kMinRuns
-        << "; 4 a side for 0.05): run both with --repeat=5";
+  out << r.rows.size() << " comparisons: " << r.regressions << " regression(s), " << r.improvements << " improvement(s), "
+      << r.unchanged << " unchanged";
+  if (r.informational) out << ", " << r.informational << " changed (declared better = none: for information)";
+  if (r.undirected)
+    out << ", " << r.undirected << " changed with no direction (fails the gate: declare it, e.g. exec --better=lower, or "
+        << "use a unit that says: a time or <x>/s)";
+  if (r.undecided > r.not_finite)
+    out << ", " << r.undecided - r.not_finite << " undecided (too few runs a side to reach alpha, at least " << kMinRuns
+        << " and 4 a side for 0.05: run both with --repeat=5)";
+  if (r.not_finite) out << ", " << r.not_finite << " undecided (a median that is not a finite number has no size)";
+  out << ". A verdict needs a change beyond " << opts.threshold_pct << " %";
+  if (!opts.abs_thresholds.empty()) out << " and the absolute threshold";
+  out << ", significant across runs (Mann-Whitney U on run medians, alpha " << opts.alpha << ", p adjusted by "
+      << (opts.correction == Correction::BenjaminiHochberg ? "Benjamini-Hochberg" : opts.correction == Correction::Holm ? "Holm" : "nothing")
+      << " over " << r.tested << " figure(s)); sizes are Hodges-Lehmann shifts of the run medians with their "
+      << int(std::lround((1 - opts.alpha) * 100)) << " % interval";
   if (r.unmatched_a || r.unmatched_b) out << "; unmatched: " << r.unmatched_a << " in A, " << r.unmatched_b << " in B";
   out << "\n";
 }
 
 void write_comparison(const ComparisonReport& r, const std::string& format, std::ostream& out) {
-  static const char* cols[] = {"match", "role", "metric", "unit", "verdict", "change_pct", "median_a", "median_b", "low_a", "high_a",
-                               "low_b", "high_b", "runs_a", "runs_b", "samples_a", "samples_b", "p_value"};
+  static const char* cols[] = {"match", "role", "metric", "unit", "better", "better_from", "verdict", "change_pct", "change",
+                               "shift", "shift_low", "shift_high", "shift_pct", "shift_pct_low", "shift_pct_high", "shift_confidence",
+                               "median_a", "median_b", "low_a", "high_a", "low_b", "high_b", "runs_a", "runs_b", "samples_a",
+                               "samples_b", "p_value", "p_adjusted"};
+  constexpr size_t kFirstNumber = 7;
   auto values = [](const ComparisonRow& row) {
-    return std::vector<std::string>{row.match, row.role, row.metric, row.unit, row.verdict, csv_number(row.change_pct),
+    return std::vector<std::string>{row.match, row.role, row.metric, row.unit, row.better, row.better_from, row.verdict,
+                                    csv_number(row.change_pct), csv_number(row.change), csv_number(row.shift.estimate),
+                                    csv_number(row.shift.low), csv_number(row.shift.high), csv_number(row.shift_pct),
+                                    csv_number(row.shift_pct_low), csv_number(row.shift_pct_high), csv_number(row.shift.confidence),
                                     csv_number(row.median_a), csv_number(row.median_b), csv_number(row.ci_a_low),
                                     csv_number(row.ci_a_high), csv_number(row.ci_b_low), csv_number(row.ci_b_high),
                                     std::to_string(row.runs_a), std::to_string(row.runs_b), std::to_string(row.samples_a),
-                                    std::to_string(row.samples_b), csv_number(row.p_value)};
+                                    std::to_string(row.samples_b), csv_number(row.p_value), csv_number(row.p_adjusted)};
   };
+  std::vector<std::string> params;  // one column per parameter, in first-seen order
+  for (auto& row : r.rows)
+    for (auto& [k, v] : row.parameters)
+      if (std::find(params.begin(), params.end(), k) == params.end()) params.push_back(k);
   if (format == "csv") {
     for (size_t i = 0; i < std::size(cols); ++i) out << (i ? "," : "") << cols[i];
+    for (auto& p : params) out << "," << csv_field("param." + p);
     out << "\n";
     for (auto& row : r.rows) {
       auto v = values(row);
       for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << csv_field(v[i]);
+      for (auto& p : params) {
+        auto it = std::find_if(row.parameters.begin(), row.parameters.end(), [&](auto& kv) { return kv.first == p; });
+        out << "," << csv_field(it == row.parameters.end() ? "" : it->second);
+      }
       out << "\n";
     }
     return;
   }
   nlohmann::json j;
-  j["regressions"] = r.regressions, j["undecided"] = r.undecided, j["unmatched_a"] = r.unmatched_a, j["unmatched_b"] = r.unmatched_b;
+  j["regressions"] = r.regressions, j["improvements"] = r.improvements, j["unchanged"] = r.unchanged;
+  j["changed_no_direction"] = r.undirected, j["changed_informational"] = r.informational, j["undecided"] = r.undecided;
+  j["unmatched_a"] = r.unmatched_a, j["unmatched_b"] = r.unmatched_b, j["tested"] = r.tested;
   j["provenance_differs"] = r.provenance_differs;
   j["rows"] = nlohmann::json::array();
   for (auto& row : r.rows) {
     nlohmann::json o;
     auto v = values(row);
-    for (size_t i = 0; i < v.size(); ++i) o[cols[i]] = i >= 5 && i != 12 && i != 13 && i != 14 && i != 15 ? nlohmann::json(std::strtod(v[i].c_str(), nullptr)) : nlohmann::json(v[i]);
-    for (const char* n : {"runs_a", "runs_b", "samples_a", "samples_b"}) o[n] = std::stoull(o[n].get<std::string>());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string c = cols[i];
+      const bool count = c == "runs_a" || c == "runs_b" || c == "samples_a" || c == "samples_b";
+      if (i < kFirstNumber) o[c] = v[i];
+      else if (count) o[c] = std::stoull(v[i]);
+      else {
+        const double x = std::strtod(v[i].c_str(), nullptr);
+        o[c] = std::isfinite(x) && !v[i].empty() ? nlohmann::json(x) : nlohmann::json(nullptr);  // JSON has no NaN
+      }
+    }
+    nlohmann::json ps = nlohmann::json::object();
+    for (auto& [k, val] : row.parameters) ps[k] = val;
+    o["parameters"] = ps;
     j["rows"].push_back(o);
   }
-  out << j.dump(2) << "\n";
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace fanout

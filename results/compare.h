@@ -1,53 +1,87 @@
 // fanout results compare A B: runs of two experiments matched by their parameters (optionally ignoring some;
 // the --repeat runs of a permutation count together), per metric the change of the median of the run medians,
-// and a verdict on run-level evidence: a regression is a change for the worse beyond the threshold that is also
-// significant across runs (two-sided Mann-Whitney U on the run medians, alpha 0.05 by default). What varies
-// between runs (placement, caches, other jobs) is most of the noise on a real machine; an interval from the
-// samples of one run ignores it and cried wolf. Too few runs to reach alpha: "undecided", never a guess.
-// Worse means slower for time units, lower for rates.
+// and a verdict on run-level evidence: a regression is a change for the worse beyond the thresholds that is also
+// significant across runs (two-sided Mann-Whitney U on the run medians, p adjusted for the many figures one compare
+// tests, Benjamini-Hochberg by default). What varies between runs (placement, caches, other jobs) is most of the
+// noise on a real machine; an interval from the samples of one run ignores it and cried wolf. Too few runs to reach
+// alpha: "undecided", never a guess. Which way is worse is what the metric's plugin declared (fanout_better; exec's
+// --better); a unit alone decides only when it is a time ("ms", "ms/step": lower) or "<x>/s" (higher).
 #pragma once
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "results/statistics.h"
 
 namespace fanout {
 
 // Fewer runs than this on either side: no verdict ("undecided"), whatever alpha.
 constexpr size_t kMinRuns = 3;
 
+// --abs_threshold [METRIC=]VALUE[UNIT]: a change smaller than this is no change, whatever its percent (the only
+// size a change from a median of 0 has). Without a unit the value is in each metric's own unit; with one it applies
+// to metrics whose unit converts to it (time units among themselves) and to those of that exact unit.
+struct AbsThreshold {
+  std::string metric;  // "" = every metric
+  double value = 0;
+  std::string unit;    // "" = the metric's own
+};
+// Parses "2ms", "latency=0.5", "put_tensor=20us"; throws UserError naming the flag and the text.
+AbsThreshold parse_abs_threshold(const std::string& text);
+
 struct CompareOptions {
   double threshold_pct = 5.0;
-  double alpha = 0.05;                // significance of the Mann-Whitney U test on run medians
-  std::vector<std::string> ignore;  // parameters left out of the matching (e.g. the one being changed)
+  std::vector<AbsThreshold> abs_thresholds;
+  double alpha = 0.05;               // significance of the Mann-Whitney U test on run medians, after correction
+  Correction correction = Correction::BenjaminiHochberg;
+  std::vector<std::string> ignore;   // parameters left out of the matching (e.g. the one being changed)
   std::vector<std::string> metrics;  // only these metrics (all when empty)
 };
+// Throws UserError naming the option when a value is out of its range (threshold 0..1000 %, alpha in (0, 0.5]).
+void check_compare_options(const CompareOptions& opts);
 
 struct ComparisonRow {
-  std::string match, role, metric, unit;
-  double median_a = 0, median_b = 0, change_pct = 0;  // medians of the run medians
+  std::string match, role, metric, unit;  // match: "name=value ..." of the parameters that matched the runs
+  std::vector<std::pair<std::string, std::string>> parameters;  // the same, each whole
+  double median_a = 0, median_b = 0, change_pct = 0;  // medians of the run medians; change_pct NaN when A's is 0
+  double change = 0;                                  // median_b - median_a, in the unit
   double ci_a_low = 0, ci_a_high = 0, ci_b_low = 0, ci_b_high = 0;  // across runs (statistics.h summarize_runs)
   size_t runs_a = 0, runs_b = 0, samples_a = 0, samples_b = 0;
-  double p_value = 1;
-  std::string verdict;  // "regression", "improvement", "unchanged", "changed" (direction unknown), "undecided"
+  double p_value = 1, p_adjusted = 1;
+  Shift shift;                                           // Hodges-Lehmann shift of the run medians, B - A
+  double shift_pct = 0, shift_pct_low = 0, shift_pct_high = 0;  // the same against A's median (NaN when it is 0)
+  std::string better;       // "lower", "higher", "none", or "" when neither a declaration nor the unit says
+  std::string better_from;  // "declared", "unit" or ""
+  // "regression", "improvement", "unchanged", "changed" (declared better = none: for information),
+  // "changed (no direction)" (fails the gate: nothing says which way is worse), "undecided" (too few runs),
+  // "undecided (no finite samples)" (a median is NaN or infinite).
+  std::string verdict;
 };
 
 struct ComparisonReport {
   std::vector<ComparisonRow> rows;
-  size_t regressions = 0, undecided = 0, unmatched_a = 0, unmatched_b = 0;
+  size_t regressions = 0, improvements = 0, unchanged = 0, undirected = 0, informational = 0, undecided = 0;
+  size_t not_finite = 0;  // of the undecided: a median that is NaN or infinite
+  size_t unmatched_a = 0, unmatched_b = 0;
+  size_t tested = 0;  // figures the correction counted
   // Parameters whose values differ between A and B ("sleep_us: A 2000; B 8000"): why runs did not match.
   std::vector<std::string> differing;
   // Where the runs were made, where A and B differ ("host_cpu_model: A ...; B ..."): printed before the verdicts.
   std::vector<std::string> provenance_differs;
 };
-// The exit status for a report: 1 on a regression, 3 when some figure could not be decided (too few runs), else 0.
+// The exit status for a report: 1 on a regression or a change with no direction, 3 when some figure could not be
+// decided, else 0.
 int comparison_status(const ComparisonReport& r);
 
-// 1 = worse is higher (times), -1 = worse is lower (rates), 0 = unknown.
-int worse_direction(const std::string& unit);
+// From the unit alone: "lower" for a time unit or a time per something ("ms", "us/sample"), "higher" for "<x>/s"
+// ("bytes/s"), else "".
+std::string unit_better(const std::string& unit);
 ComparisonReport compare_experiments(const std::filesystem::path& a, const std::filesystem::path& b, const CompareOptions& opts);
 void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out);
 // For machines: every row, as CSV (a header line) or JSON (an object with rows, counts and provenance_differs).
 void write_comparison(const ComparisonReport& r, const std::string& format, std::ostream& out);
+const char* correction_name(Correction c);
 
 }  // namespace fanout

@@ -27,7 +27,9 @@ const Scale kSize = {{"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 10
 double seconds_per(const std::string& unit) {
   if (unit == "s" || unit == "sec" || unit == "seconds") return 1.0;
   if (unit == "ms") return 1e-3;
-  if (unit == "us") return 1e-6;
+  if (unit == "us" || unit == "\u00b5s" || unit == "\u03bcs") return 1e-6;  // "us", micro sign, Greek mu
+  if (unit == "min" || unit == "minutes") return 60.0;
+  if (unit == "h" || unit == "hours") return 3600.0;
   if (unit == "ns") return 1e-9;
   return 0.0;
 }

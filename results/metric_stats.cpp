@@ -49,6 +49,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     return m;
   };
   auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id)) ? out.stats : out.superseded).push_back(std::move(done)); };
+  const auto declared = db.metric_declarations();
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
     const StoredRun* r = by_id.at(g.run_id);
@@ -62,6 +63,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     m.unit = g.unit;
     m.ranks = g.ranks;
     m.not_a_number = g.not_a_number;
+    if (auto d = declared.find({g.run_id, g.role, g.metric}); d != declared.end()) m.better = d->second.better, m.setup_cost = d->second.setup_cost;
     if (pending.valid()) keep(pending.get());
     if (g.values.size() < 10000) keep(summarise(std::move(m), std::move(g.values)));
     else pending = std::async(std::launch::async, summarise, std::move(m), std::move(g.values));

@@ -19,6 +19,8 @@ struct MetricStats {
   std::vector<std::pair<std::string, std::string>> parameters;
   int ranks = 0;  // distinct ranks that recorded the metric ("clients")
   uint64_t not_a_number = 0;  // samples recorded as NaN, left out of the summary (statistics.csv: nan_samples)
+  std::string better;       // what the run's plugin declared: "lower", "higher", "none", or "" (undeclared)
+  bool setup_cost = false;  // declared a cost paid once per run (FANOUT_METRIC_SETUP_COST)
   Summary summary;
   std::vector<std::pair<double, double>> density;  // KDE (for violins)
 };

@@ -44,6 +44,7 @@ bool SampleWriter::record(const std::string& metric, const std::string& unit, in
       error_ = "too many distinct metrics or a name too long";
       return false;
     }
+    if (on_new_metric_ && names_.insert(metric).second) on_new_metric_(metric);
     uint16_t id = uint16_t(ids_.size());
     it = ids_.emplace(key, id).first;
     uint16_t nl = uint16_t(metric.size()), ul = uint16_t(unit.size());
@@ -75,6 +76,30 @@ void SampleWriter::resources(const std::string& cpus, const std::string& gpus) {
     uint16_t len = uint16_t(std::min<size_t>(s->size(), 65535));
     put(&len, 2);
     put(s->data(), len);
+  }
+}
+
+bool SampleWriter::declare(const std::string& metric, uint8_t better, uint32_t flags) {
+  if (!f_) return false;
+  if (metric.empty() || metric.size() > 65535 || better < 1 || better > 3) {
+    error_ = "a metric declaration needs a name and a direction of 1 to 3";
+    return false;
+  }
+  uint16_t len = uint16_t(metric.size());
+  put("D", 1);
+  put(&len, 2);
+  put(metric.data(), len);
+  put(&better, 1);
+  put(&flags, 4);
+  return true;
+}
+
+const char* better_text(uint8_t better) {
+  switch (better) {
+    case 1: return "lower";
+    case 2: return "higher";
+    case 3: return "none";
+    default: return "";
   }
 }
 
@@ -179,6 +204,16 @@ SampleFileInfo decode_samples(std::string_view data, const std::string& what,
         if (!c.has(len)) return info.truncated = true, info;
         *s = std::string(c.bytes(len));
       }
+    } else if (type == 'D') {
+      if (!c.has(2)) return info.truncated = true, info;
+      uint16_t len = c.get<uint16_t>();
+      if (!c.has(len + 1u + 4u)) return info.truncated = true, info;
+      MetricDeclaration d;
+      d.metric = std::string(c.bytes(len));
+      d.better = c.get<uint8_t>();
+      d.flags = c.get<uint32_t>();
+      if (d.metric.empty() || d.better < 1 || d.better > 3) throw corrupt("metric declaration without a name or with direction " + std::to_string(d.better));
+      info.declarations.push_back(std::move(d));
     } else {
       (void)start;
       throw corrupt(std::string("unknown record type 0x") + "0123456789abcdef"[(type >> 4) & 15] + "0123456789abcdef"[type & 15]);

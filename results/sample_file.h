@@ -6,6 +6,8 @@
 //   'S'    : u16 metric id | u8 warmup | i64 iteration | i64 t_start ns (monotonic) | f64 value
 //   'R'    : u16 length | CPUs the rank may run on ("0-1,4") | u16 length | its GPUs ("0,1", "" for none)
 //            (written once, first, by fanout-rank; files without it come from fanouts before it)
+//   'D'    : u16 name length | metric name | u8 better (1 lower, 2 higher, 3 none) | u32 flags (1: setup cost)
+//            (what the plugin declared of a metric, before its first sample; a later 'D' of a name overrides)
 // A sample's wall-clock start is wall_anchor + (t_start - mono_anchor).
 #pragma once
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,7 +41,12 @@ class SampleWriter {
               bool warmup);
   // What the rank got to run on (the 'R' record): its CPU list and GPU list.
   void resources(const std::string& cpus, const std::string& gpus);
+  // What the plugin declares of a metric (the 'D' record): better 1 lower, 2 higher, 3 none; flags 1 setup cost.
+  bool declare(const std::string& metric, uint8_t better, uint32_t flags);
   bool flush();
+  // Called once for each metric name when it is first recorded, before its first sample is written (fanout-rank
+  // declares the plugin's table entry for it there).
+  void on_new_metric(std::function<void(const std::string& metric)> fn) { on_new_metric_ = std::move(fn); }
   const std::string& error() const { return error_; }
   uint64_t count() const { return count_; }
 
@@ -49,7 +57,18 @@ class SampleWriter {
   std::map<std::pair<std::string, std::string>, uint16_t> ids_;
   uint64_t count_ = 0;
   int64_t flushed_ns_ = 0;  // monotonic time of the last flush
+  std::function<void(const std::string&)> on_new_metric_;
+  std::set<std::string> names_;  // metric names seen (a name may come in several units)
 };
+
+// What a rank declared of a metric ('D' record): the direction a verdict reads instead of guessing from the unit.
+struct MetricDeclaration {
+  std::string metric;
+  uint8_t better = 0;  // 1 lower, 2 higher, 3 none (fanout_better)
+  uint32_t flags = 0;  // 1: a setup cost (FANOUT_METRIC_SETUP_COST)
+};
+// "lower", "higher", "none", or "" (undeclared) for a declaration's code.
+const char* better_text(uint8_t better);
 
 struct SampleFileInfo {
   int rank = 0;
@@ -57,6 +76,7 @@ struct SampleFileInfo {
   std::string cpus, gpus;  // what it ran on ('R' record; empty when the file has none)
   uint64_t samples = 0;
   bool truncated = false;  // the file ends inside a record (the rank died while writing)
+  std::vector<MetricDeclaration> declarations;  // in file order
 };
 
 // Decodes a whole buffer, calling on_sample for each sample. Throws UserError naming `what` and the byte

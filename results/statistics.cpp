@@ -212,6 +212,90 @@ double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b
   return std::min(1.0, std::erfc(std::max(0.0, z) / std::sqrt(2.0)));
 }
 
+double normal_quantile(double q) {
+  // Bisection on erfc (monotone): 200 halvings of [-40, 40] are far below double precision; only used per figure.
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < q ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+namespace {
+
+// Under the null, P(U <= u) for u = 0 .. n1 n2 with no ties (U = rank sum of a - n1 (n1 + 1) / 2): subsets of n1
+// of the ranks 1..n counted by their sum.
+std::vector<double> u_cdf(size_t n1, size_t n2) {
+  const size_t n = n1 + n2, max_sum = n * (n + 1) / 2;
+  std::vector<std::vector<double>> count(n1 + 1, std::vector<double>(max_sum + 1, 0));
+  count[0][0] = 1;
+  for (size_t r = 1; r <= n; ++r)
+    for (size_t k = std::min(n1, r); k >= 1; --k)
+      for (size_t v = max_sum; v >= r; --v) count[k][v] += count[k - 1][v - r];
+  const size_t base = n1 * (n1 + 1) / 2;
+  double total = 0;
+  for (size_t v = base; v <= max_sum; ++v) total += count[n1][v];
+  std::vector<double> cdf(n1 * n2 + 1, 0);
+  double run = 0;
+  for (size_t u = 0; u <= n1 * n2; ++u) run += count[n1][base + u], cdf[u] = run / total;
+  return cdf;
+}
+
+}  // namespace
+
+Shift hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double alpha) {
+  Shift out;
+  if (a.empty() || b.empty()) return out;
+  std::vector<double> d;
+  d.reserve(a.size() * b.size());
+  for (double x : a)
+    for (double y : b) d.push_back(y - x);
+  std::sort(d.begin(), d.end());
+  const size_t nm = d.size();
+  out.estimate = percentile_sorted(d, 50);
+  // k: the largest with P(U <= k - 1) <= alpha / 2; the interval [D_(k), D_(nm+1-k)] then covers with 1 - 2 P(U <= k-1).
+  size_t k = 0;
+  double tail = 0;
+  if (a.size() + b.size() <= 200) {
+    const auto cdf = u_cdf(a.size(), b.size());
+    while (k < nm / 2 && cdf[k] <= alpha / 2 + 1e-12) tail = cdf[k], ++k;
+  } else {
+    const double n1 = double(a.size()), n2 = double(b.size());
+    const double c = n1 * n2 / 2 - normal_quantile(1 - alpha / 2) * std::sqrt(n1 * n2 * (n1 + n2 + 1) / 12);
+    k = c < 1 ? 0 : std::min(size_t(c), nm / 2);
+    tail = alpha / 2;
+  }
+  out.bounded = k >= 1;
+  out.low = out.bounded ? d[k - 1] : d.front();
+  out.high = out.bounded ? d[nm - k] : d.back();
+  out.confidence = out.bounded ? 1 - 2 * tail : 0;
+  return out;
+}
+
+std::vector<double> adjust_p_values(const std::vector<double>& p, Correction method) {
+  const size_t m = p.size();
+  std::vector<double> out = p;
+  if (method == Correction::None || m < 2) return out;
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p[x] < p[y]; });
+  if (method == Correction::Holm) {
+    double running = 0;  // step-down: never below an earlier (smaller) p's adjusted value
+    for (size_t i = 0; i < m; ++i) {
+      running = std::max(running, std::min(1.0, double(m - i) * p[order[i]]));
+      out[order[i]] = running;
+    }
+    return out;
+  }
+  double running = 1;  // step-up: the smallest p * m / rank among this rank and all larger ones
+  for (size_t i = m; i-- > 0;) {
+    running = std::min(running, std::min(1.0, p[order[i]] * double(m) / double(i + 1)));
+    out[order[i]] = running;
+  }
+  return out;
+}
+
 const std::vector<std::string>& summary_columns() {
   static const std::vector<std::string> cols = {"count", "min", "mean", "median", "median_ci_low", "median_ci_high",
                                                 "p90", "p95", "p99", "max", "std", "mad", "outliers"};

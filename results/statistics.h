@@ -46,6 +46,26 @@ RunLevel summarize_runs(std::vector<double> run_medians);
 // ties included), else the normal approximation with tie and continuity corrections. 1 when either side is empty.
 double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b);
 
+// The Hodges-Lehmann estimate of the shift from a to b (the median of every difference b_j - a_i) with the
+// distribution-free confidence interval of level >= 1 - alpha that inverts the Mann-Whitney test (Hollander & Wolfe,
+// "Nonparametric Statistical Methods", 3rd ed., 4.3): [D_(k), D_(nm+1-k)] of the sorted differences, k from the
+// exact null distribution of U (n + m <= 200) or its normal approximation. bounded is false when the sides are
+// too small for any k >= 1 at that level: low and high are then the smallest and largest difference.
+struct Shift {
+  double estimate = 0, low = 0, high = 0;
+  double confidence = 0;  // the interval's exact coverage (>= 1 - alpha when bounded)
+  bool bounded = false;
+};
+Shift hodges_lehmann(const std::vector<double>& a, const std::vector<double>& b, double alpha = 0.05);
+
+// Many figures tested at once: the p-values adjusted so that comparing each with alpha controls the false discovery
+// rate (Benjamini-Hochberg, step-up) or the family-wise error (Holm, step-down); None returns them unchanged.
+enum class Correction { None, Holm, BenjaminiHochberg };
+std::vector<double> adjust_p_values(const std::vector<double>& p, Correction method);
+
+// The standard normal quantile: z with P(Z <= z) = q, for q in (0, 1).
+double normal_quantile(double q);
+
 // Column names and values of a Summary, in one order for every writer.
 const std::vector<std::string>& summary_columns();
 std::vector<double> summary_values(const Summary& s);

@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS rank_resources(
 CREATE TABLE IF NOT EXISTS rank_nodes(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   node TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS metric_declarations(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, metric TEXT NOT NULL,
+  better TEXT NOT NULL, setup_cost INTEGER NOT NULL, PRIMARY KEY(run_id, role, metric)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_exits(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
@@ -395,6 +398,7 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
         if (ids[b.metric] < 0) ids[b.metric] = sink.metric(p.info.role, p.metrics[b.metric].first, p.metrics[b.metric].second);
         sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
       }
+      for (auto& d : p.info.declarations) sink.declare(p.info.role, d.metric, better_text(d.better), d.flags & 1u);
     }
   }, run.ranks);
   report.warnings.insert(report.warnings.begin(), run.warnings.begin(), run.warnings.end());
@@ -489,6 +493,10 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
       packer.add_block(report.run_id, mid, rank, count, rows);
       report.samples += count;
     };
+    Stmt decl(db_, "INSERT OR REPLACE INTO metric_declarations(run_id, role, metric, better, setup_cost) VALUES(?,?,?,?,?)");
+    sink.declare = [&](const std::string& role, const std::string& metric, const std::string& better, bool setup_cost) {
+      decl.bind(1, report.run_id).bind(2, role).bind(3, metric).bind(4, better).bind(5, int64_t(setup_cost ? 1 : 0)).run();
+    };
     emit(sink, report);
     packer.flush();
     exec("COMMIT;");
@@ -497,6 +505,13 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     throw;
   }
   return report;
+}
+
+std::map<std::tuple<int64_t, std::string, std::string>, ResultsDb::Declaration> ResultsDb::metric_declarations() const {
+  std::map<std::tuple<int64_t, std::string, std::string>, Declaration> out;
+  Stmt q(db_, "SELECT run_id, role, metric, better, setup_cost FROM metric_declarations");
+  while (q.step()) out[{q.i64(0), q.text(1), q.text(2)}] = Declaration{q.text(3), q.i64(4) != 0};
+  return out;
 }
 
 std::vector<StoredRun> ResultsDb::runs() const {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 struct sqlite3;
@@ -69,6 +70,8 @@ class ResultsDb {
     std::function<int64_t(const std::string& role, const std::string& metric, const std::string& unit)> metric;
     std::function<void(int rank, int64_t metric_id, int64_t iteration, double t_start, double value, bool warmup)> sample;
     std::function<void(int rank, int64_t metric_id, size_t count, std::string_view rows)> block;
+    // What the run's ranks declared of a metric: better ("lower", "higher", "none") and whether it is a setup cost.
+    std::function<void(const std::string& role, const std::string& metric, const std::string& better, bool setup_cost)> declare;
   };
   // Where a rank ran and on what (rank_nodes; rank_resources when cpus or gpus is known).
   struct RankPlace {
@@ -89,6 +92,13 @@ class ResultsDb {
     std::string role, name, unit;
   };
   std::map<int64_t, MetricInfo> metrics() const;  // id -> names
+  // What runs' ranks declared of their metrics: (run, role, metric) -> (better, setup cost). better is "lower",
+  // "higher" or "none".
+  struct Declaration {
+    std::string better;
+    bool setup_cost = false;
+  };
+  std::map<std::tuple<int64_t, std::string, std::string>, Declaration> metric_declarations() const;
   // Calls fn for every sample, ordered by run, metric, rank, then as recorded (metric by id: see metrics()), with
   // the fields as stored (sample_block.h).
   void for_each_sample(const std::function<void(int64_t run_id, int rank, int64_t metric_id, const struct SampleRowText&)>& fn) const;

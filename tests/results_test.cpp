@@ -517,8 +517,11 @@ TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   // Machines read every figure: CSV and JSON.
   auto csv = run(d, {"results", "compare", "results/base", "results/slower", "--ignore=sleep_us", "--metric=sleep", "--format=csv"});
   EXPECT_EQ(csv.exit_code, 1);
-  EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')), "match,role,metric,unit,verdict,change_pct,median_a,median_b,low_a,high_a,low_b,high_b,runs_a,runs_b,samples_a,samples_b,p_value");
-  EXPECT_NE(csv.out.find(",sleep,sleep,us,regression,"), std::string::npos) << csv.out;
+  EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
+            "match,role,metric,unit,better,better_from,verdict,change_pct,change,shift,shift_low,shift_high,shift_pct,shift_pct_low,"
+            "shift_pct_high,shift_confidence,median_a,median_b,low_a,high_a,low_b,high_b,runs_a,runs_b,samples_a,samples_b,p_value,"
+            "p_adjusted,param.nodes,param.ranks_per_node,param.iterations,param.warmup,param.fail_rank,param.crash_rank,param.hang_rank");
+  EXPECT_NE(csv.out.find(",sleep,sleep,us,lower,declared,regression,"), std::string::npos) << csv.out;
   auto json = run(d, {"results", "compare", "results/base", "results/slower", "--ignore=sleep_us", "--metric=sleep", "--format=json"});
   EXPECT_NE(json.out.find("\"regressions\": 1"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"runs_a\": 5"), std::string::npos) << json.out;

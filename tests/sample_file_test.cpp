@@ -77,3 +77,38 @@ TEST(SampleFile, TimeFarFromTheAnchorIsCorrupt) {
   }
   EXPECT_THROW_WITH(read_sample_file(f, [](const Sample&) {}), UserError, "sample time is out of range");
 }
+
+// Issue 50: a rank's declaration of a metric's direction travels in the file ('D' record) beside its samples; the
+// table's entry is written when the metric first appears, and a role's own declaration comes first.
+TEST(SampleFile, MetricDeclarationsRoundTrip) {
+  test::TempDir dir;
+  auto f = dir.path / "r.samples";
+  std::vector<std::string> first_seen;
+  {
+    SampleWriter w(f, 0, "client", "n1", 0, 0);
+    w.on_new_metric([&](const std::string& m) { first_seen.push_back(m); });
+    ASSERT_TRUE(w.declare("latency", 1, 0));
+    ASSERT_TRUE(w.record("latency", "ms", 0, 1, 2.0, false));
+    ASSERT_TRUE(w.record("latency", "us", 1, 2, 2000.0, false));  // the same name in another unit: seen once
+    ASSERT_TRUE(w.declare("db_start", 3, 1));
+    ASSERT_TRUE(w.record("rate", "bytes/s", 0, 3, 1e9, false));
+    EXPECT_FALSE(w.declare("", 1, 0));
+    EXPECT_FALSE(w.declare("x", 4, 0));
+  }
+  EXPECT_EQ(first_seen, (std::vector<std::string>{"latency", "rate"}));
+  auto info = read_sample_file(f, [](const Sample&) {});
+  EXPECT_EQ(info.samples, 3u);
+  ASSERT_EQ(info.declarations.size(), 2u);
+  EXPECT_EQ(info.declarations[0].metric, "latency");
+  EXPECT_STREQ(better_text(info.declarations[0].better), "lower");
+  EXPECT_EQ(info.declarations[0].flags, 0u);
+  EXPECT_EQ(info.declarations[1].metric, "db_start");
+  EXPECT_STREQ(better_text(info.declarations[1].better), "none");
+  EXPECT_EQ(info.declarations[1].flags, 1u);
+  // A direction outside 1..3 in a file is corruption, named with its offset.
+  std::string bytes = read_file(f);
+  const auto at = bytes.find(std::string("D\x07\x00", 3) + "latency");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] = 9;
+  EXPECT_THROW_WITH(decode_samples(bytes, "forged", [](const Sample&) {}), UserError, "direction 9");
+}

@@ -148,3 +148,69 @@ TEST(RunLevelStatistics, MannWhitneyExactAndApproximate) {
   EXPECT_LT(mann_whitney_p(lo, hi), 1e-4);
   EXPECT_DOUBLE_EQ(mann_whitney_p({}, {1}), 1);
 }
+
+// Issue 50: the normal approximation (above 100 values in all) with ties and the continuity correction, against
+// SciPy 1.10.1's scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True),
+// computed offline on exactly these values (Debian 12's python3-scipy).
+TEST(RunLevelStatistics, MannWhitneyNormalApproximationMatchesScipy) {
+  std::vector<double> a, b, a2, b2;
+  for (int i = 0; i < 101; ++i) a.push_back(i % 7), b.push_back(i % 9 + 1);  // 202 values, heavy ties
+  EXPECT_NEAR(mann_whitney_p(a, b) / 1.5705500572718175e-07, 1.0, 1e-6);
+  for (int i = 0; i < 120; ++i) a2.push_back(double((i * 37) % 50) / 10);
+  for (int i = 0; i < 110; ++i) b2.push_back(double((i * 53) % 50) / 10 + 0.4);  // 230 values, 64 distinct
+  EXPECT_NEAR(mann_whitney_p(a2, b2), 0.12243307443339722, 1e-9);
+}
+
+// Benjamini-Hochberg on the example of their 1995 paper (15 p-values); the adjusted values are R's
+// p.adjust(p, "BH") (the step-up minimum of p * m / rank), Holm's the step-down maximum of (m - rank + 1) p.
+TEST(RunLevelStatistics, BenjaminiHochbergAndHolmOnThePapersExample) {
+  const std::vector<double> p{0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344,
+                              0.0459, 0.3240, 0.4262, 0.5719, 0.6528, 0.7590, 1.000};
+  const std::vector<double> bh{0.0015, 0.003, 0.0095, 0.035625, 0.0603, 0.0638571428571, 0.0638571428571, 0.0645,
+                               0.0765, 0.486, 0.581181818182, 0.714875, 0.753230769231, 0.813214285714, 1};
+  const auto got = adjust_p_values(p, Correction::BenjaminiHochberg);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(got[i], bh[i], 1e-9) << i;
+  // Out of order in, the same adjusted values out, each at its own place.
+  std::vector<double> shuffled{p[3], p[0], p[14], p[7]};
+  const auto s = adjust_p_values(shuffled, Correction::BenjaminiHochberg);
+  EXPECT_NEAR(s[1], 0.0004, 1e-12);   // 0.0001 * 4 / 1
+  EXPECT_NEAR(s[0], 0.019, 1e-12);    // 0.0095 * 4 / 2
+  EXPECT_NEAR(s[3], 0.0344 * 4 / 3, 1e-12);
+  EXPECT_NEAR(s[2], 1.0, 1e-12);
+  const std::vector<double> holm{0.0015, 0.0056, 0.0247, 0.114, 0.2211, 0.278, 0.278, 0.278, 0.3213, 1, 1, 1, 1, 1, 1};
+  const auto h = adjust_p_values(p, Correction::Holm);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(h[i], holm[i], 1e-9) << i;
+  EXPECT_EQ(adjust_p_values(p, Correction::None), p);
+}
+
+// The Hodges-Lehmann shift and its interval, by hand: 1..5 against 6..10 gives the 25 differences 1 (once), 2 (twice),
+// ... 5 (five times) ... 9 (once); their median is 5. With 5 a side P(U <= 2) = 4/252 <= 0.025 < P(U <= 3) = 7/252,
+// so k = 3 and the interval is [D_(3), D_(23)] = [2, 8] with coverage 1 - 8/252.
+TEST(RunLevelStatistics, HodgesLehmannShiftAndItsExactInterval) {
+  const Shift s = hodges_lehmann({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, 0.05);
+  EXPECT_DOUBLE_EQ(s.estimate, 5);
+  EXPECT_TRUE(s.bounded);
+  EXPECT_DOUBLE_EQ(s.low, 2);
+  EXPECT_DOUBLE_EQ(s.high, 8);
+  EXPECT_NEAR(s.confidence, 1 - 8.0 / 252, 1e-12);
+  // Three a side: P(U <= 0) = 1/20 > 0.025, no interval at 95 %: the whole range, said so.
+  const Shift three = hodges_lehmann({1, 2, 3}, {11, 12, 13}, 0.05);
+  EXPECT_FALSE(three.bounded);
+  EXPECT_DOUBLE_EQ(three.estimate, 10);
+  EXPECT_DOUBLE_EQ(three.low, 8);
+  EXPECT_DOUBLE_EQ(three.high, 12);
+  // A fixed figure per side: the shift is exact and the interval a point.
+  const Shift fixed = hodges_lehmann({100, 100, 100, 100, 100}, {102, 102, 102, 102, 102});
+  EXPECT_DOUBLE_EQ(fixed.estimate, 2);
+  EXPECT_DOUBLE_EQ(fixed.low, 2);
+  EXPECT_DOUBLE_EQ(fixed.high, 2);
+  // Large sides: the normal approximation's k (Hollander & Wolfe 4.3): 150 a side, shift 20 on a ramp of 0..149.
+  std::vector<double> a, b;
+  for (int i = 0; i < 150; ++i) a.push_back(i), b.push_back(i + 20);
+  const Shift big = hodges_lehmann(a, b, 0.05);
+  EXPECT_DOUBLE_EQ(big.estimate, 20);
+  EXPECT_TRUE(big.bounded);
+  EXPECT_LT(big.low, 20);
+  EXPECT_GT(big.high, 20);
+  EXPECT_NEAR(normal_quantile(0.975), 1.959963984540054, 1e-9);
+}

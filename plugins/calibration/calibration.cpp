@@ -130,7 +130,15 @@ const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT_USING("calibration_sweep", "a 6-run calibration sweep of known cost (1 and 2 ranks x 500/1000/2000 us); scripts/quickstart.sh is the SmartSim-style first run", FANOUT_ARRAY(kSleepSteps), FANOUT_ARRAY(kSweepDefaults), nullptr, nullptr, nullptr, kSleepUses),
 };
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN("calibration", "benchmarks of known cost for checking the measurement path", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+// Which way each metric is better (a verdict never guesses it) and which are once-per-run setup costs.
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_SETUP_METRIC("rendezvous", FANOUT_BETTER_LOWER, "time from start to the first fence"),
+    FANOUT_METRIC("sleep", FANOUT_BETTER_LOWER, "one timed sleep"),
+    FANOUT_METRIC("copy", FANOUT_BETTER_LOWER, "one buffer copy"),
+    FANOUT_METRIC("copy_bandwidth", FANOUT_BETTER_HIGHER, "bytes copied per second"),
+};
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS("calibration", "benchmarks of known cost for checking the measurement path", "1.0.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr, FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 

@@ -390,8 +390,17 @@ class StepRun {
     return status;
   }
 
+  // The parser's declared direction, once per metric, before the metric's first sample.
+  bool declare(size_t parser, const std::string& metric) {
+    if (!declared_.insert(metric).second) return true;
+    const std::string b = cfg_.parsers[parser].declared_better();
+    if (b.empty()) return true;
+    return host_.declare_metric(metric.c_str(), b == "lower" ? FANOUT_BETTER_LOWER : b == "higher" ? FANOUT_BETTER_HIGHER : FANOUT_BETTER_NONE);
+  }
+
   void record(size_t parser, const std::vector<exec::ParsedSample>& got, int64_t t, bool warmup) {
     for (auto& s : got) {
+      if (!declare(parser, s.metric)) throw std::runtime_error("the direction of metric '" + s.metric + "' could not be declared");
       int64_t& next = next_iteration_[s.metric];
       const int64_t it = s.iteration ? *s.iteration : next;
       next = it + 1;
@@ -474,6 +483,7 @@ class StepRun {
       for (size_t i = 0; i < parsers.size(); ++i) {
         if (!parsers[i]) {  // time: the invocation's wall time, as hyperfine measures a command
           const std::string metric = cfg_.parsers[i].metric.empty() ? "wall_time" : cfg_.parsers[i].metric;
+          if (!declare(i, metric)) return fail("the direction of metric '" + metric + "' could not be declared");
           int64_t& it = next_iteration_[metric];
           if (!host_.record(metric.c_str(), warmup ? k - cfg_.warmup : it++, inv.t0, double(t1 - inv.t0) / 1e9, "s", warmup))
             return fail("a sample could not be stored");
@@ -566,6 +576,7 @@ class StepRun {
   std::vector<std::string> my_nodes_;
   std::vector<std::pair<std::string, std::string>> earlier_env_, env_;
   std::map<std::string, int64_t> next_iteration_;
+  std::set<std::string> declared_;  // metrics whose direction was declared (or had none to declare)
   std::map<std::string, FileState> seen_files_;  // file parsers' files as last seen
   std::map<size_t, int64_t> matched_;
   std::ofstream out_log_, err_log_;
@@ -606,6 +617,8 @@ const fanout_param_spec kParams[] = {
                              NULL, NULL, FANOUT_PARAM_REPEATABLE),
     FANOUT_PARAM("metric", FANOUT_PARAM_STRING, "", "the metric of samples whose parser does not name it"),
     FANOUT_PARAM("unit", FANOUT_PARAM_STRING, "", "the unit of samples whose parser does not give it (s, ms, bytes/s, ...)"),
+    FANOUT_PARAM("better", FANOUT_PARAM_STRING, "", "which way the parsed metrics are better: lower, higher or none (results compare reads it; "
+                 "without it only a time unit or <x>/s decides, the time parser is lower)"),
     FANOUT_PARAM("from", FANOUT_PARAM_STRING, "stdout", "where the parsers read: stdout, stderr, or file:GLOB (relative to the step's folder)"),
     FANOUT_PARAM_RANGE_FLAGS("env", FANOUT_PARAM_STRING, "", "NAME=value for the command's environment", NULL, NULL, FANOUT_PARAM_REPEATABLE),
     FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run)"),
@@ -645,7 +658,7 @@ int check(const char* const* names, const char* const* values, uint32_t n, char*
 
 const fanout_plugin kPlugin = FANOUT_PLUGIN_EXTENDED("exec", "any program as a benchmark: a command per rank, its output parsed", "1.0.0",
                                                      FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr,
-                                                     nullptr, check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys));
+                                                     nullptr, check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys), FANOUT_NO_ARRAY);
 
 }  // namespace
 

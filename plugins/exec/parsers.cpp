@@ -367,6 +367,10 @@ std::unique_ptr<Parser> make_parser(const ParseSpec& spec) {
   if (spec.from.rfind("file:", 0) == 0 && spec.from.size() == 5) throw ParseError("'" + spec.text() + "': from = \"file:\" needs a file or glob");
   // What a parser would not use is refused, not dropped: time records seconds; google-benchmark and smartsim-timing
   // name their metrics and units themselves.
+  if (!spec.better.empty() && spec.better != "lower" && spec.better != "higher" && spec.better != "none")
+    throw ParseError("'" + spec.text() + "': better = '" + spec.better + "': expected lower, higher or none");
+  if (spec.kind == "time" && !spec.better.empty() && spec.better != "lower")
+    throw ParseError("'time' records each invocation's wall time, where lower is better: better = '" + spec.better + "' would not apply");
   if (spec.kind == "time" && !spec.unit.empty() && spec.unit != "s")
     throw ParseError("'time' records each invocation's wall time in s: unit = '" + spec.unit + "' would not apply");
   if ((spec.kind == "google-benchmark" || spec.kind == "smartsim-timing") && (!spec.metric.empty() || !spec.unit.empty()))

@@ -27,6 +27,11 @@ struct ParseSpec {
   std::string metric;   // the metric of samples that do not name their own ("" = the column, field or function)
   std::string unit;     // the unit of samples that do not carry their own
   std::string from = "stdout";  // stdout, stderr, or file:GLOB (relative to the step's folder, read after each invocation)
+  // Which way its metrics are better: lower, higher, none, or "" (the unit decides only when it is a time or
+  // "<x>/s"; the time parser is lower). results compare reads it instead of guessing.
+  std::string better;
+  // The direction declared for this parser's samples: `better`, else lower for the time parser, else "".
+  std::string declared_better() const { return !better.empty() ? better : kind == "time" ? "lower" : ""; }
   std::string text() const;     // "regex:<pattern>" as messages name it
 };
 

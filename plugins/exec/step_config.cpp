@@ -69,7 +69,8 @@ ParseSpec parse_table(const nlohmann::json& t) {
     else if (k == "metric") s.metric = text;
     else if (k == "unit") s.unit = text;
     else if (k == "from") s.from = text;
-    else throw std::runtime_error("step key parse." + k + " is unknown (known: kind, pattern, columns, fields, metric, unit, from)");
+    else if (k == "better") s.better = text;
+    else throw std::runtime_error("step key parse." + k + " is unknown (known: kind, pattern, columns, fields, metric, unit, from, better)");
   }
   if (s.kind.empty()) throw std::runtime_error("step key parse: an entry needs kind = \"regex\" (or csv, jsonl, google-benchmark, smartsim-timing, time)");
   parse_spec_text(s.kind);  // a known kind
@@ -133,7 +134,7 @@ StepConfig config_from_params(const std::function<std::string(const char*)>& par
     if (nl == std::string::npos) nl = parses.size();
     if (nl > at) {
       ParseSpec s = parse_spec_text(parses.substr(at, nl - at));
-      s.metric = param("metric"), s.unit = param("unit"), s.from = param("from");
+      s.metric = param("metric"), s.unit = param("unit"), s.from = param("from"), s.better = param("better");
       c.parsers.push_back(s);
     }
     at = nl + 1;

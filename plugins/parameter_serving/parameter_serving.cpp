@@ -477,7 +477,26 @@ const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT("parameter_serving", "trainer publishes versioned checkpoints, workers pull or receive them: staleness (openpsi srl)", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr),
 };
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN("parameter_serving", "checkpoint staleness between a trainer and its workers, filesystem or multicast", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check);
+// Which way each metric is better (a verdict never guesses it) and which are once-per-run setup costs.
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_METRIC("posted_staleness", FANOUT_BETTER_LOWER, "a worker's mean version lag"),
+    FANOUT_METRIC("push_time", FANOUT_BETTER_LOWER, "one checkpoint publish"),
+    FANOUT_METRIC("push_bandwidth", FANOUT_BETTER_HIGHER, "publish bytes per second"),
+    FANOUT_METRIC("versions_published", FANOUT_BETTER_NONE, "versions the trainer published"),
+    FANOUT_METRIC("staleness", FANOUT_BETTER_LOWER, "versions behind the trainer"),
+    FANOUT_METRIC("staleness_time", FANOUT_BETTER_LOWER, "seconds behind the trainer"),
+    FANOUT_METRIC("receive_time", FANOUT_BETTER_LOWER, "one version received (multicast)"),
+    FANOUT_METRIC("receive_bandwidth", FANOUT_BETTER_HIGHER, "received bytes per second"),
+    FANOUT_METRIC("pull_time", FANOUT_BETTER_LOWER, "one version pulled"),
+    FANOUT_METRIC("pull_bandwidth", FANOUT_BETTER_HIGHER, "pulled bytes per second"),
+    FANOUT_METRIC("versions_received", FANOUT_BETTER_NONE, "versions a worker held"),
+    FANOUT_METRIC("torn_reads", FANOUT_BETTER_LOWER, "reads of a half-written version"),
+    FANOUT_METRIC("mcast_chunks_lost", FANOUT_BETTER_LOWER, "multicast chunks lost"),
+    FANOUT_METRIC("mcast_versions_lost", FANOUT_BETTER_LOWER, "multicast versions lost"),
+    FANOUT_METRIC("mcast_forged", FANOUT_BETTER_NONE, "forged datagrams refused"),
+};
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS("parameter_serving", "checkpoint staleness between a trainer and its workers, filesystem or multicast", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check, FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 

@@ -183,7 +183,20 @@ const fanout_experiment_spec kExperiments[] = {
                             "len,keys_per_server,mode,servers,workers_per_node,threads,iterations,duration,warmup,transport,interface,scheduler_port,verify,shm_ring_bytes,spin_us,kill_worker_after"),
 };
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN("pslite", "ps-lite-style parameter server push/pull benchmark (tcp, shared memory)", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check);
+// Which way each metric is better (a verdict never guesses it) and which are once-per-run setup costs.
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_METRIC("messages_served", FANOUT_BETTER_NONE, "messages a server answered"),
+    FANOUT_METRIC("connections_refused", FANOUT_BETTER_NONE, "connections refused"),
+    FANOUT_METRIC("push_rtt", FANOUT_BETTER_LOWER, "one push"),
+    FANOUT_METRIC("pull_rtt", FANOUT_BETTER_LOWER, "one pull"),
+    FANOUT_METRIC("iteration_time", FANOUT_BETTER_LOWER, "one iteration"),
+    FANOUT_METRIC("goodput", FANOUT_BETTER_HIGHER, "payload bytes per second"),
+    FANOUT_METRIC("in_flight", FANOUT_BETTER_NONE, "requests outstanding"),
+    FANOUT_METRIC("aggregate_goodput", FANOUT_BETTER_HIGHER, "payload bytes per second over the run"),
+    FANOUT_METRIC("verify_mismatches", FANOUT_BETTER_LOWER, "values that came back wrong"),
+};
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS("pslite", "ps-lite-style parameter server push/pull benchmark (tcp, shared memory)", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, check, FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 

@@ -1,7 +1,8 @@
 /* Fanout plugin ABI, version 4 (2 added fanout_plugin.check and step-count expressions; 3 added session-name
  * templates, shared steps and fanout_host_ops.service_dir; 4 made every struct carry its own size, so that
  * later additions append fields without breaking built plugins, and added parameter choices and bounds and
- * fanout_host_ops.experiment_dir; 4.5 appended user parameters, step settings and repeatable flags). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
+ * fanout_host_ops.experiment_dir; 4.5 appended user parameters, step settings and repeatable flags; 4.6 appended
+ * metric descriptions (which direction is better, setup costs) and fanout_host_ops.declare_metric). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -190,6 +191,29 @@ typedef struct fanout_experiment_spec {
 #define FANOUT_EXPERIMENT_USING(name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by, uses) \
   {sizeof(fanout_experiment_spec), name, summary, steps_and_count, defaults_and_count, session_name, shared_step, shared_by, uses}
 
+/* ABI 4.6: which way a metric is better, so that a verdict (results compare, references) never guesses it from the
+ * unit. A plugin's metrics table declares its own; a plugin whose metric names come from its input (exec) declares
+ * each at run time with fanout_host_ops.declare_metric. */
+typedef enum fanout_better {
+  FANOUT_BETTER_UNDECLARED = 0, /* only an exact time unit (lower) or "<x>/s" (higher) then decides */
+  FANOUT_BETTER_LOWER = 1,      /* times, latencies, memory, losses */
+  FANOUT_BETTER_HIGHER = 2,     /* rates, bandwidths, throughputs */
+  FANOUT_BETTER_NONE = 3        /* informational (a count, a setting): a change is reported, never a verdict */
+} fanout_better;
+/* fanout_metric_spec.flags: a cost paid once per run (database start, rendezvous), shown as a table in reports, not
+ * as a distribution or a headline plot. */
+#define FANOUT_METRIC_SETUP_COST 1u
+
+typedef struct fanout_metric_spec {
+  uint32_t struct_size; /* sizeof(fanout_metric_spec) */
+  const char *name;     /* the metric, or a prefix ending in '*' ("completion_s.app*") */
+  fanout_better better;
+  uint32_t flags;       /* FANOUT_METRIC_SETUP_COST */
+  const char *help;     /* what it measures, for `fanout help <plugin>`; may be NULL */
+} fanout_metric_spec;
+#define FANOUT_METRIC(name, better, help) {sizeof(fanout_metric_spec), name, better, 0u, help}
+#define FANOUT_SETUP_METRIC(name, better, help) {sizeof(fanout_metric_spec), name, better, FANOUT_METRIC_SETUP_COST, help}
+
 typedef struct fanout_plugin {
   uint32_t abi_version; /* FANOUT_PLUGIN_ABI_VERSION of the header it was built with; checked first, always first */
   uint32_t struct_size; /* sizeof(fanout_plugin) */
@@ -217,6 +241,9 @@ typedef struct fanout_plugin {
    * step's settings, which its ranks read as a JSON object through fanout_host_ops.step_settings. */
   const char *const *step_keys;
   uint32_t n_step_keys;
+  /* Appended in ABI 4.6 (an older plugin's struct_size ends before them: no declared metric). */
+  const fanout_metric_spec *metrics;
+  uint32_t n_metrics;
 } fanout_plugin;
 /* fanout_plugin.flags: parameters the plugin does not declare are accepted (`--param name=[a,b]`, an experiment
  * file's [parameters]) as the user's own text parameters: swept like any other, stored, and readable with
@@ -226,11 +253,16 @@ typedef struct fanout_plugin {
  *               init, fini, check) */
 #define FANOUT_PLUGIN(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check, 0u, NULL, 0u}
-/* The same with flags and step keys (ABI 4.5): ..., check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys)) */
-#define FANOUT_PLUGIN_EXTENDED(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, flags, step_keys_and_count) \
+   experiments_and_count, init, fini, check, 0u, NULL, 0u, NULL, 0u}
+/* The same with its metrics (ABI 4.6): ..., check, FANOUT_ARRAY(kMetrics)) */
+#define FANOUT_PLUGIN_WITH_METRICS(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, metrics_and_count) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check, flags, step_keys_and_count}
+   experiments_and_count, init, fini, check, 0u, NULL, 0u, metrics_and_count}
+/* The same with flags, step keys (ABI 4.5) and metrics: ..., check, FANOUT_PLUGIN_USER_PARAMETERS,
+ * FANOUT_ARRAY(kStepKeys), FANOUT_ARRAY(kMetrics)) */
+#define FANOUT_PLUGIN_EXTENDED(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count) \
+  {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
+   experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count}
 
 typedef enum fanout_log_level { FANOUT_LOG_DEBUG = 0, FANOUT_LOG_INFO = 1, FANOUT_LOG_WARN = 2, FANOUT_LOG_ERROR = 3 } fanout_log_level;
 
@@ -289,6 +321,11 @@ struct fanout_host_ops {
   /* ABI 4.5. The settings this rank's step got from an experiment file's [[steps]] table (the plugin's
    * step_keys), as one JSON object, or NULL when it got none. */
   const char *(*step_settings)(const fanout_context *ctx);
+
+  /* ABI 4.6. Declares which way a metric this rank records is better (fanout_better) and its flags
+   * (FANOUT_METRIC_SETUP_COST), for metrics whose names the plugin's table cannot know (exec's come from the
+   * program's output). A declaration overrides the table's. 0, or -1 for an empty name or an unknown direction. */
+  int (*declare_metric)(fanout_context *ctx, const char *metric, int better, uint32_t flags);
 };
 
 /* The one symbol a plugin exports. */

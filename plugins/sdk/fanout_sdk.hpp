@@ -60,6 +60,12 @@ class Host {
   bool record(const char* metric, int64_t iteration, int64_t t_start_ns, double value, const char* unit, bool warmup) {
     return ops_->record(ctx_, metric, iteration, t_start_ns, value, unit, warmup ? 1 : 0) == 0;
   }
+  // Which way a metric is better (fanout_better), for a metric the plugin's table cannot name; false when the host
+  // predates ABI 4.6 (the verdict then reads the unit alone) or refused it.
+  bool declare_metric(const char* metric, fanout_better better, uint32_t flags = 0) {
+    if (!FANOUT_HAS(ops_, fanout_host_ops, declare_metric) || !ops_->declare_metric) return false;
+    return ops_->declare_metric(ctx_, metric, int(better), flags) == 0;
+  }
   bool put(const std::string& key, const std::string& value) {
     return ops_->kv_put(ctx_, key.c_str(), value.data(), value.size()) == 0;
   }

@@ -723,7 +723,29 @@ const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT_USING("inference_colocated", "ResNet-50 inference in a database on every application node", FANOUT_ARRAY(kInferenceColocatedSteps), FANOUT_ARRAY(kInferenceColocatedDefaults), "infer-sess-colo-cpp-N{nodes}-T{clients_per_node}-DBCPU{db_cpus}-ITER{iterations}-DBTPQ{db_tpq}", nullptr, nullptr, "nodes,db_cpus,clients_per_node,iterations,warmup,db_port,net_ifname,net_type,db_tpq,batch_size,device,num_devices,rebuild_model,model_dir,pin_app_cpus"),
 };
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN("smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands", "0.2.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+// Which way each metric is better (a verdict never guesses it) and which are once-per-run setup costs.
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_SETUP_METRIC("db_start", FANOUT_BETTER_LOWER, "database start until it answers"),
+    FANOUT_SETUP_METRIC("cluster_create", FANOUT_BETTER_LOWER, "Redis cluster creation"),
+    FANOUT_SETUP_METRIC("db_stop", FANOUT_BETTER_LOWER, "database shutdown"),
+    FANOUT_SETUP_METRIC("build_model", FANOUT_BETTER_LOWER, "building the model file"),
+    FANOUT_SETUP_METRIC("set_model", FANOUT_BETTER_LOWER, "AI.MODELSTORE of the model"),
+    FANOUT_METRIC("main()", FANOUT_BETTER_LOWER, "a client's whole run"),
+    FANOUT_METRIC("client()", FANOUT_BETTER_LOWER, "client construction"),
+    FANOUT_METRIC("put_tensor", FANOUT_BETTER_LOWER, "one tensor put"),
+    FANOUT_METRIC("unpack_tensor", FANOUT_BETTER_LOWER, "one tensor get"),
+    FANOUT_METRIC("loop_time", FANOUT_BETTER_LOWER, "one iteration"),
+    FANOUT_METRIC("loop_bandwidth", FANOUT_BETTER_HIGHER, "bytes moved both ways per second"),
+    FANOUT_METRIC("poll_list", FANOUT_BETTER_LOWER, "polling the aggregation list"),
+    FANOUT_METRIC("get_list", FANOUT_BETTER_LOWER, "getting the aggregation list"),
+    FANOUT_METRIC("get_list_bandwidth", FANOUT_BETTER_HIGHER, "aggregation bytes per second"),
+    FANOUT_METRIC("put_dataset", FANOUT_BETTER_LOWER, "one dataset put"),
+    FANOUT_METRIC("append_to_list", FANOUT_BETTER_LOWER, "one list append"),
+    FANOUT_METRIC("run_script", FANOUT_BETTER_LOWER, "the pre-processing script"),
+    FANOUT_METRIC("run_model", FANOUT_BETTER_LOWER, "one inference"),
+};
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS("smartsim", "SmartSim-like database + client benchmarks on Redis with RedisAI's tensor commands", "0.2.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr, FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 

@@ -59,14 +59,21 @@ const fanout_role kRoles[] = {FANOUT_ROLE("hello", "rendezvous, then time a loop
 const fanout_step_spec kSteps[] = {FANOUT_STEP("hello", "1", "{ranks}", "disjoint")};
 const fanout_experiment_spec kExperiments[] = {FANOUT_EXPERIMENT("template_hello", "the template plugin's example experiment", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr)};
 
-// FANOUT_PLUGIN stamps the ABI version and struct size the loader checks before anything else: a plugin built
-// with this header keeps loading in later fanouts until an incompatible ABI change.
-const fanout_plugin kPlugin = FANOUT_PLUGIN(
+// Which way each metric is better (results compare never guesses it from the unit) and which are once-per-run
+// setup costs (FANOUT_SETUP_METRIC: shown as a table, not as a headline plot).
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_METRIC("work", FANOUT_BETTER_LOWER, "one iteration of the work"),
+};
+
+// FANOUT_PLUGIN_WITH_METRICS stamps the ABI version and struct size the loader checks before anything else: a
+// plugin built with this header keeps loading in later fanouts until an incompatible ABI change.
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS(
     "template", "a commented example plugin to copy", "1.0.0",
     FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments),  // each array with its count
     nullptr,   // init: optional, runs once per rank before the role; return non-zero and write err to refuse
     nullptr,   // fini: optional
-    nullptr);  // check: optional, the driver calls it per permutation before submitting; refuse bad combinations
+    nullptr,   // check: optional, the driver calls it per permutation before submitting; refuse bad combinations
+    FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 

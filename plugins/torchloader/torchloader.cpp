@@ -721,7 +721,28 @@ const fanout_experiment_spec kExperiments[] = {
                             "workload,max_iterations,max_batch,cost,threads,tpm,profile_iterations,device,device_tflops,device_launch_us"),
 };
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN("torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+// Which way each metric is better (a verdict never guesses it) and which are once-per-run setup costs.
+const fanout_metric_spec kMetrics[] = {
+    FANOUT_SETUP_METRIC("profile_loader_samples_per_s.*", FANOUT_BETTER_HIGHER, "profiled loader rate"),
+    FANOUT_SETUP_METRIC("profile_compute_s.*", FANOUT_BETTER_LOWER, "profiled compute time"),
+    FANOUT_SETUP_METRIC("profile_compute_s_2dev.*", FANOUT_BETTER_LOWER, "profiled compute time on 2 devices"),
+    FANOUT_SETUP_METRIC("tpm_fit_error.*", FANOUT_BETTER_LOWER, "loader model fit error"),
+    FANOUT_METRIC("demand.app*", FANOUT_BETTER_NONE, "planned workers per device"),
+    FANOUT_METRIC("workers.app*", FANOUT_BETTER_NONE, "workers given"),
+    FANOUT_METRIC("loader_workers.app*", FANOUT_BETTER_NONE, "loader workers per process"),
+    FANOUT_METRIC("samples_per_s.app*", FANOUT_BETTER_HIGHER, "an application's rate"),
+    FANOUT_METRIC("finished_iteration", FANOUT_BETTER_NONE, "iteration reached"),
+    FANOUT_METRIC("completion_s.app*", FANOUT_BETTER_LOWER, "an application's completion"),
+    FANOUT_METRIC("makespan", FANOUT_BETTER_LOWER, "until the last application ended"),
+    FANOUT_METRIC("aggregate_throughput", FANOUT_BETTER_HIGHER, "sum of the applications' rates"),
+    FANOUT_METRIC("cluster_throughput", FANOUT_BETTER_HIGHER, "samples over the makespan"),
+    FANOUT_METRIC("pauses", FANOUT_BETTER_NONE, "applications paused"),
+    FANOUT_METRIC("resizes", FANOUT_BETTER_NONE, "worker resizes"),
+    FANOUT_METRIC("loader_error_a.app*", FANOUT_BETTER_NONE, "drawn loader model error (a)"),
+    FANOUT_METRIC("loader_error_b.app*", FANOUT_BETTER_NONE, "drawn loader model error (b)"),
+};
+
+const fanout_plugin kPlugin = FANOUT_PLUGIN_WITH_METRICS("torchloader", "A-Dloader: data-loading worker allocation across concurrent training jobs", "0.1.0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr, FANOUT_ARRAY(kMetrics));
 
 }  // namespace
 }  // namespace torchloader

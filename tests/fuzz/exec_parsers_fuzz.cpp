@@ -18,9 +18,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   exec::ParseSpec spec;
   spec.kind = kinds[data[0] % 6];
   spec.pattern = text.substr(0, nl);
-  spec.metric = "m", spec.unit = "u";
+  // Each kind with settings it takes, so that every parser is reached: google-benchmark and smartsim-timing name
+  // their own metrics and units, time records seconds and is lower-is-better.
+  static const char* betters[] = {"", "lower", "higher", "none"};
+  if (spec.kind == "regex" || spec.kind == "csv" || spec.kind == "jsonl") spec.metric = "m", spec.unit = "u", spec.better = betters[(data[0] / 6) % 4];
+  else if (spec.kind == "time") spec.unit = "s", spec.better = (data[0] / 6) % 2 ? "lower" : "";
+  const bool pattern_free = spec.kind == "google-benchmark" || spec.kind == "smartsim-timing" || spec.kind == "time";
+  std::unique_ptr<exec::Parser> parser;
+  bool made = false;
   try {
-    auto parser = exec::make_parser(spec);
+    parser = exec::make_parser(spec);
+    made = true;
+  } catch (const exec::ParseError&) {
+    FUZZ_CHECK(!pattern_free);  // their settings are valid: only a pattern (regex, columns) can be refused
+  }
+  if (made) try {
     std::vector<exec::ParsedSample> out;
     if (parser && nl != std::string::npos) {
       for (size_t at = nl + 1; at <= text.size();) {

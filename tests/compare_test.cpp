@@ -1,0 +1,189 @@
+// Issue 50: the verdict of `fanout results compare` on programs that print fixed figures (no timing): thresholds,
+// small n, zero and non-finite baselines, declared directions, many figures, and the size of a change. Each case is
+// two real sweeps of `fanout exec` on the local launcher, then a real compare, as a CI job runs them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/text.h"
+#include "tests/test_util.h"
+
+using namespace fanout;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Verdict : public ::testing::Test {
+ protected:
+  test::TempDir d;
+  test::CommandResult fanout(std::vector<std::string> args) { return test::run_fanout(d.path, args); }
+  // A sweep of `repeat` runs of a program printing "v=<value>", read as metric t in `unit`.
+  void sweep(const std::string& name, const std::string& value, int repeat, const std::string& unit = "ms",
+             std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"exec", "--exp_name=" + name, "--command=/bin/echo v={v}", "--param", "v=" + value,
+                                  "--parse", "regex:v=(?<value>\\S+)", "--metric=t", "--unit=" + unit,
+                                  "--repeat=" + std::to_string(repeat)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = fanout(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  test::CommandResult compare(const std::string& a, const std::string& b, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"results", "compare", "results/" + a, "results/" + b, "--ignore=v"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return fanout(args);
+  }
+  // The CSV row of metric m (compare --format=csv), as column -> value.
+  static std::map<std::string, std::string> csv_row(const std::string& csv, const std::string& metric) {
+    std::istringstream in(csv);
+    std::string header, line;
+    std::getline(in, header);
+    const auto cols = split(header, ',');
+    while (std::getline(in, line)) {
+      const auto v = split(line, ',');  // no field of these rows holds a comma
+      std::map<std::string, std::string> row;
+      for (size_t i = 0; i < cols.size() && i < v.size(); ++i) row[cols[i]] = v[i];
+      if (row["metric"] == metric) return row;
+    }
+    return {};
+  }
+};
+
+// 100 ms against 102 ms, five runs a side: the test finds it (every run of B above every run of A), the 5 % threshold
+// keeps it "unchanged"; the same data at --threshold=1 is a regression, so the threshold is what decided.
+TEST_F(Verdict, ASignificantChangeUnderTheThresholdIsUnchanged) {
+  sweep("a", "100", 5);
+  sweep("b", "102", 5);
+  auto r = compare("a", "b");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 regression(s), 0 improvement(s), 1 unchanged"), std::string::npos) << r.out;
+  auto csv = compare("a", "b", {"--format=csv"});
+  auto row = csv_row(csv.out, "t");
+  EXPECT_EQ(row["verdict"], "unchanged");
+  EXPECT_LT(std::stod(row["p_adjusted"]), 0.05) << csv.out << ": significant, under the threshold";
+  EXPECT_EQ(row["better"], "lower");
+  EXPECT_EQ(row["better_from"], "unit");
+  EXPECT_EQ(row["shift"], "2");
+  EXPECT_EQ(row["shift_pct_low"], "2");
+  auto tight = compare("a", "b", {"--threshold=1"});
+  EXPECT_EQ(tight.exit_code, 1) << tight.out;
+  // Its size: the Hodges-Lehmann shift of the run medians in percent, with its interval (a point: fixed figures).
+  EXPECT_NE(tight.out.find("+2.0 % [+2.0 %, +2.0 %]"), std::string::npos) << tight.out;
+  // Options out of range are refused, naming the option.
+  for (auto bad : {std::vector<std::string>{"--threshold=-1"}, {"--threshold=5000"}, {"--alpha=0.9"}, {"--abs_threshold=-2ms"},
+                   {"--abs_threshold=fast"}, {"--correction=bonferroni"}}) {
+    auto refused = compare("a", "b", bad);
+    EXPECT_EQ(refused.exit_code, 2) << bad[0] << ": " << refused.out;
+    const std::string flag = bad[0].substr(0, bad[0].find('='));
+    EXPECT_NE(refused.err.find(flag), std::string::npos) << refused.err;
+  }
+}
+
+// Three runs a side cannot reach alpha 0.05 (the smallest two-sided p is 2/20): undecided, exit 3.
+TEST_F(Verdict, ThreeRunsASideAreUndecided) {
+  sweep("a", "100", 3);
+  sweep("b", "150", 3);
+  auto r = compare("a", "b");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("undecided"), std::string::npos) << r.out;
+}
+
+// 0 ms against 5 ms: a median of 0 has no percent; the change is said in the unit and judged by the test and the
+// absolute threshold (0 when none is given).
+TEST_F(Verdict, AChangeFromZeroIsJudgedInTheUnit) {
+  sweep("a", "0", 5);
+  sweep("b", "5", 5);
+  auto r = compare("a", "b");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("regression"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("+5 ms from 0 [+5, +5]"), std::string::npos) << r.out;
+  EXPECT_EQ(compare("a", "b", {"--abs_threshold=10ms"}).exit_code, 0) << "5 ms is under an absolute threshold of 10 ms";
+  EXPECT_EQ(compare("a", "b", {"--abs_threshold=0.01s"}).exit_code, 0) << "0.01 s is 10 ms";
+  EXPECT_EQ(compare("a", "b", {"--abs_threshold=t=4ms"}).exit_code, 1) << "t's own threshold of 4 ms: 5 ms is beyond it";
+  EXPECT_EQ(compare("a", "b", {"--abs_threshold=other=10ms"}).exit_code, 1) << "a threshold of another metric does not apply";
+}
+
+// A median that is not finite has no size: undecided (no finite samples), never unchanged. A program may print
+// finite figures whose median is not: the midpoint of -1.7e308 and 1.7e308 overflows.
+TEST_F(Verdict, AnInfiniteMedianIsUndecided) {
+  sweep("a", "1", 5);
+  auto r0 = fanout({"exec", "--exp_name=b", "--shell=true", "--command=echo v=-1.7e308; echo v=1.7e308", "--param", "v=2",
+                    "--parse", "regex:v=(?<value>\\S+)", "--metric=t", "--unit=ms", "--repeat=5"});
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  auto r = compare("a", "b", {"--ignore=command", "--ignore=shell"});
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("undecided (no finite samples)"), std::string::npos) << r.out;
+}
+
+// Which way is worse: declared (exec's parse tables and --better), else a unit that says (a time, a time per step,
+// "<x>/s"), else "changed (no direction)", which fails the gate. One program, one figure read as eight metrics.
+TEST_F(Verdict, DirectionsAreDeclaredOrTheUnitMustSay) {
+  auto file = [&](const std::string& name, const std::string& v) {
+    std::ofstream(d.path / (name + ".toml"))
+        << "[experiment]\nplugin = \"exec\"\nname = \"" << name << "\"\n[parameters]\nv = " << v << "\n"
+        << "[[steps]]\nname = \"run\"\ncommand = \"/bin/echo v={v}\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"pct_undeclared\"\nunit = \"%\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"pct_higher\"\nunit = \"%\"\nbetter = \"higher\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"pct_lower\"\nunit = \"%\"\nbetter = \"lower\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"pct_none\"\nunit = \"%\"\nbetter = \"none\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"step\"\nunit = \"ms/step\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"wait\"\nunit = \"min\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"rate\"\nunit = \"items/s\"\n"
+        << "[[steps.parse]]\nkind = \"regex\"\npattern = 'v=(?<value>\\S+)'\nmetric = \"reqs\"\nunit = \"requests\"\nbetter = \"higher\"\n";
+    auto r = fanout({"run", name + ".toml", "--repeat=5"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  file("a", "50");
+  file("b", "60");
+  auto csv = compare("a", "b", {"--format=csv"});
+  EXPECT_EQ(csv.exit_code, 1) << csv.out;
+  const std::map<std::string, std::pair<std::string, std::string>> expected{
+      {"pct_undeclared", {"changed (no direction)", ""}}, {"pct_higher", {"improvement", "declared"}},
+      {"pct_lower", {"regression", "declared"}},         {"pct_none", {"changed", "declared"}},
+      {"step", {"regression", "unit"}},                   {"wait", {"regression", "unit"}},
+      {"rate", {"improvement", "unit"}},                  {"reqs", {"improvement", "declared"}}};
+  for (auto& [metric, want] : expected) {
+    auto row = csv_row(csv.out, metric);
+    EXPECT_EQ(row["verdict"], want.first) << metric << "\n" << csv.out;
+    EXPECT_EQ(row["better_from"], want.second) << metric;
+  }
+  // Alone, each gates as its verdict says: an undeclared change fails, a declared "none" informs.
+  EXPECT_EQ(compare("a", "b", {"--metric=pct_undeclared"}).exit_code, 1);
+  EXPECT_EQ(compare("a", "b", {"--metric=pct_none"}).exit_code, 0);
+  EXPECT_EQ(compare("a", "b", {"--metric=pct_higher", "--metric=rate", "--metric=reqs"}).exit_code, 0);
+  auto text = compare("a", "b", {"--metric=pct_undeclared"});
+  EXPECT_NE(text.out.find("changed with no direction (fails the gate: declare it"), std::string::npos) << text.out;
+  // Eight figures, each p = 2/252 alone: Holm multiplies the smallest by 8 (0.063 > 0.05), so nothing is decided
+  // beyond chance; Benjamini-Hochberg keeps them (all equal: p * 8 / 8).
+  auto holm = compare("a", "b", {"--format=csv", "--correction=holm"});
+  EXPECT_EQ(holm.exit_code, 0) << holm.out;
+  EXPECT_NEAR(std::stod(csv_row(holm.out, "step")["p_adjusted"]), 8 * 2.0 / 252, 1e-9) << holm.out;
+  EXPECT_NEAR(std::stod(csv_row(csv.out, "step")["p_adjusted"]), 2.0 / 252, 1e-9) << csv.out;
+  EXPECT_NEAR(std::stod(csv_row(csv.out, "step")["p_value"]), 2.0 / 252, 1e-9);
+  // The direction is stored with the runs, where SQL users find it.
+  EXPECT_EQ(test::sql_one(d.path / "results/a/fanout.sqlite",
+                          "SELECT group_concat(DISTINCT better) FROM metric_declarations WHERE metric='pct_higher'"), "higher");
+  EXPECT_EQ(test::sql_one(d.path / "results/a/fanout.sqlite", "SELECT count(*) FROM metric_declarations WHERE metric='step'"), "0")
+      << "nothing declared: the unit decides at compare time";
+  // A direction that is no direction is refused before anything runs.
+  auto bad = fanout({"exec", "--exp_name=bad", "--command=/bin/echo v=1", "--parse", "regex:v=(?<value>\\S+)", "--metric=t",
+                     "--unit=ms", "--better=faster"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("better = 'faster': expected lower, higher or none"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "bad" / "fanout.sqlite") && test::sql_one(d.path / "results/bad/fanout.sqlite", "SELECT count(*) FROM runs") != "0");
+}
+
+// The built-in plugins declare their metrics: calibration's copy_bandwidth is higher-is-better, its rendezvous a
+// setup cost; exec's time parser is lower.
+TEST_F(Verdict, BuiltInPluginsDeclareTheirMetrics) {
+  auto r = fanout({"calibration_copy", "--exp_name=copy", "--copy_bytes=4096", "--iterations=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path db = d.path / "results/copy/fanout.sqlite";
+  EXPECT_EQ(test::sql_one(db, "SELECT better FROM metric_declarations WHERE metric='copy_bandwidth'"), "higher");
+  EXPECT_EQ(test::sql_one(db, "SELECT better FROM metric_declarations WHERE metric='copy'"), "lower");
+  auto t = fanout({"exec", "--exp_name=timed", "--command=/bin/true"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(test::sql_one(d.path / "results/timed/fanout.sqlite", "SELECT better FROM metric_declarations WHERE metric='wall_time'"), "lower");
+}
+
+}  // namespace
