@@ -447,7 +447,7 @@ namespace {
 
 // Each run `repeat` times, in the asked order. Runs that share a service stay together (a service serves one
 // block of consecutive runs): the order applies within each such block.
-std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st, const std::function<void(RunPlan&, int)>& identify) {
+std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st) {
   std::vector<RunPlan> out;
   std::mt19937_64 rng(std::stoull(fnv1a_hex(st.exp_name).substr(0, 15), nullptr, 16));  // the same order on a resume
   for (size_t begin = 0; begin < runs.size();) {
@@ -462,18 +462,22 @@ std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSe
         for (size_t r = begin; r < end; ++r) order.emplace_back(r, k);
       if (st.repeat_order == "random") std::shuffle(order.begin(), order.end(), rng);
     }
-    for (auto [r, k] : order) {
-      RunPlan copy = runs[r];
-      copy.repeat = k;
-      identify(copy, k);
-      out.push_back(std::move(copy));
-    }
+    for (auto [r, k] : order) out.push_back(repeat_of(runs[r], k));
     begin = end;
   }
   return out;
 }
 
 }  // namespace
+
+RunPlan repeat_of(const RunPlan& base, int k) {
+  RunPlan run = base;
+  run.repeat = k;
+  // Repeat 1 is the run without --repeat: the same identity, so that a sweep repeated later extends it.
+  run.param_hash = fnv1a_hex(run.identity_head + (k ? "repeat " + std::to_string(k) + "\n" : "") + run.identity_body);
+  run.session = run.session_stem + "-r" + std::to_string(k + 1) + "-" + run.param_hash.substr(0, 8);
+  return run;
+}
 
 SchedulerOptions ExperimentSettings::service_options() const {
   SchedulerOptions o = options.with_job_args(service_args);
@@ -626,7 +630,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
 
   // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
   auto identify = [&](RunPlan& run, const std::string& kind) {
-    std::string canon = plugin.name() + "\n" + request.subcommand + "\n" + kind;
+    run.identity_head = plugin.name() + "\n" + request.subcommand + "\n";
+    std::string canon;
     auto sorted = run.point.values;
     std::sort(sorted.begin(), sorted.end());
     for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
@@ -637,7 +642,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
                (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
                (step.exclusive ? "x" : "") + (step.mpi_program ? "p" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
                (step.settings.empty() ? "" : " settings " + step.settings) + "\n";
-    run.param_hash = fnv1a_hex(canon);
+    run.identity_body = canon;
+    run.param_hash = fnv1a_hex(run.identity_head + kind + canon);
   };
   auto validate = [&](const RunPlan& run) {
     JobSpec probe;
@@ -706,8 +712,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       else run.steps.push_back(step);
     }
     identify(run, "");
-    run.session = filename_safe(session_name(tmpl ? tmpl->session_name : "", request.subcommand == "run" ? plugin.name() : request.subcommand,
-                                             point, varied), 160) + "-" + run.param_hash.substr(0, 8);
+    run.session_stem = filename_safe(session_name(tmpl ? tmpl->session_name : "", request.subcommand == "run" ? plugin.name() : request.subcommand,
+                                                  point, varied), 160);
+    run.session = run.session_stem + "-" + run.param_hash.substr(0, 8);
     validate(run);
     if (sharing) {
       // Consecutive runs that agree on shared_by use one service: a new group starts where a value changes.
@@ -733,14 +740,12 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   });
   if (plan.runs.empty()) throw UserError("every permutation is excluded: nothing to run");
   if (request.settings.repeat > 1) {
-    if (plan.runs.size() * size_t(request.settings.repeat) > size_t(request.settings.max_runs))
-      throw UserError(std::to_string(plan.runs.size()) + " permutations x --repeat=" + std::to_string(request.settings.repeat) +
+    const int most = request.settings.repeat_auto ? std::max(request.settings.repeat, request.settings.max_repeat) : request.settings.repeat;
+    if (plan.runs.size() * size_t(most) > size_t(request.settings.max_runs))
+      throw UserError(std::to_string(plan.runs.size()) + " permutations x " +
+                      (request.settings.repeat_auto ? "--max_repeat=" : "--repeat=") + std::to_string(most) +
                       " exceed --max_runs=" + std::to_string(request.settings.max_runs) + "; narrow the lists or raise --max_runs");
-    plan.runs = repeated_runs(std::move(plan.runs), request.settings, [&](RunPlan& run, int k) {
-      identify(run, k ? "repeat " + std::to_string(k) + "\n" : "");  // repeat 1 is the run without --repeat
-      const std::string base = run.session.substr(0, run.session.rfind('-'));
-      run.session = base + "-r" + std::to_string(k + 1) + "-" + run.param_hash.substr(0, 8);
-    });
+    plan.runs = repeated_runs(std::move(plan.runs), request.settings);
   }
   return plan;
 }

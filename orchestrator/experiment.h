@@ -46,6 +46,11 @@ struct ExperimentSettings {
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
   int repeat = 1;        // runs of every permutation (--repeat), each with its repeat index
   std::string repeat_order = "interleaved";  // interleaved, grouped, random
+  // --repeat=auto: `repeat` (5) runs first, then one more round at a time for the permutations whose across-runs
+  // interval of a figure is still wider than +-precision_pct of its median, up to max_repeat runs each.
+  bool repeat_auto = false;
+  int max_repeat = 30;
+  double precision_pct = 2.0;
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
@@ -97,6 +102,8 @@ struct RunPlan {
   std::vector<StepSpec> steps;
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
   int repeat = 0;    // which of the permutation's --repeat runs (0-based); part of its identity, not a parameter
+  // What the identity hash reads, before and after the kind ("repeat 3"): a later repeat's is made from them.
+  std::string identity_head, identity_body, session_stem;
   const Plugin* plugin = nullptr;  // a service's own plugin when its step names another (ExperimentPlan::step_plugins)
 };
 
@@ -118,6 +125,9 @@ ExperimentRequest parse_experiment_file(const std::filesystem::path& file);
 ExperimentRequest parse_experiment_text(std::string_view toml, const std::filesystem::path& origin);
 // Validates the request against the plugin and expands it. Throws UserError naming the flag or line.
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin);
+
+// Run k (0-based) of the permutation `base` (its repeat 0): the identity and session name --repeat gives it.
+RunPlan repeat_of(const RunPlan& base, int k);
 
 // "--exclude" text: "a=1,b=[2,3]" (all conditions must match to exclude a point).
 Exclusion parse_exclude_flag(const std::string& text, const std::string& origin);

@@ -38,6 +38,7 @@
 #include "schedulers/scheduler.h"
 #include "results/csv_export.h"
 #include "results/run_folder.h"
+#include "results/metric_stats.h"
 #include "results/store.h"
 #include "version.h"
 #include "results/layout.h"
@@ -170,7 +171,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
                   {"plugin_abi", std::to_string(FANOUT_PLUGIN_ABI_VERSION)}};
   // Which of the permutation's --repeat runs: provenance, not a parameter (compare matches the runs across it).
   if (plan.request.settings.repeat > 1)
-    m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + std::to_string(plan.request.settings.repeat);
+    m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + (plan.request.settings.repeat_auto ? std::string("auto") : std::to_string(plan.request.settings.repeat));
   for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;
 }
@@ -500,6 +501,19 @@ class ExperimentSession {
     queue();
     t0_ = monotonic_ns();
     max_parallel_ = st_.max_parallel > 0 ? st_.max_parallel : scheduler_->default_max_parallel();
+    drive();
+    while (st_.repeat_auto && !cancelling_ && add_auto_round() > 0) drive();
+    if (st_.repeat_auto) report_auto_repeats();
+    if (progress_.terminal()) progress_.status(counts(), monotonic_ns(), true);  // the last state stays on screen
+    progress_.end_status();
+    outcome_.interrupted = cancelling_;
+    report();
+    return outcome_;
+  }
+
+ private:
+  // Submits, polls and records until every slot has ended.
+  void drive() {
     while (done_ < slots_.size()) {
       if (opts_.interrupt && *opts_.interrupt && !cancelling_) interrupt();
       bool changed = submit_ready();
@@ -510,14 +524,61 @@ class ExperimentSession {
       check_pending();
       back_off(changed);
     }
-    if (progress_.terminal()) progress_.status(counts(), monotonic_ns(), true);  // the last state stays on screen
-    progress_.end_status();
-    outcome_.interrupted = cancelling_;
-    report();
-    return outcome_;
   }
 
- private:
+  // A permutation as its stored parameters name it (across_runs groups runs so).
+  static std::string parameters_key(const std::vector<std::pair<std::string, std::string>>& params) {
+    std::string key;
+    for (auto& [k, v] : params) key += k + "=" + v + "\n";
+    return key;
+  }
+
+  // --repeat=auto: after the runs so far, one more run (the next repeat index) of every permutation whose
+  // across-runs interval of some figure is wider than +-precision of its median and that has fewer than
+  // max_repeat runs; a round is laid out as the first was, interleaved across permutations. Figures declared
+  // informational (better = none) or setup costs do not hold a permutation back. Returns the runs added.
+  size_t add_auto_round() {
+    std::map<std::string, bool> wide;  // permutation -> some figure still too wide
+    for (const AcrossRuns& f : across_runs(compute_statistics(*db_, st_.exp_name))) {
+      if (f.setup_cost || f.better == "none") continue;
+      const double half = std::max(f.runs.median - f.runs.low, f.runs.high - f.runs.median);
+      bool& w = wide[parameters_key(f.parameters)];
+      w = w || !std::isfinite(half) || half > st_.precision_pct / 100 * std::fabs(f.runs.median);
+    }
+    std::vector<const RunPlan*> round;
+    for (const RunPlan& base : plan_.runs) {
+      if (base.repeat != 0) continue;
+      int& planned = auto_planned_.try_emplace(base.param_hash, st_.repeat).first->second;
+      auto it = wide.find(parameters_key(base.point.values));
+      if (it == wide.end() || !it->second || planned >= st_.max_repeat) continue;  // precise, at the cap, or never completed
+      auto_extra_.push_back(repeat_of(base, planned++));
+      round.push_back(&auto_extra_.back());
+    }
+    if (round.empty()) return 0;
+    log() << "fanout: --repeat=auto: " << round.size() << " permutation(s) not yet within +-" << st_.precision_pct
+          << " %: one more run each\n";
+    enqueue(round);
+    outcome_.runs = slots_.size();
+    return round.size();
+  }
+
+  // What --repeat=auto reached, per permutation (up to 20 named, then counted by runs).
+  void report_auto_repeats() {
+    std::map<int, size_t> by_runs;
+    size_t permutations = 0;
+    for (const RunPlan& base : plan_.runs) {
+      if (base.repeat != 0) continue;
+      const int runs = auto_planned_.count(base.param_hash) ? auto_planned_[base.param_hash] : st_.repeat;
+      ++by_runs[runs];
+      if (++permutations <= 20) log() << "fanout:   " << base.session_stem << ": " << runs << " runs\n";
+    }
+    std::string text;
+    for (auto& [runs, perms] : by_runs) text += (text.empty() ? "" : ", ") + std::to_string(perms) + " permutation(s) at " + std::to_string(runs) + " runs";
+    log() << "fanout: --repeat=auto (precision +-" << st_.precision_pct << " %, at most " << st_.max_repeat << "): " << text;
+    if (by_runs.count(st_.max_repeat)) log() << " (those at " << st_.max_repeat << " reached --max_repeat, perhaps before the precision)";
+    log() << "\n";
+  }
+
   struct Slot {
     const RunPlan* run;
     int attempt;
@@ -659,19 +720,7 @@ class ExperimentSession {
       slots_.push_back(std::move(s));
       active_[sg.job_id] = next_++;
     }
-    for (size_t i = 0; i < todo_.size(); ++i) {
-      const RunPlan& r = *todo_[i];
-      if (r.service < 0) {
-        add_slot(r, 0, -1);
-        continue;
-      }
-      if (i == 0 || todo_[i - 1]->service != r.service) {
-        size_t runs = 1;
-        while (i + runs < todo_.size() && todo_[i + runs]->service == r.service) ++runs;
-        add_service(plan_.services[size_t(r.service)], runs);
-      }
-      add_slot(r, 0, int(groups_.size()) - 1);
-    }
+    enqueue(todo_);
     // Every folder on disk before any job can start. syncfs flushes what this host has written on that
     // filesystem (on a shared $HOME, this host's other writes too): once per experiment, not per run.
     sync_filesystem(outcome_.run_root);
@@ -681,6 +730,23 @@ class ExperimentSession {
          << st_.scheduler;
     if (!groups_.empty()) log() << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
     log() << " -> " << outcome_.run_root.string() << "\n";
+  }
+
+  // Slots for runs in order; consecutive runs of one shared step get one service slot before them.
+  void enqueue(const std::vector<const RunPlan*>& runs) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunPlan& r = *runs[i];
+      if (r.service < 0) {
+        add_slot(r, 0, -1);
+        continue;
+      }
+      if (i == 0 || runs[i - 1]->service != r.service) {
+        size_t n = 1;
+        while (i + n < runs.size() && runs[i + n]->service == r.service) ++n;
+        add_service(plan_.services[size_t(r.service)], n);
+      }
+      add_slot(r, 0, int(groups_.size()) - 1);
+    }
   }
 
   // A slot's folder: private, with its run.toml and job.sh.
@@ -1053,6 +1119,8 @@ class ExperimentSession {
   std::optional<DriverLock> lock_;  // released after the database is closed
   std::optional<ResultsDb> db_;
   std::vector<const RunPlan*> todo_;
+  std::deque<RunPlan> auto_extra_;          // --repeat=auto's further runs (slots point at them)
+  std::map<std::string, int> auto_planned_;  // --repeat=auto: runs planned per permutation (by its repeat 0's hash)
   std::vector<std::pair<const RunPlan*, Straggler>> adopted_;  // jobs of a dead driver, followed instead of resubmitted
   std::deque<Slot> slots_;  // a retry is inserted while others are referenced: a deque keeps them in place
   std::vector<Group> groups_;

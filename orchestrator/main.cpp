@@ -21,10 +21,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "schedulers/scheduler.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
+#include "orchestrator/sequential_compare.h"
 #include "orchestrator/settings.h"
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
@@ -510,6 +512,8 @@ Command compare_command(CLI::App& results) {
     std::string a, b, format = "text", correction = "bh";
     std::vector<std::string> abs_thresholds;
     CompareOptions opts;
+    bool until_decided = false;
+    int max_repeat = 30;
   };
   auto st = std::make_shared<State>();
   cmd->add_option("a", st->a, "baseline experiment folder")->required();
@@ -527,11 +531,29 @@ Command compare_command(CLI::App& results) {
   cmd->add_option("--alpha", st->opts.alpha, "significance of the Mann-Whitney U test on the runs' medians, after --correction")->capture_default_str()->check(CLI::Range(1e-6, 0.5));
   cmd->add_option("--format", st->format, "text (for people: changed figures only), csv or json (every figure)")
       ->capture_default_str()->check(CLI::IsMember({"text", "csv", "json"}));
+  cmd->add_flag("--until-decided,--until_decided", st->until_decided,
+               "run both experiments again (their saved commands, more --repeat runs, in turn) until every figure is decided "
+               "or --max_repeat runs a side; alpha is spent evenly over a fixed schedule of looks");
+  cmd->add_option("--max_repeat", st->max_repeat, "with --until-decided: runs a side at the most")->capture_default_str()->check(CLI::Range(5, 1000));
   return {cmd, [st] {
             for (auto& t : st->abs_thresholds) st->opts.abs_thresholds.push_back(parse_abs_threshold(t));
             st->opts.correction = st->correction == "none" ? Correction::None : st->correction == "holm" ? Correction::Holm : Correction::BenjaminiHochberg;
             check_compare_options(st->opts);
-            auto report = compare_experiments(st->a, st->b, st->opts);
+            auto more = [](const fs::path& exp, int runs) {
+              SavedCommand saved = read_saved_command(exp);
+              const fs::path here = fs::absolute(exp).lexically_normal();
+              set_flag(saved.argv, "--results_dir", here.parent_path().string());
+              set_flag(saved.argv, "--exp_name", here.filename().string());
+              set_flag(saved.argv, "--repeat", std::to_string(runs));
+              saved.argv.push_back("--resume");
+              saved.argv[0] = (self_dir() / "fanout").string();
+              std::cerr << "fanout: --until-decided: " << exp.string() << " to " << runs << " runs of each permutation\n";
+              auto r = run_process(saved.argv, saved.cwd, 365.0 * 86400);
+              if (r.exit_code != 0) std::cerr << r.err;
+              return r.exit_code;
+            };
+            auto report = st->until_decided ? compare_until_decided(st->a, st->b, st->opts, st->max_repeat, more, std::cerr)
+                                            : compare_experiments(st->a, st->b, st->opts);
             // Nothing compared is not "no regression": the experiments share no run (or the metric is absent).
             if (report.rows.empty())
               throw UserError("results compare: no run of " + st->a + " matches one of " + st->b + " (" +

@@ -104,9 +104,33 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(integer("max_parallel", "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)", 0, 0,
                       kMaxParallel, [](ExperimentSettings& st, int64_t v) { st.max_parallel = int(v); }));
   s.push_back(boolean("array", "submit runs as job arrays, one per resource shape (slurm)", [](ExperimentSettings& st, bool v) { st.array = v; }));
-  s.push_back(integer("repeat", "run every permutation this many times, each a run of its own (its repeat index in the run's provenance), "
-                      "so that statistics and compare see what varies between runs", 1, 1, kMaxRepeat,
-                      [](ExperimentSettings& st, int64_t v) { st.repeat = int(v); }));
+  s.push_back({"repeat", "repeat", Kind::Number,
+               "run every permutation this many times, each a run of its own (its repeat index in the run's provenance), so that "
+               "statistics and compare see what varies between runs; auto: 5, then more rounds for the permutations whose "
+               "across-runs interval is still wider than --precision (up to --max_repeat)",
+               "1", [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                 r.settings.repeat_auto = v == "auto";
+                 if (r.settings.repeat_auto) {
+                   r.settings.repeat = 5;
+                   return;
+                 }
+                 auto i = parse_int(v);
+                 if (!i) throw UserError(origin + ": '" + v + "' is not a number of runs or auto");
+                 require_range(origin, *i, 1, kMaxRepeat);
+                 r.settings.repeat = int(*i);
+               }});
+  s.push_back(integer("max_repeat", "with --repeat=auto: runs of a permutation at the most", 30, 5, kMaxRepeat,
+                      [](ExperimentSettings& st, int64_t v) { st.max_repeat = int(v); }));
+  s.push_back({"precision", "precision", Kind::Number,
+               "with --repeat=auto: a permutation is measured enough once every figure's across-runs interval lies within "
+               "+- this percent of its median (e.g. 2 or 2%)",
+               "2", [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                 std::string t = v;
+                 if (!t.empty() && t.back() == '%') t.pop_back();
+                 auto d = parse_double(t);
+                 if (!d || !(*d > 0 && *d <= 100)) throw UserError(origin + ": '" + v + "' is not a percent above 0 and at most 100");
+                 r.settings.precision_pct = *d;
+               }});
   s.push_back(text("repeat_order", "repeat_order", "the order of repeated runs: interleaved (every permutation once, then again: drift "
                    "over time is spread over all), grouped (a permutation's repeats together), random (shuffled, seeded by the experiment's name)",
                    "interleaved", [](ExperimentSettings& st, const std::string& v) { st.repeat_order = v; }, {"interleaved", "grouped", "random"}));
@@ -234,6 +258,10 @@ std::vector<std::string> setting_texts(const DriverSetting& setting, const toml:
       return {*v.value_exact<bool>() ? "true" : "false"};
     case DriverSetting::Kind::Walltime:
       return {v.value_exact<int64_t>() ? std::to_string(*v.value_exact<int64_t>()) : str()};
+    case DriverSetting::Kind::Number:
+      if (auto i = v.value_exact<int64_t>()) return {std::to_string(*i)};
+      if (auto d = v.value_exact<double>()) return {std::to_string(*d)};
+      return {str()};
     case DriverSetting::Kind::List:
       if (auto* items = v.as_array()) {
         std::vector<std::string> out;

@@ -119,6 +119,54 @@ std::map<std::string, std::set<std::string>> machine_values(const fs::path& dir)
 
 }  // namespace
 
+bool decided(const ComparisonRow& row) {
+  if (row.verdict == "unchanged") return row.within_threshold;
+  return row.verdict != "undecided";
+}
+
+void mark_undecided_after(ComparisonReport& r, size_t runs) {
+  for (auto& row : r.rows)
+    if (row.verdict == "unchanged" && !row.within_threshold) {
+      row.verdict = "undecided (neither beyond nor within the threshold after " + std::to_string(runs) + " runs)";
+      --r.unchanged, ++r.undecided, ++r.inconclusive;
+    }
+}
+
+void measure_row(ComparisonRow& r, const std::vector<double>& ma, const std::vector<double>& mb, const CompareOptions& opts) {
+  const RunLevel x = summarize_runs(ma), y = summarize_runs(mb);
+  r.runs_a = x.runs, r.runs_b = y.runs;
+  r.median_a = x.median, r.median_b = y.median;
+  r.ci_a_low = x.low, r.ci_a_high = x.high, r.ci_b_low = y.low, r.ci_b_high = y.high;
+  r.change = y.median - x.median;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.change_pct = x.median != 0 ? r.change / std::fabs(x.median) * 100.0 : nan;
+  r.verdict.clear();
+  if (!std::isfinite(x.median) || !std::isfinite(y.median)) {
+    r.verdict = "undecided (no finite samples)";  // an inf or NaN median has no size to judge
+    return;
+  }
+  r.p_value = r.p_adjusted = mann_whitney_p(ma, mb);
+  r.shift = hodges_lehmann(ma, mb, opts.alpha);
+  const double base = std::fabs(x.median);
+  r.shift_pct = x.median != 0 ? r.shift.estimate / base * 100 : nan;
+  r.shift_pct_low = x.median != 0 ? r.shift.low / base * 100 : nan;
+  r.shift_pct_high = x.median != 0 ? r.shift.high / base * 100 : nan;
+  if (r.runs_a < kMinRuns || r.runs_b < kMinRuns || smallest_p(r.runs_a, r.runs_b) > opts.alpha)
+    r.verdict = "undecided";  // no test of so few runs can reach alpha: saying "unchanged" would be a guess
+}
+
+void judge_row(ComparisonRow& r, double abs_min, const CompareOptions& opts) {
+  // Beyond the thresholds: the percent one where A's median has a size, the absolute one always (0 when none).
+  const bool big = std::fabs(r.change) > abs_min && (r.median_a == 0 || std::fabs(r.change_pct) > opts.threshold_pct);
+  r.within_threshold = r.shift.bounded &&
+      (r.median_a != 0 ? std::fabs(r.shift_pct_low) < opts.threshold_pct && std::fabs(r.shift_pct_high) < opts.threshold_pct
+                       : std::fabs(r.shift.low) < abs_min && std::fabs(r.shift.high) < abs_min);
+  if (!(r.p_adjusted < opts.alpha && big)) r.verdict = "unchanged";
+  else if (r.better == "none") r.verdict = "changed";
+  else if (r.better.empty()) r.verdict = "changed (no direction)";
+  else r.verdict = (r.change > 0) == (r.better == "lower") ? "regression" : "improvement";
+}
+
 int comparison_status(const ComparisonReport& r) { return r.regressions || r.undirected ? 1 : r.undecided ? 3 : 0; }
 
 ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const CompareOptions& opts) {
@@ -157,33 +205,12 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
     for (auto& [k, v] : runs_a.front()->parameters)
       if (std::find(opts.ignore.begin(), opts.ignore.end(), k) == opts.ignore.end()) r.parameters.emplace_back(k, v);
     const std::vector<double> ma = medians(runs_a, r.samples_a), mb = medians(it->second, r.samples_b);
-    const RunLevel x = summarize_runs(ma), y = summarize_runs(mb);
-    r.runs_a = x.runs, r.runs_b = y.runs;
-    r.median_a = x.median, r.median_b = y.median;
-    r.ci_a_low = x.low, r.ci_a_high = x.high, r.ci_b_low = y.low, r.ci_b_high = y.high;
-    r.change = y.median - x.median;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    r.change_pct = x.median != 0 ? r.change / std::fabs(x.median) * 100.0 : nan;
     r.better = declared(it->second);
     if (r.better.empty()) r.better = declared(runs_a);
     r.better_from = r.better.empty() ? "" : "declared";
     if (r.better.empty() && !(r.better = unit_better(r.unit)).empty()) r.better_from = "unit";
-    const bool finite = std::isfinite(x.median) && std::isfinite(y.median);
-    if (finite) {
-      r.p_value = r.p_adjusted = mann_whitney_p(ma, mb);
-      r.shift = hodges_lehmann(ma, mb, opts.alpha);
-      const double base = std::fabs(x.median);
-      r.shift_pct = x.median != 0 ? r.shift.estimate / base * 100 : nan;
-      r.shift_pct_low = x.median != 0 ? r.shift.low / base * 100 : nan;
-      r.shift_pct_high = x.median != 0 ? r.shift.high / base * 100 : nan;
-    }
-    if (!finite) {
-      r.verdict = "undecided (no finite samples)";  // an inf or NaN median has no size to judge
-    } else if (r.runs_a < kMinRuns || r.runs_b < kMinRuns || smallest_p(r.runs_a, r.runs_b) > opts.alpha) {
-      r.verdict = "undecided";  // no test of so few runs can reach alpha: saying "unchanged" would be a guess
-    } else {
-      testable.push_back(report.rows.size());
-    }
+    measure_row(r, ma, mb, opts);
+    if (r.verdict.empty()) testable.push_back(report.rows.size());
     report.rows.push_back(r);
   }
   // Many figures at once: the p-values adjusted together, then each verdict.
@@ -194,13 +221,7 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   for (size_t k = 0; k < testable.size(); ++k) {
     ComparisonRow& r = report.rows[testable[k]];
     r.p_adjusted = adjusted[k];
-    const double abs_min = abs_threshold_for(opts.abs_thresholds, r.metric, r.unit);
-    // Beyond the thresholds: the percent one where A's median has a size, the absolute one always (0 when none).
-    const bool big = std::fabs(r.change) > abs_min && (r.median_a == 0 || std::fabs(r.change_pct) > opts.threshold_pct);
-    if (!(r.p_adjusted < opts.alpha && big)) r.verdict = "unchanged";
-    else if (r.better == "none") r.verdict = "changed";
-    else if (r.better.empty()) r.verdict = "changed (no direction)";
-    else r.verdict = (r.change > 0) == (r.better == "lower") ? "regression" : "improvement";
+    judge_row(r, abs_threshold_for(opts.abs_thresholds, r.metric, r.unit), opts);
   }
   for (auto& r : report.rows) {
     if (r.verdict == "regression") ++report.regressions;
@@ -208,7 +229,7 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
     else if (r.verdict == "unchanged") ++report.unchanged;
     else if (r.verdict == "changed") ++report.informational;
     else if (r.verdict == "changed (no direction)") ++report.undirected;
-    else ++report.undecided, report.not_finite += r.verdict != "undecided";
+    else ++report.undecided, report.not_finite += r.verdict.rfind("undecided (no finite", 0) == 0;
   }
   for (auto& [key, mb] : ib)
     if (!ia.count(key)) ++report.unmatched_b;
@@ -310,8 +331,11 @@ void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std
   if (r.undirected)
     out << ", " << r.undirected << " changed with no direction (fails the gate: declare it, e.g. exec --better=lower, or "
         << "use a unit that says: a time or <x>/s)";
-  if (r.undecided > r.not_finite)
-    out << ", " << r.undecided - r.not_finite << " undecided (too few runs a side to reach alpha, at least " << kMinRuns
+  if (r.inconclusive)
+    out << ", " << r.inconclusive << " undecided after --max_repeat runs a side (neither beyond nor within the threshold: "
+        << "more runs, or a steadier benchmark)";
+  if (r.undecided > r.not_finite + r.inconclusive)
+    out << ", " << r.undecided - r.not_finite - r.inconclusive << " undecided (too few runs a side to reach alpha, at least " << kMinRuns
         << " and 4 a side for 0.05: run both with --repeat=5)";
   if (r.not_finite) out << ", " << r.not_finite << " undecided (a median that is not a finite number has no size)";
   out << ". A verdict needs a change beyond " << opts.threshold_pct << " %";

@@ -54,6 +54,9 @@ struct ComparisonRow {
   double shift_pct = 0, shift_pct_low = 0, shift_pct_high = 0;  // the same against A's median (NaN when it is 0)
   std::string better;       // "lower", "higher", "none", or "" when neither a declaration nor the unit says
   std::string better_from;  // "declared", "unit" or ""
+  // The shift's interval lies inside the thresholds (+-threshold % of A's median, or +-the absolute threshold
+  // from a median of 0): "unchanged" shown, not just not shown changed.
+  bool within_threshold = false;
   // "regression", "improvement", "unchanged", "changed" (declared better = none: for information),
   // "changed (no direction)" (fails the gate: nothing says which way is worse), "undecided" (too few runs),
   // "undecided (no finite samples)" (a median is NaN or infinite).
@@ -63,7 +66,8 @@ struct ComparisonRow {
 struct ComparisonReport {
   std::vector<ComparisonRow> rows;
   size_t regressions = 0, improvements = 0, unchanged = 0, undirected = 0, informational = 0, undecided = 0;
-  size_t not_finite = 0;  // of the undecided: a median that is NaN or infinite
+  size_t not_finite = 0;    // of the undecided: a median that is NaN or infinite
+  size_t inconclusive = 0;  // of the undecided: --until-decided reached its last look
   size_t unmatched_a = 0, unmatched_b = 0;
   size_t tested = 0;  // figures the correction counted
   // Parameters whose values differ between A and B ("sleep_us: A 2000; B 8000"): why runs did not match.
@@ -71,6 +75,21 @@ struct ComparisonReport {
   // Where the runs were made, where A and B differ ("host_cpu_model: A ...; B ..."): printed before the verdicts.
   std::vector<std::string> provenance_differs;
 };
+// One figure's run medians, A's and B's, measured: medians and their intervals, the change, p, the Hodges-Lehmann
+// shift; verdict left empty when the figure can be tested, else "undecided" or "undecided (no finite samples)".
+// r.better must be set. compare_experiments and bench/sequential_alpha's simulation both judge through these two.
+void measure_row(ComparisonRow& r, const std::vector<double>& ma, const std::vector<double>& mb, const CompareOptions& opts);
+// The verdict of a measured, testable figure once r.p_adjusted is set, with the absolute threshold in its unit.
+void judge_row(ComparisonRow& r, double abs_min, const CompareOptions& opts);
+
+// For `compare --until-decided`: a figure is decided once it is beyond the thresholds and significant (any verdict
+// but unchanged and undecided), shown within the thresholds (unchanged with within_threshold), or has no finite
+// median (more runs will not give it one).
+bool decided(const ComparisonRow& row);
+// At the last look of --until-decided: figures "unchanged" but not shown within the thresholds become
+// "undecided (neither beyond nor within the threshold after N runs)".
+void mark_undecided_after(ComparisonReport& r, size_t runs);
+
 // The exit status for a report: 1 on a regression or a change with no direction, 3 when some figure could not be
 // decided, else 0.
 int comparison_status(const ComparisonReport& r);

@@ -48,6 +48,8 @@ struct AcrossRuns {
   std::string role, metric, unit;
   RunLevel runs;
   uint64_t samples = 0;
+  std::string better;       // as its runs declared it ("" when none did)
+  bool setup_cost = false;
 };
 std::vector<AcrossRuns> across_runs(const ExperimentStats& stats);
 

@@ -3,6 +3,7 @@
 // two real sweeps of `fanout exec` on the local launcher, then a real compare, as a CI job runs them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -184,6 +185,87 @@ TEST_F(Verdict, BuiltInPluginsDeclareTheirMetrics) {
   auto t = fanout({"exec", "--exp_name=timed", "--command=/bin/true"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_EQ(test::sql_one(d.path / "results/timed/fanout.sqlite", "SELECT better FROM metric_declarations WHERE metric='wall_time'"), "lower");
+}
+
+// A program whose figure alternates 100, 200, 100, ... from run to run (a counter in the submit folder, one run at a
+// time on the local launcher): its across-runs interval never narrows. FANOUT_SUBMIT_DIR is in every rank's
+// environment.
+const char* kAlternating =
+    "--command=c=$(cat $FANOUT_SUBMIT_DIR/count.{side}.{mode} 2>/dev/null || echo 0); echo $((c + 1)) > $FANOUT_SUBMIT_DIR/count.{side}.{mode}; "
+    "if test {mode} = fixed; then echo v=100; else echo v=$((100 + c % 2 * 100)); fi";
+
+// --repeat=auto: five runs of each permutation, then more only for those whose interval is still wider than
+// --precision, up to --max_repeat; a program of fixed output stops at five, a noisy one runs to the cap.
+TEST_F(Verdict, RepeatAutoAddsRunsOnlyWhereTheIntervalIsWide) {
+  auto r = fanout({"exec", "--exp_name=auto", "--shell=true", kAlternating, "--param", "mode=[fixed,noisy]", "--param", "side=a",
+                   "--parse", "regex:v=(?<value>\\S+)", "--metric=t", "--unit=ms", "--repeat=auto", "--max_repeat=8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path db = d.path / "results/auto/fanout.sqlite";
+  auto runs_of = [&](const std::string& mode) {
+    return test::sql_one(db, "SELECT count(*) FROM runs r JOIN parameters p ON p.run_id = r.id AND p.name = 'mode' WHERE p.value = '" + mode +
+                                 "' AND r.status = 'COMPLETED'");
+  };
+  EXPECT_EQ(runs_of("fixed"), "5") << r.err;
+  EXPECT_EQ(runs_of("noisy"), "8") << r.err;
+  EXPECT_NE(r.err.find("--repeat=auto: 1 permutation(s) not yet within +-2 %: one more run each"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": 8 runs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("reached --max_repeat"), std::string::npos) << r.err;
+  // The repeats are runs of their own, each with its index: 6/auto .. 8/auto for the added ones.
+  EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM provenance WHERE key = 'repeat' AND value = '8/auto'"), "1");
+  // Bad values are refused naming the flag.
+  for (auto bad : {"--repeat=often", "--precision=0", "--max_repeat=2"}) {
+    auto no = fanout({"exec", "--exp_name=bad", "--command=/bin/true", bad});
+    EXPECT_EQ(no.exit_code, 2) << bad;
+    EXPECT_NE(no.err.find(std::string(bad).substr(0, std::string(bad).find('='))), std::string::npos) << no.err;
+  }
+}
+
+// The order of repeated runs: random differs from interleaved, and is the same again for the same experiment name.
+TEST_F(Verdict, RandomRepeatOrderDiffersFromInterleaved) {
+  auto order = [&](const std::string& how) {
+    auto r = fanout({"calibration_sleep", "--exp_name=order", "--sleep_us=[1,2,3,4]", "--repeat=4", "--repeat_order=" + how, "--dry-run"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::string sessions;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("[", 0) == 0) sessions += line.substr(line.find(' ') + 1, line.find(' ', line.find(' ') + 1) - line.find(' ') - 1) + "\n";
+    return sessions;
+  };
+  const std::string interleaved = order("interleaved"), random = order("random");
+  EXPECT_EQ(std::count(interleaved.begin(), interleaved.end(), '\n'), 16);
+  EXPECT_NE(interleaved, random);
+  EXPECT_EQ(random, order("random"));
+  EXPECT_NE(interleaved.find("sleep_us1-r1-"), std::string::npos);
+  EXPECT_LT(interleaved.find("sleep_us4-r1-"), interleaved.find("sleep_us1-r2-")) << "interleaved: every permutation once, then again";
+}
+
+// compare --until-decided runs both experiments' own commands again, in turn, until each figure is decided: a
+// regression found with more runs, an equal pair shown within the threshold, a noisy pair left undecided at the cap.
+TEST_F(Verdict, UntilDecidedRunsBothSidesUntilEachFigureIsDecided) {
+  sweep("slow_a", "100", 3);
+  sweep("slow_b", "150", 3);
+  EXPECT_EQ(compare("slow_a", "slow_b").exit_code, 3) << "three runs a side decide nothing";
+  auto r = compare("slow_a", "slow_b", {"--until-decided", "--max_repeat=10"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("regression"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("looks at 3 point(s) up to 10 runs a side, alpha 0.05 spent evenly: 0.0166667 each"), std::string::npos) << r.err;
+  EXPECT_EQ(test::sql_one(d.path / "results/slow_a/fanout.sqlite", "SELECT count(*) FROM runs WHERE status = 'COMPLETED'"), "5")
+      << "one look at 5 runs a side decided it";
+  EXPECT_EQ(test::sql_one(d.path / "results/slow_b/fanout.sqlite", "SELECT count(*) FROM runs WHERE status = 'COMPLETED'"), "5");
+  sweep("same_a", "100", 5);
+  sweep("same_b", "100", 5);
+  auto same = compare("same_a", "same_b", {"--until-decided"});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_NE(same.err.find("1 of 1 figure(s) decided"), std::string::npos) << same.err;
+  for (auto side : {"a", "b"}) {
+    auto n = fanout({"exec", std::string("--exp_name=noisy_") + side, "--shell=true", kAlternating, "--param", "mode=noisy", "--param",
+                     std::string("side=") + side, "--parse", "regex:v=(?<value>\\S+)", "--metric=t", "--unit=ms", "--repeat=5"});
+    ASSERT_EQ(n.exit_code, 0) << n.err;
+  }
+  auto noisy = fanout({"results", "compare", "results/noisy_a", "results/noisy_b", "--ignore=side", "--until-decided", "--max_repeat=7"});
+  EXPECT_EQ(noisy.exit_code, 3) << noisy.out << noisy.err;
+  EXPECT_NE(noisy.out.find("undecided (neither beyond nor within the threshold after 7 runs)"), std::string::npos) << noisy.out;
+  EXPECT_EQ(test::sql_one(d.path / "results/noisy_b/fanout.sqlite", "SELECT count(*) FROM runs WHERE status = 'COMPLETED'"), "7");
 }
 
 }  // namespace
