@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # How often `fanout results compare` cries wolf, and how often it catches a real slowdown, on this machine's own
-# noise (issue 40). PAIRS pairs of calibration sweeps, each side --repeat=5 runs, sleep (2000 us per iteration)
-# and copy (1 MiB per iteration), compared with the default threshold (5 %) and alpha (0.05):
-#   identical: both sides the same command        -> "false regressions" (goal: 0 of PAIRS, at most 1)
+# noise (issues 40, 50). PAIRS pairs of calibration sweeps, each side --repeat=5 runs and again --repeat=auto (5,
+# then more runs where the across-runs interval is wider than +-2 %, at most 30), sleep (2000 us per iteration) and
+# copy (1 MiB per iteration), compared with the default threshold (5 %), alpha (0.05) and correction:
+#   identical: both sides the same command        -> "false regressions" (goal: at most 1 of PAIRS)
 #   planted 5 % and 10 %: B sleeps 2100 / 2200 us, copies 1.05 / 1.10 MiB -> "detected" (goal >= 19/20 at 10 %)
-# Each pair's two sweeps run back to back, so what drifts on the machine between them is part of the noise.
-#   bench/compare_power.sh [build dir]     PAIRS=20 (QUICK=1: 3)
+# and how many runs a side --repeat=auto took. Each pair's sweeps run back to back, so what drifts on the machine
+# between them is part of the noise.
+#   bench/compare_power.sh [build dir]     PAIRS=20 (QUICK=1: 3), MODES="5 auto"
 set -euo pipefail
 build=$(readlink -f "${1:-build}")
 [ -x "$build/fanout" ] || { echo "compare_power: $build/fanout not found (build first)" >&2; exit 2; }
@@ -15,10 +17,12 @@ work=$(mktemp -d /tmp/fanout-compare-power-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-sweep() {  # name sleep_us copy_bytes
-  "$build/fanout" calibration_sleep --exp_name="$1_sleep" --sleep_us="$2" --iterations=20 --warmup=2 --repeat=5 --status_interval=0 >/dev/null 2>&1
-  "$build/fanout" calibration_copy --exp_name="$1_copy" --copy_bytes="$3" --iterations=20 --warmup=2 --repeat=5 --status_interval=0 >/dev/null 2>&1
+modes=${MODES:-5 auto}
+sweep() {  # name sleep_us copy_bytes repeat
+  "$build/fanout" calibration_sleep --exp_name="$1_sleep" --sleep_us="$2" --iterations=20 --warmup=2 --repeat="$4" --status_interval=0 >/dev/null 2>&1
+  "$build/fanout" calibration_copy --exp_name="$1_copy" --copy_bytes="$3" --iterations=20 --warmup=2 --repeat="$4" --status_interval=0 >/dev/null 2>&1
 }
+runs_of() { sqlite3 "results/$1/fanout.sqlite" "SELECT count(*) FROM runs WHERE status='COMPLETED'"; }
 # The verdict on one pair: 1 when compare names a regression of the metric, else 0 (exit 3, undecided, is a
 # failure of the bench: five runs a side always decide).
 regressed() {  # a b metric ignored-parameter
@@ -31,27 +35,38 @@ regressed() {  # a b metric ignored-parameter
   esac
 }
 
-declare -A count=()
+declare -A count=() runs=()
 for i in $(seq "$pairs"); do
-  echo "compare_power: pair $i/$pairs" >&2
-  sweep "a$i" 2000 1048576
-  sweep "b$i" 2000 1048576
-  sweep "c$i" 2100 1101005   # +5 %
-  sweep "d$i" 2200 1153434   # +10 %
-  for m in sleep copy; do
-    param=$([ $m = sleep ] && echo sleep_us || echo copy_bytes)
-    count[false_$m]=$(( ${count[false_$m]:-0} + $(regressed "a${i}_$m" "b${i}_$m" $m $param) ))
-    count[p5_$m]=$(( ${count[p5_$m]:-0} + $(regressed "a${i}_$m" "c${i}_$m" $m $param) ))
-    count[p10_$m]=$(( ${count[p10_$m]:-0} + $(regressed "a${i}_$m" "d${i}_$m" $m $param) ))
+  for mode in $modes; do
+    echo "compare_power: pair $i/$pairs, --repeat=$mode" >&2
+    t=r$mode
+    sweep "${t}a$i" 2000 1048576 "$mode"
+    sweep "${t}b$i" 2000 1048576 "$mode"
+    sweep "${t}c$i" 2100 1101005 "$mode"  # +5 %
+    sweep "${t}d$i" 2200 1153434 "$mode"  # +10 %
+    for m in sleep copy; do
+      param=$([ $m = sleep ] && echo sleep_us || echo copy_bytes)
+      count[false_${m}_$mode]=$(( ${count[false_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}b${i}_$m" $m $param) ))
+      count[p5_${m}_$mode]=$(( ${count[p5_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}c${i}_$m" $m $param) ))
+      count[p10_${m}_$mode]=$(( ${count[p10_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}d${i}_$m" $m $param) ))
+      for side in a b c d; do runs[${m}_$mode]=$(( ${runs[${m}_$mode]:-0} + $(runs_of "${t}${side}${i}_$m") )); done
+    done
   done
 done
 
-printf '%-44s %8s %8s\n' "compare, $pairs pairs, --repeat=5 a side" sleep copy
-printf '%-44s %8s %8s\n' "identical sweeps: false regressions" "${count[false_sleep]}/$pairs" "${count[false_copy]}/$pairs"
-printf '%-44s %8s %8s\n' "planted 5 % slowdown: detected" "${count[p5_sleep]}/$pairs" "${count[p5_copy]}/$pairs"
-printf '%-44s %8s %8s\n' "planted 10 % slowdown: detected" "${count[p10_sleep]}/$pairs" "${count[p10_copy]}/$pairs"
-for m in sleep copy; do
-  figure "false_regressions_$m" "$(awk -v c="${count[false_$m]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
-  figure "detected_5pct_$m" "$(awk -v c="${count[p5_$m]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
-  figure "detected_10pct_$m" "$(awk -v c="${count[p10_$m]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
+for mode in $modes; do
+  printf '%-48s %8s %8s\n' "compare, $pairs pairs, --repeat=$mode a side" sleep copy
+  printf '%-48s %8s %8s\n' "identical sweeps: false regressions" "${count[false_sleep_$mode]}/$pairs" "${count[false_copy_$mode]}/$pairs"
+  printf '%-48s %8s %8s\n' "planted 5 % slowdown: detected" "${count[p5_sleep_$mode]}/$pairs" "${count[p5_copy_$mode]}/$pairs"
+  printf '%-48s %8s %8s\n' "planted 10 % slowdown: detected" "${count[p10_sleep_$mode]}/$pairs" "${count[p10_copy_$mode]}/$pairs"
+  printf '%-48s %8s %8s\n' "runs a side (mean)" "$(awk -v r="${runs[sleep_$mode]}" -v n="$pairs" 'BEGIN { printf "%.1f", r / (4 * n) }')" \
+    "$(awk -v r="${runs[copy_$mode]}" -v n="$pairs" 'BEGIN { printf "%.1f", r / (4 * n) }')"
+  # Figures keep their names for --repeat=5 (history); --repeat=auto's carry _auto.
+  suffix=$([ "$mode" = 5 ] && echo "" || echo "_$mode")
+  for m in sleep copy; do
+    figure "false_regressions_$m$suffix" "$(awk -v c="${count[false_${m}_$mode]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
+    figure "detected_5pct_$m$suffix" "$(awk -v c="${count[p5_${m}_$mode]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
+    figure "detected_10pct_$m$suffix" "$(awk -v c="${count[p10_${m}_$mode]}" -v n="$pairs" 'BEGIN { print c / n }')" fraction
+    figure "runs_per_side_$m$suffix" "$(awk -v r="${runs[${m}_$mode]}" -v n="$pairs" 'BEGIN { print r / (4 * n) }')" runs
+  done
 done
