@@ -13,7 +13,7 @@
 namespace fanout {
 
 struct DriverSetting {
-  enum class Kind { Text, Int, Bool, Walltime, List, Number };  // Number: an integer, a float or a word ("auto")
+  enum class Kind { Text, Int, Bool, Walltime, List, Number };  // Number: an integer, a float or a word (--repeat's auto)
   std::string name;      // the flag, without dashes
   std::string file_key;  // the key in an experiment file's [experiment] table
   Kind kind;

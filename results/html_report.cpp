@@ -82,16 +82,16 @@ void varied_cells(const ExperimentStats& exp, const std::vector<std::pair<std::s
 }
 
 // The first screen's table: one row per run, its varied parameters, and the medians of up to six metrics (those
-// sampled many times first, then those recorded once per rank), each in its column's display unit.
+// the study measures first, then the setup costs their plugins declared), each in its column's display unit.
 void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups, std::ostream& h) {
   constexpr size_t kMaxRows = 30, kMaxMetrics = 6;
   std::vector<std::pair<const MetricGroups::key_type*, DisplayUnit>> cols;
-  // Metrics sampled many times first (what the study measures), then those recorded once per rank.
+  // What the study measures first, then declared setup costs.
   std::vector<const MetricGroups::value_type*> order;
   for (auto& g : groups)
-    if (!recorded_once_per_rank(g.second)) order.push_back(&g);
+    if (!declared_setup_cost(g.second)) order.push_back(&g);
   for (auto& g : groups)
-    if (recorded_once_per_rank(g.second)) order.push_back(&g);
+    if (declared_setup_cost(g.second)) order.push_back(&g);
   for (auto* g : order) {
     const auto& [key, rows] = *g;
     if (cols.size() == kMaxMetrics) break;
@@ -150,12 +150,12 @@ void write_across_runs_table(const ExperimentStats& exp, std::ostream& h) {
   if (rows.size() > kMaxRows) h << "<p>" << rows.size() - kMaxRows << " more: csv/across_runs.csv.</p>\n";
 }
 
-// Metrics each rank records once (setup costs, per-rank totals): one row per run and metric, its varied parameters, the
+// Declared setup costs: one row per run and metric, its varied parameters, the
 // ranks, and the median and slowest rank in the metric's display unit. False when there are none.
 bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, const char* id, const char* title, const char* note, std::ostream& h) {
   bool any = false;
   for (auto& [key, rows] : groups) {
-    if (!recorded_once_per_rank(rows)) continue;
+    if (!declared_setup_cost(rows)) continue;
     if (!any) {
       h << "<h2 id=\"" << id << "\">" << title << "</h2>\n<p>" << note << "</p>\n<table class=\"setup\"><tr><th class=\"l\">metric</th>";
       for (auto& v : exp.varied) h << "<th>" << html_escape(v) << "</th>";
@@ -207,14 +207,14 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   const Section sections[] = {
       {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them; aggregate bandwidth where a size was varied"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
-      {Plot::Section::Bookkeeping, "bookkeeping", "Recorded once per rank", "metrics each rank records once (setup costs such as rendezvous and database start, and per-rank totals): a table, one row per run; their distributions where a run has 8 ranks or more"}};
+      {Plot::Section::Bookkeeping, "bookkeeping", "Setup costs", "costs paid once per run that their plugin declared so (rendezvous, database start): a table, one row per run; their distributions where a run has 8 ranks or more"}};
   MetricGroups groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
   write_medians_table(exp, groups, h);
   write_across_runs_table(exp, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
-  const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return recorded_once_per_rank(g.second); });
+  const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return declared_setup_cost(g.second); });
   for (auto& sec : sections)
     if ((sec.kind == Plot::Section::Bookkeeping && setup_costs) ||
         std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))

@@ -98,8 +98,8 @@ std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
   return out;
 }
 
-bool recorded_once_per_rank(const std::vector<const MetricStats*>& group) {
-  return std::all_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count <= size_t(std::max(1, m->ranks)); });
+bool declared_setup_cost(const std::vector<const MetricStats*>& group) {
+  return std::any_of(group.begin(), group.end(), [](const MetricStats* m) { return m->setup_cost; });
 }
 
 std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except) {

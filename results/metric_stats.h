@@ -53,9 +53,10 @@ struct AcrossRuns {
 };
 std::vector<AcrossRuns> across_runs(const ExperimentStats& stats);
 
-// A setup cost (rendezvous, database start): every run's ranks recorded the metric once. Such a group is shown as
-// a table, not as distributions.
-bool recorded_once_per_rank(const std::vector<const MetricStats*>& group);
+// A setup cost (rendezvous, database start): its plugin declared it so (FANOUT_SETUP_METRIC). Such a group is shown
+// as a table, not as distributions, and has no reference. One sample per rank is no reason: a program run once per
+// rank prints one figure, and that figure is the point of the sweep.
+bool declared_setup_cost(const std::vector<const MetricStats*>& group);
 
 // "param=value, ..." of the varied parameters except `except` (a series label), or "all runs".
 std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except = "");

@@ -300,7 +300,7 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   }
   fs::create_directories(dir);
   for (auto& [key, group] : by_metric(exp)) {
-    if (recorded_once_per_rank(group)) {
+    if (declared_setup_cost(group)) {
       // One sample per rank (setup costs, per-rank totals): a table in the report; their distribution only where
       // a run has ranks enough to have one (a violin of one or two points says nothing).
       const bool many = std::any_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count >= 8; });

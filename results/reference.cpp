@@ -181,10 +181,11 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
   };
   std::ostringstream out;
   out << "# References from " << exp_dir.string() << ": each figure's median across its runs (of each run's median), +-"
-      << tolerance * 100 << " %.\n# Setup costs recorded once per rank (rendezvous, database start) are left out: they vary more than a figure.\n";
+      << tolerance * 100 << " %.\n# Setup costs its plugin declared (rendezvous, database start) are left out: they vary more than a figure.\n";
+  size_t written = 0;
   for (auto& key : order) {
     const auto& runs = points[key];
-    if (recorded_once_per_rank(runs)) continue;
+    if (declared_setup_cost(runs)) continue;
     std::vector<double> medians;
     for (auto* m : runs) medians.push_back(m->summary.median);
     const double v = summarize_runs(medians).median;
@@ -194,7 +195,13 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
     out << "\n[[reference]]\nrole = " << quoted(runs.front()->role) << "\nmetric = " << quoted(runs.front()->metric)
         << (params.empty() ? "" : "\nparameters = { " + params + " }") << "\nstatistic = \"median\"\nvalue = " << number(v)
         << "\nunit = " << quoted(runs.front()->unit) << "\nlower = " << number(-tolerance) << "\nupper = " << number(tolerance) << "\n";
+    ++written;
   }
+  // A file of comments only would be refused by the check that reads it: nothing is written, and the user is told why.
+  if (written == 0)
+    throw UserError("--write-reference: " + exp_dir.string() + " has no figure to hold to a reference (" +
+                    (stats.stats.empty() ? std::string("no completed run with samples") : "only setup costs its plugin declared") +
+                    "); " + file.string() + " was not written");
   write_file_atomic(file, out.str(), 0644);
 }
 

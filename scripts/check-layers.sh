@@ -24,7 +24,8 @@ orchestrator: common results rendezvous host launchers schedulers plugins/sdk
 if [ "${1:-}" = --table ]; then printf '%s' "$ALLOW" | sed '/^$/d'; exit 0; fi
 cd "${1:-.}"
 backends='"(slurm|pbs|sge|local|auto|srun|mpirun|mpiexec|qsub|sbatch)"'
-named=$(grep -nE "$backends" orchestrator/*.h orchestrator/*.cpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' || true)
+# "auto" is also --repeat=auto's word (a number of runs, not a backend): lines about repeats are not backend names.
+named=$(grep -nE "$backends" orchestrator/*.h orchestrator/*.cpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' | grep -viE 'repeat' || true)
 if [ -n "$named" ]; then
   echo "orchestrator names a backend (answer it behind the Scheduler seam or a registry):" >&2
   echo "$named" >&2

@@ -580,3 +580,26 @@ TEST(Reference, WrittenFromAResultAndChecked) {
   EXPECT_EQ(broken.exit_code, 2);
   EXPECT_NE(broken.err.find("broken.toml:1: lower must be <= 0"), std::string::npos) << broken.err;
 }
+
+// Issue 51: references from any experiment. An exec sweep whose runs print one figure each (one sample per run) is
+// held to references like any (run-level medians across its repeats); an experiment with nothing to hold writes no
+// file and says why, exit 2, instead of a file of comments that check then refuses.
+TEST(Reference, RunsOfOneSampleAreFiguresAndNothingIsNeverWritten) {
+  test::TempDir d;
+  ASSERT_EQ(run(d, {"exec", "--exp_name=one", "--command=/bin/echo t={n}", "--param", "n=[10,20]", "--parse", "regex:t=(?<value>\\d+)",
+                    "--metric=t", "--unit=ms", "--repeat=3"}).exit_code, 0);
+  auto wrote = run(d, {"results", "check", "results/one", "--write-reference=ref.toml"});
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  const std::string ref = read_file(d.path / "ref.toml");
+  EXPECT_EQ(std::count(ref.begin(), ref.end(), '['), 4) << ref << ": two [[reference]] tables, one per n";
+  EXPECT_NE(ref.find("value = 20.0"), std::string::npos) << ref;
+  auto ok = run(d, {"results", "check", "results/one", "--reference=ref.toml"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("of 3 run(s)"), std::string::npos) << ok.out;
+  // Only failed runs: no figure at all.
+  ASSERT_NE(run(d, {"exec", "--exp_name=none", "--command=/bin/false"}).exit_code, 0);
+  auto empty = run(d, {"results", "check", "results/none", "--write-reference=empty.toml"});
+  EXPECT_EQ(empty.exit_code, 2) << empty.out;
+  EXPECT_NE(empty.err.find("has no figure to hold to a reference"), std::string::npos) << empty.err;
+  EXPECT_FALSE(fs::exists(d.path / "empty.toml"));
+}

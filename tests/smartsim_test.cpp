@@ -25,6 +25,7 @@
 #include "tests/redis_test_server.h"
 #include "plugins/smartsim/tensor_client.h"
 #include "plugins/smartsim/tensor_wire.h"
+#include "plugins/sdk/fanout_plugin.h"
 #include "tests/test_util.h"
 
 using namespace smartsim;
@@ -646,11 +647,14 @@ TEST(ThroughputSweep, ThePasswordIsOnNoCommandLineWhileTheSweepRuns) {
     std::error_code ec;
     for (auto& e : fs::recursive_directory_iterator(d.path / "results", ec))
       if (e.path().filename() == "smartsim.password") password_file = e.path();
-    return !password_file.empty();
+    // The service's `ready` (fanout_plugin.h): its server answers. Waiting for the password alone and stopping the
+    // driver then could stop the rendezvous the database rank still needed before it started its server (seen
+    // under a loaded ctest -j2: no server in 60 s).
+    return !password_file.empty() && fs::exists(password_file.parent_path() / FANOUT_SERVICE_READY_FILE);
   }, 60)) << fanout::read_file(d.path / "err.txt");
-  // The database's rank writes the password before it starts its server, and only the driver stops the server:
-  // with the driver stopped now, the server comes up and stays up while every command line is read, however
-  // fast or slow the machine (event-driven; the sweep could end between two scans before). Resumed afterwards.
+  // The database is ready, and only the driver stops its server: with the driver stopped now, the server stays up
+  // while every command line is read, however fast or slow the machine (event-driven; the sweep could end between
+  // two scans before). Resumed afterwards.
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
   struct Resume {
     pid_t pid;
@@ -660,7 +664,8 @@ TEST(ThroughputSweep, ThePasswordIsOnNoCommandLineWhileTheSweepRuns) {
   ASSERT_TRUE(test::wait_for([&] {
     auto all = cmdlines();
     servers = std::count_if(all.begin(), all.end(), [&](const std::string& c) {
-      return c.find("redis-server") != std::string::npos && c.find(d.path.string()) != std::string::npos;
+      // redis-server retitles itself "redis-server <addr>:<port>" once it runs: the sweep's own port names it.
+      return c.find("redis-server") != std::string::npos && c.find(":" + std::to_string(base_port() + 35)) != std::string::npos;
     });
     seen = all.size();
     return servers > 0;
