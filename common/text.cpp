@@ -211,6 +211,100 @@ int toml_deep_key_line(std::string_view text, size_t max_parts) {
   return 0;
 }
 
+// TOML allows non-ASCII only inside strings and comments. Debian 12's toml++ 3.3.0 reaches
+// __builtin_unreachable when it tests most non-ASCII characters for whitespace (upstream tomlplusplus issues
+// 190 and 295), so such a character is refused here, with its line, before toml++ sees it wherever toml++
+// would test it: outside strings and comments; after a backslash (and whitespace) in a basic string;
+// and anywhere in what toml++ scans as a number or date (a value starting with a digit or sign, up to the next
+// whitespace, ']', '}', ',' or '#', quotes included: `x = 1'é'`). Found by tests/fuzz/experiment_fuzz.cpp.
+// Values start after '=' and inside arrays; keys (`a1."é" = 1`) are never scanned as numbers.
+void refuse_non_ascii_outside_strings(std::string_view t, const std::string& file) {
+  enum class In { Code, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Code;
+  int line = 1;
+  bool trimming = false;  // after a line-ending backslash in a multi-line basic string
+  size_t scanned_to = 0;    // end of the last number-like run checked (keeps the check linear)
+  bool value_next = false;  // the next code character starts a value (after '=', or in an array)
+  std::vector<char> nest;   // open arrays '[' and inline tables '{' of the current value
+  auto starts = [&](size_t i, std::string_view s) { return t.substr(i, s.size()) == s; };
+  auto refuse = [&](int at_line) {
+    throw UserError(file + ":" + std::to_string(at_line) + ": a non-ASCII character outside a string or comment");
+  };
+  auto ends_value = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ']' || c == '}' || c == ',' || c == '#'; };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    if (c == '\n') ++line;
+    if (c >= 0x80 && (in == In::Code || trimming)) refuse(line);
+    // The character after a backslash in a basic string: toml++ tests it for whitespace (and TOML escapes
+    // are ASCII letters anyway).
+    if (c == '\\' && (in == In::Basic || in == In::MultiBasic) && i + 1 < t.size() && static_cast<unsigned char>(t[i + 1]) >= 0x80)
+      refuse(line);
+    if (in == In::Code && c != ' ' && c != '\t' && c != '\r') {
+      const bool in_array = !nest.empty() && nest.back() == '[';
+      if (c == '\n') {
+        value_next = value_next && !nest.empty();
+      } else if (c == '=') {
+        value_next = true;
+      } else if (c == '[' || c == '{') {
+        if (value_next) nest.push_back(char(c));  // else a table header
+        value_next = value_next && c == '[';
+      } else if (c == ']' || c == '}') {
+        if (!nest.empty() && nest.back() == (c == ']' ? '[' : '{')) nest.pop_back();
+        value_next = false;
+      } else if (c == ',') {
+        value_next = in_array;
+      } else if (c != '#') {
+        if (value_next && i >= scanned_to && ((c >= '0' && c <= '9') || c == '+' || c == '-')) {
+          size_t j = i + 1;
+          for (; j < t.size() && !ends_value(t[j]); ++j)
+            if (static_cast<unsigned char>(t[j]) >= 0x80) refuse(line);
+          scanned_to = j;
+        }
+        value_next = false;
+      }
+    }
+    if (in == In::Comment && c == '\n') value_next = value_next && !nest.empty();
+    switch (in) {
+      case In::Code:
+        if (c == '#') in = In::Comment;
+        else if (starts(i, "\"\"\"")) in = In::MultiBasic, i += 2;
+        else if (starts(i, "'''")) in = In::MultiLiteral, i += 2;
+        else if (c == '"') in = In::Basic;
+        else if (c == '\'') in = In::Literal;
+        break;
+      case In::Comment:
+        if (c == '\n') in = In::Code;
+        break;
+      case In::Basic:
+        if (c == '\\') ++i;
+        else if (c == '"' || c == '\n') in = In::Code;
+        break;
+      case In::Literal:
+        if (c == '\'' || c == '\n') in = In::Code;
+        break;
+      case In::MultiBasic:
+        if (trimming && c != ' ' && c != '\t' && c != '\n' && c != '\r') trimming = false;
+        if (c == '\\') {
+          // A backslash before whitespace: toml++ skips the whitespace (and line breaks) and tests the next
+          // character; any other backslash escapes the character after it.
+          const char next = i + 1 < t.size() ? t[i + 1] : '\0';
+          if (next == ' ' || next == '\t' || next == '\r' || next == '\n') trimming = true;
+          else ++i;
+        } else if (starts(i, "\"\"\"")) {
+          in = In::Code, i += 2;
+          while (i + 1 < t.size() && t[i + 1] == '"') ++i;  // up to two quotes may end the content
+        }
+        break;
+      case In::MultiLiteral:
+        if (starts(i, "'''")) {
+          in = In::Code, i += 2;
+          while (i + 1 < t.size() && t[i + 1] == '\'') ++i;
+        }
+        break;
+    }
+  }
+}
+
+
 void refuse_deep_toml_keys(std::string_view text, const std::string& file) {
   if (const int line = toml_deep_key_line(text)) throw UserError(file + ":" + std::to_string(line) + ": a dotted key of more than 128 parts");
 }

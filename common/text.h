@@ -43,6 +43,11 @@ bool natural_less(std::string_view a, std::string_view b);
 int toml_deep_key_line(std::string_view text, size_t max_parts = 128);
 // UserError "<file>:<line>: a dotted key of more than 128 parts" when the text holds one: every TOML input's check.
 void refuse_deep_toml_keys(std::string_view text, const std::string& file);
+// Debian 12's toml++ 3.3.0 reaches __builtin_unreachable on most non-ASCII characters where it tests for whitespace
+// (upstream tomlplusplus issues 190 and 295): UserError "<file>:<line>: a non-ASCII character outside a string or
+// comment" before toml++ sees one there. Every TOML reader calls it (experiment files, site profiles, run.toml,
+// reference files, saved commands).
+void refuse_non_ascii_outside_strings(std::string_view text, const std::string& file);
 struct NaturalLess {
   bool operator()(std::string_view a, std::string_view b) const { return natural_less(a, b); }
 };

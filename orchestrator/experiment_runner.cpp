@@ -306,6 +306,7 @@ SavedCommand read_saved_command(const fs::path& exp_dir) {
   if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made by a fanout older than the resume command)");
   toml::table t;
   const std::string text = read_input_file(file, 1 << 20);
+  refuse_non_ascii_outside_strings(text, file.string());
   refuse_deep_toml_keys(text, file.string());
   try {
     t = toml::parse(text, file.string());

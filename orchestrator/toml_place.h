@@ -20,6 +20,7 @@ inline std::string toml_at(const std::filesystem::path& file, const toml::node& 
 
 // The document in `text`; a syntax error is a UserError naming file:line.
 inline toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
+  refuse_non_ascii_outside_strings(text, file.string());
   refuse_deep_toml_keys(text, file.string());
   try {
     return toml::parse(text, file.string());

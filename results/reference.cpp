@@ -49,6 +49,8 @@ std::string value_text(const toml::node& v) {
 
 std::vector<Reference> read_references(const fs::path& file) {
   const std::string text = read_file(file);
+  refuse_non_ascii_outside_strings(text, file.string());
+  refuse_deep_toml_keys(text, file.string());
   toml::table root;
   try {
     root = toml::parse(text, file.string());
@@ -66,8 +68,9 @@ std::vector<Reference> read_references(const fs::path& file) {
     r.origin = at;
     for (auto& [k, v] : *t) {
       const std::string key(k.str()), where = file.string() + ":" + std::to_string(v.source().begin.line) + ": " + key;
+      const toml::node& value = v;  // a structured binding cannot be captured before C++20 (clang refuses it)
       auto number = [&] {
-        auto d = v.value<double>();
+        auto d = value.value<double>();
         if (!d || !std::isfinite(*d)) throw UserError(where + " must be a number");
         return *d;
       };

@@ -66,6 +66,7 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
   toml::table root;
   const std::string text = read_input_file(file, kMaxRunMetadataBytes);
+  refuse_non_ascii_outside_strings(text, file.string());
   refuse_deep_toml_keys(text, file.string());
   try {
     root = toml::parse(text, file.string());
