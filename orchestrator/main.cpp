@@ -31,6 +31,8 @@
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
 #include "results/compare.h"
+#include "results/metric_stats.h"
+#include "results/models.h"
 #include "results/reference.h"
 #include "results/csv_export.h"
 #include "results/figures.h"
@@ -566,6 +568,34 @@ Command compare_command(CLI::App& results) {
           }};
 }
 
+Command model_command(CLI::App& results) {
+  auto* cmd = results.add_subcommand("model", "fit scaling models of each figure against what was swept (Extra-P's performance model "
+                                               "normal form, chosen by cross-validation): time(size) = c0 + c1 * size^i * log2(size)^j");
+  struct State {
+    std::string dir, format = "text", predict;
+    ModelOptions opts;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("dir", st->dir, "experiment folder")->required();
+  cmd->add_option("--metric", st->opts.metrics, "model only this metric (repeatable)");
+  cmd->add_option("--param", st->opts.params, "model only against this parameter (repeatable)");
+  cmd->add_option("--predict", st->predict, "evaluate each model at PARAM=VALUE[,PARAM=VALUE] (outside the data: said to be an extrapolation)");
+  cmd->add_option("--format", st->format, "text, csv or json")->capture_default_str()->check(CLI::IsMember({"text", "csv", "json"}));
+  return {cmd, [st] {
+            std::optional<Prediction> predict;
+            if (!st->predict.empty()) predict = parse_prediction(st->predict);
+            const ExperimentStats stats = load_experiment_stats(st->dir);
+            const auto models = experiment_models(stats, st->opts);
+            if (models.empty())
+              throw UserError("results model: " + st->dir + " varies no numeric parameter" +
+                              (st->opts.params.empty() && st->opts.metrics.empty() ? std::string() : " among those asked (--param, --metric)") +
+                              " (varied: " + (stats.varied.empty() ? std::string("none") : join(stats.varied, ", ")) + ")");
+            if (st->format == "text") print_models(models, predict, std::cout);
+            else write_models(models, st->format, std::cout);
+            return 0;
+          }};
+}
+
 Command check_command(CLI::App& results) {
   auto* cmd = results.add_subcommand("check", "check an experiment's figures against reference values (ReFrame-style: value, lower and upper "
                                                "tolerance); exit 1 on any failure");
@@ -764,7 +794,8 @@ int drive(int argc, char** argv) {
   std::vector<Command> commands = {plugins_command(app, scan), run_command(app, inv)};
   auto* results = app.add_subcommand("results", "work with stored results");
   results->require_subcommand(1);
-  for (auto* make : {csv_command, ingest_command, compare_command, check_command, export_command, record_command}) commands.push_back(make(*results));
+  for (auto* make : {csv_command, ingest_command, compare_command, model_command, check_command, export_command, record_command})
+    commands.push_back(make(*results));
   commands.push_back(ls_command(app));
   commands.push_back(site_command(app));
   commands.push_back(resume_command(app));

@@ -14,6 +14,7 @@
 #include "results/csv_export.h"
 #include "results/display_unit.h"
 #include "results/metric_stats.h"
+#include "results/models.h"
 #include "results/store.h"
 #include "results/layout.h"
 #include "results/statistics.h"
@@ -132,6 +133,41 @@ void mark_undecided_after(ComparisonReport& r, size_t runs) {
     }
 }
 
+namespace {
+
+// The same figure's scaling model on both sides: a change of its term (the growth), judged by its direction.
+void compare_models(const ExperimentStats& sa, const ExperimentStats& sb, const CompareOptions& opts, ComparisonReport& report) {
+  ModelOptions mo;
+  mo.metrics = opts.metrics;
+  const auto ma = experiment_models(sa, mo), mb = experiment_models(sb, mo);
+  std::map<std::string, std::string> better;  // metric -> declared direction, from either side's runs
+  for (auto* s : {&sb, &sa})
+    for (auto& m : s->stats)
+      if (!m.better.empty() && !better.count(m.metric)) better[m.metric] = m.better;
+  for (auto& a : ma) {
+    if (a.two || !a.single.fitted) continue;
+    for (auto& b : mb) {
+      if (b.two || !b.single.fitted || b.role != a.role || b.metric != a.metric || b.unit != a.unit || b.single.param != a.single.param ||
+          b.series != a.series || b.single.term == a.single.term)
+        continue;
+      std::string dir = better.count(a.metric) ? better[a.metric] : unit_better(a.unit);
+      const bool faster = a.single.term < b.single.term;  // B's figure grows faster with the parameter
+      ComparisonReport::ScalingChange c;
+      c.figure = a.label();
+      c.term_a = a.single.term.constant() ? "constant" : a.single.term.text(a.single.param);
+      c.term_b = b.single.term.constant() ? "constant" : b.single.term.text(b.single.param);
+      c.model_a = a.single.formula(), c.model_b = b.single.formula();
+      c.verdict = dir == "lower" ? (faster ? "scaling regression" : "scaling improvement")
+                  : dir == "higher" ? (faster ? "scaling improvement" : "scaling regression")
+                                    : "scaling changed";
+      report.scaling_regressions += c.verdict == "scaling regression";
+      report.scaling_changes.push_back(std::move(c));
+    }
+  }
+}
+
+}  // namespace
+
 void measure_row(ComparisonRow& r, const std::vector<double>& ma, const std::vector<double>& mb, const CompareOptions& opts) {
   const RunLevel x = summarize_runs(ma), y = summarize_runs(mb);
   r.runs_a = x.runs, r.runs_b = y.runs;
@@ -167,7 +203,9 @@ void judge_row(ComparisonRow& r, double abs_min, const CompareOptions& opts) {
   else r.verdict = (r.change > 0) == (r.better == "lower") ? "regression" : "improvement";
 }
 
-int comparison_status(const ComparisonReport& r) { return r.regressions || r.undirected ? 1 : r.undecided ? 3 : 0; }
+int comparison_status(const ComparisonReport& r) {
+  return r.regressions || r.undirected || r.scaling_regressions ? 1 : r.undecided ? 3 : 0;
+}
 
 ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const CompareOptions& opts) {
   ExperimentStats sa = load_experiment_stats(a), sb = load_experiment_stats(b);
@@ -233,6 +271,7 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   }
   for (auto& [key, mb] : ib)
     if (!ia.count(key)) ++report.unmatched_b;
+  compare_models(sa, sb, opts, report);
   // What sets A and B apart, for a user whose runs did not match.
   auto values = [&](const ExperimentStats& s) {
     std::map<std::string, std::set<std::string, NaturalLess>> v;
@@ -325,6 +364,9 @@ void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std
                   row->median_b * du.factor, printable(du.label).c_str(), row->runs_a, row->runs_b, row->p_value, row->p_adjusted);
     out << line << printable(varied) << "\n";  // the parameters whole, however long: never a cut line
   }
+  for (auto& c : r.scaling_changes)
+    out << c.verdict << ": " << printable(c.figure) << ": " << printable(c.term_a) << " -> " << printable(c.term_b) << "  (A: "
+        << printable(c.model_a) << "; B: " << printable(c.model_b) << ")\n";
   out << r.rows.size() << " comparisons: " << r.regressions << " regression(s), " << r.improvements << " improvement(s), "
       << r.unchanged << " unchanged";
   if (r.informational) out << ", " << r.informational << " changed (declared better = none: for information)";
@@ -388,6 +430,10 @@ void write_comparison(const ComparisonReport& r, const std::string& format, std:
   j["changed_no_direction"] = r.undirected, j["changed_informational"] = r.informational, j["undecided"] = r.undecided;
   j["unmatched_a"] = r.unmatched_a, j["unmatched_b"] = r.unmatched_b, j["tested"] = r.tested;
   j["provenance_differs"] = r.provenance_differs;
+  j["scaling_changes"] = nlohmann::json::array();
+  for (auto& c : r.scaling_changes)
+    j["scaling_changes"].push_back({{"verdict", c.verdict}, {"figure", c.figure}, {"term_a", c.term_a}, {"term_b", c.term_b},
+                                    {"model_a", c.model_a}, {"model_b", c.model_b}});
   j["rows"] = nlohmann::json::array();
   for (auto& row : r.rows) {
     nlohmann::json o;

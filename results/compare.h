@@ -74,6 +74,15 @@ struct ComparisonReport {
   std::vector<std::string> differing;
   // Where the runs were made, where A and B differ ("host_cpu_model: A ...; B ..."): printed before the verdicts.
   std::vector<std::string> provenance_differs;
+  // Scaling models of the same figure on both sides (results/models.h) whose leading term changed: "scaling
+  // regression: t(size): size^(2) -> size^(3)". A term that grows faster for a lower-is-better figure (slower for a
+  // higher-is-better one) is a regression and fails the gate.
+  struct ScalingChange {
+    std::string verdict;  // "scaling regression", "scaling improvement", "scaling changed" (no direction)
+    std::string figure, term_a, term_b, model_a, model_b;
+  };
+  std::vector<ScalingChange> scaling_changes;
+  size_t scaling_regressions = 0;
 };
 // One figure's run medians, A's and B's, measured: medians and their intervals, the change, p, the Hodges-Lehmann
 // shift; verdict left empty when the figure can be tested, else "undecided" or "undecided (no finite samples)".

@@ -12,6 +12,7 @@
 #include "common/files.h"
 #include "results/display_unit.h"
 #include "results/metric_stats.h"
+#include "results/models.h"
 #include "results/plots.h"
 
 namespace fanout {
@@ -178,7 +179,7 @@ bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, c
 
 }  // namespace
 
-void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file) {
+void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file, const std::vector<FigureModel>& models) {
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fanout: " << html_escape(exp.name) << "</title>\n"
     << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
@@ -205,13 +206,16 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     const char *id, *title, *note;
   };
   const Section sections[] = {
-      {Plot::Section::Headline, "headline", "Scaling", "medians against the ranks recording them; aggregate bandwidth where a size was varied"},
+      {Plot::Section::Headline, "headline", "What was swept", "each figure's median of the runs' medians against each varied parameter, bars across runs, the fitted scaling model dashed; then medians against the ranks recording them and aggregate bandwidth where a size was varied"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
       {Plot::Section::Bookkeeping, "bookkeeping", "Setup costs", "costs paid once per run that their plugin declared so (rendezvous, database start): a table, one row per run; their distributions where a run has 8 ranks or more"}};
   MetricGroups groups;
   for (auto& m : exp.stats) groups[{m.role, m.metric, m.unit}].push_back(&m);
   auto anchor = [](const std::string& role, const std::string& metric) { return "stats-" + html_escape(role) + "-" + html_escape(metric); };
-  write_medians_table(exp, groups, h);
+  // With repeats, the per-permutation table (Across runs) says what the per-run one would, once per permutation
+  // instead of once per run: the page's first screen keeps room for the plots.
+  const auto across = across_runs(exp);
+  if (std::none_of(across.begin(), across.end(), [](const AcrossRuns& a) { return a.runs.runs > 1; })) write_medians_table(exp, groups, h);
   write_across_runs_table(exp, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
   const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return declared_setup_cost(g.second); });
@@ -219,6 +223,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     if ((sec.kind == Plot::Section::Bookkeeping && setup_costs) ||
         std::any_of(plots.begin(), plots.end(), [&](const Plot& p) { return p.section == sec.kind; }))
       h << "<li><a href=\"#" << sec.id << "\">" << sec.title << "</a></li>";
+  if (!models.empty()) h << "<li><a href=\"#models\">Scaling models</a></li>";
   h << "<li><a href=\"#statistics\">Statistics</a><ol>";
   for (auto& [key, rows] : groups)
     h << "<li><a href=\"#" << anchor(std::get<0>(key), std::get<1>(key)) << "\">" << html_escape(std::get<1>(key)) << " ("
@@ -226,6 +231,15 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   h << "</ol></li></ol></nav>\n";
   for (auto& sec : sections) {
     bool any = false;
+    // The models right after the headline plots: what the plots' dashed curves are, and why a figure has none.
+    if (sec.kind == Plot::Section::Distribution && !models.empty()) {
+      h << "<h2 id=\"models\">Scaling models</h2>\n<p>Extra-P's performance model normal form with one term, c0 + c1 * p^i * "
+           "log2(p)^j, fitted on the run-level medians, the term chosen by leave-one-out cross-validation (SMAPE); "
+           "<code>fanout results model</code> prints the same, csv/models.csv holds it.</p>\n<pre class=\"models\">";
+      std::ostringstream text;
+      print_models(models, std::nullopt, text);
+      h << html_escape(text.str()) << "</pre>\n";
+    }
     if (sec.kind == Plot::Section::Bookkeeping) any = write_setup_table(exp, groups, sec.id, sec.title, sec.note, h);
     for (auto& p : plots) {
       if (p.section != sec.kind) continue;

@@ -9,8 +9,11 @@ namespace fanout {
 
 struct ExperimentStats;
 struct Plot;
+struct FigureModel;
 
 std::string html_escape(const std::string& s);
-void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const std::filesystem::path& file);
+// models: the scaling models (results/models.h), listed in a Models section after the headline plots.
+void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const std::filesystem::path& file,
+                       const std::vector<FigureModel>& models = {});
 
 }  // namespace fanout

@@ -1,6 +1,7 @@
 #include "results/plots.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "common/text.h"
 #include "results/display_unit.h"
 #include "results/metric_stats.h"
+#include "results/models.h"
 #include "results/store.h"
 
 namespace fanout {
@@ -290,15 +292,125 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
   plots.push_back({title, dir / (stem + ".png"), Plot::Section::Headline, aggregate ? 0 : 1});
 }
 
+// The gnuplot expression of a fitted single-parameter model in x, scaled by `factor` (the display unit).
+std::string gnuplot_model(const SingleParameterModel& m, double factor) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "(%.17g + %.17g * x**(%d.0/%d.0) * (log(x)/log(2.0))**%d) * %.17g", m.c0, m.c1, m.term.num, m.term.den,
+                m.term.log, factor);
+  return buf;
+}
+
+bool all_powers_of_two(const std::set<double>& xs) {
+  return std::all_of(xs.begin(), xs.end(), [](double x) { return x >= 1 && std::fabs(std::exp2(std::round(std::log2(x))) - x) < 1e-9 * x; });
+}
+
+// Headline: the figure against each varied numeric parameter (what a sweep is run for): the run-level median (the
+// median of the runs' medians, as compare uses) with the across-runs interval as error bars, one line per
+// combination of the other varied parameters (past 8 lines: one panel each), log axes where the values span 8x or
+// more (powers of two on 2^k ticks), the fitted model drawn where there is one.
+void swept(const std::tuple<std::string, std::string, std::string>& key, const std::vector<const AcrossRuns*>& rows, const std::string& param,
+           const ExperimentStats& e, const std::vector<FigureModel>& models, const fs::path& dir, std::vector<Plot>& plots,
+           std::vector<std::string>& warnings) {
+  const auto& [role, metric, unit] = key;
+  using Series = std::vector<std::pair<std::string, std::string>>;
+  std::map<Series, std::vector<std::array<double, 4>>> series;  // x, median, low, high
+  std::set<double> xs;
+  std::vector<double> ys;
+  for (auto* f : rows) {
+    Series others;
+    std::optional<double> x;
+    for (auto& [k, v] : f->parameters) {
+      if (k == param) x = parse_double(v);
+      else if (std::count(e.varied.begin(), e.varied.end(), k)) others.emplace_back(k, v);
+    }
+    if (!x) return;  // not numeric for this figure
+    series[others].push_back({*x, f->runs.median, f->runs.low, f->runs.high});
+    xs.insert(*x);
+    ys.push_back(f->runs.median);
+  }
+  if (xs.size() < 2) return;
+  std::sort(ys.begin(), ys.end());
+  const DisplayUnit du = display_unit(unit, ys[ys.size() / 2]);
+  const std::string stem = "swept_" + file_stem(role, metric) + "_by_" + filename_safe(param, 40);
+  std::ofstream data(dir / (stem + ".dat"));
+  std::vector<std::string> labels;
+  for (auto& [others, pts] : series) {
+    std::sort(pts.begin(), pts.end());
+    for (auto& p : pts) data << p[0] << " " << p[1] << " " << p[2] << " " << p[3] << "\n";
+    data << "\n\n";
+    std::string label;
+    for (auto& [k, v] : others) label += (label.empty() ? "" : ", ") + k + "=" + v;
+    labels.push_back(label.empty() ? "all runs" : label);
+  }
+  data.close();
+  const double lo = *xs.begin(), hi = *xs.rbegin();
+  const bool logx = lo > 0 && hi / lo >= 8, logy = ys.front() > 0 && ys.back() / ys.front() >= 8;
+  std::ostringstream g;
+  g << kTerminal << "set output " << gq(stem + ".png") << "\n"
+    << "set xlabel " << gq(param) << "\nset ylabel " << gq(metric + " [" + du.label + "], median of runs, bars: across runs") << "\n"
+    << "set key outside right top\nset grid\nset samples 400\n";
+  if (logx) g << "set logscale x 2\n";
+  // Ticks at the swept values themselves (2^k for powers of two) while they are few enough to read.
+  if (xs.size() <= 16) {
+    const bool pow2 = all_powers_of_two(xs);
+    g << "set xtics (";
+    size_t t = 0;
+    for (double x : xs) {
+      char label[48];
+      if (pow2) std::snprintf(label, sizeof label, "2^%d", int(std::lround(std::log2(x))));
+      else std::snprintf(label, sizeof label, "%g", x);
+      g << (t++ ? ", " : "") << gq(label) << " " << x;
+    }
+    g << ")\n";
+  }
+  if (logy) g << "set logscale y 10\n";
+  g << "set xrange [" << lo / (logx ? 1.15 : 1) - (logx ? 0 : (hi - lo) * 0.03) << ":" << hi * (logx ? 1.15 : 1) + (logx ? 0 : (hi - lo) * 0.03) << "]\n";
+  const bool panels = labels.size() > 8;
+  if (panels) {
+    const size_t cols = size_t(std::ceil(std::sqrt(double(labels.size()))));
+    g << "set terminal pngcairo size " << std::min<size_t>(2400, 400 * cols) << "," << std::min<size_t>(2400, 320 * ((labels.size() + cols - 1) / cols))
+      << " noenhanced font ',9'\nset output " << gq(stem + ".png") << "\nset multiplot layout " << (labels.size() + cols - 1) / cols << "," << cols
+      << " title " << gq("median " + metric + " (" + role + ") by " + param) << "\nunset key\n";
+  } else {
+    g << "set title " << gq("median " + metric + " (" + role + ") by " + param) << "\nplot ";
+  }
+  size_t i = 0;
+  for (auto& [others, pts] : series) {
+    const FigureModel* fm = nullptr;
+    for (auto& m : models)
+      if (!m.two && m.single.fitted && m.role == role && m.metric == metric && m.unit == unit && m.single.param == param && m.series == others) fm = &m;
+    std::ostringstream clause;
+    clause << gq(stem + ".dat") << " index " << i << " using 1:($2*" << du.factor << "):($3*" << du.factor << "):($4*" << du.factor
+           << ") with yerrorlines lw 2 pt 7 lc " << i % 8 + 1 << " title " << gq(labels[i]);
+    if (fm) clause << ", " << gnuplot_model(fm->single, du.factor) << " with lines dt 2 lw 1.5 lc " << i % 8 + 1 << " title "
+                   << gq("model: " + fm->single.formula());
+    if (panels) g << "set title " << gq(labels[i]) << "\nplot " << clause.str() << "\n";
+    else g << (i ? ", " : "") << clause.str();
+    ++i;
+  }
+  g << (panels ? "unset multiplot\n" : "\n");
+  std::ofstream(dir / (stem + ".gp")) << g.str();
+  plots.push_back({"median " + metric + " (" + role + ") by " + param, dir / (stem + ".png"), Plot::Section::Headline, -1});
+  (void)warnings;
+}
+
 }  // namespace
 
-std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const fs::path& dir, std::vector<std::string>& warnings) {
+std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const fs::path& dir, std::vector<std::string>& warnings,
+                             const std::vector<FigureModel>& models) {
   std::vector<Plot> plots;
   if (run_process({"gnuplot", "--version"}, {}, 30).exit_code != 0) {
     warnings.push_back("gnuplot is not installed: no plots (scripts/install-deps.sh installs gnuplot-nox)");
     return plots;
   }
   fs::create_directories(dir);
+  // What a sweep is run for first: each figure against each varied numeric parameter.
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const AcrossRuns*>> figures;
+  const auto across = across_runs(exp);
+  for (auto& f : across)
+    if (!f.setup_cost) figures[{f.role, f.metric, f.unit}].push_back(&f);
+  for (auto& [key, rows] : figures)
+    for (auto& param : exp.varied) swept(key, rows, param, exp, models, dir, plots, warnings);
   for (auto& [key, group] : by_metric(exp)) {
     if (declared_setup_cost(group)) {
       // One sample per rank (setup costs, per-rank totals): a table in the report; their distribution only where

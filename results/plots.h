@@ -1,5 +1,7 @@
 // Plots drawn with gnuplot (pngcairo) from statistics already computed, in the order a reader wants them:
-//   headline      what a scaling study is for: each metric's median against the ranks recording it (the
+//   headline      what a sweep is run for: each figure's run-level median against each varied numeric parameter,
+//                 across-runs intervals as error bars, the fitted scaling model drawn (results/models.h); then the
+//                 median against the ranks recording it (the
 //                 clients), one line per combination of the other varied parameters; for a time metric with a
 //                 size parameter, the aggregate bandwidth (ranks x size / median time); a bytes/s metric
 //                 against message size
@@ -14,6 +16,7 @@
 namespace fanout {
 
 struct ExperimentStats;
+struct FigureModel;
 class ResultsDb;
 
 struct Plot {
@@ -26,7 +29,7 @@ struct Plot {
 
 // Writes PNGs into out_dir, returned headline first, then distributions, then bookkeeping; what cannot be drawn (no gnuplot, no data) becomes a warning, not an error.
 std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const std::filesystem::path& out_dir,
-                             std::vector<std::string>& warnings);
+                             std::vector<std::string>& warnings, const std::vector<FigureModel>& models = {});
 
 // Runs gnuplot scripts (each sets its own terminal and output, and starts with `reset`): one gnuplot per CPU, each
 // running a contiguous share of them in one session, since a start costs about three plots. gnuplot stops at a

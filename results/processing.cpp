@@ -3,9 +3,12 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
+
+#include <sstream>
 #include "results/csv_export.h"
 #include "results/html_report.h"
 #include "results/metric_stats.h"
+#include "results/models.h"
 #include "results/plots.h"
 #include "results/smartsim_import.h"
 #include "results/store.h"
@@ -62,9 +65,18 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
     report.files.push_back(csv_dir / name);
   phase_done("csv");
-  auto plots = draw_plots(stats, db, staging / "plots", report.warnings);
+  // Scaling models of each figure against what was swept (results/models.h): csv/models.csv, the plots, the report.
+  const std::vector<FigureModel> models = experiment_models(stats);
+  if (!models.empty()) {
+    std::ostringstream text;
+    write_models(models, "csv", text);
+    write_file_atomic(csv_dir / "models.csv", text.str(), 0644);
+    report.files.push_back(csv_dir / "models.csv");
+  }
+  phase_done("models");
+  auto plots = draw_plots(stats, db, staging / "plots", report.warnings, models);
   phase_done("plots");
-  write_html_report(stats, plots, staging / "report.html");
+  write_html_report(stats, plots, staging / "report.html", models);
   // Each PNG keeps its gnuplot script and data beside it, so a plot can be restyled without fanout.
   fs::path old = dir / "processed.old";
   fs::remove_all(old);

@@ -269,3 +269,48 @@ TEST_F(Verdict, UntilDecidedRunsBothSidesUntilEachFigureIsDecided) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 51: `fanout results model` on a program that prints a figure computed from its parameter (3 + 0.002 p log2 p,
+// no timing): the model named exactly, a prediction outside the data called an extrapolation, 4 values no model.
+TEST(Models, AProgramOfKnownScalingIsModelled) {
+  test::TempDir d;
+  auto fanout = [&](std::vector<std::string> args) { return test::run_fanout(d.path, args); };
+  // No brackets or commas in the command (a flag's value with them is a list): p comes through the environment.
+  const std::string program = "--command=awk -v p=$P 'BEGIN { print \"t=\" 3 + 0.002 * p * log(p) / log(2) }'";
+  auto r = fanout({"exec", "--exp_name=plogp", "--shell=true", program, "--env=P={p}", "--param", "p=[8,16,32,64,128,256]",
+                   "--parse", "regex:t=(?<value>\\S+)", "--metric=t", "--unit=s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = fanout({"results", "model", "results/plogp", "--predict=p=4096"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("t(p) = 3 + 0.002 * p^(1) * log2(p)^(1) [s]"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("fitted on p 8..256 (6 values)"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("at p=4096: 101.3 [s]  (an extrapolation: outside the fitted 8..256)"), std::string::npos) << m.out;
+  auto csv = fanout({"results", "model", "results/plogp", "--format=csv"});
+  EXPECT_NE(csv.out.find(",t,s,p,,true,,"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",1,1,p^(1) * log2(p)^(1),"), std::string::npos) << csv.out;
+  auto few = fanout({"exec", "--exp_name=few", "--shell=true", program, "--env=P={p}", "--param", "p=[8,16,32,64]",
+                     "--parse", "regex:t=(?<value>\\S+)", "--metric=t", "--unit=s"});
+  ASSERT_EQ(few.exit_code, 0) << few.err;
+  auto none = fanout({"results", "model", "results/few"});
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_NE(none.out.find("t(p): no model: 4 distinct value(s) of p; a model needs 5"), std::string::npos) << none.out;
+  auto flat = fanout({"results", "model", "results/few", "--param=nothing"});
+  EXPECT_EQ(flat.exit_code, 2) << flat.out;
+  EXPECT_NE(flat.err.find("varies no numeric parameter among those asked"), std::string::npos) << flat.err;
+  EXPECT_EQ(fanout({"results", "model", "results/plogp", "--predict=p"}).exit_code, 2);
+  // compare reads the models: the same figure growing as p^2 in A and as p^3 in B is a scaling regression.
+  for (auto [name, expr] : {std::pair{"square", "1 + 0.01 * p * p"}, {"cube", "1 + 0.0001 * p * p * p"}}) {
+    auto sweep = fanout({"exec", std::string("--exp_name=") + name, "--shell=true", std::string("--command=awk -v p=$P 'BEGIN { print \"t=\" ") + expr + " }'",
+                         "--env=P={p}", "--param", "p=[8,16,32,64,128,256]", "--parse", "regex:t=(?<value>\\S+)", "--metric=t", "--unit=s"});
+    ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  }
+  auto grows = fanout({"results", "compare", "results/square", "results/cube", "--ignore=command"});
+  EXPECT_EQ(grows.exit_code, 1) << grows.out << grows.err;
+  EXPECT_NE(grows.out.find("scaling regression: t(p): p^(2) -> p^(3)"), std::string::npos) << grows.out;
+  auto shrinks = fanout({"results", "compare", "results/cube", "results/square", "--ignore=command", "--format=json"});
+  EXPECT_NE(shrinks.out.find("\"verdict\": \"scaling improvement\""), std::string::npos) << shrinks.out;
+}
+
+}  // namespace

@@ -1,0 +1,44 @@
+// The scaling models of an experiment (results/scaling_model.h on its run-level medians): for each figure and each
+// varied numeric parameter, one model per combination of the other varied parameters; for two varied numeric
+// parameters (and nothing else varied), Extra-P's two-parameter model too. `fanout results model`, the report's
+// Models section, csv/models.csv and compare's scaling verdict all read what this returns.
+#pragma once
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results/scaling_model.h"
+
+namespace fanout {
+
+struct ExperimentStats;
+
+struct FigureModel {
+  std::string role, metric, unit;
+  std::vector<std::pair<std::string, std::string>> series;  // the other varied parameters' values ("" when none)
+  bool two = false;                                         // a two-parameter model (single otherwise)
+  SingleParameterModel single;
+  TwoParameterModel pair;
+  std::string label() const;  // "t(size)" or "t(nodes, size)", with "[mode=fast]" for a series
+};
+
+struct ModelOptions {
+  std::vector<std::string> metrics, params;  // only these (all when empty)
+};
+std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const ModelOptions& opts = {});
+
+// A parameter's values for --predict: "size=4096" or "nodes=64,size=4096".
+struct Prediction {
+  std::vector<std::pair<std::string, double>> at;
+};
+Prediction parse_prediction(const std::string& text);  // throws UserError naming --predict
+
+// For people: one line per model ("t(size) = 0.31 + 2.1e-09 * size^(3)   adj. R^2 0.999, SMAPE 1.2 %, fitted on size
+// 128..1024 (6 values)"), or why there is none; with a prediction, its value and whether it is an extrapolation.
+void print_models(const std::vector<FigureModel>& models, const std::optional<Prediction>& predict, std::ostream& out);
+// For machines: csv (a header line) or json.
+void write_models(const std::vector<FigureModel>& models, const std::string& format, std::ostream& out);
+
+}  // namespace fanout
