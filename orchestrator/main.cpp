@@ -662,6 +662,8 @@ Command process_command(CLI::App& app) {
   cmd->add_option("folder", st->dir, "the same as --scaling_dir")->excludes(flag);
   cmd->add_flag("--overwrite", st->opts.overwrite, "replace an existing <scaling_dir>/processed (--overwrite=false refuses)")->capture_default_str();
   cmd->add_flag("--gzip", st->opts.gzip_samples, "write samples.csv.gz");
+  cmd->add_option("--scaling", st->opts.scaling, "strong:PARAM or weak:PARAM: speedup and parallel efficiency against PARAM's smallest value "
+                                                 "(csv/scaling.csv, plots); default: the varied placement parameters, strong (repeatable)");
   return {cmd, [st] {
             auto report = process_scaling_results(st->dir, st->opts);
             if (report.imported_runs) std::cout << "imported " << report.imported_runs << " SmartSim-Scaling run(s)\n";

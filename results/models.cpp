@@ -4,13 +4,16 @@
 #include <cmath>
 #include <map>
 #include <ostream>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/text.h"
 #include "results/csv_export.h"
+#include "results/display_unit.h"
 #include "results/metric_stats.h"
 
 namespace fanout {
@@ -84,6 +87,72 @@ std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const M
     }
   }
   return out;
+}
+
+ScalingSpec parse_scaling(const std::string& text) {
+  const auto colon = text.find(':');
+  ScalingSpec s;
+  if (colon != std::string::npos) s.mode = text.substr(0, colon), s.param = text.substr(colon + 1);
+  if ((s.mode != "strong" && s.mode != "weak") || s.param.empty())
+    throw UserError("--scaling '" + printable(text) + "': expected strong:PARAM or weak:PARAM (e.g. strong:nodes)");
+  return s;
+}
+
+std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats) {
+  auto ends = [](const std::string& s, const std::string& tail) { return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0; };
+  std::vector<ScalingSpec> out;
+  for (auto& v : stats.varied)
+    if (v == "nodes" || v == "ranks_per_node" || ends(v, "_nodes") || ends(v, "_per_node") || ends(v, "threads")) out.push_back({"strong", v});
+  return out;
+}
+
+std::vector<ScalingRow> scaling_rows(const ExperimentStats& stats, const std::vector<ScalingSpec>& specs) {
+  std::vector<ScalingRow> out;
+  const auto figures = across_runs(stats);
+  for (auto& spec : specs) {
+    // Per figure and combination of the other varied values: (count, median), the direction.
+    std::map<std::tuple<std::string, std::string, std::string, std::vector<std::pair<std::string, std::string>>>, std::vector<std::pair<double, double>>> groups;
+    std::map<std::string, std::string> direction;
+    for (auto& f : figures) {
+      if (f.setup_cost) continue;
+      std::optional<double> count;
+      std::vector<std::pair<std::string, std::string>> others;
+      for (auto& [k, v] : f.parameters) {
+        if (k == spec.param) count = parse_double(v);
+        else if (std::count(stats.varied.begin(), stats.varied.end(), k)) others.emplace_back(k, v);
+      }
+      if (!count || !(*count > 0)) continue;
+      groups[{f.role, f.metric, f.unit, others}].emplace_back(*count, f.runs.median);
+      std::string better = f.better;
+      if (better.empty()) better = is_time_unit(f.unit) || (f.unit.find('/') != std::string::npos && is_time_unit(f.unit.substr(0, f.unit.find('/')))) ? "lower"
+                                   : f.unit.size() > 2 && f.unit.compare(f.unit.size() - 2, 2, "/s") == 0 ? "higher" : "";
+      direction[f.role + "\n" + f.metric] = better;
+    }
+    for (auto& [key, points] : groups) {
+      const std::string dir = direction[std::get<0>(key) + "\n" + std::get<1>(key)];
+      if ((dir != "lower" && dir != "higher") || points.size() < 2) continue;
+      std::sort(points.begin(), points.end());
+      const auto [p0, v0] = points.front();
+      for (auto& [p, v] : points) {
+        ScalingRow r;
+        std::tie(r.role, r.metric, r.unit, r.series) = key;
+        r.mode = spec.mode, r.param = spec.param, r.count = p, r.base_count = p0, r.median = v, r.ideal = p / p0;
+        const double ratio = dir == "lower" ? v0 / v : v / v0;  // how much better than at p0
+        if (spec.mode == "strong") r.speedup = ratio, r.efficiency = ratio / r.ideal;
+        else r.efficiency = dir == "lower" ? ratio : ratio / r.ideal, r.speedup = r.efficiency * r.ideal;
+        out.push_back(std::move(r));
+      }
+    }
+  }
+  return out;
+}
+
+void write_scaling_csv(const std::vector<ScalingRow>& rows, std::ostream& out) {
+  out << "role,metric,unit,mode,param,series,count,base_count,median,speedup,ideal_speedup,efficiency\n";
+  for (auto& r : rows)
+    out << csv_field(r.role) << "," << csv_field(r.metric) << "," << csv_field(r.unit) << "," << r.mode << "," << csv_field(r.param) << ","
+        << csv_field(series_text(r.series)) << "," << csv_number(r.count) << "," << csv_number(r.base_count) << "," << csv_number(r.median)
+        << "," << csv_number(r.speedup) << "," << csv_number(r.ideal) << "," << csv_number(r.efficiency) << "\n";
 }
 
 Prediction parse_prediction(const std::string& text) {

@@ -29,6 +29,27 @@ struct ModelOptions {
 };
 std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const ModelOptions& opts = {});
 
+// Speedup and parallel efficiency against the smallest count of a parameter that counts nodes, ranks or threads.
+// strong (the same work spread wider): speedup = T(p0) / T(p) for a lower-is-better figure (R(p) / R(p0) for a
+// higher-is-better one), ideal p / p0, efficiency = speedup / ideal. weak (work grown with p): efficiency = T(p0) / T(p)
+// (R(p) / (R(p0) * p / p0) for a rate), speedup = efficiency * ideal. Figures without a direction are left out.
+struct ScalingSpec {
+  std::string mode;  // "strong" or "weak"
+  std::string param;
+};
+// "strong:nodes"; throws UserError naming --scaling.
+ScalingSpec parse_scaling(const std::string& text);
+// The placement parameters a sweep varies, strong by default: nodes, ranks_per_node, and names ending in _nodes,
+// _per_node or threads.
+std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats);
+struct ScalingRow {
+  std::string role, metric, unit, mode, param;
+  std::vector<std::pair<std::string, std::string>> series;
+  double count = 0, base_count = 0, median = 0, speedup = 0, ideal = 0, efficiency = 0;
+};
+std::vector<ScalingRow> scaling_rows(const ExperimentStats& stats, const std::vector<ScalingSpec>& specs);
+void write_scaling_csv(const std::vector<ScalingRow>& rows, std::ostream& out);
+
 // A parameter's values for --predict: "size=4096" or "nodes=64,size=4096".
 struct Prediction {
   std::vector<std::pair<std::string, double>> at;

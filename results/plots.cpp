@@ -394,10 +394,38 @@ void swept(const std::tuple<std::string, std::string, std::string>& key, const s
   (void)warnings;
 }
 
+// Speedup against the smallest count (csv/scaling.csv's rows), one line per combination of the other varied values,
+// the ideal (count / smallest count) dashed.
+void speedup(const std::vector<ScalingRow>& rows, const fs::path& dir, std::vector<Plot>& plots) {
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, Lines> figures;  // role, metric, param, mode
+  double top = 0;
+  for (auto& r : rows) {
+    std::string label;
+    for (auto& [k, v] : r.series) label += (label.empty() ? "" : ", ") + k + "=" + v;
+    figures[{r.role, r.metric, r.param, r.mode}][label.empty() ? "all runs" : label].emplace_back(r.count, r.speedup);
+    top = std::max(top, r.count / r.base_count);
+  }
+  for (auto& [key, lines] : figures) {
+    const auto& [role, metric, param, mode] = key;
+    const std::string stem = "speedup_" + file_stem(role, metric) + "_by_" + filename_safe(param, 40);
+    double x0 = INFINITY;
+    for (auto& [label, pts] : lines)
+      for (auto& p : pts) x0 = std::min(x0, p.first);
+    const std::string clauses = write_line_series(dir, stem, lines, 1.0);
+    std::ostringstream g;
+    g << kTerminal << "set output " << gq(stem + ".png") << "\nset title " << gq(mode + " scaling of " + metric + " (" + role + ") by " + param)
+      << "\nset xlabel " << gq(param) << "\nset ylabel " << gq("speedup against " + param + "=" + model_number(x0))
+      << "\nset key outside right top\nset grid\n" << (top >= 8 ? "set logscale xy 2\n" : "") << "plot " << clauses << ", x / " << x0
+      << " with lines dt 2 lc rgb 'black' title 'ideal'\n";
+    std::ofstream(dir / (stem + ".gp")) << g.str();
+    plots.push_back({mode + " scaling: speedup of " + metric + " (" + role + ") by " + param, dir / (stem + ".png"), Plot::Section::Headline, 0});
+  }
+}
+
 }  // namespace
 
 std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const fs::path& dir, std::vector<std::string>& warnings,
-                             const std::vector<FigureModel>& models) {
+                             const std::vector<FigureModel>& models, const std::vector<ScalingRow>& speedups) {
   std::vector<Plot> plots;
   if (run_process({"gnuplot", "--version"}, {}, 30).exit_code != 0) {
     warnings.push_back("gnuplot is not installed: no plots (scripts/install-deps.sh installs gnuplot-nox)");
@@ -411,6 +439,7 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
     if (!f.setup_cost) figures[{f.role, f.metric, f.unit}].push_back(&f);
   for (auto& [key, rows] : figures)
     for (auto& param : exp.varied) swept(key, rows, param, exp, models, dir, plots, warnings);
+  speedup(speedups, dir, plots);
   for (auto& [key, group] : by_metric(exp)) {
     if (declared_setup_cost(group)) {
       // One sample per rank (setup costs, per-rank totals): a table in the report; their distribution only where

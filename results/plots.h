@@ -17,6 +17,7 @@ namespace fanout {
 
 struct ExperimentStats;
 struct FigureModel;
+struct ScalingRow;
 class ResultsDb;
 
 struct Plot {
@@ -29,7 +30,8 @@ struct Plot {
 
 // Writes PNGs into out_dir, returned headline first, then distributions, then bookkeeping; what cannot be drawn (no gnuplot, no data) becomes a warning, not an error.
 std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, const std::filesystem::path& out_dir,
-                             std::vector<std::string>& warnings, const std::vector<FigureModel>& models = {});
+                             std::vector<std::string>& warnings, const std::vector<FigureModel>& models = {},
+                             const std::vector<ScalingRow>& scaling = {});
 
 // Runs gnuplot scripts (each sets its own terminal and output, and starts with `reset`): one gnuplot per CPU, each
 // running a contiguous share of them in one session, since a start costs about three plots. gnuplot stops at a

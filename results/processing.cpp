@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/files.h"
 
+#include <algorithm>
 #include <sstream>
 #include "results/csv_export.h"
 #include "results/html_report.h"
@@ -73,8 +74,21 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
     write_file_atomic(csv_dir / "models.csv", text.str(), 0644);
     report.files.push_back(csv_dir / "models.csv");
   }
+  std::vector<ScalingSpec> specs;
+  for (auto& text : opts.scaling) specs.push_back(parse_scaling(text));
+  if (specs.empty()) specs = default_scaling(stats);
+  for (auto& spec : specs)
+    if (!std::count(stats.varied.begin(), stats.varied.end(), spec.param))
+      report.warnings.push_back("--scaling " + spec.mode + ":" + spec.param + ": " + spec.param + " is not varied here: no speedup");
+  const std::vector<ScalingRow> scaling = scaling_rows(stats, specs);
+  if (!scaling.empty()) {
+    std::ostringstream text;
+    write_scaling_csv(scaling, text);
+    write_file_atomic(csv_dir / "scaling.csv", text.str(), 0644);
+    report.files.push_back(csv_dir / "scaling.csv");
+  }
   phase_done("models");
-  auto plots = draw_plots(stats, db, staging / "plots", report.warnings, models);
+  auto plots = draw_plots(stats, db, staging / "plots", report.warnings, models, scaling);
   phase_done("plots");
   write_html_report(stats, plots, staging / "report.html", models);
   // Each PNG keeps its gnuplot script and data beside it, so a plot can be restyled without fanout.

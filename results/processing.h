@@ -13,6 +13,9 @@ namespace fanout {
 struct ProcessOptions {
   bool overwrite = true;
   bool gzip_samples = false;
+  // --scaling=strong:PARAM / weak:PARAM (repeatable): speedup and efficiency in csv/scaling.csv and the report; none
+  // given: the varied placement parameters (nodes, ranks_per_node, *_nodes, *_per_node, *threads), strong.
+  std::vector<std::string> scaling;
 };
 
 struct ProcessReport {

@@ -313,4 +313,42 @@ TEST(Models, AProgramOfKnownScalingIsModelled) {
   EXPECT_NE(shrinks.out.find("\"verdict\": \"scaling improvement\""), std::string::npos) << shrinks.out;
 }
 
+// Issue 51: speedup and parallel efficiency on known figures: t = 100 / threads + 10 (strong: at 4 threads the
+// speedup is 110 / 35, the efficiency a quarter of that), and the same figure read as weak scaling.
+TEST(Models, SpeedupAndEfficiencyOnKnownFigures) {
+  test::TempDir d;
+  auto fanout = [&](std::vector<std::string> args) { return test::run_fanout(d.path, args); };
+  auto r = fanout({"exec", "--exp_name=threads", "--shell=true", "--command=awk -v n=$N 'BEGIN { print \"t=\" 100 / n + 10 }'", "--env=N={threads}",
+                   "--param", "threads=[1,2,4,8]", "--parse", "regex:t=(?<value>\\S+)", "--metric=t", "--unit=s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto p = fanout({"process_scaling_results", "results/threads"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto rows = [&] {
+    std::map<std::string, std::vector<std::string>> out;  // count -> row
+    std::ifstream in(d.path / "results/threads/csv/scaling.csv");
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "role,metric,unit,mode,param,series,count,base_count,median,speedup,ideal_speedup,efficiency");
+    while (std::getline(in, line)) {
+      auto v = split(line, ',');
+      out[v[6]] = v;
+    }
+    return out;
+  };
+  auto strong = rows();
+  ASSERT_EQ(strong.size(), 4u);
+  EXPECT_EQ(strong["4"][3], "strong");
+  EXPECT_NEAR(std::stod(strong["4"][9]), 110.0 / 35, 1e-9);
+  EXPECT_NEAR(std::stod(strong["4"][10]), 4, 1e-12);
+  EXPECT_NEAR(std::stod(strong["4"][11]), 110.0 / 35 / 4, 1e-9);
+  EXPECT_NEAR(std::stod(strong["1"][11]), 1, 1e-12);
+  EXPECT_TRUE(fs::exists(d.path / "results/threads/processed/plots/speedup_run_t_by_threads.png"));
+  auto weak = fanout({"process_scaling_results", "results/threads", "--scaling=weak:threads"});
+  ASSERT_EQ(weak.exit_code, 0) << weak.err;
+  auto w = rows();
+  EXPECT_EQ(w["8"][3], "weak");
+  EXPECT_NEAR(std::stod(w["8"][11]), 110.0 / 22.5, 1e-9) << "weak: T(1) / T(8)";
+  EXPECT_EQ(fanout({"process_scaling_results", "results/threads", "--scaling=fast:threads"}).exit_code, 2);
+}
+
 }  // namespace
