@@ -7,7 +7,8 @@
 #   planted 5 % and 10 %: B sleeps 2100 / 2200 us, copies 1.05 / 1.10 MiB -> "detected" (goal >= 19/20 at 10 %)
 # and how many runs a side --repeat=auto took. Each pair's sweeps run back to back, so what drifts on the machine
 # between them is part of the noise.
-#   bench/compare_power.sh [build dir]     PAIRS=20 (QUICK=1: 3), MODES="5 auto"
+# MODES may add "until": --repeat=5, then compare --until-decided --max_repeat=30 (both sides run again, in turn).
+#   bench/compare_power.sh [build dir]     PAIRS=20 (QUICK=1: 3), MODES="5 auto until"
 set -euo pipefail
 build=$(readlink -f "${1:-build}")
 [ -x "$build/fanout" ] || { echo "compare_power: $build/fanout not found (build first)" >&2; exit 2; }
@@ -17,7 +18,7 @@ work=$(mktemp -d /tmp/fanout-compare-power-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-modes=${MODES:-5 auto}
+modes=${MODES:-5 auto until}
 sweep() {  # name sleep_us copy_bytes repeat
   "$build/fanout" calibration_sleep --exp_name="$1_sleep" --sleep_us="$2" --iterations=20 --warmup=2 --repeat="$4" --status_interval=0 >/dev/null 2>&1
   "$build/fanout" calibration_copy --exp_name="$1_copy" --copy_bytes="$3" --iterations=20 --warmup=2 --repeat="$4" --status_interval=0 >/dev/null 2>&1
@@ -25,12 +26,16 @@ sweep() {  # name sleep_us copy_bytes repeat
 runs_of() { sqlite3 "results/$1/fanout.sqlite" "SELECT count(*) FROM runs WHERE status='COMPLETED'"; }
 # The verdict on one pair: 1 when compare names a regression of the metric, else 0 (exit 3, undecided, is a
 # failure of the bench: five runs a side always decide).
+# In mode "until", compare itself adds runs to both sides in turn (--until-decided): exit 3 there is a figure it could
+# not decide within 30 runs a side, counted as not found (and not as a false regression).
 regressed() {  # a b metric ignored-parameter
-  local rc=0
-  "$build/fanout" results compare "results/$1" "results/$2" --metric="$3" --ignore="$4" >"$work/last.txt" 2>&1 || rc=$?
+  local rc=0 extra=()
+  [ "$mode" = until ] && extra=(--until-decided --max_repeat=30)
+  "$build/fanout" results compare "results/$1" "results/$2" --metric="$3" --ignore="$4" "${extra[@]}" >"$work/last.txt" 2>&1 || rc=$?
   case $rc in
     0) echo 0 ;;
     1) echo 1 ;;
+    3) if [ "$mode" = until ]; then echo 0; else echo "compare_power: compare exited 3:" >&2; cat "$work/last.txt" >&2; exit 1; fi ;;
     *) echo "compare_power: compare exited $rc:" >&2; cat "$work/last.txt" >&2; exit 1 ;;
   esac
 }
@@ -40,10 +45,11 @@ for i in $(seq "$pairs"); do
   for mode in $modes; do
     echo "compare_power: pair $i/$pairs, --repeat=$mode" >&2
     t=r$mode
-    sweep "${t}a$i" 2000 1048576 "$mode"
-    sweep "${t}b$i" 2000 1048576 "$mode"
-    sweep "${t}c$i" 2100 1101005 "$mode"  # +5 %
-    sweep "${t}d$i" 2200 1153434 "$mode"  # +10 %
+    reps=$([ "$mode" = until ] && echo 5 || echo "$mode")
+    sweep "${t}a$i" 2000 1048576 "$reps"
+    sweep "${t}b$i" 2000 1048576 "$reps"
+    sweep "${t}c$i" 2100 1101005 "$reps"  # +5 %
+    sweep "${t}d$i" 2200 1153434 "$reps"  # +10 %
     for m in sleep copy; do
       param=$([ $m = sleep ] && echo sleep_us || echo copy_bytes)
       count[false_${m}_$mode]=$(( ${count[false_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}b${i}_$m" $m $param) ))
