@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Per-run distribution plots (a violin and a histogram series per run) up to this many runs of a metric.
+constexpr size_t kMaxPerRunSeries = 200;
+
 // A gnuplot single-quoted string ('' stands for a quote inside).
 std::string gq(const std::string& s) {
   std::string out = "'";
@@ -445,7 +448,10 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
       // One sample per rank (setup costs, per-rank totals): a table in the report; their distribution only where
       // a run has ranks enough to have one (a violin of one or two points says nothing).
       const bool many = std::any_of(group.begin(), group.end(), [](const MetricStats* m) { return m->summary.count >= 8; });
-      if (many) {
+      if (many && group.size() > kMaxPerRunSeries)
+        warnings.push_back(std::get<1>(key) + " (" + std::get<0>(key) + "): " + std::to_string(group.size()) + " runs: per-run violins and "
+                           "histograms of a setup cost are drawn up to " + std::to_string(kMaxPerRunSeries) + " runs; the report's table holds every run");
+      else if (many) {
         violin(group, exp, dir, plots, Plot::Section::Bookkeeping);
         histogram(group, exp, db, dir, plots, Plot::Section::Bookkeeping);
       }
@@ -453,6 +459,14 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
     }
     scaling(group, exp, dir, plots);
     bandwidth(group, exp, dir, plots);
+    // A violin and a histogram per run: past kMaxPerRunSeries runs they are unreadable and gnuplot takes a minute
+    // (10,000 runs: 67 s of 68): left out with a warning that names the metric; the headline plots hold every run.
+    if (group.size() > kMaxPerRunSeries) {
+      warnings.push_back(std::get<1>(key) + " (" + std::get<0>(key) + "): " + std::to_string(group.size()) + " runs: per-run violins and "
+                         "histograms are drawn up to " + std::to_string(kMaxPerRunSeries) + " runs; the plots against what was swept "
+                         "and csv/statistics.csv hold every run");
+      continue;
+    }
     violin(group, exp, dir, plots, Plot::Section::Distribution);
     histogram(group, exp, db, dir, plots, Plot::Section::Distribution);
   }
