@@ -26,20 +26,6 @@ namespace fanout {
 
 namespace fs = std::filesystem;
 
-std::string unit_better(const std::string& unit) {
-  if (is_time_unit(unit)) return "lower";
-  const auto slash = unit.find('/');
-  if (slash == std::string::npos || slash == 0 || unit.find('/', slash + 1) != std::string::npos) return "";
-  const std::string num = unit.substr(0, slash), den = unit.substr(slash + 1);
-  if (is_time_unit(num)) return "lower";                      // a time per step, sample, op
-  if (den == "s" && !num.empty()) return "higher";            // so much per second
-  return "";
-}
-
-const char* correction_name(Correction c) {
-  return c == Correction::None ? "none" : c == Correction::Holm ? "holm" : "bh";
-}
-
 AbsThreshold parse_abs_threshold(const std::string& text) {
   AbsThreshold t;
   std::string rest = text;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "results/display_unit.h"
 #include "results/statistics.h"
 
 namespace fanout {
@@ -103,13 +104,9 @@ void mark_undecided_after(ComparisonReport& r, size_t runs);
 // decided, else 0.
 int comparison_status(const ComparisonReport& r);
 
-// From the unit alone: "lower" for a time unit or a time per something ("ms", "us/sample"), "higher" for "<x>/s"
-// ("bytes/s"), else "".
-std::string unit_better(const std::string& unit);
 ComparisonReport compare_experiments(const std::filesystem::path& a, const std::filesystem::path& b, const CompareOptions& opts);
 void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std::ostream& out);
 // For machines: every row, as CSV (a header line) or JSON (an object with rows, counts and provenance_differs).
 void write_comparison(const ComparisonReport& r, const std::string& format, std::ostream& out);
-const char* correction_name(Correction c);
 
 }  // namespace fanout

@@ -36,6 +36,16 @@ double seconds_per(const std::string& unit) {
 
 bool is_time_unit(const std::string& unit) { return seconds_per(unit) > 0; }
 
+std::string unit_better(const std::string& unit) {
+  if (is_time_unit(unit)) return "lower";
+  const auto slash = unit.find('/');
+  if (slash == std::string::npos || slash == 0 || unit.find('/', slash + 1) != std::string::npos) return "";
+  const std::string num = unit.substr(0, slash), den = unit.substr(slash + 1);
+  if (is_time_unit(num)) return "lower";                      // a time per step, sample, op
+  if (den == "s" && !num.empty()) return "higher";            // so much per second
+  return "";
+}
+
 DisplayUnit display_unit(const std::string& unit, double typical) {
   if (!std::isfinite(typical) || typical == 0) return {unit, 1.0};
   if (const double per = seconds_per(unit); per > 0) {

@@ -19,5 +19,8 @@ DisplayUnit display_unit(const std::string& unit, double typical);
 bool is_time_unit(const std::string& unit);
 // Seconds per one of `unit` (1e-6 for "us"); 0 when unit is not a time.
 double seconds_per(const std::string& unit);
+// Which way a figure is better from its unit alone, where the unit says: "lower" for a time or a time per something
+// ("ms", "us/sample"), "higher" for "<x>/s" ("bytes/s"), else "" (a declared direction comes first: compare.h).
+std::string unit_better(const std::string& unit);
 
 }  // namespace fanout

@@ -129,8 +129,7 @@ void write_medians_table(const ExperimentStats& exp, const MetricGroups& groups,
 
 // With --repeat (several runs of a permutation): per permutation and metric the median of the run medians, the
 // interval across the runs and the runs and samples it rests on (metric_stats.h across_runs). Nothing otherwise.
-void write_across_runs_table(const ExperimentStats& exp, std::ostream& h) {
-  const auto rows = across_runs(exp);
+void write_across_runs_table(const ExperimentStats& exp, const std::vector<AcrossRuns>& rows, std::ostream& h) {
   if (std::none_of(rows.begin(), rows.end(), [](const AcrossRuns& a) { return a.runs.runs > 1; })) return;
   constexpr size_t kMaxRows = 60;
   h << "<h2 id=\"across-runs\">Across runs</h2>\n<p>Each permutation's runs (--repeat) together: the median of the runs' medians, "
@@ -216,7 +215,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   // instead of once per run: the page's first screen keeps room for the plots.
   const auto across = across_runs(exp);
   if (std::none_of(across.begin(), across.end(), [](const AcrossRuns& a) { return a.runs.runs > 1; })) write_medians_table(exp, groups, h);
-  write_across_runs_table(exp, h);
+  write_across_runs_table(exp, across, h);
   h << "<nav id=\"toc\"><h2>Contents</h2><ol>";
   const bool setup_costs = std::any_of(groups.begin(), groups.end(), [](const auto& g) { return declared_setup_cost(g.second); });
   for (auto& sec : sections)

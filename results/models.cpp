@@ -123,9 +123,7 @@ std::vector<ScalingRow> scaling_rows(const ExperimentStats& stats, const std::ve
       }
       if (!count || !(*count > 0)) continue;
       groups[{f.role, f.metric, f.unit, others}].emplace_back(*count, f.runs.median);
-      std::string better = f.better;
-      if (better.empty()) better = is_time_unit(f.unit) || (f.unit.find('/') != std::string::npos && is_time_unit(f.unit.substr(0, f.unit.find('/')))) ? "lower"
-                                   : f.unit.size() > 2 && f.unit.compare(f.unit.size() - 2, 2, "/s") == 0 ? "higher" : "";
+      const std::string better = f.better.empty() ? unit_better(f.unit) : f.better;
       direction[f.role + "\n" + f.metric] = better;
     }
     for (auto& [key, points] : groups) {

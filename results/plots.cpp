@@ -312,8 +312,7 @@ bool all_powers_of_two(const std::set<double>& xs) {
 // combination of the other varied parameters (past 8 lines: one panel each), log axes where the values span 8x or
 // more (powers of two on 2^k ticks), the fitted model drawn where there is one.
 void swept(const std::tuple<std::string, std::string, std::string>& key, const std::vector<const AcrossRuns*>& rows, const std::string& param,
-           const ExperimentStats& e, const std::vector<FigureModel>& models, const fs::path& dir, std::vector<Plot>& plots,
-           std::vector<std::string>& warnings) {
+           const ExperimentStats& e, const std::vector<FigureModel>& models, const fs::path& dir, std::vector<Plot>& plots) {
   const auto& [role, metric, unit] = key;
   using Series = std::vector<std::pair<std::string, std::string>>;
   std::map<Series, std::vector<std::array<double, 4>>> series;  // x, median, low, high
@@ -394,7 +393,6 @@ void swept(const std::tuple<std::string, std::string, std::string>& key, const s
   g << (panels ? "unset multiplot\n" : "\n");
   std::ofstream(dir / (stem + ".gp")) << g.str();
   plots.push_back({"median " + metric + " (" + role + ") by " + param, dir / (stem + ".png"), Plot::Section::Headline, -1});
-  (void)warnings;
 }
 
 // Speedup against the smallest count (csv/scaling.csv's rows), one line per combination of the other varied values,
@@ -441,7 +439,7 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   for (auto& f : across)
     if (!f.setup_cost) figures[{f.role, f.metric, f.unit}].push_back(&f);
   for (auto& [key, rows] : figures)
-    for (auto& param : exp.varied) swept(key, rows, param, exp, models, dir, plots, warnings);
+    for (auto& param : exp.varied) swept(key, rows, param, exp, models, dir, plots);
   speedup(speedups, dir, plots);
   for (auto& [key, group] : by_metric(exp)) {
     if (declared_setup_cost(group)) {
