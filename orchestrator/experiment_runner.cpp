@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/toml_document.h"
 #include "common/files.h"
 #include "common/parallel.h"
 #include "common/subprocess.h"
@@ -304,15 +305,7 @@ bool worth_a_retry(JobState s) {
 SavedCommand read_saved_command(const fs::path& exp_dir) {
   const fs::path file = exp_dir / kCommandFile;
   if (!fs::exists(file)) throw UserError(exp_dir.string() + ": no " + kCommandFile + " (not an experiment folder, or made by a fanout older than the resume command)");
-  toml::table t;
-  const std::string text = read_input_file(file, 1 << 20);
-  refuse_non_ascii_outside_strings(text, file.string());
-  refuse_deep_toml_keys(text, file.string());
-  try {
-    t = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(file.string() + ": " + std::string(e.description()));
-  }
+  const toml::table t = parse_toml_document(read_input_file(file, 1 << 20), file.string());
   SavedCommand c;
   c.cwd = t["cwd"].value_or(std::string());
   if (auto* a = t["argv"].as_array())

@@ -506,6 +506,19 @@ Command record_command(CLI::App& results) {
           }};
 }
 
+// The command that made an experiment (its command.toml), to run again with --resume where the experiment is now (it
+// may have been moved since: its folder, not the saved flags, says where results go). `fanout resume` and compare
+// --until-decided both start it.
+SavedCommand resume_command_line(const std::string& exp) {
+  SavedCommand saved = read_saved_command(exp);
+  const fs::path here = fs::absolute(exp).lexically_normal();
+  const fs::path exp_dir = here.filename().empty() ? here.parent_path() : here;
+  set_flag(saved.argv, "--results_dir", exp_dir.parent_path().string());
+  set_flag(saved.argv, "--exp_name", exp_dir.filename().string());
+  saved.argv.push_back("--resume");
+  return saved;
+}
+
 Command compare_command(CLI::App& results) {
   auto* cmd = results.add_subcommand("compare", "compare two experiments' matching runs on run-level evidence; exit 1 on a regression "
                                                  "or a change with no declared direction, 3 when too few runs (fewer than 4 a side at "
@@ -542,12 +555,8 @@ Command compare_command(CLI::App& results) {
             st->opts.correction = st->correction == "none" ? Correction::None : st->correction == "holm" ? Correction::Holm : Correction::BenjaminiHochberg;
             check_compare_options(st->opts);
             auto more = [](const fs::path& exp, int runs) {
-              SavedCommand saved = read_saved_command(exp);
-              const fs::path here = fs::absolute(exp).lexically_normal();
-              set_flag(saved.argv, "--results_dir", here.parent_path().string());
-              set_flag(saved.argv, "--exp_name", here.filename().string());
+              SavedCommand saved = resume_command_line(exp.string());
               set_flag(saved.argv, "--repeat", std::to_string(runs));
-              saved.argv.push_back("--resume");
               saved.argv[0] = (self_dir() / "fanout").string();
               std::cerr << "fanout: --until-decided: " << exp.string() << " to " << runs << " runs of each permutation\n";
               auto r = run_process(saved.argv, saved.cwd, 365.0 * 86400);
@@ -630,18 +639,11 @@ Command resume_command(CLI::App& app) {
   cmd->add_option("exp_dir", *exp, "experiment folder (results/<exp_name>)")->required();
   cmd->add_option("--max_local_ranks", *max_local_ranks, "as the experiment's flag: a host with fewer CPUs than where it started may need it");
   return {cmd, [exp, max_local_ranks] {
-            SavedCommand saved = read_saved_command(*exp);
+            SavedCommand saved = resume_command_line(*exp);
             if (!max_local_ranks->empty()) set_flag(saved.argv, "--max_local_ranks", *max_local_ranks);
-            // The experiment is where it is now (it may have been moved since): its folder, not the saved flags,
-            // says where results go.
-            const fs::path here = fs::absolute(*exp).lexically_normal();
-            const fs::path exp_dir = here.filename().empty() ? here.parent_path() : here;
             std::error_code ec;
             fs::current_path(saved.cwd, ec);
             if (ec) throw UserError(*exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());
-            set_flag(saved.argv, "--results_dir", exp_dir.parent_path().string());
-            set_flag(saved.argv, "--exp_name", exp_dir.filename().string());
-            saved.argv.push_back("--resume");
             std::vector<char*> cargv;
             for (auto& a : saved.argv) cargv.push_back(a.data());
             cargv.push_back(nullptr);

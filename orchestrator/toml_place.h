@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/toml_document.h"
 #include "common/text.h"
 
 namespace fanout {
@@ -19,15 +20,7 @@ inline std::string toml_at(const std::filesystem::path& file, const toml::node& 
 }
 
 // The document in `text`; a syntax error is a UserError naming file:line.
-inline toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
-  refuse_non_ascii_outside_strings(text, file.string());
-  refuse_deep_toml_keys(text, file.string());
-  try {
-    return toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
-}
+inline toml::table parse_toml(std::string_view text, const std::filesystem::path& file) { return parse_toml_document(text, file.string()); }
 
 // A TOML value (scalar or array of scalars) as texts.
 inline std::vector<std::string> toml_values(const toml::node& n, const std::string& origin) {

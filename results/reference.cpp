@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "common/error.h"
+#include "common/toml_document.h"
 #include "common/files.h"
 #include "common/text.h"
 #include "results/layout.h"
@@ -49,14 +50,7 @@ std::string value_text(const toml::node& v) {
 
 std::vector<Reference> read_references(const fs::path& file) {
   const std::string text = read_file(file);
-  refuse_non_ascii_outside_strings(text, file.string());
-  refuse_deep_toml_keys(text, file.string());
-  toml::table root;
-  try {
-    root = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml_document(text, file.string());
   auto* list = root["reference"].as_array();
   if (!list || list->empty()) throw UserError(file.string() + ": no [[reference]] tables");
   std::vector<Reference> out;

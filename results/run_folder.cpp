@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include "common/error.h"
+#include "common/toml_document.h"
 #include "common/files.h"
 #include "common/text.h"
 #include "results/layout.h"
@@ -64,15 +65,7 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
-  toml::table root;
-  const std::string text = read_input_file(file, kMaxRunMetadataBytes);
-  refuse_non_ascii_outside_strings(text, file.string());
-  refuse_deep_toml_keys(text, file.string());
-  try {
-    root = toml::parse(text, file.string());
-  } catch (const toml::parse_error& e) {
-    throw UserError(file.string() + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  toml::table root = parse_toml_document(read_input_file(file, kMaxRunMetadataBytes), file.string());
   auto need_str = [&](toml::node_view<toml::node> n, const char* key) {
     auto v = n[key].value<std::string>();
     if (!v) throw UserError(file.string() + ": missing '" + std::string(key) + "'");
