@@ -99,3 +99,22 @@ TEST(ScalingModel, TwoParametersOfAKnownProduct) {
   EXPECT_NEAR(s.a, 2, 0.02);
   EXPECT_NEAR(s.b, 50, 0.5);
 }
+
+// The branches no growth term can serve: a parameter with a value of 0 gets only the constant model (no power or
+// log of 0), and a figure that is not finite gets none, each saying why.
+TEST(ScalingModel, NonPositiveOrNonFiniteValuesSayWhy) {
+  const auto zero = fit_single_parameter("offset", {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}});
+  ASSERT_TRUE(zero.fitted);
+  EXPECT_TRUE(zero.term.constant());
+  EXPECT_DOUBLE_EQ(zero.c0, 3);
+  EXPECT_EQ(zero.why, "offset has values <= 0: only the constant model");
+  const auto nan = fit_single_parameter("p", {{1, 1}, {2, 2}, {4, NAN}, {8, 4}, {16, 5}});
+  EXPECT_FALSE(nan.fitted);
+  EXPECT_EQ(nan.why, "a value of p or of the figure is not a finite number");
+  std::vector<std::array<double, 3>> grid;
+  for (double x : {1.0, 2.0, 4.0})
+    for (double y : {1.0, 2.0, 4.0, 8.0, 16.0}) grid.push_back({x, y, x * y});
+  const auto two = fit_two_parameters("x", "y", grid);
+  EXPECT_FALSE(two.fitted);
+  EXPECT_EQ(two.why, "3 distinct value(s) of x; a model needs 5");
+}
