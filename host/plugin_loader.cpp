@@ -292,7 +292,7 @@ void Plugin::read_abi4(const void* descriptor) {
                            std::to_string(kAbi4Size<fanout_plugin>) + " (build it with FANOUT_PLUGIN or the SDK)");
   const auto d = read_sized<fanout_plugin>(descriptor, size);
   name_ = str(d.name), summary_ = str(d.summary), version_ = str(d.version);
-  init_ = d.init, fini_ = d.fini, check_ = d.check;
+  init_ = d.init, fini_ = d.fini, check_ = d.check, plan_step_ = d.plan_step;  // NULL before ABI 4.7
   for (const auto& ps : read_array(d.params, d.n_params, "params", p)) {
     ParamSpec spec = unconstrained(ps.name, ps.type, ps.default_value, ps.help);
     if (ps.n_choices && !ps.choices) throw malformed(p, "parameter '" + spec.name + "' has n_choices but no choices");
@@ -488,6 +488,36 @@ std::string Plugin::check(const std::vector<std::pair<std::string, std::string>>
   char err[512] = {0};
   if (check_(names.data(), texts.data(), uint32_t(values.size()), err, sizeof err) == 0) return "";
   return err[0] ? std::string(err) : "refused without a reason";
+}
+
+StepPlanAnswer Plugin::plan_step(const StepPlanRequest& r) const {
+  StepPlanAnswer answer;
+  if (!plan_step_) return answer;
+  std::vector<const char*> names, texts;
+  for (auto& [n, v] : r.values) names.push_back(n.c_str()), texts.push_back(v.c_str());
+  fanout_step_plan step{};
+  step.struct_size = sizeof step;
+  step.flags = r.local ? FANOUT_STEP_PLAN_LOCAL : 0u;
+  step.step = r.step.c_str(), step.role = r.role.c_str(), step.settings = r.settings_json.c_str();
+  step.names = names.data(), step.values = texts.data(), step.n = uint32_t(r.values.size());
+  step.ranks = r.ranks, step.submit_dir = r.submit_dir.c_str();
+  std::string out(8192, '\0');
+  const int rc = plan_step_(&step, out.data(), out.size());
+  out.resize(std::strlen(out.c_str()));
+  if (rc != 0) {
+    answer.accepted = false;
+    answer.refusal = out.empty() ? "refused without a reason" : out;
+    return answer;
+  }
+  for (size_t at = 0; at < out.size();) {
+    size_t nl = out.find('\n', at);
+    if (nl == std::string::npos) nl = out.size();
+    const std::string line = out.substr(at, nl - at);
+    if (line.rfind("warning: ", 0) == 0) answer.warnings.push_back(line.substr(9));
+    else if (!line.empty()) answer.runs += (answer.runs.empty() ? "" : "\n") + line;
+    at = nl + 1;
+  }
+  return answer;
 }
 
 const ParamSpec* Plugin::param(const std::string& name) const {

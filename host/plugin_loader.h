@@ -114,6 +114,21 @@ const MetricSpec* find_metric_spec(const std::vector<MetricSpec>& specs, const s
 // "lower", "higher", "none", or "" for FANOUT_BETTER_UNDECLARED (the text stored with the samples).
 const char* better_name(int better);
 
+// One step of one permutation for Plugin::plan_step (fanout_step_plan).
+struct StepPlanRequest {
+  std::string step, role, settings_json, submit_dir;
+  std::vector<std::pair<std::string, std::string>> values;
+  int64_t ranks = 1;
+  bool local = false;  // the ranks run on this machine (FANOUT_STEP_PLAN_LOCAL)
+};
+// The plugin's answer: accepted (what each rank will run, and warnings) or refused (why).
+struct StepPlanAnswer {
+  bool accepted = true;
+  std::string runs;                   // what each rank will run ("" when the plugin does not say)
+  std::vector<std::string> warnings;  // its "warning: " lines, without the prefix
+  std::string refusal;
+};
+
 // A loaded plugin: the shared object stays open for the lifetime of this object.
 class Plugin {
  public:
@@ -150,6 +165,8 @@ class Plugin {
   // The plugin's own check of one permutation (names and values in order); empty when it accepts them or has
   // no check, else its reason.
   std::string check(const std::vector<std::pair<std::string, std::string>>& values) const;
+  // The plugin's plan of one step (fanout_plugin.plan_step, ABI 4.7); accepted and empty when it has none.
+  StepPlanAnswer plan_step(const StepPlanRequest& request) const;
 
  private:
   Plugin() = default;
@@ -169,6 +186,7 @@ class Plugin {
   int (*init_)(char*, size_t) = nullptr;
   void (*fini_)(void) = nullptr;
   int (*check_)(const char* const*, const char* const*, uint32_t, char*, size_t) = nullptr;
+  int (*plan_step_)(const fanout_step_plan*, char*, size_t) = nullptr;
   bool initialised_ = false;
   bool user_parameters_ = false;
   std::vector<std::string> step_keys_;

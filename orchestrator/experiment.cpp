@@ -582,6 +582,28 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   const bool service_per_run = sharing && request.settings.no_reuse;
   auto is_varied = [&](const std::string& name) { return std::find(varied.begin(), varied.end(), name) != varied.end(); };
   std::string group_key;
+  // Each step as its plugin plans it (fanout_plugin.plan_step): refused here, before anything is written, with the
+  // permutation named; its warnings kept once; what each rank runs kept for --dry-run.
+  std::error_code cwd_error;
+  const std::string submit_dir = fs::current_path(cwd_error).string();
+  const bool local = scheduler_traits(request.settings.scheduler).one_host;  // its ranks see this machine's files
+  std::set<std::string> warned;
+  auto plan_step = [&](const StepTemplate& s, const StepSpec& step, const ParameterPoint& point) {
+    StepPlanRequest r;
+    r.step = s.label(), r.role = s.role, r.settings_json = s.settings_json, r.submit_dir = submit_dir, r.local = local;
+    r.ranks = int64_t(step.nodes) * step.tasks_per_node;
+    const Plugin& p = step_plugin(s);
+    r.values = &p == &plugin ? plugin.values_for_roles(request.subcommand, point.values) : point.values;
+    StepPlanAnswer a = p.plan_step(r);
+    if (!a.accepted) {
+      std::string where;
+      for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
+      throw UserError(a.refusal + (where.empty() ? "" : " (in the permutation " + where + ")"));
+    }
+    for (auto& w : a.warnings)
+      if (warned.insert(w).second) plan.warnings.push_back(w);
+    return a.runs;
+  };
   check_permutation_count(plan.space, request.settings.max_runs);
   uint64_t kept = 0;
   plan.space.for_each([&](ParameterPoint&& point) {
@@ -596,6 +618,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     RunPlan run;
     run.point = point;
     StepSpec shared;
+    std::string shared_command;
     for (auto& s : plan.steps) {
       StepSpec step;
       step.role = s.label();
@@ -610,8 +633,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.binding = s.binding.empty() ? request.settings.binding : s.binding;  // the step's own, else the run's --binding
       step.exclusive = s.exclusive;
       step.mpi_program = s.mpi_program || request.settings.mpi_program;  // the step's own, else the run's --mpi_program
-      if (sharing && s.label() == shared_role) shared = step;
-      else run.steps.push_back(step);
+      const std::string command = plan_step(s, step, point);
+      if (sharing && s.label() == shared_role) shared = step, shared_command = command;
+      else run.steps.push_back(step), run.step_commands.push_back(command);
     }
     identify(run, "");
     run.session_stem = filename_safe(session_name(tmpl ? tmpl->session_name : "", request.subcommand == "run" ? plugin.name() : request.subcommand,
@@ -627,6 +651,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
         for (auto& [k, v] : point.values)
           if (!is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k)) service.point.values.emplace_back(k, v);
         service.steps = {shared};
+        service.step_commands = {shared_command};
         service.plugin = shared_plugin;
         // Groups with equal values stay apart; another plugin's service is that plugin's.
         identify(service, "service " + std::to_string(plan.services.size()) + "\n" + (shared_plugin ? "plugin " + shared_plugin->name() + "\n" : ""));

@@ -105,6 +105,7 @@ struct RunPlan {
   // What the identity hash reads, before and after the kind ("repeat 3"): a later repeat's is made from them.
   std::string identity_head, identity_body, session_stem;
   const Plugin* plugin = nullptr;  // a service's own plugin when its step names another (ExperimentPlan::step_plugins)
+  std::vector<std::string> step_commands;  // per step: what each rank runs, as its plugin's plan_step says ("" unsaid)
 };
 
 struct ExperimentPlan {
@@ -117,6 +118,7 @@ struct ExperimentPlan {
   std::vector<RunPlan> services;
   // The plugins of steps that name another plugin than the experiment's (an exec run's smartsim db), kept open.
   std::vector<std::shared_ptr<const Plugin>> step_plugins;
+  std::vector<std::string> warnings;  // what the plugins' plan_step warned of, each once
 };
 
 // Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.

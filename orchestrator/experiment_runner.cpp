@@ -412,12 +412,18 @@ std::string summarised(const std::string& script) {
 }
 }  // namespace
 
+// What a sweep runs, for its banner: a plugin's experiment ("calibration 'calibration_sleep'"), or an experiment
+// file's by its name ("experiment 'kv' (plugin exec)").
+static std::string what_runs(const ExperimentPlan& plan, const Plugin& plugin) {
+  if (plan.request.subcommand == "run") return "experiment '" + printable(plan.request.settings.exp_name) + "' (plugin " + plugin.name() + ")";
+  return plugin.name() + " '" + plan.request.subcommand + "'";
+}
+
 void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts, std::ostream& out) {
   const auto& st = plan.request.settings;
   if (!scheduler_is_detected(st.scheduler)) refuse_unhonoured(plan, st.scheduler);  // as a real run would
   else refuse_too_many_local_ranks(plan, st.scheduler);  // auto that means local here
-  out << "# dry run: " << plan.runs.size() << " run(s) of " << plugin.name() << " '" << plan.request.subcommand
-      << "', launcher " << st.scheduler << ", nothing is submitted or written\n";
+  out << "# dry run: " << plan.runs.size() << " run(s) of " << what_runs(plan, plugin) << ", launcher " << st.scheduler << ", nothing is submitted or written\n";
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     const auto& r = plan.runs[i];
     if (r.service >= 0 && (i == 0 || plan.runs[i - 1].service != r.service))
@@ -426,6 +432,14 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << printable(r.session);
     for (auto& [k, v] : r.point.values) out << " " << k << "=" << printable(v);  // the plan holds what the experiment uses
     out << "\n";
+    // What each rank of each step will run, placeholders filled (the plugin's plan_step; the step's own
+    // variables stay {FANOUT_RANK}), before the job scripts that start fanout-rank.
+    for (size_t k = 0; k < r.step_commands.size() && k < r.steps.size(); ++k)
+      if (!r.step_commands[k].empty()) {
+        std::string text = printable_lines(r.step_commands[k]);
+        for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 5) text.replace(at, 1, "\n    ");
+        out << "  step " << printable(r.steps[k].role) << " runs: " << text << "\n";
+      }
   }
   fs::path root = fs::absolute(st.results_dir) / st.exp_name / "run-<timestamp>";
   for (const JobSpec& job : service_jobs(plan, plugin, opts, root)) {
@@ -591,6 +605,7 @@ class ExperimentSession {
     bool ended = false;
     bool failed = false;   // ended without completing, and not retried
     std::string waiting{};  // why the scheduler keeps it pending, when it says
+    std::string node_list{};  // where it ran, as the scheduler said when it started
     int64_t unknown_since_ns = 0;  // first of an unbroken series of polls that could not say its state (0: none)
   };
   // A shared step's group: its service slot, started first; its runs start once the service has written
@@ -720,8 +735,7 @@ class ExperimentSession {
     sync_filesystem(outcome_.run_root);
     queued_ = true;
     outcome_.runs = slots_.size();
-    log() << "fanout: " << slots_.size() << " run(s) of " << plugin_.name() << " '" << plan_.request.subcommand << "' on launcher "
-         << st_.scheduler;
+    log() << "fanout: " << slots_.size() << " run(s) of " << what_runs(plan_, plugin_) << " on launcher " << st_.scheduler;
     if (!groups_.empty()) log() << " (" << groups_.size() << " of them shared " << plan_.services[0].steps[0].role << " service(s))";
     log() << " -> " << outcome_.run_root.string() << "\n";
   }
@@ -862,13 +876,14 @@ class ExperimentSession {
     else if (!retry) ++outcome_.failed, s.failed = true;
     const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
     const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : s.dir.filename().string();
-    log() << "fanout: " << name << " " << job_state_name(js.state) << " in " << format_duration(dur) << ", " << report.samples << " samples";
+    const std::string nodes = !js.node_list.empty() ? js.node_list : s.node_list;
+    log() << "fanout: " << name << " " << job_state_name(js.state) << " in " << format_duration(dur) << ", " << report.samples << " samples"
+          << " (job " << s.job_id << (nodes.empty() ? "" : " on " + nodes) << ")";
     if (js.state != JobState::Completed) log() << " -- " << js.reason;
     log() << "\n";
     if (js.state != JobState::Completed) {
-      std::string line = name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + ": " + js.reason;
-      if (js.reason.find(s.dir.string()) == std::string::npos) line += "; logs: " + s.dir.string();
-      failures_.push_back(line);
+      // Its reason was printed above as it ended: the recap names it and where its logs are, once.
+      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + s.dir.string());
     }
     for (auto& w : report.warnings) log() << "  warning: " << w << "\n";
     const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
@@ -957,7 +972,8 @@ class ExperimentSession {
       } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
-        log() << "fanout: submitted " << slots_[next_].dir.filename().string() << " (job " << id << ")\n";
+        // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
+        if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir.filename().string() << " (job " << id << ")\n";
         track_submitted(next_++, id);
       } else {
         break;
@@ -1001,9 +1017,12 @@ class ExperimentSession {
       if (!job_state_final(js.state)) {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
           auto& slot = slots_[active_.at(js.job_id)];
-          if (js.state == JobState::Running && slot.state != JobState::Running)
-            log() << "fanout: " << slot.dir.filename().string() << " running (job " << js.job_id << ")"
-                  << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
+          if (js.state == JobState::Running && slot.state != JobState::Running) {
+            slot.node_list = js.node_list;
+            if (st_.verbose)
+              log() << "fanout: " << slot.dir.filename().string() << " running (job " << js.job_id << ")"
+                    << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
+          }
           changed |= slot.state != js.state;
           slot.waiting = js.state == JobState::Pending ? js.reason : "";
           set_state(slot, js.state);
@@ -1077,7 +1096,8 @@ class ExperimentSession {
     if (outcome_.failed) log() << ", " << outcome_.failed << " did not (listed below)";
     log() << " in " << format_duration(wall) << "\n";
     if (!failures_.empty()) {
-      log() << "fanout: " << failures_.size() << " attempt(s) did not complete:\n";
+      log() << "fanout: " << failures_.size() << " attempt(s) did not complete (why: each one's line above, and `fanout ls "
+            << shell_quote(outcome_.exp_dir.string()) << "`):\n";
       for (auto& f : failures_) log() << "  " << f << "\n";
     }
     log() << "fanout: results  " << outcome_.database.string() << "\n"

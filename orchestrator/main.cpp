@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <algorithm>
 #include <tuple>
@@ -55,6 +56,46 @@ void on_interrupt(int) {
 
 fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
 
+// --help in lines under 100 characters: each description wrapped at word boundaries beside its flag column.
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  static constexpr size_t kWidth = 99;
+  static std::string wrap(const std::string& text, size_t width) {
+    std::string out, line;
+    std::istringstream words(text);
+    for (std::string w; words >> w;) {
+      if (!line.empty() && line.size() + 1 + w.size() > width) out += line + "\n", line.clear();
+      line += (line.empty() ? "" : " ") + w;
+    }
+    return out + line;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return wrap(CLI::Formatter::make_option_desc(opt), kWidth - get_column_width());
+  }
+  std::string make_description(const CLI::App* app) const override { return wrap(CLI::Formatter::make_description(app), kWidth) + "\n"; }
+};
+
+// The topics --help groups the driver's flags under, in this order (a flag not listed: the last group).
+const std::vector<std::pair<std::string, std::vector<std::string>>>& setting_topics() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> topics = {
+      {"Runs: where they go, how many, in which order",
+       {"exp_name", "results_dir", "launcher", "repeat", "max_repeat", "precision", "repeat_order", "max_parallel", "zip", "exclude",
+        "max_runs", "max_local_ranks", "resume", "reference"}},
+      {"Failures, time and progress",
+       {"walltime", "max_retries", "stall_timeout", "unknown_timeout", "max_pending", "fatal_pending", "status_interval", "verbose"}},
+      {"Clusters (slurm, pbs, sge)",
+       {"step_launcher", "array", "partition", "account", "constraint", "exclusive", "batch_args", "node_feature", "site", "mpi", "binding",
+        "mpi_program"}},
+      {"Shared services (a database reused across runs)", {"no_reuse", "service_hosts", "service_args", "service_walltime"}},
+  };
+  return topics;
+}
+std::string topic_of(const std::string& setting) {
+  for (auto& [topic, names] : setting_topics())
+    if (std::find(names.begin(), names.end(), setting) != names.end()) return topic;
+  return "Other driver options";
+}
+
 // The driver's own flags, shared by every experiment subcommand and `run`: one CLI option per row of the
 // settings table (orchestrator/settings.h), which also checks and applies them.
 struct SettingsFlags {
@@ -65,8 +106,16 @@ struct SettingsFlags {
   bool dry_run = false;
 
   void add_to(CLI::App* app) {
-    app->option_defaults()->group("Driver options");
-    for (auto& s : driver_settings()) {
+    // Grouped by topic, the topics in their order (CLI11 lists groups as their first option comes).
+    std::vector<const DriverSetting*> ordered;
+    for (auto& [topic, names] : setting_topics())
+      for (auto& s : driver_settings())
+        if (topic_of(s.name) == topic) ordered.push_back(&s);
+    for (auto& s : driver_settings())
+      if (topic_of(s.name) == "Other driver options") ordered.push_back(&s);
+    for (const DriverSetting* sp : ordered) {
+      const DriverSetting& s = *sp;
+      app->option_defaults()->group(topic_of(s.name));
       const std::string flag_name = "--" + s.name + (s.alias.empty() ? "" : ",--" + s.alias);
       if (s.kind == DriverSetting::Kind::Bool) {
         opts[s.name] = app->add_flag(flag_name, flag[s.name], s.help);
@@ -78,7 +127,8 @@ struct SettingsFlags {
         if (!s.default_text.empty()) opts[s.name]->default_str(s.default_text);
       }
     }
-    app->add_flag("--dry-run,--dry_run", dry_run, "print the runs and their job scripts; submit and write nothing");
+    app->option_defaults()->group(setting_topics().front().first);
+    app->add_flag("--dry-run,--dry_run", dry_run, "print the runs, what each step runs, and their job scripts; submit and write nothing");
   }
 
   // Flags given on the command line override the request's (an experiment file's, or the defaults) settings.
@@ -225,6 +275,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   if (std::find(names.begin(), names.end(), with_site.settings.scheduler) == names.end())
     throw UserError("--launcher: unknown launcher '" + with_site.settings.scheduler + "' (known: " + join(names, ", ") + ")");
   ExperimentPlan plan = plan_experiment(with_site, plugin);
+  for (auto& w : plan.warnings) std::cerr << "fanout: warning: " << w << "\n";
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
@@ -304,14 +355,15 @@ int list_experiments(const fs::path& dir, std::ostream& out, std::ostream& err) 
     out << line << counts << "  " << printable(report) << "\n";
   };
   char counts[128];
-  std::snprintf(counts, sizeof counts, " %6s %9s %6s %6s  %-20s", "RUNS", "COMPLETED", "FAILED", "OTHER", "LAST END (UTC)");
+  // RUNS counts every attempt; an attempt run again (a retry, a resume) is SUPERSEDED, not FAILED or OTHER.
+  std::snprintf(counts, sizeof counts, " %6s %9s %6s %6s %10s  %-20s", "RUNS", "COMPLETED", "FAILED", "OTHER", "SUPERSEDED", "LAST END (UTC)");
   row("EXPERIMENT", counts, "REPORT");
   for (auto& r : rows) {
     auto count = [&](const char* status) { auto it = r.s.runs_by_status.find(status); return it == r.s.runs_by_status.end() ? int64_t(0) : it->second; };
     const int64_t completed = count("COMPLETED"), failed = count("FAILED");
     const std::string last = r.s.last_end_s > 0 ? iso8601_utc(int64_t(r.s.last_end_s * 1e9)).substr(0, 19) : "-";
-    std::snprintf(counts, sizeof counts, " %6lld %9lld %6lld %6lld  %-20s", (long long)r.s.runs, (long long)completed, (long long)failed,
-                  (long long)(r.s.runs - completed - failed), last.c_str());
+    std::snprintf(counts, sizeof counts, " %6lld %9lld %6lld %6lld %10lld  %-20s", (long long)r.s.runs, (long long)completed, (long long)failed,
+                  (long long)(r.s.runs - completed - failed - r.s.superseded), (long long)r.s.superseded, last.c_str());
     row(r.name, counts, r.report.empty() ? "-" : r.report);
   }
   if (rows.empty() && !unreadable) out << "(no experiments under " << printable(dir.string()) << ")\n";
@@ -733,8 +785,18 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
     } catch (const UserError&) {
       scheduler = " --launcher=slurm";
     }
+    // A plugin that runs the user's program (exec) shows two that run; its --command is what the user brings.
+    if (plugin.user_parameters() && plugin.param("command"))
+      return "Examples:\n  fanout " + tmpl.name + " --command='sleep 0.01' --repeat_command=5 --warmup=1\n"
+             "      # a program's wall time: 5 invocations after 1 warmup, on this machine\n"
+             "  fanout " + tmpl.name + " --command='dd if=/dev/zero of=/dev/null bs={bs} count=2000' --param bs=[4k,64k] \\\n"
+             "      --repeat=3 --parse='regex:copied, (?<value>[0-9.eE+-]+) s,' --from=stderr \\\n"
+             "      --metric=dd_time --unit=s\n"
+             "      # a sweep of your own parameter, a figure read from what the program prints; then\n"
+             "      # fanout process_scaling_results results/" + tmpl.name + "\n\n"
+             "Options of exec first, then the driver's by topic; more: docs/exec.md and docs/running.md.";
     return "Example:\n  fanout " + tmpl.name + (sweepable.empty() ? "" : " " + join(sweepable, " ")) + scheduler +
-           " --dry-run     # the runs and their job scripts, nothing submitted";
+           " --dry-run\n      # the runs and their job scripts, nothing submitted";
   });
   return {cmd, [st, &plugin, &tmpl, &inv] {
             ExperimentRequest req;
@@ -790,6 +852,7 @@ int drive(int argc, char** argv) {
   inv.args.assign(argv, argv + argc);
 
   CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
+  app.formatter(std::make_shared<WrappingFormatter>());  // before the subcommands, which take their parent's
   app.require_subcommand(1);
   app.set_version_flag("--version", "fanout " FANOUT_VERSION " (" FANOUT_GIT_REVISION ", plugin ABI " +
                                         std::to_string(FANOUT_PLUGIN_ABI_VERSION) + ")");

@@ -155,7 +155,7 @@ std::vector<DriverSetting> make_settings() {
                       [](ExperimentSettings& st, int64_t v) { st.max_runs = v; }));
   s.push_back(integer("max_local_ranks", "ranks one run may start on this host with the local launcher (0: 8 per CPU fanout may use); a larger run is refused before anything starts",
                       0, 0, 10000000, [](ExperimentSettings& st, int64_t v) { st.max_local_ranks = v; }));
-  s.push_back(boolean("verbose", "print the driver's own cost at the end (submission, polls, scheduler queries, CPU, peak memory)",
+  s.push_back(boolean("verbose", "print each run's submission and start, and the driver's own cost at the end (submission, polls, queries, CPU, memory)",
                       [](ExperimentSettings& st, bool v) { st.verbose = v; }));
   s.push_back(boolean("no_reuse", "start the experiment's shared step (e.g. the database of throughput_standard) in every run instead of once per group of runs",
                       [](ExperimentSettings& st, bool v) { st.no_reuse = v; }));

@@ -330,7 +330,7 @@ int run_rank(int argc, char** argv) {
   bool flushed = writer.flush();
   if (rc != 0) {
     log_line(&ctx, FANOUT_LOG_ERROR, "role '" + role + "' returned " + std::to_string(rc));
-    return rc > 0 && rc < 126 ? rc : 1;
+    return rc > 0 && rc < 256 ? rc : 1;  // a command's own status passes through as it is (exec: one account of it)
   }
   if (ctx.record_failed || !flushed) {
     log_line(&ctx, FANOUT_LOG_ERROR, "samples could not be stored: " + writer.error());

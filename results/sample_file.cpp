@@ -27,6 +27,11 @@ SampleWriter::SampleWriter(const std::filesystem::path& path, int rank, const st
     put(&len, 2);
     put(s->data(), len);
   }
+  // The header on disk at once: a rank stopped before its first sample (a service's, killed with its run) leaves a
+  // file of no samples, not an empty one that reads as "not a fanout sample file". flushed_ns_ stays 0, so the
+  // first sample is still written out as it comes.
+  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size() || std::fflush(f_) != 0) error_ = std::string("cannot write samples: ") + std::strerror(errno);
+  buf_.clear();
 }
 
 SampleWriter::~SampleWriter() {

@@ -678,7 +678,10 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
   sqlite3_busy_timeout(db, 10000);
   ExperimentSummary summary;
   sqlite3_stmt* st = nullptr;
-  const char* sql = "SELECT status, count(*), max(ended_at) FROM runs GROUP BY status";
+  // An attempt that did not complete is superseded once its permutation completed or was tried again.
+  const char* sql =
+      "SELECT CASE WHEN a.status != 'COMPLETED' AND EXISTS (SELECT 1 FROM runs b WHERE b.param_hash = a.param_hash AND "
+      "(b.status = 'COMPLETED' OR b.id > a.id)) THEN '' ELSE a.status END, count(*), max(a.ended_at) FROM runs a GROUP BY 1";
   if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
     std::string why = sqlite3_errmsg(db);
     sqlite3_close(db);
@@ -687,7 +690,9 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const int64_t n = sqlite3_column_int64(st, 1);
-    summary.runs_by_status[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = n;
+    const std::string status = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    if (status.empty()) summary.superseded = n;
+    else summary.runs_by_status[status] = n;
     summary.runs += n;
     if (sqlite3_column_type(st, 2) != SQLITE_NULL) summary.last_end_s = std::max(summary.last_end_s, sqlite3_column_double(st, 2));
   }

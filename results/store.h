@@ -39,8 +39,9 @@ struct MetricSummaryRow {
 // What `fanout ls` shows of one experiment's database, read without writing to it (another driver may be running
 // the experiment). Throws UserError naming the file when it is missing or not a fanout results database.
 struct ExperimentSummary {
-  std::map<std::string, int64_t> runs_by_status;  // COMPLETED, FAILED, ... -> runs
-  int64_t runs = 0;
+  std::map<std::string, int64_t> runs_by_status;  // COMPLETED, FAILED, ... -> runs, superseded attempts left out
+  int64_t runs = 0;        // every attempt
+  int64_t superseded = 0;  // attempts that did not complete and were run again (a retry, a resume) or completed since
   double last_end_s = 0;  // Unix seconds of the newest run's end, 0 when none ended
 };
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);

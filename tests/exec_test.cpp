@@ -28,6 +28,10 @@ class Exec : public ::testing::Test {
   void write(const std::string& name, const std::string& text) { std::ofstream(d.path / name) << text; }
   // The folder of the only run of exp.
   fs::path run_dir(const std::string& exp) { return one(exp, "SELECT path FROM runs"); }
+  // The folder of exp's run whose parameter n is `n`.
+  fs::path run_dir_of(const std::string& exp, const std::string& n) {
+    return one(exp, "SELECT r.path FROM runs r JOIN parameters p ON p.run_id=r.id AND p.name='n' WHERE p.value='" + n + "'");
+  }
   // NAME=value lines of a file the probe wrote.
   static std::map<std::string, std::string> env_file(const fs::path& f) {
     std::map<std::string, std::string> out;
@@ -129,14 +133,22 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
   // Refused before anything runs: a placeholder that is no parameter, a parser that does not compile, no unit.
   for (auto& [args, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"exec", "--command=./b {sise}", "--param", "size=1"}, "{sise}"},
-           {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+", "--metric=m", "--unit=s"}, "missing closing parenthesis"},
-           {{"exec", "--command=./b", "--parse", "regex:(?<value>\\d+)", "--metric=m"}, "gives no unit"},
-           {{"exec", "--command=./b", "--parse", "xml"}, "no parser 'xml'"},
+           {{"exec", "--command=true", "--parse", "regex:(?<value>\\d+", "--metric=m", "--unit=s"}, "missing closing parenthesis"},
+           {{"exec", "--command=true", "--parse", "regex:(?<value>\\d+)", "--metric=m"}, "has no unit: add a (?<unit>...) group or a unit (--unit)"},
+           // every missing piece at once (issue 52), not one per try
+           {{"exec", "--command=true", "--parse", "regex:took \\d+"},
+            "'regex:took \\d+' has no (?<value>...) group: name the number to record value; no unit: add a (?<unit>...) group or a unit "
+            "(--unit); and no metric: add a (?<metric>...) group or a metric (--metric)"},
+           {{"exec", "--command=true", "--parse", "csv:rps,avg_latency_ms:ms", "--metric=m"},
+            "'csv:rps,avg_latency_ms:ms': no unit for column rps: write it as rps:UNIT, or give a unit (--unit) for all; a metric names one column"},
+           {{"exec", "--command=true", "--parse", "regex:(?<value>\\d+) (?<unit>ms)", "--metric=m", "--label=test"},
+            "label names a csv column (each record's metric); 'regex' has none"},
+           {{"exec", "--command=true", "--parse", "xml"}, "no parser 'xml'"},
            // two ranks reading one glob would each count both ranks' samples
-           {{"exec", "--command=./b", "--ranks_per_node=2", "--parse=csv", "--unit=s", "--from=file:out_*.csv"},
+           {{"exec", "--command=true", "--ranks_per_node=2", "--parse=csv", "--unit=s", "--from=file:out_*.csv"},
             "'csv' reads from 'file:out_*.csv', which every one of the step's 2 ranks would read whole"},
            // local processes are no MPI job: each would be a world of its own
-           {{"exec", "--command=./b", "--mpi_program"},
+           {{"exec", "--command=true", "--mpi_program"},
             "asks to run an MPI program whose ranks are the step's (mpi_program), which the local launcher cannot give it"}}) {
     auto refused = fanout(args);
     EXPECT_EQ(refused.exit_code, 2) << why << refused.err;
@@ -150,17 +162,69 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
   auto mpi = fanout({"run", "mpi.toml"});
   EXPECT_EQ(mpi.exit_code, 2) << mpi.err;
   EXPECT_NE(mpi.err.find("mpi.toml:5: mpi_program must be true or false"), std::string::npos) << mpi.err;
-  // The same for a file's step, found when its ranks start (a file's step settings are the plugin's to read).
+  // The same for a file's step, refused when it is planned (exec's plan_step reads the step's settings).
   write("glob.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nranks_per_node = 2\ncommand = \"" + probe() +
                          " 1 1\"\nparse = [{ kind = \"smartsim-timing\", from = \"file:rank_*_timing.csv\" }]\n");
   auto glob = fanout({"run", "glob.toml"});
-  EXPECT_NE(glob.exit_code, 0);
-  EXPECT_EQ(one("glob", "SELECT status || ' ' || (SELECT count(*) FROM samples) FROM runs"), "FAILED 0");
+  EXPECT_EQ(glob.exit_code, 2) << glob.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "glob"));
   EXPECT_NE(glob.err.find("which every one of the step's 2 ranks would read whole"), std::string::npos) << glob.err;
   auto mixed = fanout({"run", "mixed.toml"});
   EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
   EXPECT_NE(mixed.err.find("mixed.toml:3: a step of plugin calibration runs as the experiment's shared step, a job of its own: add shared = true"),
             std::string::npos) << mixed.err;
+}
+
+// Issue 52: what a user's own program gets wrong is found before anything runs (exit 2, nothing written), the
+// step's variables are placeholders, a relative program after a launcher word is the submit folder's, and a
+// failure has one account: a shell's 128 + N is not a signal.
+TEST_F(Exec, YourOwnProgramIsCheckedBeforeAnythingRuns) {
+  for (auto& [args, why] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"exec", "--command=./mm_O3 {n}", "--param", "n=[1,2]"},
+            "--command: the program './mm_O3' is no runnable file: " + (d.path / "mm_O3").string() +
+                " (a relative program is the submit folder's, where fanout was started) (in the permutation n=1)"},
+           {{"exec"}, "no command: give --command='...'"},
+           {{"exec", "--dry-run"}, "no command: give --command='...'"},
+           {{"exec", "--command=mpirun -np 2 ./pingpong"}, "the program './pingpong' is no runnable file"},
+           {{"exec", "--command=no_such_program_52 1"}, "the program 'no_such_program_52' is not on PATH ("},
+           {{"exec", "--command=echo {FANOUT_SUBMITDIR}"}, "--command refers to {FANOUT_SUBMITDIR}, which is no parameter and no step variable"}}) {
+    auto refused = fanout(args);
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find(why), std::string::npos) << why << "\n" << refused.err;
+    EXPECT_FALSE(fs::exists(d.path / "results")) << refused.err;
+  }
+  // On a cluster launcher the nodes may have what this machine lacks: a warning that names the path.
+  auto cluster = fanout({"exec", "--launcher=slurm", "--dry-run", "--command=./only_on_nodes"});
+  EXPECT_EQ(cluster.exit_code, 0) << cluster.err;
+  EXPECT_NE(cluster.err.find("fanout: warning: --command: the program './only_on_nodes' is no runnable file: " + (d.path / "only_on_nodes").string()),
+            std::string::npos) << cluster.err;
+  // The dry run shows what each rank runs, the parameters filled in, a relative program made the submit folder's.
+  write("tool.sh", "#!/bin/sh\npwd > \"$FANOUT_SUBMIT_DIR/ran_in.$1\"\n[ -z \"$2\" ] || echo \"$2\" > \"$FANOUT_SUBMIT_DIR/arg2\"\n");
+  fs::permissions(d.path / "tool.sh", fs::perms::owner_all);
+  auto dry = fanout({"exec", "--dry-run", "--command=env A=1 ./tool.sh {n}", "--param", "n=[3,4]"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("  step run runs: env A=1 " + (d.path / "tool.sh").string() + " 3\n    in <run>/run\n"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find(" 4\n"), std::string::npos) << dry.out;
+  // ... and runs so: env finds ./tool.sh in the submit folder; cwd=submit runs it there; {FANOUT_SUBMIT_DIR} is filled.
+  auto ran = fanout({"exec", "--exp_name=own", "--command=env A=1 ./tool.sh {n}", "--param", "n=[3,4]"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(read_file(d.path / "ran_in.3"), (run_dir_of("own", "3") / "run").string() + "\n");
+  auto here = fanout({"exec", "--exp_name=here", "--cwd=submit", "--command=./tool.sh here {FANOUT_SUBMIT_DIR}/x"});
+  ASSERT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_EQ(read_file(d.path / "ran_in.here"), d.path.string() + "\n");
+  EXPECT_EQ(read_file(d.path / "arg2"), d.path.string() + "/x\n");
+  // One account of each failure: a shell's exit 132 is its child's SIGILL, not a signal of its own; a real signal is
+  // named as one. Each reason printed once (live), the recap names the run and its logs.
+  auto ill = fanout({"exec", "--exp_name=ill", "--command=sh -c 'exit 132'"});
+  EXPECT_EQ(ill.exit_code, 1) << ill.err;
+  const std::string why132 = "the command exited with status 132 (128 + SIGILL: a process it started died of SIGILL) (invocation 1, run in " +
+                             (run_dir("ill") / "run").string() + ")";
+  EXPECT_NE(ill.err.find(why132), std::string::npos) << ill.err;
+  EXPECT_EQ(ill.err.find(why132), ill.err.rfind(why132)) << "printed once: " << ill.err;
+  EXPECT_EQ(ill.err.find("killed"), std::string::npos) << ill.err;
+  EXPECT_EQ(one("ill", "SELECT exit_code || ' ' || signal FROM runs"), "132 0");
+  auto segv = fanout({"exec", "--exp_name=segv", "--command=sh -c 'kill -SEGV $$'"});
+  EXPECT_NE(segv.err.find("the command was killed by SIGSEGV (signal 11)"), std::string::npos) << segv.err;
 }
 
 // Found by review: a program that leaves a child holding its pipes ends when it exits (the child is stopped, the
@@ -206,7 +270,26 @@ TEST_F(Exec, AServiceStepIsReadyBeforeItsClientsAndStoppedAfterThem) {
                      "[[steps]]\nname = \"client\"\nafter = \"db\"\ncommand = \"true\"\n");
   auto dies = fanout({"run", "dies.toml"});
   EXPECT_NE(dies.exit_code, 0);
-  EXPECT_NE(dies.err.find("the service ended (status 4) before the measuring steps were done; its stderr ends: going"), std::string::npos) << dies.err;
+  EXPECT_NE(dies.err.find("the service exited with status 4 before the measuring steps were done; its stderr ends: going"), std::string::npos) << dies.err;
+}
+
+// The README's kv.toml, as written there (its port made free): redis-benchmark's csv records become one metric per
+// test (label = "test"), each column in its own unit, so SET and GET have medians of their own.
+TEST_F(Exec, TheReadmesKvExampleKeepsSetAndGetApart) {
+  const std::string readme = read_file(fs::path(FANOUT_SOURCE_DIR) / "README.md");
+  const size_t mark = readme.find("<!-- doc-test: file kv.toml -->");
+  ASSERT_NE(mark, std::string::npos);
+  const size_t begin = readme.find("```toml\n", mark) + 8, end = readme.find("```", begin);
+  std::string toml = readme.substr(begin, end - begin);
+  const std::string port = std::to_string(test::free_tcp_port());
+  for (size_t at; (at = toml.find("26893")) != std::string::npos;) toml.replace(at, 5, port);
+  write("kv.toml", toml);
+  auto r = fanout({"run", "kv.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 2 sizes x 2 ranks: 4 samples of each; no metric mixes the tests.
+  EXPECT_EQ(one("kv", "SELECT group_concat(metric || ' ' || unit || ' ' || n, ', ') FROM (SELECT metric, unit, count(*) AS n FROM samples "
+                      "WHERE role='client' GROUP BY metric, unit ORDER BY metric)"),
+            "GET.avg_latency_ms ms 4, GET.rps requests/s 4, SET.avg_latency_ms ms 4, SET.rps requests/s 4");
 }
 
 // A Google Benchmark program (Debian's libbenchmark) read from its JSON, each benchmark in its own time unit.

@@ -173,6 +173,7 @@ class StepRun {
             {"FANOUT_STEP", step_},
             {"FANOUT_STEP_DIR", step_dir_},
             {"FANOUT_RUN_DIR", host_.run_dir()}};
+    if (const char* submit = std::getenv("FANOUT_SUBMIT_DIR")) env_.emplace_back("FANOUT_SUBMIT_DIR", submit);
     env_.insert(env_.end(), earlier_env_.begin(), earlier_env_.end());
     for (auto& [name, templ] : cfg_.env) env_.emplace_back(name, fill(templ, false));
   }
@@ -194,21 +195,27 @@ class StepRun {
 
   std::vector<std::string> argv() {
     std::vector<std::string> words;
-    if (cfg_.shell) {
-      words = {"/bin/sh", "-c", fill(cfg_.command, true)};
-    } else {
-      for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w, false));
-    }
-    // A relative program path means the folder fanout was started in (ranks start in their run folder).
-    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
-    if (!words[0].empty() && words[0][0] != '/' && words[0].find('/') != std::string::npos && submit) words[0] = std::string(submit) + "/" + words[0];
+    if (cfg_.shell) return {"/bin/sh", "-c", fill(cfg_.command, true)};
+    for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w, false));
+    // A relative program path (the first word, or the program after mpirun, env, taskset ...) means the folder
+    // fanout was started in: ranks start in their step's folder.
+    const size_t program = exec::program_word(words);
+    if (program < words.size()) words[program] = from_submit_dir(words[program]);
     return words;
   }
 
+  // "./x" or "bin/x" as the submit folder's; a bare name ("x": found on PATH) and an absolute path as they are.
+  static std::string from_submit_dir(const std::string& word) {
+    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
+    if (word.empty() || word[0] == '/' || word.find('/') == std::string::npos || !submit) return word;
+    return std::string(submit) + "/" + word;
+  }
+
   std::string working_dir() {
+    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
+    if (exec::runs_in_submit_dir(cfg_) && submit) return submit;
     if (cfg_.cwd.empty()) return step_dir_;
     std::string d = fill(cfg_.cwd, false);
-    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
     return d[0] == '/' || !submit ? d : std::string(submit) + "/" + d;
   }
 
@@ -217,24 +224,15 @@ class StepRun {
     fanout_sdk::Child child;
     LineReader out, err;
     int64_t t0 = 0;
+    std::string cwd;  // where it ran
   };
 
   // Rank 0 says what the step ran, for the run's provenance (FANOUT_RUN_PROVENANCE_DIR): the command as run, the
   // program's path, size and checksum, so that compare can tell that A and B ran different binaries.
   void record_program(const std::vector<std::string>& args) {
-    std::string program = args[0];
-    if (program.find('/') == std::string::npos)
-      if (const char* path = std::getenv("PATH"))
-        for (size_t at = 0; at <= std::strlen(path);) {
-          size_t colon = std::string(path).find(':', at);
-          if (colon == std::string::npos) colon = std::strlen(path);
-          const std::string candidate = std::string(path).substr(at, colon - at) + "/" + program;
-          if (::access(candidate.c_str(), X_OK) == 0) {
-            program = candidate;
-            break;
-          }
-          at = colon + 1;
-        }
+    const size_t at = exec::program_word(args);
+    std::string program = at < args.size() ? args[at] : args[0];
+    if (std::string found = exec::find_program(program, ""); !found.empty()) program = found;
     std::string shown;
     for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
     std::string text = step_ + ".command=" + shown + "\n" + step_ + ".program=" + program + "\n";
@@ -265,6 +263,7 @@ class StepRun {
       logged_command_ = true;
     }
     Invocation inv;
+    inv.cwd = o.cwd;
     inv.t0 = host_.now_ns();
     inv.child = fanout_sdk::spawn_program(args, o);
     inv.out.fd = inv.child.out, inv.err.fd = inv.child.err;
@@ -317,7 +316,7 @@ class StepRun {
   }
 
   // Reads the program's output until it exits (or, for a service, until `done` says so), feeding the parsers
-  // of each stream and the readiness check. Returns the exit status (128 + signal when a signal ended it).
+  // of each stream and the readiness check. Returns waitpid's status (exit code or signal: describe_exit).
   int follow(Invocation& inv, std::vector<std::unique_ptr<exec::Parser>>& parsers, bool warmup, const std::function<bool()>& done = {}) {
     std::unique_ptr<exec::LineMatcher> ready_line;
     if (cfg_.ready.rfind("line:", 0) == 0) ready_line = std::make_unique<exec::LineMatcher>(cfg_.ready.substr(5));
@@ -359,7 +358,7 @@ class StepRun {
       if (status < 0) {
         int st = 0;
         if (::waitpid(inv.child.pid, &st, WNOHANG) == inv.child.pid) {
-          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          status = st;
           exited_at = host_.now_ns();
           reaper.armed = false;
         }
@@ -473,11 +472,9 @@ class StepRun {
       if (!failure_.empty()) return fail(failure_);
       if (stopped_) return fail("stopped (wall time, cancel or stall) during invocation " + std::to_string(k + 1));
       if (status != 0) {
-        command_status_ = status;
-        const std::string tail = stderr_tail();
-        return fail("the command " + std::string(status > 128 ? "was killed by signal " + std::to_string(status - 128) : "exited with status " + std::to_string(status)) +
-                    " (invocation " + std::to_string(k + 1) + "); its stderr ends: " + tail + " (all of it in " + step_dir_ + "/stderr." +
-                    std::to_string(host_.rank()) + ")");
+        command_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        return fail("the command " + exec::describe_exit(status) + " (invocation " + std::to_string(k + 1) + ", run in " + inv.cwd +
+                    "); its stderr ends: " + stderr_tail() + " (all of it in " + step_dir_ + "/stderr." + std::to_string(host_.rank()) + ")");
       }
       std::vector<exec::ParsedSample> end;
       for (size_t i = 0; i < parsers.size(); ++i) {
@@ -530,8 +527,7 @@ class StepRun {
       if (failure_.empty() && stopped_)
         failure_ = "stopped before the measuring steps were done (the run was cancelled, ran out of time, or another rank failed)";
       if (failure_.empty())
-        failure_ = "the service ended (" + std::string(status > 128 ? "signal " + std::to_string(status - 128) : "status " + std::to_string(status)) +
-                   ") before the measuring steps were done; its stderr ends: " + stderr_tail();
+        failure_ = "the service " + exec::describe_exit(status) + " before the measuring steps were done; its stderr ends: " + stderr_tail();
       fail(failure_);
       if (waiter.joinable()) {
         // The waiter is still inside the job's fence, on the host's rendezvous: returning would free what it uses
@@ -584,7 +580,7 @@ class StepRun {
   int command_status() const { return command_status_; }
 
  private:
-  int command_status_ = 0;  // the command's failing exit status, which the rank passes on
+  int command_status_ = 0;  // the command's failing exit status (1 when a signal ended it), which the rank passes on
   bool ready_published_ = false, ready_line_seen_ = false, stopped_ = false, logged_command_ = false;
 };
 
@@ -592,15 +588,13 @@ int run_step(fanout_context* ctx, const fanout_host_ops* ops) {
   Host host(ctx, ops);
   try {
     const std::string settings = host.step_settings();
-    exec::StepConfig cfg = exec::config_from_settings(exec::config_from_params([&](const char* n) { return host.param(n); }), settings);
-    // A service measures nothing: the flags' default parser (time) is not its.
-    if (cfg.service && settings.find("\"parse\"") == std::string::npos) cfg.parsers.clear();
+    exec::StepConfig cfg = exec::config_for_step([&](const char* n) { return host.param(n); }, settings);
     exec::validate(cfg);
     exec::validate_for_ranks(cfg, host.size());
     StepRun run(host, ops, ctx, std::move(cfg));
     if (run.run()) return 0;
-    // The rank exits with the command's own status where it has one (1 to 125), else 1.
-    return run.command_status() > 0 && run.command_status() < 126 ? run.command_status() : 1;
+    // The rank exits with the command's own exit status where it has one, else (a signal) 1.
+    return run.command_status() > 0 ? run.command_status() : 1;
   } catch (const std::exception& e) {
     host.log(FANOUT_LOG_ERROR, std::string("step ") + host.role() + ": " + e.what());
     return 1;
@@ -619,9 +613,10 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM("unit", FANOUT_PARAM_STRING, "", "the unit of samples whose parser does not give it (s, ms, bytes/s, ...)"),
     FANOUT_PARAM("better", FANOUT_PARAM_STRING, "", "which way the parsed metrics are better: lower, higher or none (results compare reads it; "
                  "without it only a time unit or <x>/s decides, the time parser is lower)"),
+    FANOUT_PARAM("label", FANOUT_PARAM_STRING, "", "csv: the column whose value names each record's metric (redis-benchmark --csv: test)"),
     FANOUT_PARAM("from", FANOUT_PARAM_STRING, "stdout", "where the parsers read: stdout, stderr, or file:GLOB (relative to the step's folder)"),
     FANOUT_PARAM_RANGE_FLAGS("env", FANOUT_PARAM_STRING, "", "NAME=value for the command's environment", NULL, NULL, FANOUT_PARAM_REPEATABLE),
-    FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run)"),
+    FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run; submit: where fanout was started)"),
     FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "0", "invocations before the measured ones, recorded as warmup", "0", "1000000"),
     FANOUT_PARAM_RANGE("repeat_command", FANOUT_PARAM_INT, "1", "measured invocations of the command per rank", "1", "1000000"),
     FANOUT_PARAM("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (parameters are filled in shell-quoted)"),
@@ -634,31 +629,87 @@ const fanout_experiment_spec kExperiments[] = {
 const char* const kStepKeys[] = {"command", "shell", "env", "cwd", "after", "ready", "ready_timeout", "service",
                                  "warmup", "repeat_command", "parse", "publish"};
 
-int check(const char* const* names, const char* const* values, uint32_t n, char* err, size_t err_len) {
+// The words a rank will run, the run's parameters filled in and the step's own variables left as {FANOUT_RANK}.
+std::vector<std::string> planned_words(const exec::StepConfig& c, const std::map<std::string, std::string>& params) {
+  auto fill = [&](const std::string& text, bool quote) {
+    return *fanout_sdk::fill_placeholders(text, [&](const std::string& n) -> std::optional<std::string> {
+      if (fanout_sdk::step_variable(n)) return "{" + n + "}";
+      auto it = params.find(n);
+      if (it == params.end()) return std::nullopt;
+      return quote ? exec::shell_quote(it->second) : it->second;
+    });
+  };
+  if (c.shell) return {"/bin/sh", "-c", fill(c.command, true)};
+  std::vector<std::string> words;
+  for (auto& w : c.words.empty() ? exec::split_words(c.command) : c.words) words.push_back(fill(w, false));
+  return words;
+}
+
+// Words as a shell would read them back: plain words bare, the rest quoted.
+std::string shown_command(const std::vector<std::string>& words) {
+  std::string shown;
+  for (auto& w : words)
+    shown += (shown.empty() ? "" : " ") + (!w.empty() && w.find_first_of(" \t\n'\"\\$`;&|<>()*?[]#~") == std::string::npos ? w : exec::shell_quote(w));
+  return shown;
+}
+
+// fanout_plugin.plan_step: the step checked as its ranks will take it (every setting, every placeholder, the
+// program), and the command each rank runs, for --dry-run.
+int plan_step(const fanout_step_plan* step, char* out, size_t out_len) {
   std::map<std::string, std::string> p;
-  for (uint32_t i = 0; i < n; ++i) p[names[i]] = values[i];
+  for (uint32_t i = 0; i < step->n; ++i) p[step->names[i]] = step->values[i];
+  const bool from_file = step->settings && *step->settings;
+  const std::string submit = step->submit_dir ? step->submit_dir : "";
   try {
-    exec::StepConfig c = exec::config_from_params([&](const char* name) { return p.count(name) ? p[name] : std::string(); });
-    if (c.command.empty()) return 0;  // an experiment file's steps give theirs (the driver checks their placeholders)
+    exec::StepConfig c = exec::config_for_step([&](const char* name) { return p.count(name) ? p[name] : std::string(); },
+                                               from_file ? step->settings : "");
     exec::validate(c);
-    exec::validate_for_ranks(c, std::strtoll(p["nodes"].c_str(), nullptr, 10) * std::strtoll(p["ranks_per_node"].c_str(), nullptr, 10));
-    // The flags' placeholders (a file's steps are checked by the driver): each a parameter of the run.
-    for (const char* flag : {"command", "env", "cwd", "from"})
-      for (auto& name : fanout_sdk::placeholder_names(p[flag]))
-        if (!p.count(name) && !fanout_sdk::step_variable(name)) {
-          throw std::runtime_error(std::string("--") + flag + " refers to {" + name + "}, which is no parameter; give it with --param " +
-                                   name + "=... (or write {{" + name + "}} for the braces)");
-        }
+    exec::validate_for_ranks(c, step->ranks);
+    // Every placeholder a parameter or a step variable; a file's steps name their key, the flags theirs.
+    for (auto& [setting, text] : exec::filled_texts(c))
+      for (auto& name : fanout_sdk::placeholder_names(text))
+        if (!p.count(name) && !fanout_sdk::step_variable(name))
+          throw std::runtime_error((from_file ? "step key " + setting : "--" + setting.substr(0, setting.find(' '))) + " refers to {" + name +
+                                   "}, which is no parameter and no step variable (" + (from_file ? "[parameters] " + name + " = ..." : "--param " + name + "=...") +
+                                   " gives it; {{" + name + "}} is the braces themselves)");
+    std::vector<std::string> words = planned_words(c, p);
+    std::string text;
+    // The program: the first word, and the one after mpirun, env, taskset ... (a shell's script is its own). A
+    // relative one runs from the submit folder, as shown.
+    const size_t at = exec::program_word(words);
+    for (size_t k : {size_t(0), at}) {
+      if (c.shell || k >= words.size() || words[k].find('{') != std::string::npos) continue;
+      std::string& program = words[k];
+      const std::string resolved = program.find('/') == std::string::npos || program[0] == '/'
+                                       ? program
+                                       : submit + "/" + (program.rfind("./", 0) == 0 ? program.substr(2) : program);
+      if (exec::find_program(program, submit).empty()) {
+        const std::string where = program.find('/') == std::string::npos
+                                      ? "is not on PATH (" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "") + ")"
+                                      : "is no runnable file: " + resolved +
+                                            (program[0] == '/' ? "" : " (a relative program is the submit folder's, where fanout was started)");
+        const std::string what = (from_file ? "step '" + std::string(step->step) + "': " : "--command: ") + "the program '" + words[k] + "' " + where;
+        if (step->flags & FANOUT_STEP_PLAN_LOCAL) throw std::runtime_error(what);
+        text += "warning: " + what + "; it may exist on the nodes only\n";
+      }
+      if (k == at) program = resolved;
+      if (at == 0) break;
+    }
+    const std::string cwd = exec::runs_in_submit_dir(c) ? submit : c.cwd.empty() ? "<run>/" + std::string(step->step) : c.cwd;
+    text += shown_command(words) + "\nin " + cwd;
+    for (auto& [name, v] : c.env) text += "\nenv " + name + "=" + v;
+    std::snprintf(out, out_len, "%s", text.c_str());
     return 0;
   } catch (const std::exception& e) {
-    std::snprintf(err, err_len, "%s", e.what());
+    std::snprintf(out, out_len, "%s", e.what());
     return 1;
   }
 }
 
-const fanout_plugin kPlugin = FANOUT_PLUGIN_EXTENDED("exec", "any program as a benchmark: a command per rank, its output parsed", "1.0.0",
-                                                     FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr,
-                                                     nullptr, check, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys), FANOUT_NO_ARRAY);
+const fanout_plugin kPlugin = FANOUT_PLUGIN_PLANNED("exec", "any program as a benchmark: a command per rank, its output parsed", "1.0.0",
+                                                    FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr,
+                                                    nullptr, nullptr, FANOUT_PLUGIN_USER_PARAMETERS, FANOUT_ARRAY(kStepKeys), FANOUT_NO_ARRAY,
+                                                    plan_step);
 
 }  // namespace
 

@@ -79,9 +79,17 @@ class RegexParser : public Parser {
     data_ = pcre2_match_data_create_from_pattern(re_, nullptr);
     value_ = group("value");
     unit_ = group("unit"), metric_ = group("metric"), iteration_ = group("iteration");
-    if (value_ < 0) free(), throw ParseError("'" + s.text() + "' has no (?<value>...) group: name the number to record value");
-    if (unit_ < 0 && s.unit.empty()) free(), throw ParseError("'" + s.text() + "' gives no unit: add a (?<unit>...) group or a unit");
-    if (metric_ < 0 && s.metric.empty()) free(), throw ParseError("'" + s.text() + "' names no metric: add a (?<metric>...) group or a metric");
+    // Every missing piece at once, not one per try.
+    std::vector<std::string> missing;
+    if (value_ < 0) missing.push_back("no (?<value>...) group: name the number to record value");
+    if (unit_ < 0 && s.unit.empty()) missing.push_back("no unit: add a (?<unit>...) group or a unit (--unit)");
+    if (metric_ < 0 && s.metric.empty()) missing.push_back("no metric: add a (?<metric>...) group or a metric (--metric)");
+    if (!missing.empty()) {
+      std::string why = "'" + s.text() + "' has ";
+      for (size_t i = 0; i < missing.size(); ++i) why += (i ? i + 1 == missing.size() ? "; and " : "; " : "") + missing[i];
+      free();
+      throw ParseError(why);
+    }
   }
   ~RegexParser() override { free(); }
   void line(std::string_view text, std::vector<ParsedSample>& out) override {
@@ -148,9 +156,29 @@ std::vector<std::string> csv_fields(std::string_view line) {
 // metric named after it (or the spec's metric when one column is chosen). A column "iteration" numbers the record.
 class CsvParser : public Parser {
  public:
-  explicit CsvParser(const ParseSpec& s) : spec_(s), wanted_(split_list(s.pattern)) {
-    if (s.unit.empty()) throw ParseError("'" + s.text() + "' gives no unit: add a unit");
-    if (!s.metric.empty() && wanted_.size() != 1) throw ParseError("'" + s.text() + "': a metric names one column: choose it (csv:<column>)");
+  explicit CsvParser(const ParseSpec& s) : spec_(s) {
+    // "name" or "name:unit" per chosen column.
+    std::vector<std::string> no_unit;
+    for (auto& item : split_list(s.pattern)) {
+      const size_t colon = item.find(':');
+      wanted_.push_back(std::string(trim(std::string_view(item).substr(0, colon))));
+      units_.push_back(colon == std::string::npos ? s.unit : std::string(trim(std::string_view(item).substr(colon + 1))));
+      if (units_.back().empty()) no_unit.push_back(wanted_.back());
+    }
+    std::vector<std::string> missing;
+    if (wanted_.empty() && s.unit.empty()) missing.push_back("no unit: add a unit (--unit), or choose columns with theirs (columns = \"rps:requests/s\")");
+    if (!no_unit.empty()) {
+      std::string names;
+      for (auto& n : no_unit) names += (names.empty() ? "" : ", ") + n;
+      missing.push_back("no unit for column " + names + ": write it as " + no_unit.front() + ":UNIT, or give a unit (--unit) for all");
+    }
+    if (!s.metric.empty() && wanted_.size() != 1 && s.label.empty())
+      missing.push_back("a metric names one column: choose it (csv:<column>), or name each record's metric from a column (label)");
+    if (!missing.empty()) {
+      std::string why = "'" + s.text() + "': ";
+      for (size_t i = 0; i < missing.size(); ++i) why += (i ? "; " : "") + missing[i];
+      throw ParseError(why);
+    }
   }
   void line(std::string_view text, std::vector<ParsedSample>& out) override {
     ++line_no_;
@@ -161,12 +189,15 @@ class CsvParser : public Parser {
       header_ = fields;
       for (size_t i = 0; i < header_.size(); ++i) {
         if (header_[i] == "iteration") iteration_col_ = int(i);
+        else if (header_[i] == spec_.label) label_col_ = int(i);
         else if (!header_[i].empty() && (wanted_.empty() || std::find(wanted_.begin(), wanted_.end(), header_[i]) != wanted_.end()))
           columns_.push_back(i);  // a column of no name is no metric
       }
+      std::string absent;
       for (auto& w : wanted_)
-        if (std::find(header_.begin(), header_.end(), w) == header_.end())
-          throw ParseError("'" + spec_.text() + "': the header '" + shown(text) + "' has no column '" + w + "'");
+        if (std::find(header_.begin(), header_.end(), w) == header_.end()) absent += (absent.empty() ? "'" : ", '") + w + "'";
+      if (!spec_.label.empty() && label_col_ < 0) absent += (absent.empty() ? "'" : ", '") + spec_.label + "' (the label)";
+      if (!absent.empty()) throw ParseError("'" + spec_.text() + "': the header '" + shown(text) + "' has no column " + absent);
       return;
     }
     if (fields.size() != header_.size())
@@ -179,14 +210,30 @@ class CsvParser : public Parser {
         if (wanted_.empty()) continue;  // every column: the numeric ones
         throw ParseError("'" + spec_.text() + "': line " + std::to_string(line_no_) + " column '" + header_[c] + "' is '" + shown(fields[c]) + "', not a number");
       }
-      out.push_back({spec_.metric.empty() ? header_[c] : spec_.metric, *v, spec_.unit, it});
+      out.push_back({metric_of(fields, c), *v, unit_of(header_[c]), it});
     }
   }
 
  private:
+  // The record's metric: the label column's value (with the column's name when several are taken, "SET.rps"),
+  // else the spec's metric for its one column, else the column's name.
+  std::string metric_of(const std::vector<std::string>& fields, size_t c) const {
+    if (label_col_ >= 0) {
+      const std::string label = fields[size_t(label_col_)].empty() ? "(no label)" : fields[size_t(label_col_)];
+      const std::string head = spec_.metric.empty() ? label : spec_.metric + "." + label;
+      return columns_.size() == 1 ? head : head + "." + header_[c];
+    }
+    return spec_.metric.empty() ? header_[c] : spec_.metric;
+  }
+  std::string unit_of(const std::string& column) const {
+    for (size_t i = 0; i < wanted_.size(); ++i)
+      if (wanted_[i] == column) return units_[i];
+    return spec_.unit;
+  }
   ParseSpec spec_;
-  std::vector<std::string> wanted_, header_;
+  std::vector<std::string> wanted_, units_, header_;
   std::vector<size_t> columns_;
+  int label_col_ = -1;
   int iteration_col_ = -1;
   int64_t line_no_ = 0;
 };
@@ -373,6 +420,8 @@ std::unique_ptr<Parser> make_parser(const ParseSpec& spec) {
     throw ParseError("'time' records each invocation's wall time, where lower is better: better = '" + spec.better + "' would not apply");
   if (spec.kind == "time" && !spec.unit.empty() && spec.unit != "s")
     throw ParseError("'time' records each invocation's wall time in s: unit = '" + spec.unit + "' would not apply");
+  if (!spec.label.empty() && spec.kind != "csv")
+    throw ParseError("'" + spec.text() + "': label names a csv column (each record's metric); '" + spec.kind + "' has none");
   if ((spec.kind == "google-benchmark" || spec.kind == "smartsim-timing") && (!spec.metric.empty() || !spec.unit.empty()))
     throw ParseError("'" + spec.kind + "' names each sample's metric and unit from the output: a metric or unit given would not apply");
   return k->make ? k->make(spec) : nullptr;

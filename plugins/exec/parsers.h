@@ -23,9 +23,11 @@ struct ParsedSample {
 // [[steps.parse]] table.
 struct ParseSpec {
   std::string kind;     // regex, csv, jsonl, google-benchmark, smartsim-timing, time
-  std::string pattern;  // regex: the expression; csv, jsonl: the columns or fields to take, comma-separated ("" = all)
+  std::string pattern;  // regex: the expression; csv, jsonl: the columns or fields to take, comma-separated ("" = all),
+                        // csv: each may carry its unit ("rps:requests/s,avg_latency_ms:ms")
   std::string metric;   // the metric of samples that do not name their own ("" = the column, field or function)
   std::string unit;     // the unit of samples that do not carry their own
+  std::string label;    // csv: the column whose value names each record's metric (redis-benchmark's "test": SET, GET)
   std::string from = "stdout";  // stdout, stderr, or file:GLOB (relative to the step's folder, read after each invocation)
   // Which way its metrics are better: lower, higher, none, or "" (the unit decides only when it is a time or
   // "<x>/s"; the time parser is lower). results compare reads it instead of guessing.

@@ -1,5 +1,12 @@
 #include "step_config.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -70,7 +77,8 @@ ParseSpec parse_table(const nlohmann::json& t) {
     else if (k == "unit") s.unit = text;
     else if (k == "from") s.from = text;
     else if (k == "better") s.better = text;
-    else throw std::runtime_error("step key parse." + k + " is unknown (known: kind, pattern, columns, fields, metric, unit, from, better)");
+    else if (k == "label") s.label = text;
+    else throw std::runtime_error("step key parse." + k + " is unknown (known: kind, pattern, columns, fields, metric, unit, from, better, label)");
   }
   if (s.kind.empty()) throw std::runtime_error("step key parse: an entry needs kind = \"regex\" (or csv, jsonl, google-benchmark, smartsim-timing, time)");
   parse_spec_text(s.kind);  // a known kind
@@ -134,12 +142,141 @@ StepConfig config_from_params(const std::function<std::string(const char*)>& par
     if (nl == std::string::npos) nl = parses.size();
     if (nl > at) {
       ParseSpec s = parse_spec_text(parses.substr(at, nl - at));
-      s.metric = param("metric"), s.unit = param("unit"), s.from = param("from"), s.better = param("better");
+      s.metric = param("metric"), s.unit = param("unit"), s.from = param("from"), s.better = param("better"), s.label = param("label");
       c.parsers.push_back(s);
     }
     at = nl + 1;
   }
   return c;
+}
+
+std::string describe_exit(int st) {
+  auto name = [](int sig) {
+    const char* abbrev = sig > 0 && sig < 65 ? ::sigabbrev_np(sig) : nullptr;
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+  };
+  if (WIFSIGNALED(st)) return "was killed by " + name(WTERMSIG(st)) + " (signal " + std::to_string(WTERMSIG(st)) + ")";
+  const int code = WEXITSTATUS(st);
+  std::string out = "exited with status " + std::to_string(code);
+  if (code == 127) out += " (127: a program it was to start was not found)";
+  else if (code == 126) out += " (126: a program it was to start is not executable)";
+  else if (code > 128 && code < 128 + 65 && ::sigabbrev_np(code - 128))
+    out += " (128 + " + name(code - 128) + ": a process it started died of " + name(code - 128) + ")";
+  return out;
+}
+
+std::string find_program(const std::string& word, const std::string& submit_dir) {
+  auto runnable = [](const std::string& f) {
+    struct stat st {};
+    return ::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(f.c_str(), X_OK) == 0;
+  };
+  if (word.empty()) return "";
+  if (word.find('/') != std::string::npos) {
+    const std::string path = word[0] == '/' || submit_dir.empty() ? word : submit_dir + "/" + word;
+    return runnable(path) ? path : "";
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t colon = dirs.find(':', at);
+    if (colon == std::string::npos) colon = dirs.size();
+    const std::string dir = colon > at ? dirs.substr(at, colon - at) : ".";
+    if (runnable(dir + "/" + word)) return dir + "/" + word;
+    at = colon + 1;
+  }
+  return "";
+}
+
+StepConfig config_for_step(const std::function<std::string(const char*)>& param, const std::string& settings_json) {
+  StepConfig c = config_from_settings(config_from_params(param), settings_json);
+  if (c.service && settings_json.find("\"parse\"") == std::string::npos) c.parsers.clear();
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> filled_texts(const StepConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (c.words.empty()) out.emplace_back("command", c.command);
+  for (auto& w : c.words) out.emplace_back("command", w);
+  for (auto& [name, v] : c.env) out.emplace_back("env " + name, v);
+  if (!runs_in_submit_dir(c)) out.emplace_back("cwd", c.cwd);
+  for (auto& [name, v] : c.publish) out.emplace_back("publish " + name, v);
+  for (auto& p : c.parsers)
+    if (p.from.rfind("file:", 0) == 0) out.emplace_back("from", p.from);
+  if (c.ready.rfind("line:", 0) != 0) out.emplace_back("ready", c.ready);  // a line's regex keeps its braces
+  return out;
+}
+
+namespace {
+// A launcher word, the options of it that take a value as the next word, and how many words it takes before the
+// program (taskset's mask, timeout's duration, chrt's priority).
+struct LauncherWord {
+  std::string_view name;
+  std::vector<std::string_view> valued;
+  int positional;
+};
+const LauncherWord kLaunchers[] = {
+    {"mpirun", {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-H", "--host", "-host", "-hostfile", "--hostfile", "-machinefile",
+                "--machinefile", "-x", "--map-by", "--bind-to", "--rank-by", "-wdir", "--wdir", "-ppn", "-hosts", "-f", "--mca", "-mca",
+                "-genv", "-env", "--prefix", "-launcher"}, 0},
+    {"mpiexec", {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-H", "--host", "-host", "-hostfile", "--hostfile", "-machinefile",
+                 "--machinefile", "-x", "--map-by", "--bind-to", "--rank-by", "-wdir", "--wdir", "-ppn", "-hosts", "-f", "--mca", "-mca",
+                 "-genv", "-env", "--prefix", "-launcher"}, 0},
+    {"srun", {"-n", "-N", "-c", "-p", "-t", "-w", "-J", "-A", "-q", "-o", "-e", "-G", "-x", "-m"}, 0},
+    {"env", {"-u", "-C", "--unset", "--chdir"}, 0},
+    {"taskset", {}, 1},
+    {"numactl", {"-N", "-m", "-C", "-p", "-i", "--cpunodebind", "--membind", "--physcpubind", "--preferred", "--interleave"}, 0},
+    {"nice", {"-n"}, 0},
+    {"timeout", {"-s", "-k", "--signal", "--kill-after"}, 1},
+    {"stdbuf", {"-i", "-o", "-e"}, 0},
+    {"time", {"-f", "-o", "--format", "--output"}, 0},
+    {"chrt", {}, 1},
+    {"nohup", {}, 0},
+    {"perf", {"-e", "-o", "-r", "-C", "-p", "-t", "-G", "-x", "-I", "--event", "--output", "--repeat"}, 0},
+};
+// mpirun's options that take two words (--mca NAME VALUE).
+bool two_valued(std::string_view launcher, std::string_view opt) {
+  return (launcher == "mpirun" || launcher == "mpiexec") && (opt == "--mca" || opt == "-mca" || opt == "-genv" || opt == "-env");
+}
+}  // namespace
+
+size_t program_word(const std::vector<std::string>& words) {
+  size_t i = 0;
+  while (i < words.size()) {
+    const std::string base = words[i].substr(words[i].rfind('/') == std::string::npos ? 0 : words[i].rfind('/') + 1);
+    const LauncherWord* l = nullptr;
+    for (auto& k : kLaunchers)
+      if (k.name == base) l = &k;
+    if (!l) return i;
+    ++i;
+    if (l->name == "perf") {  // perf stat|record [options] program
+      if (i < words.size() && words[i][0] != '-') ++i;
+    }
+    int positional = l->positional;
+    while (i < words.size()) {
+      const std::string& w = words[i];
+      if (w == "--") {
+        ++i;
+        break;
+      }
+      if (l->name == "env" && w.find('=') != std::string::npos && w[0] != '-') {
+        ++i;
+        continue;
+      }
+      if (!w.empty() && w[0] == '-' && w.size() > 1) {
+        const std::string opt = w.substr(0, w.find('='));
+        const bool inline_value = w.find('=') != std::string::npos;
+        ++i;
+        if (!inline_value && std::find(l->valued.begin(), l->valued.end(), opt) != l->valued.end()) i += two_valued(l->name, opt) ? 2 : 1;
+        continue;
+      }
+      if (positional > 0) {
+        --positional, ++i;
+        continue;
+      }
+      break;
+    }
+  }
+  return words.size();
 }
 
 StepConfig config_from_settings(StepConfig c, const std::string& json) {

@@ -31,6 +31,23 @@ struct StepConfig {
 StepConfig config_from_params(const std::function<std::string(const char*)>& param);
 // The file's settings (a JSON object) over `base`. Throws std::runtime_error naming the step key.
 StepConfig config_from_settings(StepConfig base, const std::string& json);
+// Both over each other, as a rank and the plan see the step: a service's flags' default parser (time) is not its.
+StepConfig config_for_step(const std::function<std::string(const char*)>& param, const std::string& settings_json);
+// The texts the rank fills placeholders into (command words, env values, cwd, file globs, publish, ready), each
+// with the setting it came from.
+std::vector<std::pair<std::string, std::string>> filled_texts(const StepConfig& c);
+// Which word of a command is the program: the first, or the one after launcher words and their options
+// (`mpirun -np 2 ./pingpong`, `env A=1 taskset -c 0 ./bench`, `srun -n 4 ./x`, `numactl -N 0 ./x`). words.size()
+// when nothing is left after them.
+size_t program_word(const std::vector<std::string>& words);
+// What waitpid's status says, one account: "exited with status 3", "was killed by SIGSEGV (signal 11)", and for a
+// shell's or launcher's 128 + N "exited with status 132 (128 + SIGILL: a process it started died of SIGILL)".
+std::string describe_exit(int wait_status);
+// Where a program word leads on this machine: its path, or "" when it is no runnable file (PATH searched for a bare
+// name; a relative path taken in submit_dir, as the rank takes it).
+std::string find_program(const std::string& word, const std::string& submit_dir);
+// `cwd = "submit"`: the step runs in the folder fanout was started in.
+inline bool runs_in_submit_dir(const StepConfig& c) { return c.cwd == "submit"; }
 // Checks what can be checked before anything runs (parsers compile, keys make sense).
 void validate(const StepConfig& c);
 // What depends on the step's rank count: in a step of several ranks sharing one folder, a file parser's glob must

@@ -1,8 +1,8 @@
 // "{name}" placeholders in a text (a step's command, its environment, a readiness check): the one grammar the
 // driver (which refuses a name that is no parameter, before anything runs) and plugins (which fill them in)
 // share. A name is [A-Za-z_][A-Za-z0-9_]*; "{{" and "}}" are a literal brace; any other brace is kept as it
-// is, so a regular expression's "{3}" or "{2,5}" passes through. Names starting with FANOUT_ are the step's own
-// variables (FANOUT_HOST, FANOUT_RANK, ...), which the plugin fills; every other name is a parameter of the run.
+// is, so a regular expression's "{3}" or "{2,5}" passes through. The step's own variables (FANOUT_HOST, FANOUT_RANK, ...:
+// step_variable) the plugin fills; every other name is a parameter of the run.
 #pragma once
 #include <functional>
 #include <optional>
@@ -47,7 +47,18 @@ inline void scan_placeholders(std::string_view text, const std::function<void(st
   on_text(text.substr(from));
 }
 
-inline bool step_variable(std::string_view name) { return name.rfind("FANOUT_", 0) == 0; }
+// The step's own variables, each also a placeholder: the documented list (docs/exec.md), and FANOUT_<STEP>_NODES
+// for a step it comes after. Any other FANOUT_ name is refused as a parameter would be, before anything runs.
+inline constexpr std::string_view kStepVariables[] = {"FANOUT_RANK",  "FANOUT_NRANKS",   "FANOUT_LOCAL_RANK", "FANOUT_LOCAL_SIZE",
+                                                      "FANOUT_NODE_INDEX", "FANOUT_NODELIST", "FANOUT_HOST", "FANOUT_STEP",
+                                                      "FANOUT_STEP_DIR", "FANOUT_RUN_DIR", "FANOUT_SUBMIT_DIR"};
+inline bool step_variable(std::string_view name) {
+  for (auto v : kStepVariables)
+    if (name == v) return true;
+  constexpr std::string_view prefix = "FANOUT_", suffix = "_NODES";
+  return name.size() > prefix.size() + suffix.size() && name.substr(0, prefix.size()) == prefix &&
+         name.substr(name.size() - suffix.size()) == suffix;
+}
 
 inline std::vector<std::string> placeholder_names(std::string_view text) {
   std::vector<std::string> names;

@@ -2,7 +2,8 @@
  * templates, shared steps and fanout_host_ops.service_dir; 4 made every struct carry its own size, so that
  * later additions append fields without breaking built plugins, and added parameter choices and bounds and
  * fanout_host_ops.experiment_dir; 4.5 appended user parameters, step settings and repeatable flags; 4.6 appended
- * metric descriptions (which direction is better, setup costs) and fanout_host_ops.declare_metric). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
+ * metric descriptions (which direction is better, setup costs) and fanout_host_ops.declare_metric; 4.7 appended
+ * fanout_plugin.plan_step, a step checked and described before anything runs). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -214,6 +215,23 @@ typedef struct fanout_metric_spec {
 #define FANOUT_METRIC(name, better, help) {sizeof(fanout_metric_spec), name, better, 0u, help}
 #define FANOUT_SETUP_METRIC(name, better, help) {sizeof(fanout_metric_spec), name, better, FANOUT_METRIC_SETUP_COST, help}
 
+/* One step of one permutation, as fanout_plugin.plan_step sees it (ABI 4.7). */
+typedef struct fanout_step_plan {
+  uint32_t struct_size;       /* sizeof(fanout_step_plan) */
+  uint32_t flags;             /* FANOUT_STEP_PLAN_LOCAL */
+  const char *step;           /* the step's name, which labels its samples */
+  const char *role;
+  const char *settings;       /* the step's settings (an experiment file's step keys) as a JSON object, or "" */
+  const char *const *names;   /* the permutation's parameters, text form */
+  const char *const *values;
+  uint32_t n;
+  int64_t ranks;              /* the step's ranks: nodes x tasks per node */
+  const char *submit_dir;     /* the folder fanout was started in: FANOUT_SUBMIT_DIR of the ranks */
+} fanout_step_plan;
+/* fanout_step_plan.flags: the ranks run on the driver's machine (the local launcher): its files and PATH are theirs,
+ * so a program missing here is missing there. */
+#define FANOUT_STEP_PLAN_LOCAL 1u
+
 typedef struct fanout_plugin {
   uint32_t abi_version; /* FANOUT_PLUGIN_ABI_VERSION of the header it was built with; checked first, always first */
   uint32_t struct_size; /* sizeof(fanout_plugin) */
@@ -244,7 +262,13 @@ typedef struct fanout_plugin {
   /* Appended in ABI 4.6 (an older plugin's struct_size ends before them: no declared metric). */
   const fanout_metric_spec *metrics;
   uint32_t n_metrics;
+  /* Appended in ABI 4.7, optional: called by the driver for each step of each permutation it plans (a dry run
+   * too), before anything is written or submitted. Returns 0 when the step can run, `out` then holding what each
+   * rank will run (a dry run prints it; lines starting "warning: " the driver prints once); non-zero refuses the
+   * plan, `out` saying why (naming the flag or step key). out_len bytes at most, NUL-terminated. */
+  int (*plan_step)(const fanout_step_plan *step, char *out, size_t out_len);
 } fanout_plugin;
+
 /* fanout_plugin.flags: parameters the plugin does not declare are accepted (`--param name=[a,b]`, an experiment
  * file's [parameters]) as the user's own text parameters: swept like any other, stored, and readable with
  * param(). A step setting's "{name}" must name one of them or a declared parameter. */
@@ -253,16 +277,20 @@ typedef struct fanout_plugin {
  *               init, fini, check) */
 #define FANOUT_PLUGIN(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check, 0u, NULL, 0u, NULL, 0u}
+   experiments_and_count, init, fini, check, 0u, NULL, 0u, NULL, 0u, NULL}
 /* The same with its metrics (ABI 4.6): ..., check, FANOUT_ARRAY(kMetrics)) */
 #define FANOUT_PLUGIN_WITH_METRICS(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, metrics_and_count) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check, 0u, NULL, 0u, metrics_and_count}
+   experiments_and_count, init, fini, check, 0u, NULL, 0u, metrics_and_count, NULL}
 /* The same with flags, step keys (ABI 4.5) and metrics: ..., check, FANOUT_PLUGIN_USER_PARAMETERS,
  * FANOUT_ARRAY(kStepKeys), FANOUT_ARRAY(kMetrics)) */
 #define FANOUT_PLUGIN_EXTENDED(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count) \
   {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
-   experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count}
+   experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count, NULL}
+/* The same with plan_step (ABI 4.7): ..., FANOUT_ARRAY(kMetrics), plan_step) */
+#define FANOUT_PLUGIN_PLANNED(name, summary, version, params_and_count, roles_and_count, experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count, plan_step) \
+  {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin), name, summary, version, params_and_count, roles_and_count, \
+   experiments_and_count, init, fini, check, flags, step_keys_and_count, metrics_and_count, plan_step}
 
 typedef enum fanout_log_level { FANOUT_LOG_DEBUG = 0, FANOUT_LOG_INFO = 1, FANOUT_LOG_WARN = 2, FANOUT_LOG_ERROR = 3 } fanout_log_level;
 
