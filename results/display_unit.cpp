@@ -55,6 +55,12 @@ DisplayUnit display_unit(const std::string& unit, double typical) {
   }
   if (unit == "bytes/s" || unit == "B/s") return pick(kRate, typical);
   if (unit == "bytes" || unit == "B") return pick(kSize, typical);
+  // Any other unit (requests/s, items, ...): a decimal prefix from 10^4 on, so that 118700 reads "118.7 k requests/s",
+  // not 1.187e+05. A per-cent or a unit already scaled stays as it is.
+  if (unit == "%" || unit.empty()) return {unit, 1.0};
+  const double a = std::fabs(typical);
+  for (auto [prefix, scale] : {std::pair{"G", 1e9}, std::pair{"M", 1e6}, std::pair{"k", 1e3}})
+    if (a >= 10 * scale) return {std::string(prefix) + " " + unit, 1.0 / scale};
   return {unit, 1.0};
 }
 

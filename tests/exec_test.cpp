@@ -111,6 +111,19 @@ TEST_F(Exec, AShellOneLinerSweptByTheUsersParameter) {
   ASSERT_EQ(evil.exit_code, 0) << evil.err;
   EXPECT_EQ(read_file(run_dir("evil") / "run" / "out.txt"), "$(touch pwned); x\n");
   EXPECT_FALSE(fs::exists(run_dir("evil") / "run" / "pwned"));
+  // Issue 53: no position makes a value code: a here-document, a comment with a newline in the value (the value
+  // travels in the environment, "${FANOUT_P_v}", never in the script).
+  auto heredoc = fanout({"exec", "--exp_name=heredoc", "--shell=true", "--command=cat <<EOF\nsize {v}\nEOF", "--param", "v=$(touch pwn)"});
+  ASSERT_EQ(heredoc.exit_code, 0) << heredoc.err;
+  EXPECT_EQ(read_file(run_dir("heredoc") / "run" / "stdout.0"), "size \"$(touch pwn)\"\n");
+  auto comment = fanout({"exec", "--exp_name=comment", "--shell=true", "--command=echo {v} # {v}", "--param", "v=a\ntouch pwn2"});
+  ASSERT_EQ(comment.exit_code, 0) << comment.err;
+  EXPECT_EQ(read_file(run_dir("comment") / "run" / "stdout.0"), "a\ntouch pwn2\n");
+  for (const char* f : {"pwn", "pwn2"}) {
+    EXPECT_FALSE(fs::exists(run_dir("heredoc") / "run" / f)) << f;
+    EXPECT_FALSE(fs::exists(run_dir("comment") / "run" / f)) << f;
+    EXPECT_FALSE(fs::exists(d.path / f)) << f;
+  }
   // Inside the command's own quotes a value would escape fanout's: refused before anything runs.
   auto quoted = fanout({"exec", "--exp_name=quoted", "--shell=true", "--command=echo \"{x}\"", "--param", "x=1"});
   EXPECT_EQ(quoted.exit_code, 2) << quoted.err;

@@ -482,7 +482,11 @@ TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
   is("bytes/s", 3.2e10, "GB/s", 1e-9);
   is("bytes/s", 5e5, "KB/s", 1e-3);
   is("bytes", 4.0 * 1048576, "MiB", 1.0 / 1048576);
-  is("items", 12345, "items", 1.0);  // unknown units as they are
+  is("items", 1234, "items", 1.0);   // other units as they are below 10^4,
+  is("items", 12345, "k items", 1e-3);  // then with a decimal prefix (issue 52: not 1.187e+05)
+  is("requests/s", 118700, "k requests/s", 1e-3);
+  is("requests/s", 2.5e7, "M requests/s", 1e-6);
+  is("%", 5e4, "%", 1.0);
   is("s", 0, "s", 1.0);
 }
 

@@ -175,18 +175,18 @@ class StepRun {
             {"FANOUT_RUN_DIR", host_.run_dir()}};
     if (const char* submit = std::getenv("FANOUT_SUBMIT_DIR")) env_.emplace_back("FANOUT_SUBMIT_DIR", submit);
     env_.insert(env_.end(), earlier_env_.begin(), earlier_env_.end());
-    for (auto& [name, templ] : cfg_.env) env_.emplace_back(name, fill(templ, false));
+    for (auto& [name, templ] : cfg_.env) env_.emplace_back(name, fill(templ));
   }
 
   // {name}: a parameter of the run, or a FANOUT_* variable of the step's environment. Shell-quoted for shell = true.
-  std::string fill(const std::string& text, bool quote) {
+  std::string fill(const std::string& text) {
     std::string unknown;
     auto value = [&](const std::string& name) -> std::optional<std::string> {
       for (auto it = env_.rbegin(); it != env_.rend(); ++it)
-        if (name.rfind("FANOUT_", 0) == 0 && it->first == name) return quote ? exec::shell_quote(it->second) : it->second;
+        if (name.rfind("FANOUT_", 0) == 0 && it->first == name) return it->second;
       const char* p = ops_->param(ctx_, name.c_str());
       if (!p) return std::nullopt;
-      return quote ? exec::shell_quote(p) : std::string(p);
+      return std::string(p);
     };
     auto out = fanout_sdk::fill_placeholders(text, value, &unknown);
     if (!out) throw std::runtime_error("{" + unknown + "} is no parameter of this run and no FANOUT_ variable of the step");
@@ -195,8 +195,19 @@ class StepRun {
 
   std::vector<std::string> argv() {
     std::vector<std::string> words;
-    if (cfg_.shell) return {"/bin/sh", "-c", fill(cfg_.command, true)};
-    for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w, false));
+    if (cfg_.shell) {
+      // Values through the environment only (shell_script): checked to be parameters as fill() would.
+      std::vector<std::string> used;
+      std::string script = exec::shell_script(cfg_.command, &used);
+      shell_env_.clear();
+      for (auto& name : used) {
+        const char* v = ops_->param(ctx_, name.c_str());
+        if (!v) throw std::runtime_error("{" + name + "} is no parameter of this run and no FANOUT_ variable of the step");
+        shell_env_.emplace_back(exec::shell_param_variable(name), v);
+      }
+      return {"/bin/sh", "-c", script};
+    }
+    for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w));
     // A relative program path (the first word, or the program after mpirun, env, taskset ...) means the folder
     // fanout was started in: ranks start in their step's folder.
     const size_t program = exec::program_word(words);
@@ -215,7 +226,7 @@ class StepRun {
     const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
     if (exec::runs_in_submit_dir(cfg_) && submit) return submit;
     if (cfg_.cwd.empty()) return step_dir_;
-    std::string d = fill(cfg_.cwd, false);
+    std::string d = fill(cfg_.cwd);
     return d[0] == '/' || !submit ? d : std::string(submit) + "/" + d;
   }
 
@@ -253,8 +264,9 @@ class StepRun {
     o.capture_stdout = o.capture_stderr = true;
     o.cwd = working_dir();
     o.own_process_group = true;
-    for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
     const auto args = argv();
+    for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
+    for (auto& [k, v] : shell_env_) o.extra_env.push_back(k + "=" + v);
     if (host_.rank() == 0 && !logged_command_) {
       record_program(args);
       std::string shown;
@@ -282,7 +294,7 @@ class StepRun {
     const std::string& r = cfg_.ready;
     if (r.empty()) return true;
     if (r.rfind("port:", 0) == 0) {
-      const int port = std::atoi(fill(r.substr(5), false).c_str());
+      const int port = std::atoi(fill(r.substr(5)).c_str());
       for (const std::string& h : {std::string("127.0.0.1"), host_.node()}) {
         try {
           int fd = fanout_sdk::tcp_connect(h, port, 0);
@@ -294,7 +306,7 @@ class StepRun {
       return false;
     }
     if (r.rfind("file:", 0) == 0) {
-      std::string f = fill(r.substr(5), false);
+      std::string f = fill(r.substr(5));
       if (f[0] != '/') f = working_dir() + "/" + f;
       return ::access(f.c_str(), F_OK) == 0;
     }
@@ -305,7 +317,7 @@ class StepRun {
   bool publish_ready() {
     if (ready_published_) return true;
     std::string published;
-    for (auto& [name, templ] : cfg_.publish) published += name + "=" + fill(templ, false) + "\n";
+    for (auto& [name, templ] : cfg_.publish) published += name + "=" + fill(templ) + "\n";
     ready_published_ = true;
     if (host_.rank() == 0 && !host_.put(key("env", step_), published)) return fail("rendezvous put failed");
     return host_.put(key("ready", step_, host_.rank()), "ready") || fail("rendezvous put failed");
@@ -419,7 +431,7 @@ class StepRun {
     return FileState{int64_t(st.st_ino), int64_t(st.st_size), int64_t(st.st_mtim.tv_sec), int64_t(st.st_mtim.tv_nsec)};
   }
   std::vector<std::string> file_matches(const exec::ParseSpec& spec) {
-    std::string pattern = fill(spec.from.substr(5), false);
+    std::string pattern = fill(spec.from.substr(5));
     if (pattern[0] != '/') pattern = working_dir() + "/" + pattern;
     std::vector<std::string> out;
     glob_t g{};
@@ -571,6 +583,7 @@ class StepRun {
   std::string step_, step_dir_, failure_, stderr_tail_;
   std::vector<std::string> my_nodes_;
   std::vector<std::pair<std::string, std::string>> earlier_env_, env_;
+  std::vector<std::pair<std::string, std::string>> shell_env_;  // shell = true: FANOUT_P_<name>=value of each placeholder
   std::map<std::string, int64_t> next_iteration_;
   std::set<std::string> declared_;  // metrics whose direction was declared (or had none to declare)
   std::map<std::string, FileState> seen_files_;  // file parsers' files as last seen
@@ -631,17 +644,25 @@ const char* const kStepKeys[] = {"command", "shell", "env", "cwd", "after", "rea
 
 // The words a rank will run, the run's parameters filled in and the step's own variables left as {FANOUT_RANK}.
 std::vector<std::string> planned_words(const exec::StepConfig& c, const std::map<std::string, std::string>& params) {
-  auto fill = [&](const std::string& text, bool quote) {
+  auto fill = [&](const std::string& text) {
     return *fanout_sdk::fill_placeholders(text, [&](const std::string& n) -> std::optional<std::string> {
       if (fanout_sdk::step_variable(n)) return "{" + n + "}";
       auto it = params.find(n);
       if (it == params.end()) return std::nullopt;
-      return quote ? exec::shell_quote(it->second) : it->second;
+      return it->second;
     });
   };
-  if (c.shell) return {"/bin/sh", "-c", fill(c.command, true)};
+  if (c.shell) {
+    std::vector<std::string> used;
+    std::vector<std::string> words = {"env"};
+    const std::string script = exec::shell_script(c.command, &used);
+    for (auto& n : used)
+      if (auto it = params.find(n); it != params.end()) words.push_back(exec::shell_param_variable(n) + "=" + it->second);
+    words.insert(words.end(), {"/bin/sh", "-c", script});
+    return words;
+  }
   std::vector<std::string> words;
-  for (auto& w : c.words.empty() ? exec::split_words(c.command) : c.words) words.push_back(fill(w, false));
+  for (auto& w : c.words.empty() ? exec::split_words(c.command) : c.words) words.push_back(fill(w));
   return words;
 }
 

@@ -121,6 +121,23 @@ std::vector<std::string> split_words(const std::string& line) {
   return words;
 }
 
+std::string shell_script(const std::string& command, std::vector<std::string>* params) {
+  std::string out;
+  fanout_sdk::scan_placeholders(
+      command,
+      [&](std::string_view name) {
+        const std::string n(name);
+        if (fanout_sdk::step_variable(n)) {
+          out += "\"${" + n + "}\"";
+          return;
+        }
+        out += "\"${" + shell_param_variable(n) + "}\"";
+        if (params && std::find(params->begin(), params->end(), n) == params->end()) params->push_back(n);
+      },
+      [&](std::string_view text) { out += text; });
+  return out;
+}
+
 std::string shell_quote(const std::string& word) {
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -357,8 +374,8 @@ std::string quoted_placeholder(const std::string& command) {
 void validate(const StepConfig& c) {
   if (c.shell)
     if (auto q = quoted_placeholder(c.command); !q.empty())
-      throw std::runtime_error("shell = true: " + q + " sits inside quotes in the command; fanout quotes every value itself (quoted twice, "
-                               "or a quote in the value would end yours): write " + q + " unquoted, or pass it through env");
+      throw std::runtime_error("shell = true: " + q + " sits inside quotes in the command; fanout puts every value in quotes itself (as \"${FANOUT_P_" +
+                               q.substr(1, q.size() - 2) + "}\", the value in the environment): write " + q + " unquoted");
   if (c.command.empty() && c.words.empty()) throw std::runtime_error("no command: give --command='...' (or command = \"...\" in the step)");
   if (!c.shell && c.words.empty() && split_words(c.command).empty()) throw std::runtime_error("the command has no words");
   if (c.repeat < 1 && !c.service) throw std::runtime_error("repeat_command must be at least 1");

@@ -57,6 +57,13 @@ void validate_for_ranks(const StepConfig& c, int64_t ranks);
 // Splits a command line into words as POSIX sh does for quotes and backslashes ('...', "...", \x), without
 // expanding anything. Throws std::runtime_error on an unterminated quote.
 std::vector<std::string> split_words(const std::string& line);
+// shell = true: the command as /bin/sh gets it. Each {name} becomes "${FANOUT_P_name}" (a step variable
+// "${FANOUT_RANK}"): the value travels in the environment, never in the script, so no position (a here-document,
+// a comment, a value with a newline or $(...)) can make it code. `params` receives the parameters it references
+// (their environment: FANOUT_P_<name>=value).
+std::string shell_script(const std::string& command, std::vector<std::string>* params);
+// The environment variable a parameter's value travels in under shell = true.
+inline std::string shell_param_variable(const std::string& name) { return "FANOUT_P_" + name; }
 // A word the shell reads back as itself.
 std::string shell_quote(const std::string& word);
 
