@@ -115,4 +115,11 @@ void never_group_or_world_writable() {
   ::umask(old | 022);
 }
 
+bool plain_folder_name(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  for (unsigned char c : name)
+    if (c == '/' || c < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
 }  // namespace fanout

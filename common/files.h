@@ -15,6 +15,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 // Everything written on the filesystem holding `path` reaches the disk (syncfs): one journal commit for a batch.
 void sync_filesystem(const std::filesystem::path& path);
 std::string read_file(const std::filesystem::path& path);
+// One folder name that stays where it is put: 1 to 255 bytes, no '/', not "." or "..", no control character.
+bool plain_folder_name(std::string_view name);
 // An input a user or another program left (run.toml, a timing file): a regular file of at most max_bytes, else a
 // UserError naming it. A FIFO is not opened for reading (that would hang), /dev/zero or a 2 GB sparse file is not
 // read whole to find out.

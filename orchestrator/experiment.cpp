@@ -15,6 +15,7 @@
 #include "orchestrator/list_value.h"
 #include "orchestrator/settings.h"
 #include "orchestrator/toml_place.h"
+#include "results/layout.h"
 #include "plugins/sdk/fanout_placeholders.hpp"
 
 namespace fanout {
@@ -312,6 +313,9 @@ void check_file_steps(std::vector<StepTemplate>& steps, const std::function<cons
         throw UserError(s.origin + ": a step needs role = \"...\" (plugin " + plugin.name() + " has roles " + join(plugin.role_names(), ", ") + ")");
       s.role = plugin.role_names().front();
     }
+    if (layout::reserved_in_run_folder(s.label()))
+      throw UserError(s.origin + ": a step may not be named '" + s.label() + "': its folder would be the run folder's own " + s.label() +
+                      " (fanout reads what is there); give it another name = \"...\"");
     if (!labels.insert(s.label()).second)
       throw UserError(s.origin + ": two steps are named '" + s.label() + "'; give each a name = \"...\" of its own");
     if (!plugin.role(s.role))

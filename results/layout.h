@@ -6,6 +6,8 @@
 // Plugins reach the experiment folder through fanout_host_ops.experiment_dir and their run folder through
 // run_dir; what they put there is theirs.
 #pragma once
+#include <string_view>
+
 #include "plugins/sdk/fanout_plugin.h"
 
 namespace fanout::layout {
@@ -24,5 +26,14 @@ inline constexpr const char* kSamplesDir = "samples";
 // In a shared step's service folder.
 inline constexpr const char* kServiceReady = FANOUT_SERVICE_READY_FILE;
 inline constexpr const char* kServiceStop = FANOUT_SERVICE_STOP_FILE;
+
+// Names of a run folder's entries that fanout reads: a step (whose folder is named after it) may not take one, or
+// what it writes there would be read as fanout's (a step "samples" forging ranks' sample files).
+inline bool reserved_in_run_folder(std::string_view name) {
+  for (std::string_view r : {std::string_view(kSamplesDir), std::string_view(FANOUT_RUN_PROVENANCE_DIR), std::string_view(kServiceReady),
+                             std::string_view(kServiceStop)})
+    if (name == r) return true;
+  return false;
+}
 
 }  // namespace fanout::layout

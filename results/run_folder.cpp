@@ -74,6 +74,9 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   RunMetadata m;
   auto run = root["run"];
   m.session = need_str(run, "session");
+  // A session names a folder in exports (SmartSim-Scaling's layout): one plain name, never a path.
+  if (!plain_folder_name(m.session))
+    throw UserError(file.string() + ": session '" + printable(m.session) + "' is not a plain folder name (no '/', not '.' or '..', no control character)");
   m.experiment = need_str(run, "experiment");
   m.subcommand = run["subcommand"].value_or(std::string());
   m.plugin = need_str(run, "plugin");

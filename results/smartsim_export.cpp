@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/text.h"
 #include "results/display_unit.h"
 #include "results/sample_block.h"
@@ -167,6 +168,13 @@ SmartSimExportReport export_smartsim_layout(const ResultsDb& db, const fs::path&
   fs::remove_all(staging);
   fs::create_directories(staging / run_name);
   report.run_dir = out_dir / run_name;
+
+  // Session names come from the database (and so from run folders anyone may craft): each must be one plain folder
+  // name, or it could place a write outside --out ("/abs", "../.."). Refused before anything is written.
+  for (auto& r : runs)
+    if (!plain_folder_name(r.session))
+      throw UserError("run " + std::to_string(r.id) + "'s session name '" + printable(r.session) +
+                      "' is not a plain folder name (1 to 255 bytes, no '/', not '.' or '..', no control character): nothing exported");
 
   // The sweep's run.cfg: every parameter, a list repr where runs differ (as SmartSim-Scaling's driver arguments).
   std::vector<std::string> names;

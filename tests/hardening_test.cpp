@@ -406,3 +406,40 @@ TEST(Hardening3, IngestSkipsRunsItCannotReadAndNeverHangs) {
   EXPECT_EQ(quoted.exit_code, 2) << quoted.err;
   EXPECT_NE(quoted.err.find("deep2.toml:4: a dotted key of more than 128 parts"), std::string::npos) << quoted.err;
 }
+
+// Issue 53 HIGH 2 and 6: names from a folder are data. A session name crafted in the database or a run.toml
+// (an absolute path, "..") places no export write outside --out; a step may not take the name of a folder
+// fanout reads in the run (a step "samples" would write ranks' sample files).
+TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=ex", "--iterations=2"}).exit_code, 0);
+  const fs::path db = d.path / "results" / "ex" / "fanout.sqlite";
+  for (const std::string crafted : {(d.path / "outside").string(), std::string("../../escaped"), std::string("..")}) {
+    ASSERT_EQ(test::run_command({"/usr/bin/sqlite3", db.string(), "UPDATE runs SET session = '" + crafted + "'"}, d.path).exit_code, 0);
+    auto r = test::run_command({test::fanout_exe().string(), "results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()},
+                               d.path, {}, 60);
+    EXPECT_NE(r.exit_code, 0) << crafted;
+    EXPECT_NE(r.err.find("is not a plain folder name"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "outside")) << crafted;
+    EXPECT_FALSE(fs::exists(d.path / "escaped")) << crafted;
+    EXPECT_FALSE(fs::exists(d.path / "tree")) << crafted;
+  }
+  // The same name in a run.toml is refused on ingest, naming the file.
+  fs::path run_toml;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "ex"))
+    if (e.path().filename() == "run.toml") run_toml = e.path();
+  std::string text = read_file(run_toml);
+  const size_t at = text.find("session = '");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, text.find('\'', at + 11) - at + 1, "session = '../../escaped'");
+  write_file_atomic(run_toml, text);
+  auto ingest = test::run_command({test::fanout_exe().string(), "results", "ingest", "results/ex"}, d.path, {}, 60);
+  EXPECT_NE(ingest.exit_code, 0);
+  EXPECT_NE(ingest.err.find("run.toml: session '../../escaped' is not a plain folder name"), std::string::npos) << ingest.err;
+  // A step named like a folder fanout reads: refused before anything runs.
+  write_file_atomic(d.path / "forge.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nname = \"samples\"\ncommand = \"true\"\n");
+  auto forge = fanout_cmd(d, {"run", "forge.toml"});
+  EXPECT_EQ(forge.exit_code, 2) << forge.err;
+  EXPECT_NE(forge.err.find("a step may not be named 'samples'"), std::string::npos) << forge.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "forge"));
+}
