@@ -51,6 +51,39 @@ TEST(ExecParsers, RegexRefusesWhatCannotBeASample) {
   EXPECT_THROW(exec::make_parser(spec("google-benchmark", "t")), exec::ParseError);
   EXPECT_THROW(exec::make_parser(spec("smartsim-timing", "", "s")), exec::ParseError);
   EXPECT_EQ(exec::make_parser(spec("time", "elapsed", "s")), nullptr);
+  // Issue 53: a line PCRE2 gives up on (its match limit) is an error of that line, never a silent "no sample".
+  try {
+    parse(spec("regex:^(?<value>(\\d+)+)$", "t", "s"), {std::string(40, '1') + "x"});
+    ADD_FAILURE() << "a match limit passed as no match";
+  } catch (const exec::ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("match limit"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 52: a csv column names each record's metric (redis-benchmark's "test"), and each chosen column may carry
+// its own unit.
+TEST(ExecParsers, CsvLabelAndPerColumnUnits) {
+  const std::vector<std::string> out = {R"("test","rps","avg_latency_ms")", R"("SET","51282.05","0.888")", R"("GET","40000","1.5")"};
+  exec::ParseSpec s = spec("csv:rps:requests/s,avg_latency_ms:ms");
+  s.label = "test";
+  auto got = parse(s, out);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].metric, "SET.rps");
+  EXPECT_EQ(got[0].unit, "requests/s");
+  EXPECT_EQ(got[1].metric, "SET.avg_latency_ms");
+  EXPECT_EQ(got[1].unit, "ms");
+  EXPECT_EQ(got[3].metric, "GET.avg_latency_ms");
+  EXPECT_DOUBLE_EQ(got[3].value, 1.5);
+  exec::ParseSpec one = spec("csv:rps", "", "requests/s");
+  one.label = "test";
+  auto rps = parse(one, out);
+  ASSERT_EQ(rps.size(), 2u);
+  EXPECT_EQ(rps[0].metric, "SET");
+  EXPECT_EQ(rps[1].metric, "GET");
+  exec::ParseSpec missing = spec("csv:rps", "", "requests/s");
+  missing.label = "name";
+  EXPECT_THROW(parse(missing, out), exec::ParseError);  // no such label column
+  EXPECT_THROW(exec::make_parser(spec("csv:rps,avg_latency_ms:ms")), exec::ParseError);  // rps has no unit
 }
 
 TEST(ExecParsers, CsvNeedsItsHeaderAndTakesNumericColumns) {

@@ -160,6 +160,9 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
            // two ranks reading one glob would each count both ranks' samples
            {{"exec", "--command=true", "--ranks_per_node=2", "--parse=csv", "--unit=s", "--from=file:out_*.csv"},
             "'csv' reads from 'file:out_*.csv', which every one of the step's 2 ranks would read whole"},
+           // issue 53: rank 1's glob would also take ranks 10 to 19's files
+           {{"exec", "--command=true", "--ranks_per_node=2", "--parse=csv", "--unit=s", "--from=file:r{FANOUT_RANK}*.csv"},
+            "a wildcard or digit right after {FANOUT_RANK} makes rank 1 read ranks 10 to 19's files too"},
            // local processes are no MPI job: each would be a world of its own
            {{"exec", "--command=true", "--mpi_program"},
             "asks to run an MPI program whose ranks are the step's (mpi_program), which the local launcher cannot give it"}}) {

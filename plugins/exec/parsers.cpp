@@ -96,7 +96,13 @@ class RegexParser : public Parser {
     PCRE2_SIZE at = 0;
     while (at <= text.size()) {
       int rc = pcre2_match(re_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at, 0, data_, nullptr);
-      if (rc < 0) break;  // no match (or an error such as a match limit: the line yields nothing)
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {  // a match limit or another error: never a silent "no sample" on a line that may hold one
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        throw ParseError("'" + spec_.text() + "' could not be matched against '" + shown(text) + "': " + reinterpret_cast<char*>(msg) +
+                         " (a pattern that backtracks this much needs rewriting: anchor it, or make its repeats possessive)");
+      }
       PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data_);
       auto grp = [&](int n) -> std::optional<std::string_view> {
         if (n < 0 || ov[2 * n] == PCRE2_UNSET) return std::nullopt;

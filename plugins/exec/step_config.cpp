@@ -391,6 +391,12 @@ void validate(const StepConfig& c) {
 
 void validate_for_ranks(const StepConfig& c, int64_t ranks) {
   const std::string mine = "{FANOUT_RANK}";
+  // "r{FANOUT_RANK}*.csv": rank 1's glob also takes ranks 10 to 19's files.
+  for (auto& p : c.parsers)
+    if (size_t at = p.from.find(mine); p.from.rfind("file:", 0) == 0 && at != std::string::npos && at + mine.size() < p.from.size() &&
+                                       std::string("*?[0123456789").find(p.from[at + mine.size()]) != std::string::npos && ranks > 1)
+      throw std::runtime_error("'" + p.text() + "' reads from '" + p.from + "': a wildcard or digit right after " + mine +
+                               " makes rank 1 read ranks 10 to 19's files too; put a separator after it (rank_" + mine + "_*.csv)");
   if (ranks < 2 || c.cwd.find(mine) != std::string::npos) return;
   for (auto& p : c.parsers)
     if (p.from.rfind("file:", 0) == 0 && p.from.find(mine) == std::string::npos)
