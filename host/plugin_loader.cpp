@@ -501,7 +501,7 @@ StepPlanAnswer Plugin::plan_step(const StepPlanRequest& r) const {
   step.step = r.step.c_str(), step.role = r.role.c_str(), step.settings = r.settings_json.c_str();
   step.names = names.data(), step.values = texts.data(), step.n = uint32_t(r.values.size());
   step.ranks = r.ranks, step.submit_dir = r.submit_dir.c_str();
-  std::string out(8192, '\0');
+  std::string out(65536, '\0');  // a longer answer is cut at this size (the plugin's snprintf)
   const int rc = plan_step_(&step, out.data(), out.size());
   out.resize(std::strlen(out.c_str()));
   if (rc != 0) {

@@ -598,6 +598,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     r.ranks = int64_t(step.nodes) * step.tasks_per_node;
     const Plugin& p = step_plugin(s);
     r.values = &p == &plugin ? plugin.values_for_roles(request.subcommand, point.values) : point.values;
+    if (&p != &plugin)  // another plugin's step: its parameters the point does not give, at their defaults
+      for (auto& ps : p.params())
+        if (!point.find(ps.name)) r.values.emplace_back(ps.name, ps.default_value);
     StepPlanAnswer a = p.plan_step(r);
     if (!a.accepted) {
       std::string where;

@@ -1096,8 +1096,7 @@ class ExperimentSession {
     if (outcome_.failed) log() << ", " << outcome_.failed << " did not (listed below)";
     log() << " in " << format_duration(wall) << "\n";
     if (!failures_.empty()) {
-      log() << "fanout: " << failures_.size() << " attempt(s) did not complete (why: each one's line above, and `fanout ls "
-            << shell_quote(outcome_.exp_dir.string()) << "`):\n";
+      log() << "fanout: " << failures_.size() << " attempt(s) did not complete (why: each one's line above, and its logs):\n";
       for (auto& f : failures_) log() << "  " << f << "\n";
     }
     log() << "fanout: results  " << outcome_.database.string() << "\n"

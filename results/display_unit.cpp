@@ -56,8 +56,12 @@ DisplayUnit display_unit(const std::string& unit, double typical) {
   if (unit == "bytes/s" || unit == "B/s") return pick(kRate, typical);
   if (unit == "bytes" || unit == "B") return pick(kSize, typical);
   // Any other unit (requests/s, items, ...): a decimal prefix from 10^4 on, so that 118700 reads "118.7 k requests/s",
-  // not 1.187e+05. A per-cent or a unit already scaled stays as it is.
-  if (unit == "%" || unit.empty()) return {unit, 1.0};
+  // not 1.187e+05. A per-cent, and a unit that is already scaled or a time per something (MB/s, KiB, ms/step), stay
+  // as they are.
+  const std::string head = unit.substr(0, unit.find('/'));
+  const bool prefixed = head.size() >= 2 && std::string("kKMGTP").find(head[0]) != std::string::npos &&
+                        (head[1] == 'B' || head[1] == 'b' || head[1] == 'i' || head.compare(1, std::string::npos, "Hz") == 0);
+  if (unit == "%" || unit.empty() || prefixed || seconds_per(head) > 0) return {unit, 1.0};
   const double a = std::fabs(typical);
   for (auto [prefix, scale] : {std::pair{"G", 1e9}, std::pair{"M", 1e6}, std::pair{"k", 1e3}})
     if (a >= 10 * scale) return {std::string(prefix) + " " + unit, 1.0 / scale};

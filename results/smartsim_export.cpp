@@ -162,19 +162,19 @@ SmartSimExportReport export_smartsim_layout(const ResultsDb& db, const fs::path&
     start_of[r.id] = started_at(db, r.id);
     if (first_start == 0 || (start_of[r.id] > 0 && start_of[r.id] < first_start)) first_start = start_of[r.id];
   }
-  SmartSimExportReport report;
-  const std::string run_name = "run-" + utc(first_start, "%Y-%m-%d-%H:%M:%S");
-  const fs::path staging = out_dir.string() + ".tmp";
-  fs::remove_all(staging);
-  fs::create_directories(staging / run_name);
-  report.run_dir = out_dir / run_name;
-
   // Session names come from the database (and so from run folders anyone may craft): each must be one plain folder
   // name, or it could place a write outside --out ("/abs", "../.."). Refused before anything is written.
   for (auto& r : runs)
     if (!plain_folder_name(r.session))
       throw UserError("run " + std::to_string(r.id) + "'s session name '" + printable(r.session) +
                       "' is not a plain folder name (1 to 255 bytes, no '/', not '.' or '..', no control character): nothing exported");
+
+  SmartSimExportReport report;
+  const std::string run_name = "run-" + utc(first_start, "%Y-%m-%d-%H:%M:%S");
+  const fs::path staging = out_dir.string() + ".tmp";
+  fs::remove_all(staging);
+  fs::create_directories(staging / run_name);
+  report.run_dir = out_dir / run_name;
 
   // The sweep's run.cfg: every parameter, a list repr where runs differ (as SmartSim-Scaling's driver arguments).
   std::vector<std::string> names;

@@ -678,10 +678,11 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
   sqlite3_busy_timeout(db, 10000);
   ExperimentSummary summary;
   sqlite3_stmt* st = nullptr;
-  // An attempt that did not complete is superseded once its permutation completed or was tried again.
+  // An attempt that did not complete is superseded once its permutation was run again (a retry, a resume); a later
+  // failure after an earlier completion is a failure.
   const char* sql =
-      "SELECT CASE WHEN a.status != 'COMPLETED' AND EXISTS (SELECT 1 FROM runs b WHERE b.param_hash = a.param_hash AND "
-      "(b.status = 'COMPLETED' OR b.id > a.id)) THEN '' ELSE a.status END, count(*), max(a.ended_at) FROM runs a GROUP BY 1";
+      "SELECT CASE WHEN a.status != 'COMPLETED' AND EXISTS (SELECT 1 FROM runs b WHERE b.param_hash = a.param_hash AND b.id > a.id) "
+      "THEN '' ELSE a.status END, count(*), max(a.ended_at) FROM runs a GROUP BY 1";
   if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
     std::string why = sqlite3_errmsg(db);
     sqlite3_close(db);

@@ -41,7 +41,7 @@ struct MetricSummaryRow {
 struct ExperimentSummary {
   std::map<std::string, int64_t> runs_by_status;  // COMPLETED, FAILED, ... -> runs, superseded attempts left out
   int64_t runs = 0;        // every attempt
-  int64_t superseded = 0;  // attempts that did not complete and were run again (a retry, a resume) or completed since
+  int64_t superseded = 0;  // attempts that did not complete and were run again since (a retry, a resume)
   double last_end_s = 0;  // Unix seconds of the newest run's end, 0 when none ended
 };
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);

@@ -139,9 +139,11 @@ std::string describe_step_failure(const JobSpec& job) {
   int status = 0;
   while (in >> role >> status)
     if (status != 0) {
-      // bash reports a step killed by signal N as 128+N (srun passes its task's signal on the same way).
+      // bash reports a step killed by signal N as 128+N (srun passes its task's signal on the same way), and a rank
+      // passes on its program's own 128+N (a shell's child killed): the number alone cannot say which, so say both.
       std::string how = "exited with status " + std::to_string(status);
-      if (status > 128 && status < 128 + NSIG) how += " (signal " + std::to_string(status - 128) + ", " + signal_name(status - 128) + ")";
+      if (status > 128 && status < 128 + NSIG)
+        how += " (128 + " + signal_name(status - 128) + ": it, or a process it started, died of " + signal_name(status - 128) + ")";
       return "step '" + role + "' " + how + "; logs: " + (job.run_dir / (role + ".err")).string();
     }
   return "";

@@ -327,7 +327,7 @@ TEST(Cli, ProgressShowsSubmissionsStartsStatusAndAFailureRecap) {
   EXPECT_NE(r.err.find("fanout: [0/2 done | "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ETA after the first run]"), std::string::npos) << r.err;
   // The recap: both attempts of the failing permutation, the first marked retried, each with where its logs are.
-  const auto recap = r.err.find("fanout: 2 attempt(s) did not complete (why: each one's line above, and `fanout ls ");
+  const auto recap = r.err.find("fanout: 2 attempt(s) did not complete (why: each one's line above, and its logs):\n");
   ASSERT_NE(recap, std::string::npos) << r.err;
   const std::string tail = r.err.substr(recap);
   const auto first = tail.find("\n  " + bad), retry = tail.find("-retry1 FAILED; logs: ");

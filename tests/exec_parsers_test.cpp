@@ -198,3 +198,44 @@ TEST(ExecSettings, FileSettingsOverrideTheFlagsAndAreChecked) {
 }
 
 }  // namespace
+
+// Issue 52: the program after launcher words, as common command lines write them (the plan checks it and makes a
+// relative one the submit folder's).
+TEST(ExecCommand, TheProgramAfterLauncherWords) {
+  auto program = [](const std::string& line) {
+    const auto words = exec::split_words(line);
+    const size_t at = exec::program_word(words);
+    return at < words.size() ? words[at] : std::string("<none>");
+  };
+  for (const char* line : {"./a 1", "mpirun -np 2 ./a", "mpirun --np 4 --map-by core --bind-to none ./a", "mpirun -np 2 --mca btl self,tcp ./a",
+                           "mpiexec -n 4 -ppn 2 ./a", "srun -n 4 ./a", "srun --ntasks 4 --cpus-per-task 2 ./a", "srun -n4 --mpi=pmix ./a",
+                           "env -u X A=1 B=2 ./a", "env A=1 taskset -c 0-3 ./a", "taskset 0x3 ./a", "numactl --cpunodebind=0 -m 0 ./a",
+                           "timeout -s INT 10 ./a", "nice -n 5 ./a", "stdbuf -oL ./a", "/usr/bin/time -v ./a", "perf stat -e cycles ./a",
+                           "perf record -F 99 --call-graph dwarf ./a", "chrt -f 10 ./a", "env -- ./a"})
+    EXPECT_EQ(program(line), "./a") << line;
+  EXPECT_EQ(program("mpirun -np 2"), "<none>");
+}
+
+// Issue 53: under shell = true a placeholder where bash evaluates a value again is refused.
+TEST(ExecCommand, ShellPlaceholdersWhereBashEvaluatesAreRefused) {
+  for (const char* command : {"echo $(( {n} * 2 ))", "(( {n} > 1 )) && echo big", "[[ {n} -eq 1 ]]", "echo ${x:{n}}"}) {
+    exec::StepConfig c;
+    c.shell = true;
+    c.command = command;
+    c.parsers.push_back(exec::parse_spec_text("time"));
+    try {
+      exec::validate(c);
+      ADD_FAILURE() << command << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("{n} sits inside $(( )), (( )), [[ ]] or ${ }"), std::string::npos) << e.what();
+    }
+  }
+  exec::StepConfig ok;
+  ok.shell = true;
+  ok.command = "N={n}; echo $((N * 2)) $HOME {n} # {n}";  // ${HOME} would be a placeholder {HOME}: $HOME or ${{HOME}}
+  ok.parsers.push_back(exec::parse_spec_text("time"));
+  EXPECT_NO_THROW(exec::validate(ok));
+  std::vector<std::string> used;
+  EXPECT_EQ(exec::shell_script(ok.command, &used), "N=\"${FANOUT_P_n}\"; echo $((N * 2)) $HOME \"${FANOUT_P_n}\" # \"${FANOUT_P_n}\"");
+  EXPECT_EQ(used, std::vector<std::string>{"n"});
+}

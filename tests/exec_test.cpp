@@ -209,6 +209,18 @@ TEST_F(Exec, YourOwnProgramIsCheckedBeforeAnythingRuns) {
     EXPECT_NE(refused.err.find(why), std::string::npos) << why << "\n" << refused.err;
     EXPECT_FALSE(fs::exists(d.path / "results")) << refused.err;
   }
+  // A PATH the step sets is the one its program is looked up in; a node list only a step it comes after gives.
+  fs::create_directories(d.path / "bin");
+  write("bin/mytool", "#!/bin/sh\necho ok\n");
+  fs::permissions(d.path / "bin" / "mytool", fs::perms::owner_all);
+  auto own_path = fanout({"exec", "--dry-run", "--env", "PATH=" + (d.path / "bin").string() + ":/usr/bin:/bin", "--command=mytool"});
+  EXPECT_EQ(own_path.exit_code, 0) << own_path.err;
+  auto env_path = fanout({"exec", "--dry-run", "--command=env PATH=" + (d.path / "bin").string() + " mytool"});
+  EXPECT_EQ(env_path.exit_code, 0) << env_path.err;
+  auto nodes = fanout({"exec", "--dry-run", "--command=echo {FANOUT_DB_NODES}"});
+  EXPECT_EQ(nodes.exit_code, 2) << nodes.err;
+  EXPECT_NE(nodes.err.find("refers to {FANOUT_DB_NODES}, which is no parameter and no step variable (FANOUT_<STEP>_NODES names a step this one comes after)"),
+            std::string::npos) << nodes.err;
   // On a cluster launcher the nodes may have what this machine lacks: a warning that names the path.
   auto cluster = fanout({"exec", "--launcher=slurm", "--dry-run", "--command=./only_on_nodes"});
   EXPECT_EQ(cluster.exit_code, 0) << cluster.err;

@@ -487,6 +487,9 @@ TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
   is("requests/s", 118700, "k requests/s", 1e-3);
   is("requests/s", 2.5e7, "M requests/s", 1e-6);
   is("%", 5e4, "%", 1.0);
+  is("MB/s", 5e4, "MB/s", 1.0);  // already scaled, or a time per something: as they are
+  is("KiB", 5e4, "KiB", 1.0);
+  is("ms/step", 5e4, "ms/step", 1.0);
   is("s", 0, "s", 1.0);
 }
 

@@ -182,7 +182,7 @@ TEST_F(Slurm, CrashingRankGivesFailedAndTheSignalInTheReason) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "FAILED");
   // srun reports a task killed by SIGSEGV as exit status 139 (128 + 11).
-  EXPECT_NE(rows[0][1].find("exited with status 139 (signal 11, SIGSEGV)"), std::string::npos) << rows[0][1];
+  EXPECT_NE(rows[0][1].find("exited with status 139 (128 + SIGSEGV: it, or a process it started, died of SIGSEGV)"), std::string::npos) << rows[0][1];
 }
 
 TEST_F(Slurm, JobOverItsTimeLimitGivesTimeout) {
@@ -837,7 +837,9 @@ TEST_F(Slurm, ExecRunsAnMpiProgramWhoseWorldIsTheStepsRanks) {
   };
   auto r = fanout(with({"--exp_name=mpi", "--mpi_program"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(one("mpi", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list='n[1-2]'"), "1");
+  // Two nodes, whichever Slurm gave (other tests' jobs share the debug partition).
+  EXPECT_EQ(one("mpi", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list GLOB 'n[[][0-9]*[-,][0-9]*[]]'"), "1")
+      << one("mpi", "SELECT node_list FROM runs");
   EXPECT_EQ(one("mpi", "SELECT group_concat(metric || '=' || v, ' ') FROM (SELECT metric, group_concat(DISTINCT value) v FROM samples "
                        "WHERE metric != 'allreduce_us' GROUP BY metric ORDER BY metric)"),
             "rank_match=1.0 sum=6.0 world=4.0");
@@ -861,7 +863,8 @@ TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
   auto r = fanout({"exec", "--launcher=slurm", "--exp_name=exec", "--nodes=2", "--ranks_per_node=2", "--command=" + probe + " {size} 3",
                    "--param", "size=[10,20]", "--parse", "regex:iteration (?<iteration>\\d+) latency: (?<value>\\d+) (?<unit>us)", "--metric=latency"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(one("exec", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list='n[1-2]'"), "2");
+  EXPECT_EQ(one("exec", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list GLOB 'n[[][0-9]*[-,][0-9]*[]]'"), "2")
+      << one("exec", "SELECT group_concat(node_list, ' ') FROM runs");
   EXPECT_EQ(one("exec", "SELECT count(*) || ' ' || count(DISTINCT rank) || ' ' || group_concat(DISTINCT unit) FROM samples"), "24 4 us");
   EXPECT_EQ(one("exec", "SELECT count(DISTINCT node) FROM rank_nodes"), "2");
   for (auto& run : query("exec", "SELECT path FROM runs")) {

@@ -178,56 +178,32 @@ class StepRun {
     for (auto& [name, templ] : cfg_.env) env_.emplace_back(name, fill(templ));
   }
 
-  // {name}: a parameter of the run, or a FANOUT_* variable of the step's environment. Shell-quoted for shell = true.
-  std::string fill(const std::string& text) {
-    std::string unknown;
-    auto value = [&](const std::string& name) -> std::optional<std::string> {
+  // {name}: a FANOUT_* variable of the step's environment, or a parameter of the run.
+  std::optional<std::string> value_of(const std::string& name) const {
+    if (fanout_sdk::step_variable(name))
       for (auto it = env_.rbegin(); it != env_.rend(); ++it)
-        if (name.rfind("FANOUT_", 0) == 0 && it->first == name) return it->second;
-      const char* p = ops_->param(ctx_, name.c_str());
-      if (!p) return std::nullopt;
-      return std::string(p);
-    };
-    auto out = fanout_sdk::fill_placeholders(text, value, &unknown);
-    if (!out) throw std::runtime_error("{" + unknown + "} is no parameter of this run and no FANOUT_ variable of the step");
-    return *out;
+        if (it->first == name) return it->second;
+    const char* p = ops_->param(ctx_, name.c_str());
+    if (!p) return std::nullopt;
+    return std::string(p);
+  }
+  std::string fill(const std::string& text) const {
+    return exec::fill_text(text, [this](const std::string& n) { return value_of(n); });
+  }
+  static std::string submit_dir() {
+    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
+    return submit ? submit : "";
   }
 
+  // The words as the plan showed them (exec::command_line); under shell = true, the values' environment too.
   std::vector<std::string> argv() {
-    std::vector<std::string> words;
-    if (cfg_.shell) {
-      // Values through the environment only (shell_script): checked to be parameters as fill() would.
-      std::vector<std::string> used;
-      std::string script = exec::shell_script(cfg_.command, &used);
-      shell_env_.clear();
-      for (auto& name : used) {
-        const char* v = ops_->param(ctx_, name.c_str());
-        if (!v) throw std::runtime_error("{" + name + "} is no parameter of this run and no FANOUT_ variable of the step");
-        shell_env_.emplace_back(exec::shell_param_variable(name), v);
-      }
-      return {"/bin/sh", "-c", script};
-    }
-    for (auto& w : cfg_.words.empty() ? exec::split_words(cfg_.command) : cfg_.words) words.push_back(fill(w));
-    // A relative program path (the first word, or the program after mpirun, env, taskset ...) means the folder
-    // fanout was started in: ranks start in their step's folder.
-    const size_t program = exec::program_word(words);
-    if (program < words.size()) words[program] = from_submit_dir(words[program]);
-    return words;
+    exec::CommandLine line = exec::command_line(cfg_, [this](const std::string& n) { return value_of(n); }, submit_dir());
+    shell_env_ = line.env;
+    return line.words;
   }
 
-  // "./x" or "bin/x" as the submit folder's; a bare name ("x": found on PATH) and an absolute path as they are.
-  static std::string from_submit_dir(const std::string& word) {
-    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
-    if (word.empty() || word[0] == '/' || word.find('/') == std::string::npos || !submit) return word;
-    return std::string(submit) + "/" + word;
-  }
-
-  std::string working_dir() {
-    const char* submit = std::getenv("FANOUT_SUBMIT_DIR");
-    if (exec::runs_in_submit_dir(cfg_) && submit) return submit;
-    if (cfg_.cwd.empty()) return step_dir_;
-    std::string d = fill(cfg_.cwd);
-    return d[0] == '/' || !submit ? d : std::string(submit) + "/" + d;
+  std::string working_dir() const {
+    return exec::working_folder(cfg_, [this](const std::string& n) { return value_of(n); }, submit_dir(), step_dir_);
   }
 
   // One invocation of the command: its pid and pipes.
@@ -243,7 +219,8 @@ class StepRun {
   void record_program(const std::vector<std::string>& args) {
     const size_t at = exec::program_word(args);
     std::string program = at < args.size() ? args[at] : args[0];
-    if (std::string found = exec::find_program(program, ""); !found.empty()) program = found;
+    const char* path = std::getenv("PATH");
+    if (std::string found = exec::find_program(program, "", path ? path : ""); !found.empty()) program = found;
     std::string shown;
     for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
     std::string text = step_ + ".command=" + shown + "\n" + step_ + ".program=" + program + "\n";
@@ -632,7 +609,7 @@ const fanout_param_spec kParams[] = {
     FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run; submit: where fanout was started)"),
     FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "0", "invocations before the measured ones, recorded as warmup", "0", "1000000"),
     FANOUT_PARAM_RANGE("repeat_command", FANOUT_PARAM_INT, "1", "measured invocations of the command per rank", "1", "1000000"),
-    FANOUT_PARAM("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (parameters are filled in shell-quoted)"),
+    FANOUT_PARAM("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (each {name} is \"${FANOUT_P_name}\", its value in the environment)"),
 };
 const fanout_role kRoles[] = {FANOUT_ROLE("run", "run the step's command on each rank and record what its parsers read", run_step)};
 const fanout_step_spec kSteps[] = {FANOUT_STEP("run", "{nodes}", "{ranks_per_node}", "disjoint")};
@@ -641,30 +618,6 @@ const fanout_experiment_spec kExperiments[] = {
                       FANOUT_NO_ARRAY, nullptr, nullptr, nullptr)};
 const char* const kStepKeys[] = {"command", "shell", "env", "cwd", "after", "ready", "ready_timeout", "service",
                                  "warmup", "repeat_command", "parse", "publish"};
-
-// The words a rank will run, the run's parameters filled in and the step's own variables left as {FANOUT_RANK}.
-std::vector<std::string> planned_words(const exec::StepConfig& c, const std::map<std::string, std::string>& params) {
-  auto fill = [&](const std::string& text) {
-    return *fanout_sdk::fill_placeholders(text, [&](const std::string& n) -> std::optional<std::string> {
-      if (fanout_sdk::step_variable(n)) return "{" + n + "}";
-      auto it = params.find(n);
-      if (it == params.end()) return std::nullopt;
-      return it->second;
-    });
-  };
-  if (c.shell) {
-    std::vector<std::string> used;
-    std::vector<std::string> words = {"env"};
-    const std::string script = exec::shell_script(c.command, &used);
-    for (auto& n : used)
-      if (auto it = params.find(n); it != params.end()) words.push_back(exec::shell_param_variable(n) + "=" + it->second);
-    words.insert(words.end(), {"/bin/sh", "-c", script});
-    return words;
-  }
-  std::vector<std::string> words;
-  for (auto& w : c.words.empty() ? exec::split_words(c.command) : c.words) words.push_back(fill(w));
-  return words;
-}
 
 // Words as a shell would read them back: plain words bare, the rest quoted.
 std::string shown_command(const std::vector<std::string>& words) {
@@ -686,39 +639,54 @@ int plan_step(const fanout_step_plan* step, char* out, size_t out_len) {
                                                from_file ? step->settings : "");
     exec::validate(c);
     exec::validate_for_ranks(c, step->ranks);
+    // The plan's placeholders: the parameters, and the step's own variables shown as they are ({FANOUT_RANK}), except
+    // FANOUT_<STEP>_NODES, which only a step it comes after gives.
+    std::set<std::string> after_nodes;
+    for (auto& a : c.after) after_nodes.insert("FANOUT_" + env_word(a) + "_NODES");
+    const exec::ValueOf value_of = [&](const std::string& n) -> std::optional<std::string> {
+      if (fanout_sdk::step_variable(n)) {
+        if (n.size() > 13 && n.compare(n.size() - 6, 6, "_NODES") == 0 && n != "FANOUT_NODES" && !after_nodes.count(n)) return std::nullopt;
+        return "{" + n + "}";
+      }
+      auto it = p.find(n);
+      if (it == p.end()) return std::nullopt;
+      return it->second;
+    };
     // Every placeholder a parameter or a step variable; a file's steps name their key, the flags theirs.
     for (auto& [setting, text] : exec::filled_texts(c))
       for (auto& name : fanout_sdk::placeholder_names(text))
-        if (!p.count(name) && !fanout_sdk::step_variable(name))
+        if (!value_of(name))
           throw std::runtime_error((from_file ? "step key " + setting : "--" + setting.substr(0, setting.find(' '))) + " refers to {" + name +
-                                   "}, which is no parameter and no step variable (" + (from_file ? "[parameters] " + name + " = ..." : "--param " + name + "=...") +
-                                   " gives it; {{" + name + "}} is the braces themselves)");
-    std::vector<std::string> words = planned_words(c, p);
+                                   "}, which is no parameter and no step variable (" +
+                                   (fanout_sdk::step_variable(name) ? "FANOUT_<STEP>_NODES names a step this one comes after"
+                                                                    : (from_file ? "[parameters] " + name + " = ..." : "--param " + name + "=...") +
+                                                                          " gives it; {{" + name + "}} is the braces themselves") + ")");
+    const exec::CommandLine line = exec::command_line(c, value_of, submit);
     std::string text;
-    // The program: the first word, and the one after mpirun, env, taskset ... (a shell's script is its own). A
-    // relative one runs from the submit folder, as shown.
-    const size_t at = exec::program_word(words);
-    for (size_t k : {size_t(0), at}) {
-      if (c.shell || k >= words.size() || words[k].find('{') != std::string::npos) continue;
-      std::string& program = words[k];
-      const std::string resolved = program.find('/') == std::string::npos || program[0] == '/'
-                                       ? program
-                                       : submit + "/" + (program.rfind("./", 0) == 0 ? program.substr(2) : program);
-      if (exec::find_program(program, submit).empty()) {
-        const std::string where = program.find('/') == std::string::npos
-                                      ? "is not on PATH (" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "") + ")"
-                                      : "is no runnable file: " + resolved +
-                                            (program[0] == '/' ? "" : " (a relative program is the submit folder's, where fanout was started)");
-        const std::string what = (from_file ? "step '" + std::string(step->step) + "': " : "--command: ") + "the program '" + words[k] + "' " + where;
+    // The program: the first word, and the one after mpirun, env, taskset ... (a shell's script is its own).
+    for (size_t k : {size_t(0), line.program}) {
+      if (c.shell || k >= line.words.size() || line.words[k].find('{') != std::string::npos) continue;
+      const std::string path = exec::search_path(c, line, k, value_of);
+      if (exec::find_program(line.words[k], "", path).empty()) {
+        const std::string& given = line.given[k];
+        const std::string where = given.find('/') == std::string::npos
+                                      ? "is not on PATH (" + path + ")"
+                                      : "is no runnable file: " + line.words[k] +
+                                            (given[0] == '/' ? "" : " (a relative program is the submit folder's, where fanout was started)");
+        const std::string what = (from_file ? "step '" + std::string(step->step) + "': " : "--command: ") + "the program '" + given + "' " + where;
         if (step->flags & FANOUT_STEP_PLAN_LOCAL) throw std::runtime_error(what);
         text += "warning: " + what + "; it may exist on the nodes only\n";
       }
-      if (k == at) program = resolved;
-      if (at == 0) break;
+      if (line.program == 0) break;
     }
-    const std::string cwd = exec::runs_in_submit_dir(c) ? submit : c.cwd.empty() ? "<run>/" + std::string(step->step) : c.cwd;
-    text += shown_command(words) + "\nin " + cwd;
-    for (auto& [name, v] : c.env) text += "\nenv " + name + "=" + v;
+    // What each rank runs, filled as it will be (the step's own variables as {NAME}), where, and with what.
+    std::vector<std::string> shown = line.words;
+    if (!line.env.empty()) {
+      shown.insert(shown.begin(), "env");
+      for (size_t k = 0; k < line.env.size(); ++k) shown.insert(shown.begin() + 1 + long(k), line.env[k].first + "=" + line.env[k].second);
+    }
+    text += shown_command(shown) + "\nin " + exec::working_folder(c, value_of, submit, "<run>/" + std::string(step->step));
+    for (auto& [name, v] : c.env) text += "\nenv " + name + "=" + exec::fill_text(v, value_of);
     std::snprintf(out, out_len, "%s", text.c_str());
     return 0;
   } catch (const std::exception& e) {

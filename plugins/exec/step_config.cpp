@@ -182,26 +182,75 @@ std::string describe_exit(int st) {
   return out;
 }
 
-std::string find_program(const std::string& word, const std::string& submit_dir) {
+std::string find_program(const std::string& word, const std::string& submit_dir, const std::string& path) {
   auto runnable = [](const std::string& f) {
     struct stat st {};
     return ::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(f.c_str(), X_OK) == 0;
   };
   if (word.empty()) return "";
   if (word.find('/') != std::string::npos) {
-    const std::string path = word[0] == '/' || submit_dir.empty() ? word : submit_dir + "/" + word;
-    return runnable(path) ? path : "";
+    const std::string file = in_submit_dir(word, submit_dir);
+    return runnable(file) ? file : "";
   }
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path ? path : "";
-  for (size_t at = 0; at <= dirs.size();) {
-    size_t colon = dirs.find(':', at);
-    if (colon == std::string::npos) colon = dirs.size();
-    const std::string dir = colon > at ? dirs.substr(at, colon - at) : ".";
+  for (size_t at = 0; at <= path.size();) {
+    size_t colon = path.find(':', at);
+    if (colon == std::string::npos) colon = path.size();
+    const std::string dir = colon > at ? path.substr(at, colon - at) : ".";
     if (runnable(dir + "/" + word)) return dir + "/" + word;
     at = colon + 1;
   }
   return "";
+}
+
+std::string fill_text(const std::string& text, const ValueOf& value_of) {
+  std::string unknown;
+  auto out = fanout_sdk::fill_placeholders(text, value_of, &unknown);
+  if (!out) throw std::runtime_error("{" + unknown + "} is no parameter of this run and no FANOUT_ variable of the step");
+  return *out;
+}
+
+std::string in_submit_dir(const std::string& word, const std::string& submit_dir) {
+  if (word.empty() || word[0] == '/' || word.find('/') == std::string::npos || submit_dir.empty()) return word;
+  return submit_dir + "/" + (word.rfind("./", 0) == 0 ? word.substr(2) : word);
+}
+
+CommandLine command_line(const StepConfig& c, const ValueOf& value_of, const std::string& submit_dir) {
+  CommandLine line;
+  if (c.shell) {
+    std::vector<std::string> used;
+    line.words = {"/bin/sh", "-c", shell_script(c.command, &used)};
+    for (auto& name : used) {
+      auto v = value_of(name);
+      if (!v) throw std::runtime_error("{" + name + "} is no parameter of this run and no FANOUT_ variable of the step");
+      line.env.emplace_back(shell_param_variable(name), *v);
+    }
+    line.given = line.words;
+    return line;
+  }
+  for (auto& w : c.words.empty() ? split_words(c.command) : c.words) line.words.push_back(fill_text(w, value_of));
+  if (line.words.empty()) throw std::runtime_error("the command has no words");
+  line.given = line.words;
+  line.program = program_word(line.words);
+  line.words[0] = in_submit_dir(line.words[0], submit_dir);
+  if (line.program < line.words.size()) line.words[line.program] = in_submit_dir(line.words[line.program], submit_dir);
+  return line;
+}
+
+std::string working_folder(const StepConfig& c, const ValueOf& value_of, const std::string& submit_dir, const std::string& step_dir) {
+  if (runs_in_submit_dir(c) && !submit_dir.empty()) return submit_dir;
+  if (c.cwd.empty()) return step_dir;
+  const std::string d = fill_text(c.cwd, value_of);
+  return d[0] == '/' || submit_dir.empty() ? d : submit_dir + "/" + d;
+}
+
+std::string search_path(const StepConfig& c, const CommandLine& line, size_t k, const ValueOf& value_of) {
+  if (k > 0)
+    for (size_t i = k; i-- > 0;)
+      if (line.given[i].rfind("PATH=", 0) == 0) return line.given[i].substr(5);
+  for (auto it = c.env.rbegin(); it != c.env.rend(); ++it)
+    if (it->first == "PATH") return fill_text(it->second, value_of);
+  const char* path = std::getenv("PATH");
+  return path ? path : "";
 }
 
 StepConfig config_for_step(const std::function<std::string(const char*)>& param, const std::string& settings_json) {
@@ -231,24 +280,28 @@ struct LauncherWord {
   std::vector<std::string_view> valued;
   int positional;
 };
+// Open MPI's, MPICH's (Hydra) and Intel MPI's options that take a value.
+const std::vector<std::string_view> kMpiValued = {
+    "-np",   "--np",     "-n",         "-c",      "-N",   "-npernode", "--npernode", "-H",       "--host",    "-host",
+    "-hostfile", "--hostfile", "-machinefile", "--machinefile", "-x", "--map-by", "-map-by", "--bind-to", "-bind-to", "--rank-by",
+    "-wdir", "--wdir",   "-wd",        "-ppn",    "-hosts", "-f",       "--mca",      "-mca",     "-genv",     "-env",
+    "--prefix", "-launcher", "-rf",    "--rankfile"};
 const LauncherWord kLaunchers[] = {
-    {"mpirun", {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-H", "--host", "-host", "-hostfile", "--hostfile", "-machinefile",
-                "--machinefile", "-x", "--map-by", "--bind-to", "--rank-by", "-wdir", "--wdir", "-ppn", "-hosts", "-f", "--mca", "-mca",
-                "-genv", "-env", "--prefix", "-launcher"}, 0},
-    {"mpiexec", {"-np", "-n", "-c", "-N", "-npernode", "--npernode", "-H", "--host", "-host", "-hostfile", "--hostfile", "-machinefile",
-                 "--machinefile", "-x", "--map-by", "--bind-to", "--rank-by", "-wdir", "--wdir", "-ppn", "-hosts", "-f", "--mca", "-mca",
-                 "-genv", "-env", "--prefix", "-launcher"}, 0},
-    {"srun", {"-n", "-N", "-c", "-p", "-t", "-w", "-J", "-A", "-q", "-o", "-e", "-G", "-x", "-m"}, 0},
+    {"mpirun", kMpiValued, 0},
+    {"mpiexec", kMpiValued, 0},
+    {"srun", {"-n", "-N", "-c", "-p", "-t", "-w", "-J", "-A", "-q", "-o", "-e", "-G", "-x", "-m", "-D", "-C", "-d", "--ntasks", "--nodes",
+              "--ntasks-per-node", "--cpus-per-task", "--partition", "--time", "--nodelist", "--job-name", "--account", "--mpi",
+              "--chdir", "--constraint", "--gpus", "--mem", "--distribution", "--cpu-bind", "--export"}, 0},
     {"env", {"-u", "-C", "--unset", "--chdir"}, 0},
     {"taskset", {}, 1},
     {"numactl", {"-N", "-m", "-C", "-p", "-i", "--cpunodebind", "--membind", "--physcpubind", "--preferred", "--interleave"}, 0},
     {"nice", {"-n"}, 0},
     {"timeout", {"-s", "-k", "--signal", "--kill-after"}, 1},
-    {"stdbuf", {"-i", "-o", "-e"}, 0},
+    {"stdbuf", {"-i", "-o", "-e", "--input", "--output", "--error"}, 0},
     {"time", {"-f", "-o", "--format", "--output"}, 0},
     {"chrt", {}, 1},
     {"nohup", {}, 0},
-    {"perf", {"-e", "-o", "-r", "-C", "-p", "-t", "-G", "-x", "-I", "--event", "--output", "--repeat"}, 0},
+    {"perf", {"-e", "-o", "-r", "-C", "-p", "-t", "-G", "-x", "-I", "-F", "-c", "--event", "--output", "--repeat", "--call-graph", "--freq"}, 0},
 };
 // mpirun's options that take two words (--mca NAME VALUE).
 bool two_valued(std::string_view launcher, std::string_view opt) {
@@ -344,13 +397,16 @@ StepConfig config_from_settings(StepConfig c, const std::string& json) {
 
 namespace {
 
-// With shell = true every value is filled in single-quoted; a {name} the command itself puts inside quotes would
-// be quoted twice ('{x}') or not at all ("{x}": single quotes are literal there, and $(...) in the value would
-// run). Such a placeholder is refused: the first one found, or "".
-std::string quoted_placeholder(const std::string& command) {
+// With shell = true each {name} becomes "${FANOUT_P_name}". Two positions are refused, the first one found
+// returned with why ("" when none): inside the command's own quotes (quoted twice, or literal within '...'), and
+// inside $(( )), (( )), [[ ]] or ${ }, where bash evaluates a variable's value again as an expression, so that
+// "a[$(cmd)]" would run cmd.
+std::pair<std::string, std::string> unsafe_placeholder(const std::string& command) {
   char quote = 0;
+  int evaluated = 0;  // depth of $(( (( [[ ${ around here
   for (size_t i = 0; i < command.size(); ++i) {
     const char c = command[i];
+    const char next = i + 1 < command.size() ? command[i + 1] : 0;
     if (quote == '\'') {
       if (c == '\'') quote = 0;
       continue;
@@ -361,21 +417,34 @@ std::string quoted_placeholder(const std::string& command) {
     }
     if (quote == '"' && c == '"') quote = 0;
     else if (!quote && (c == '\'' || c == '"')) quote = c;
-    else if (c == '{' && i + 1 < command.size() && command[i + 1] == '{') ++i;
-    else if (c == '{' && quote) {
-      if (size_t n = fanout_sdk::placeholder_detail::placeholder_at(command, i)) return command.substr(i, n);
+    else if ((c == '(' && next == '(') || (c == '[' && next == '[')) ++evaluated, ++i;
+    else if (((c == ')' && next == ')') || (c == ']' && next == ']')) && evaluated > 0) --evaluated, ++i;
+    else if (c == '$' && next == '{') ++evaluated, ++i;
+    else if (c == '}' && evaluated > 0 && next != '}') --evaluated;
+    else if (c == '{' && next == '{') ++i;
+    else if (c == '{') {
+      if (size_t n = fanout_sdk::placeholder_detail::placeholder_at(command, i)) {
+        if (quote) return {command.substr(i, n), "quotes"};
+        if (evaluated) return {command.substr(i, n), "evaluated"};
+        i += n - 1;
+      }
     }
   }
-  return "";
+  return {"", ""};
 }
 
 }  // namespace
 
 void validate(const StepConfig& c) {
-  if (c.shell)
-    if (auto q = quoted_placeholder(c.command); !q.empty())
+  if (c.shell) {
+    auto [q, why] = unsafe_placeholder(c.command);
+    if (why == "quotes")
       throw std::runtime_error("shell = true: " + q + " sits inside quotes in the command; fanout puts every value in quotes itself (as \"${FANOUT_P_" +
                                q.substr(1, q.size() - 2) + "}\", the value in the environment): write " + q + " unquoted");
+    if (why == "evaluated")
+      throw std::runtime_error("shell = true: " + q + " sits inside $(( )), (( )), [[ ]] or ${ } in the command, where bash evaluates a value again "
+                               "as an expression (a value such as a[$(cmd)] would run cmd): use " + q + " outside them");
+  }
   if (c.command.empty() && c.words.empty()) throw std::runtime_error("no command: give --command='...' (or command = \"...\" in the step)");
   if (!c.shell && c.words.empty() && split_words(c.command).empty()) throw std::runtime_error("the command has no words");
   if (c.repeat < 1 && !c.service) throw std::runtime_error("repeat_command must be at least 1");

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,7 +15,7 @@ namespace exec {
 struct StepConfig {
   std::string command;             // the command line: words split as a shell would, nothing expanded
   std::vector<std::string> words;  // or the words themselves (a TOML array): no splitting
-  bool shell = false;              // run `command` with /bin/sh -c (placeholders filled shell-quoted)
+  bool shell = false;              // run `command` with /bin/sh -c (placeholders as "${FANOUT_P_name}": shell_script)
   std::vector<std::pair<std::string, std::string>> env;  // NAME, value template
   std::string cwd;                 // "" = the step's folder; relative: to the folder fanout was started in
   std::vector<std::string> after;  // steps that must be ready before this one starts
@@ -43,9 +44,31 @@ size_t program_word(const std::vector<std::string>& words);
 // What waitpid's status says, one account: "exited with status 3", "was killed by SIGSEGV (signal 11)", and for a
 // shell's or launcher's 128 + N "exited with status 132 (128 + SIGILL: a process it started died of SIGILL)".
 std::string describe_exit(int wait_status);
-// Where a program word leads on this machine: its path, or "" when it is no runnable file (PATH searched for a bare
-// name; a relative path taken in submit_dir, as the rank takes it).
-std::string find_program(const std::string& word, const std::string& submit_dir);
+// Where a program word leads on this machine: its path, or "" when it is no runnable file (`path`, a PATH value,
+// searched for a bare name; a relative path taken in submit_dir, as the rank takes it).
+std::string find_program(const std::string& word, const std::string& submit_dir, const std::string& path);
+
+// A placeholder's value: a parameter, a step variable, or nullopt when the name is neither.
+using ValueOf = std::function<std::optional<std::string>(const std::string&)>;
+// The text with each {name} filled in; throws std::runtime_error naming the first unknown name.
+std::string fill_text(const std::string& text, const ValueOf& value_of);
+// "./x" or "bin/x" as the submit folder's ("<submit>/x"); a bare name (found on PATH) and an absolute path as they are.
+std::string in_submit_dir(const std::string& word, const std::string& submit_dir);
+// What a rank runs, the rank and the plan alike: the words with the placeholders filled, the first word and the
+// program after launcher words made the submit folder's when relative; under shell = true the script and the
+// FANOUT_P_<name> environment its values travel in. `given` holds the words as filled, before that.
+struct CommandLine {
+  std::vector<std::string> words, given;
+  std::vector<std::pair<std::string, std::string>> env;
+  size_t program = 0;  // which word is the program (words.size() when none follows the launcher words)
+};
+CommandLine command_line(const StepConfig& c, const ValueOf& value_of, const std::string& submit_dir);
+// The folder the command starts in: the step's, the submit folder (cwd = "submit"), or cwd filled in (relative: to
+// the submit folder).
+std::string working_folder(const StepConfig& c, const ValueOf& value_of, const std::string& submit_dir, const std::string& step_dir);
+// The PATH word k of the command line is looked up in: the step's env PATH, else fanout's; for the program after
+// launcher words, an `env PATH=...` word before it first.
+std::string search_path(const StepConfig& c, const CommandLine& line, size_t k, const ValueOf& value_of);
 // `cwd = "submit"`: the step runs in the folder fanout was started in.
 inline bool runs_in_submit_dir(const StepConfig& c) { return c.cwd == "submit"; }
 // Checks what can be checked before anything runs (parsers compile, keys make sense).
