@@ -590,7 +590,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   // permutation named; its warnings kept once; what each rank runs kept for --dry-run.
   std::error_code cwd_error;
   const std::string submit_dir = fs::current_path(cwd_error).string();
-  const bool local = scheduler_traits(request.settings.scheduler).one_host;  // its ranks see this machine's files
+  const std::string& scheduler = request.settings.scheduler;
+  const bool local = scheduler_traits_of(scheduler_is_detected(scheduler) ? request.auto_scheduler : scheduler).one_host;  // ranks see our files
   std::set<std::string> warned;
   auto plan_step = [&](const StepTemplate& s, const StepSpec& step, const ParameterPoint& point) {
     StepPlanRequest r;

@@ -93,6 +93,9 @@ struct ExperimentRequest {
   std::vector<std::pair<std::vector<std::string>, std::string>> zips;  // names + origin
   std::vector<Exclusion> excludes;
   ExperimentSettings settings;
+  // What --launcher=auto means on this host, filled by the driver before planning (the registry detects it);
+  // empty: taken as a cluster's, so a program missing here is a warning, not a refusal.
+  std::string auto_scheduler;
 };
 
 // One run of the experiment: a point of the parameter space with its steps resolved.

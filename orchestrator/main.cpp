@@ -274,6 +274,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   const auto names = scheduler_names();
   if (std::find(names.begin(), names.end(), with_site.settings.scheduler) == names.end())
     throw UserError("--launcher: unknown launcher '" + with_site.settings.scheduler + "' (known: " + join(names, ", ") + ")");
+  if (scheduler_is_detected(with_site.settings.scheduler)) with_site.auto_scheduler = resolve_scheduler_name(with_site.settings.scheduler);
   ExperimentPlan plan = plan_experiment(with_site, plugin);
   for (auto& w : plan.warnings) std::cerr << "fanout: warning: " << w << "\n";
   opts.rank_exe = self_dir() / "fanout-rank";

@@ -122,11 +122,11 @@ std::string parameter_cells(const std::vector<std::pair<std::string, std::string
   return s;
 }
 
-std::string run_prefix(const std::string& session, const std::string& status,
+std::string run_prefix(const std::string& session, const std::string& status, const std::string& repeat,
                        const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
   std::string cells = parameter_cells(params, names);
   if (!cells.empty()) cells.pop_back();
-  return csv_field(session) + "," + csv_field(status) + (names.empty() ? "" : "," + cells);
+  return csv_field(session) + "," + csv_field(status) + "," + csv_field(repeat) + (names.empty() ? "" : "," + cells);
 }
 
 // The header up to the file's own columns. A parameter named like one of them (a plugin's `warmup` parameter
@@ -144,11 +144,16 @@ std::string parameter_header(const std::vector<std::string>& names, std::set<std
   return h;
 }
 
+// Every file's run columns: session, status, and repeat (which of its permutation's --repeat runs, 1-based). A
+// parameter named like any file's own column is "param.<name>" in every file (exec's metric, unit and warmup
+// settings), so one name means one thing across samples.csv, statistics.csv and runs.csv.
 std::string header_prefix(const std::vector<std::string>& names, std::set<std::string> taken) {
-  taken.insert({"session", "status"});
+  taken.insert({"session", "status", "repeat", "rank", "role", "metric", "iteration", "t_start", "value", "unit", "warmup", "metric_ranks",
+                "nan_samples"});
+  for (auto& c : summary_columns()) taken.insert(c);
   std::string params = parameter_header(names, taken);
   if (!params.empty()) params.pop_back();
-  return "session,status" + (names.empty() ? "" : "," + params);
+  return "session,status,repeat" + (names.empty() ? "" : "," + params);
 }
 
 }  // namespace
@@ -161,7 +166,7 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   for (auto& r : runs)
     for (auto& [k, v] : r.parameters)
       if (seen.insert(k).second) names.push_back(k);
-  for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.parameters, names);
+  for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.repeat, r.parameters, names);
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
   StagedFile out(file, gzip);
@@ -203,7 +208,7 @@ size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) 
   for (auto& c : summary_columns()) head += "," + c;
   out.line(head);
   for (auto& m : stats.stats) {
-    std::string row = run_prefix(m.session, m.status, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
+    std::string row = run_prefix(m.session, m.status, m.repeat, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
                       csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
     for (double v : summary_values(m.summary)) row += "," + csv_number(v);
     out.line(row);
@@ -243,7 +248,7 @@ size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
   out.line(head);
   for (int64_t run : order) {
     const MetricStats* any = by_run[run].begin()->second;
-    std::string row = run_prefix(any->session, any->status, any->parameters, stats.parameter_names);
+    std::string row = run_prefix(any->session, any->status, any->repeat, any->parameters, stats.parameter_names);
     for (auto& k : keys) {
       auto it = by_run[run].find(k);
       for (double v : it == by_run[run].end() ? std::vector<double>(summary_columns().size(), NAN) : summary_values(it->second->summary))

@@ -56,6 +56,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     m.run_id = g.run_id;
     m.session = r->session;
     m.status = r->status;
+    m.repeat = r->repeat;
     m.param_hash = r->param_hash;
     m.parameters = r->parameters;
     m.role = g.role;

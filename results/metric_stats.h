@@ -17,6 +17,7 @@ struct MetricStats {
   int64_t run_id = 0;
   std::string session, status, param_hash, role, metric, unit;
   std::vector<std::pair<std::string, std::string>> parameters;
+  std::string repeat;  // StoredRun::repeat
   int ranks = 0;  // distinct ranks that recorded the metric ("clients")
   uint64_t not_a_number = 0;  // samples recorded as NaN, left out of the summary (statistics.csv: nan_samples)
   std::string better;       // what the run's plugin declared: "lower", "higher", "none", or "" (undeclared)

@@ -26,6 +26,7 @@ struct StoredRun {
   int64_t id = 0;
   std::string session, status, path, param_hash, job_id, node_list, reason;
   std::vector<std::pair<std::string, std::string>> parameters;
+  std::string repeat;  // which of its permutation's --repeat runs (1-based, from its provenance; "1" without --repeat)
 };
 
 struct MetricSummaryRow {

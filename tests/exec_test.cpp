@@ -237,6 +237,18 @@ TEST_F(Exec, YourOwnProgramIsCheckedBeforeAnythingRuns) {
   auto ran = fanout({"exec", "--exp_name=own", "--command=env A=1 ./tool.sh {n}", "--param", "n=[3,4]"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(read_file(d.path / "ran_in.3"), (run_dir_of("own", "3") / "run").string() + "\n");
+  // The CSV files: a repeat column, and one name per column in every file (exec's metric setting is param.metric
+  // in runs.csv as in samples.csv).
+  for (const char* file : {"runs.csv", "samples.csv", "statistics.csv"}) {
+    const std::string csv = read_file(d.path / "results" / "own" / "csv" / file);
+    EXPECT_EQ(csv.rfind("session,status,repeat,", 0), 0u) << file << ": " << csv.substr(0, 200);
+    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",param.metric,"), std::string::npos) << file << ": " << csv.substr(0, 300);
+  }
+  auto rep = fanout({"exec", "--exp_name=rep", "--repeat=2", "--command=true"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const std::string rep_csv = read_file(d.path / "results" / "rep" / "csv" / "runs.csv");
+  EXPECT_NE(rep_csv.find(",COMPLETED,1,"), std::string::npos) << rep_csv;
+  EXPECT_NE(rep_csv.find(",COMPLETED,2,"), std::string::npos) << rep_csv;
   auto here = fanout({"exec", "--exp_name=here", "--cwd=submit", "--command=./tool.sh here {FANOUT_SUBMIT_DIR}/x"});
   ASSERT_EQ(here.exit_code, 0) << here.err;
   EXPECT_EQ(read_file(d.path / "ran_in.here"), d.path.string() + "\n");

@@ -132,8 +132,8 @@ TEST(Store, CsvExportHasOneRowPerSampleAndPerRunMetric) {
   EXPECT_EQ(files.statistic_rows, 2u);
   std::string stats = read_file(files.statistics);
   EXPECT_EQ(stats.substr(0, stats.find('\n')),
-            "session,status,sleep_us,ranks,role,metric,unit,metric_ranks,nan_samples,count,min,mean,median,median_ci_low,median_ci_high,p90,p95,p99,max,std,mad,outliers");
-  EXPECT_NE(stats.find("a,COMPLETED,100,1,sleep,sleep,us,1,0,5,100,102,102,"), std::string::npos) << stats;  // warmup 999 excluded
+            "session,status,repeat,sleep_us,ranks,role,metric,unit,metric_ranks,nan_samples,count,min,mean,median,median_ci_low,median_ci_high,p90,p95,p99,max,std,mad,outliers");
+  EXPECT_NE(stats.find("a,COMPLETED,1,100,1,sleep,sleep,us,1,0,5,100,102,102,"), std::string::npos) << stats;  // warmup 999 excluded
   EXPECT_EQ(test::line_count_summary(read_file(files.samples)), "19");
   for (auto& e : std::filesystem::directory_iterator(d.path / "csv"))  // no staging file left behind
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
