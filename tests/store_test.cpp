@@ -317,7 +317,7 @@ TEST(Figures, RoundsOfABenchBecomeOneRunWhoseStatisticsAreTheRounds) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric = 'put_1KiB' AND t_start = 1764100000.5 AND iteration = 1"), 1);
   auto files = export_csv(db, d.path / "csv");
   const std::string stats = read_file(files.statistics);
-  EXPECT_NE(stats.find("tensor_bench,COMPLETED,tensor_bench,3,bench,put_1KiB,put/s,1,0,3,25000,28000,28000,"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("tensor_bench,COMPLETED,1,tensor_bench,3,bench,put_1KiB,put/s,1,0,3,25000,28000,28000,"), std::string::npos) << stats;
 }
 
 TEST(Figures, MalformedLinesNameTheLineAndNothingIsStored) {
