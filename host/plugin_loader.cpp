@@ -501,6 +501,9 @@ StepPlanAnswer Plugin::plan_step(const StepPlanRequest& r) const {
   step.step = r.step.c_str(), step.role = r.role.c_str(), step.settings = r.settings_json.c_str();
   step.names = names.data(), step.values = texts.data(), step.n = uint32_t(r.values.size());
   step.ranks = r.ranks, step.submit_dir = r.submit_dir.c_str();
+  std::vector<const char*> step_names, step_settings;
+  for (auto& [name, settings] : r.run_steps) step_names.push_back(name.c_str()), step_settings.push_back(settings.c_str());
+  step.run_steps = step_names.data(), step.run_step_settings = step_settings.data(), step.n_run_steps = uint32_t(r.run_steps.size());
   std::string out(65536, '\0');  // a longer answer is cut at this size (the plugin's snprintf)
   const int rc = plan_step_(&step, out.data(), out.size());
   out.resize(std::strlen(out.c_str()));

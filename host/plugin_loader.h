@@ -117,6 +117,7 @@ const char* better_name(int better);
 // One step of one permutation for Plugin::plan_step (fanout_step_plan).
 struct StepPlanRequest {
   std::string step, role, settings_json, submit_dir;
+  std::vector<std::pair<std::string, std::string>> run_steps;  // every step of the run: name, settings JSON
   std::vector<std::pair<std::string, std::string>> values;
   int64_t ranks = 1;
   bool local = false;  // the ranks run on this machine (FANOUT_STEP_PLAN_LOCAL)

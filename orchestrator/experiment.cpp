@@ -596,6 +596,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   auto plan_step = [&](const StepTemplate& s, const StepSpec& step, const ParameterPoint& point) {
     StepPlanRequest r;
     r.step = s.label(), r.role = s.role, r.settings_json = s.settings_json, r.submit_dir = submit_dir, r.local = local;
+    for (auto& other : plan.steps) r.run_steps.emplace_back(other.label(), other.settings_json);
     r.ranks = int64_t(step.nodes) * step.tasks_per_node;
     const Plugin& p = step_plugin(s);
     r.values = &p == &plugin ? plugin.values_for_roles(request.subcommand, point.values) : point.values;

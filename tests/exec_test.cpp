@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/files.h"
 #include "common/text.h"
@@ -185,6 +186,19 @@ TEST_F(Exec, FailuresAreLoudAndNameTheirCause) {
   EXPECT_EQ(glob.exit_code, 2) << glob.err;
   EXPECT_FALSE(fs::exists(d.path / "results" / "glob"));
   EXPECT_NE(glob.err.find("which every one of the step's 2 ranks would read whole"), std::string::npos) << glob.err;
+  // Issue 53: `after` naming the step itself, no step, or making a cycle: refused when planned (it would wait until
+  // the wall time), exit 2, nothing written.
+  for (auto& [after_a, after_b, why] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"a\"", "\"a\"", "step 'a': after = 'a' names this step itself"},
+           {"\"c\"", "\"a\"", "step 'a': after = 'c': no step of that name in this run (steps: a, b)"},
+           {"\"b\"", "\"a\"", "step 'a': after makes a cycle (a -> b -> a): each would wait for the other until the wall time"}}) {
+    write("cycle.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\nname = \"a\"\nafter = " + after_a + "\ncommand = \"true\"\n"
+                        "[[steps]]\nname = \"b\"\nafter = " + after_b + "\ncommand = \"true\"\n");
+    auto cycle = fanout({"run", "cycle.toml", "--dry-run"});
+    EXPECT_EQ(cycle.exit_code, 2) << cycle.err;
+    EXPECT_NE(cycle.err.find(why), std::string::npos) << cycle.err;
+  }
+  EXPECT_FALSE(fs::exists(d.path / "results" / "cycle"));
   auto mixed = fanout({"run", "mixed.toml"});
   EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
   EXPECT_NE(mixed.err.find("mixed.toml:3: a step of plugin calibration runs as the experiment's shared step, a job of its own: add shared = true"),

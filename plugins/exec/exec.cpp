@@ -639,6 +639,10 @@ int plan_step(const fanout_step_plan* step, char* out, size_t out_len) {
                                                from_file ? step->settings : "");
     exec::validate(c);
     exec::validate_for_ranks(c, step->ranks);
+    std::vector<std::pair<std::string, std::string>> run_steps;
+    if (FANOUT_HAS(step, fanout_step_plan, n_run_steps))
+      for (uint32_t k = 0; k < step->n_run_steps; ++k) run_steps.emplace_back(step->run_steps[k], step->run_step_settings[k]);
+    exec::check_after(step->step, run_steps);
     // The plan's placeholders: the parameters, and the step's own variables shown as they are ({FANOUT_RANK}), except
     // FANOUT_<STEP>_NODES, which only a step it comes after gives.
     std::set<std::string> after_nodes;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <set>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -62,6 +64,16 @@ std::vector<std::pair<std::string, std::string>> table_of(const nlohmann::json& 
   if (!v.is_object()) throw std::runtime_error("step key " + key + " must be a table of NAME = \"value\"");
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [k, val] : v.items()) out.emplace_back(k, text_of(val, key + "." + k));
+  return out;
+}
+
+// A string or an array of strings (after = "db" or ["db", "sched"]).
+std::vector<std::string> names_of(const nlohmann::json& v, const std::string& key) {
+  std::vector<std::string> out;
+  if (v.is_array())
+    for (auto& a : v) out.push_back(text_of(a, key + "[]"));
+  else
+    out.push_back(text_of(v, key));
   return out;
 }
 
@@ -375,11 +387,7 @@ StepConfig config_from_settings(StepConfig c, const std::string& json) {
     } else if (k == "ready_timeout") {
       c.ready_timeout_s = positive_or_zero("step key ready_timeout", text_of(v, k));
     } else if (k == "after") {
-      c.after.clear();
-      if (v.is_array())
-        for (auto& a : v) c.after.push_back(text_of(a, "after[]"));
-      else
-        c.after.push_back(text_of(v, k));
+      c.after = names_of(v, k);
     } else if (k == "warmup" || k == "repeat_command") {
       (k == "warmup" ? c.warmup : c.repeat) = positive_or_zero("step key " + k, text_of(v, k));
     } else if (k == "parse") {
@@ -456,6 +464,42 @@ void validate(const StepConfig& c) {
     throw std::runtime_error("ready = '" + c.ready + "': expected port:<port>, file:<path> or line:<regex>");
   for (auto& p : c.parsers) make_parser(p);  // compiles (throws ParseError with its reason)
   if (c.service && !c.parsers.empty()) throw std::runtime_error("a service step measures nothing: give it no parse");
+}
+
+std::vector<std::string> after_in(const std::string& settings_json) {
+  if (settings_json.empty()) return {};
+  const nlohmann::json j = nlohmann::json::parse(settings_json, nullptr, false);
+  if (!j.is_object() || !j.contains("after")) return {};
+  return names_of(j["after"], "after");
+}
+
+void check_after(const std::string& step, const std::vector<std::pair<std::string, std::string>>& run_steps) {
+  if (run_steps.empty()) return;  // a host before ABI 4.7's run_steps: the rank finds out
+  std::map<std::string, std::vector<std::string>> after;
+  std::string names;
+  for (auto& [name, settings] : run_steps) after[name] = after_in(settings), names += (names.empty() ? "" : ", ") + name;
+  for (auto& a : after[step]) {
+    if (a == step) throw std::runtime_error("step '" + step + "': after = '" + a + "' names this step itself");
+    if (!after.count(a)) throw std::runtime_error("step '" + step + "': after = '" + a + "': no step of that name in this run (steps: " + names + ")");
+  }
+  // A cycle through this step: a path of `after` edges that comes back to it.
+  std::vector<std::string> path = {step};
+  std::set<std::string> seen;
+  std::function<bool(const std::string&)> back = [&](const std::string& from) {
+    for (auto& next : after[from]) {
+      if (next == step) return path.push_back(next), true;
+      if (!seen.insert(next).second) continue;
+      path.push_back(next);
+      if (back(next)) return true;
+      path.pop_back();
+    }
+    return false;
+  };
+  if (back(step)) {
+    std::string cycle;
+    for (auto& p : path) cycle += (cycle.empty() ? "" : " -> ") + p;
+    throw std::runtime_error("step '" + step + "': after makes a cycle (" + cycle + "): each would wait for the other until the wall time");
+  }
 }
 
 void validate_for_ranks(const StepConfig& c, int64_t ranks) {

@@ -71,6 +71,11 @@ std::string working_folder(const StepConfig& c, const ValueOf& value_of, const s
 std::string search_path(const StepConfig& c, const CommandLine& line, size_t k, const ValueOf& value_of);
 // `cwd = "submit"`: the step runs in the folder fanout was started in.
 inline bool runs_in_submit_dir(const StepConfig& c) { return c.cwd == "submit"; }
+// The steps a step's settings name in `after` ("" or settings without it: none); another plugin's step's too.
+std::vector<std::string> after_in(const std::string& settings_json);
+// `after` against the run's steps (name, settings), before anything runs: each name a step of the run, never the
+// step itself, and no cycle through it (each would wait for the other until the wall time).
+void check_after(const std::string& step, const std::vector<std::pair<std::string, std::string>>& run_steps);
 // Checks what can be checked before anything runs (parsers compile, keys make sense).
 void validate(const StepConfig& c);
 // What depends on the step's rank count: in a step of several ranks sharing one folder, a file parser's glob must

@@ -227,6 +227,11 @@ typedef struct fanout_step_plan {
   uint32_t n;
   int64_t ranks;              /* the step's ranks: nodes x tasks per node */
   const char *submit_dir;     /* the folder fanout was started in: FANOUT_SUBMIT_DIR of the ranks */
+  /* Every step of the run (this one too), in the file's order, with its settings ("" when none): what one step
+   * says of the others (exec's `after`) is checked against them before anything runs. */
+  const char *const *run_steps;
+  const char *const *run_step_settings;
+  uint32_t n_run_steps;
 } fanout_step_plan;
 /* fanout_step_plan.flags: the ranks run on the driver's machine (the local launcher): its files and PATH are theirs,
  * so a program missing here is missing there. */
