@@ -297,6 +297,13 @@ TEST_F(Exec, LeftoversAndStaleOutputDoNotCount) {
                        "--parse=csv", "--unit=s", "--from=file:out.csv"});
   ASSERT_EQ(stale.exit_code, 0) << stale.err;
   EXPECT_EQ(one("stale", "SELECT count(*) FROM samples WHERE metric='x'"), "1") << "read once: the invocation that wrote it";
+  // Issue 53: a file parser reads regular files only: a FIFO would hang the run, a link to /dev/zero never end.
+  for (auto& [exp, make] : std::vector<std::pair<std::string, std::string>>{{"fifo", "mkfifo out.csv"}, {"zero", "ln -s /dev/zero out.csv"}}) {
+    auto odd = fanout({"exec", "--exp_name=" + exp, "--shell=true", "--command=" + make, "--parse=csv", "--unit=s", "--from=file:out.csv"}, 120);
+    EXPECT_EQ(odd.exit_code, 1) << odd.err;
+    EXPECT_NE(odd.err.find("out.csv, which is not a regular file (a FIFO, a device or a socket): not read"), std::string::npos) << odd.err;
+    EXPECT_EQ(one(exp, "SELECT status FROM runs"), "FAILED");
+  }
 }
 
 // Two steps of one run: a Redis server as a service, ready once its port answers, publishing its address; a client

@@ -4,6 +4,7 @@
 // time. Several steps make one run (an experiment file's [[steps]]): `after` orders their starts, `ready` says
 // when a step is usable, `service` steps run until the measuring ones end, and `publish` hands later steps
 // environment variables (SSDB, DMLC_PS_ROOT_URI ...). Coordination goes through the host's rendezvous only.
+#include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -435,12 +436,18 @@ class StepRun {
         if (!st) continue;
         if (auto it = seen_files_.find(path); it != seen_files_.end() && it->second == *st) continue;
         seen_files_[path] = *st;
+        // A regular file only (a FIFO would hang the run, a link to /dev/zero never end), read in lines of at most
+        // 16 MiB as the pipes are.
+        struct stat info {};
+        if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+          throw std::runtime_error("'" + spec.text() + "' matched " + path + ", which is not a regular file (a FIFO, a device or a socket): not read");
         auto p = exec::make_parser(spec);  // each file from its first line (its own header)
-        std::ifstream in(path);
-        std::string line;
+        LineReader in;
+        in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (in.fd < 0) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
         const int64_t t = host_.now_ns();
         std::vector<exec::ParsedSample> got;
-        while (std::getline(in, line)) p->line(line, got);
+        while (in.open()) in.drain([&](std::string_view line) { p->line(line, got); });
         p->finish(got);
         record(i, got, t, warmup);
       }
