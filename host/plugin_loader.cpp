@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/text.h"
+#include "host/elf_symbols.h"
 #include "host/abi_v3.h"
 
 namespace fanout {
@@ -238,6 +239,12 @@ std::unique_ptr<Plugin> Plugin::open(const fs::path& path) {
   const std::string p = path.string();
   std::unique_ptr<Plugin> plugin(new Plugin());
   plugin->path_ = path;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw PluginError(PluginErrorKind::CannotOpen, "cannot open plugin " + p + ": " + (fs::exists(path, ec) ? "not a regular file" : "no such file"));
+  // Read from the file before dlopen, which runs the library's constructors: a file that is no plugin runs nothing.
+  if (std::string why = elf_exports_function(path, FANOUT_PLUGIN_ENTRY_SYMBOL); !why.empty())
+    throw PluginError(PluginErrorKind::NotAPlugin, p + " is not a fanout plugin: " + why + " (read from the file; none of its code ran)");
   plugin->handle_ = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!plugin->handle_) throw PluginError(PluginErrorKind::CannotOpen, "cannot open plugin " + p + ": " + str(dlerror()));
   auto entry = reinterpret_cast<fanout_plugin_entry_fn>(dlsym(plugin->handle_, FANOUT_PLUGIN_ENTRY_SYMBOL));

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "host/plugin_loader.h"
 #include "tests/test_util.h"
@@ -49,9 +50,20 @@ TEST(PluginLoader, WrongAbiIsRefusedNamingFileAndBothVersions) {
 }
 
 TEST(PluginLoader, FileWithoutEntryIsNotAPlugin) {
+  // Refused from its file, before dlopen: its constructor (which would create the mark) never runs (issue 53).
+  fanout::test::TempDir d;
+  const auto mark = d.path / "constructor_ran";
+  ::setenv("FANOUT_TEST_CONSTRUCTOR_MARK", mark.c_str(), 1);
   auto e = open_error(broken_plugin(3));
+  ::unsetenv("FANOUT_TEST_CONSTRUCTOR_MARK");
   EXPECT_EQ(e.kind(), PluginErrorKind::NotAPlugin);
-  EXPECT_NE(std::string(e.what()).find("is not a fanout plugin"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("is not a fanout plugin: it exports no fanout_plugin_entry() (read from the file; none of its code ran)"),
+            std::string::npos) << e.what();
+  EXPECT_FALSE(std::filesystem::exists(mark)) << "the library's constructor ran";
+  // Not an ELF file at all, and a file that is no shared object: the same, without loading.
+  std::ofstream(d.path / "text.so") << "#!/bin/sh\n";
+  EXPECT_NE(std::string(open_error(d.path / "text.so").what()).find("it is not an ELF file"), std::string::npos);
+  EXPECT_NE(std::string(open_error(fanout::test::build_dir() / "tests" / "exec_probe").what()).find("is not a fanout plugin: it"), std::string::npos);
 }
 
 TEST(PluginLoader, InitFailureIsItsOwnErrorWithThePluginsReason) {

@@ -1,5 +1,6 @@
 // Plugins that fail the loader's checks on purpose, one per check, selected at compile time by BROKEN_KIND.
 #include <cstdio>
+#include <cstdlib>
 
 #include "fanout_plugin.h"
 
@@ -57,4 +58,10 @@ const fanout_plugin kPlugin = {FANOUT_PLUGIN_ABI_VERSION, sizeof(fanout_plugin),
 extern "C" FANOUT_PLUGIN_EXPORT const fanout_plugin* fanout_plugin_entry(void) { return &kPlugin; }
 #else
 extern "C" FANOUT_PLUGIN_EXPORT int some_other_symbol(void) { return 42; }
+// Code that would run when the library is loaded: the loader must refuse the file before that (issue 53).
+__attribute__((constructor)) static void leave_a_mark() {
+  if (const char* mark = std::getenv("FANOUT_TEST_CONSTRUCTOR_MARK")) {
+    if (FILE* f = std::fopen(mark, "w")) std::fclose(f);
+  }
+}
 #endif
