@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 build=${FANOUT_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FANOUT_FUZZ_SECONDS:-20}
 if [ "${1:-}" = --long ]; then seconds=${FANOUT_FUZZ_SECONDS:-600}; fi
-read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob control_channels kv_service tensor_wire multicast pslite_scheduler qstat smartsim_import workload agent_message figures exec_parsers executor_wire script_exec sge_output reference}"
+read -r -a targets <<< "${FANOUT_FUZZ_TARGETS:-list_value experiment sample_file redisai pslite_wire job_script model_blob control_channels kv_service tensor_wire multicast pslite_scheduler qstat smartsim_import workload agent_message figures exec_parsers executor_wire script_exec sge_output reference elf_symbols shell_values}"
 # model_blob hands each input to the checker of the main build (a process per input: slow, and meant to be)
 export FANOUT_REDISAI_CHECK=${FANOUT_REDISAI_CHECK:-$PWD/${FANOUT_BUILD_DIR:-build}/plugins/fanout-redisai-check}
 # script_exec runs each input in the main build's executor (one process for all, replaced after a crash)
