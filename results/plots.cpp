@@ -83,7 +83,12 @@ DisplayUnit unit_of(const std::vector<const MetricStats*>& group) {
 }
 
 // A metric every rank records at most once per run (setup or teardown, not the measured loop).
-std::string file_stem(const std::string& role, const std::string& metric) { return filename_safe(role + "_" + metric, 80); }
+// A plot file's name: the role and metric made safe for a file name; when that changed them ("a/b" and "a_b" would
+// both be "a_b"), a hash of the names keeps the two plots apart.
+std::string file_stem(const std::string& role, const std::string& metric) {
+  const std::string raw = role + "_" + metric, safe = filename_safe(raw, 80);
+  return safe == raw ? safe : safe + "-" + fnv1a_hex(role + "\n" + metric).substr(0, 8);
+}
 
 void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
             Plot::Section section) {

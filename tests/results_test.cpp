@@ -611,3 +611,18 @@ TEST(Reference, RunsOfOneSampleAreFiguresAndNothingIsNeverWritten) {
   EXPECT_NE(empty.err.find("has no figure to hold to a reference"), std::string::npos) << empty.err;
   EXPECT_FALSE(fs::exists(d.path / "empty.toml"));
 }
+
+// Issue 53: two metrics whose names differ only where a file name cannot ("a/b" and "a_b") get plots of their own;
+// neither distribution is lost.
+TEST(Plots, MetricsThatFileNamesWouldMergeKeepTheirOwnPlots) {
+  test::TempDir d;
+  std::ofstream(d.path / "rec.txt") << "a/b 0 1 s\na/b 1 2 s\na/b 2 3 s\na_b 0 4 s\na_b 1 5 s\na_b 2 6 s\n";
+  ASSERT_EQ(run(d, {"results", "record", "results/rec", "--run", "r1", "--file", "rec.txt"}).exit_code, 0);
+  auto r = run(d, {"process_scaling_results", "results/rec"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> hists;
+  for (auto& e : fs::directory_iterator(d.path / "results" / "rec" / "processed" / "plots"))
+    if (e.path().extension() == ".png" && e.path().filename().string().rfind("hist_", 0) == 0) hists.insert(e.path().filename().string());
+  EXPECT_EQ(hists.size(), 2u) << "one histogram per metric";
+  EXPECT_TRUE(hists.count("hist_bench_a_b.png"));
+}
