@@ -669,6 +669,7 @@ class ExperimentSession {
       // A script the scheduler refuses to write (a --step_launcher it cannot start steps with) is refused now.
       if (!probe.empty()) scheduler_->render_script(probe.front());
     }
+    refuse_a_folder_fanout_did_not_make(outcome_.exp_dir);
     make_private_dirs(outcome_.exp_dir);
     // Drivers adding runs share the experiment; a resume needs it alone (it would run the others' pending
     // permutations again). Held until the session ends.
@@ -686,6 +687,16 @@ class ExperimentSession {
       return false;
     }
     return true;
+  }
+
+  // An experiment folder is fanout's: an existing folder with things in it but no database (nor a driver's lock) is
+  // someone else's, whose csv/ and processed/ a sweep would overwrite.
+  static void refuse_a_folder_fanout_did_not_make(const fs::path& dir) {
+    std::error_code ec;
+    if (!fs::exists(dir, ec) || fs::exists(dir / layout::kDatabase, ec) || fs::exists(dir / layout::kDriverLock, ec)) return;
+    if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return;
+    throw UserError(dir.string() + " exists and is no fanout experiment (it has no " + layout::kDatabase +
+                    "): fanout writes only into folders it made; choose another --exp_name or --results_dir");
   }
 
   // The permutations without a COMPLETED run; a dead driver's live jobs are followed instead of resubmitted.

@@ -442,4 +442,11 @@ TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
   EXPECT_EQ(forge.exit_code, 2) << forge.err;
   EXPECT_NE(forge.err.find("a step may not be named 'samples'"), std::string::npos) << forge.err;
   EXPECT_FALSE(fs::exists(d.path / "results" / "forge"));
+  // A folder fanout did not make is not written into (its csv/ and processed/ would be replaced).
+  fs::create_directories(d.path / "results" / "theirs" / "csv");
+  write_file_atomic(d.path / "results" / "theirs" / "csv" / "samples.csv", "their data\n");
+  auto theirs = fanout_cmd(d, {"calibration_sleep", "--exp_name=theirs", "--iterations=1"});
+  EXPECT_EQ(theirs.exit_code, 2) << theirs.err;
+  EXPECT_NE(theirs.err.find("theirs exists and is no fanout experiment (it has no fanout.sqlite)"), std::string::npos) << theirs.err;
+  EXPECT_EQ(read_file(d.path / "results" / "theirs" / "csv" / "samples.csv"), "their data\n");
 }
