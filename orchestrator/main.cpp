@@ -806,9 +806,13 @@ Command template_command(CLI::App& app, const Plugin& plugin, const ExperimentTe
             for (auto& ps : plugin.params()) {
               auto& [value, opt] = st->params.at(ps.name);
               if (!opt->count()) continue;
-              if (ps.repeatable)  // one value, the flags' values a line each: never a sweep
+              if (ps.repeatable) {  // one value, the flags' values a line each: never a sweep
+                // A newline in one would read as two values (--env $'X=a\nY=1' setting Y): refused.
+                for (auto& v : st->repeated.at(ps.name))
+                  if (v.find('\n') != std::string::npos)
+                    throw UserError("--" + ps.name + " '" + printable(v) + "': a value of a repeatable flag may not hold a newline (give each value its own --" + ps.name + ")");
                 req.params.push_back({ps.name, ParamSource{"", "--" + ps.name, {join(st->repeated.at(ps.name), "\n")}, {}}});
-              else
+              } else
                 req.params.push_back({ps.name, ParamSource{value, "--" + ps.name, {}, {}}});
             }
             for (auto& p : st->user_params) {

@@ -277,6 +277,13 @@ TEST_F(Exec, YourOwnProgramIsCheckedBeforeAnythingRuns) {
   EXPECT_EQ(ill.err.find(why132), ill.err.rfind(why132)) << "printed once: " << ill.err;
   EXPECT_EQ(ill.err.find("killed"), std::string::npos) << ill.err;
   EXPECT_EQ(one("ill", "SELECT exit_code || ' ' || signal FROM runs"), "132 0");
+  // Issue 53 LOW: a missing cwd is said as one; a newline in a repeatable flag's value is refused.
+  auto nocwd = fanout({"exec", "--exp_name=nocwd", "--command=pwd", "--cwd=nosuchdir"});
+  EXPECT_NE(nocwd.err.find("the folder the command is to start in, " + (d.path / "nosuchdir").string() + ", is no folder (cwd = 'nosuchdir')"),
+            std::string::npos) << nocwd.err;
+  auto envnl = fanout({"exec", "--exp_name=envnl", "--command=true", "--env", "X=a\nY=1"});
+  EXPECT_EQ(envnl.exit_code, 2) << envnl.err;
+  EXPECT_NE(envnl.err.find("--env 'X=a\\nY=1': a value of a repeatable flag may not hold a newline"), std::string::npos) << envnl.err;
   auto segv = fanout({"exec", "--exp_name=segv", "--command=sh -c 'kill -SEGV $$'"});
   EXPECT_NE(segv.err.find("the command was killed by SIGSEGV (signal 11)"), std::string::npos) << segv.err;
 }

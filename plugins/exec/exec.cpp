@@ -241,6 +241,8 @@ class StepRun {
     fanout_sdk::SpawnOptions o;
     o.capture_stdout = o.capture_stderr = true;
     o.cwd = working_dir();
+    if (struct stat st {}; ::stat(o.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw std::runtime_error("the folder the command is to start in, " + o.cwd + ", is no folder (cwd = '" + cfg_.cwd + "')");
     o.own_process_group = true;
     const auto args = argv();
     for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
