@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <future>
 #include <map>
@@ -70,6 +71,50 @@ CREATE VIEW IF NOT EXISTS samples AS
          j.value ->> 2 AS value, m.unit, j.value ->> 3 AS warmup
   FROM sample_blocks b JOIN metrics m ON m.id = b.metric_id, json_each(b.rows) j;
 )SQL";
+
+// A database is fanout's only as fanout made it: its names are tables (a view named `runs` could be an endless
+// query that hangs every reader), it has no triggers, and its one view, `samples`, is fanout's own. Checked before
+// anything else reads it; `why` names what is wrong, "" when nothing is.
+// A view's text as compared: blanks collapsed, "IF NOT EXISTS" and a trailing ';' left out.
+std::string normalized_sql(std::string_view sql) {
+  std::string out;
+  for (char c : sql) {
+    const bool blank = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (blank) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  if (const size_t at = out.find("IF NOT EXISTS "); at != std::string::npos) out.erase(at, 14);
+  return out;
+}
+
+std::string foreign_schema(sqlite3* db) {
+  // fanout's samples view, and schema 1's (which opening migrates).
+  static const std::string kViews[] = {
+      normalized_sql(kSamplesView),
+      normalized_sql("CREATE VIEW samples AS SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, "
+                     "s.warmup FROM sample_values s JOIN metrics m ON m.id = s.metric_id")};
+  static const char* const kTables[] = {"schema_info", "experiments", "runs", "parameters", "metrics", "sample_blocks", "provenance",
+                                        "rank_resources", "rank_nodes", "metric_declarations", "rank_exits"};
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_master", -1, &s, nullptr) != SQLITE_OK)
+    return std::string("its schema cannot be read (") + sqlite3_errmsg(db) + ")";
+  std::string why;
+  while (why.empty() && sqlite3_step(s) == SQLITE_ROW) {
+    const std::string type = reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), name = reinterpret_cast<const char*>(sqlite3_column_text(s, 1)),
+                      sql = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    if (type == "trigger") why = "it has a trigger, '" + printable(name) + "', that fanout never makes";
+    else if (type == "view" && (name != "samples" || std::find(std::begin(kViews), std::end(kViews), normalized_sql(sql)) == std::end(kViews)))
+      why = "its view '" + printable(name) + "' is not fanout's";
+    else if (type != "table" && std::find(std::begin(kTables), std::end(kTables), name) != std::end(kTables))
+      why = "its '" + printable(name) + "' is a " + type + ", not fanout's table";
+  }
+  sqlite3_finalize(s);
+  return why;
+}
 
 // A prepared statement that finalizes itself.
 class Stmt {
@@ -200,6 +245,8 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536;");
   exec("BEGIN IMMEDIATE;");
   try {
+    if (std::string why = foreign_schema(db_); !why.empty())
+      throw UserError(file.string() + " is not a fanout results database as fanout makes them: " + why + "; nothing read");
     exec(kSchema);
     int64_t version = 0;
     {
@@ -681,6 +728,10 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
     throw UserError(file.string() + ": " + why);
   }
   sqlite3_busy_timeout(db, 10000);
+  if (std::string why = foreign_schema(db); !why.empty()) {
+    sqlite3_close(db);
+    throw UserError(file.string() + " is not a fanout results database as fanout makes them: " + why + "; nothing read");
+  }
   ExperimentSummary summary;
   sqlite3_stmt* st = nullptr;
   // An attempt that did not complete is superseded once its permutation was run again (a retry, a resume); a later

@@ -5,6 +5,8 @@
 // nothing written.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -449,4 +451,36 @@ TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
   EXPECT_EQ(theirs.exit_code, 2) << theirs.err;
   EXPECT_NE(theirs.err.find("theirs exists and is no fanout experiment (it has no fanout.sqlite)"), std::string::npos) << theirs.err;
   EXPECT_EQ(read_file(d.path / "results" / "theirs" / "csv" / "samples.csv"), "their data\n");
+}
+
+// Issue 53: a crafted fanout.sqlite whose `runs` is an endless view (or that carries a trigger) is refused on
+// opening, by `fanout ls`, csv and compare alike, instead of hanging them.
+TEST(Hardening4, ACraftedDatabaseIsRefusedNotRun) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=good", "--iterations=1"}).exit_code, 0);
+  fs::create_directories(d.path / "results" / "endless");
+  const std::string endless = (d.path / "results" / "endless" / "fanout.sqlite").string();
+  ASSERT_EQ(test::run_command({"/usr/bin/sqlite3", endless,
+                               "CREATE TABLE schema_info(version INTEGER NOT NULL); INSERT INTO schema_info VALUES(2); "
+                               "CREATE VIEW runs AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+                               "SELECT i AS id, 's' AS session, 'COMPLETED' AS status, 0.0 AS ended_at, 'h' AS param_hash FROM n;"},
+                              d.path).exit_code, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ls = test::run_command({test::fanout_exe().string(), "ls"}, d.path, {}, 60);
+  EXPECT_EQ(ls.exit_code, 1) << ls.out << ls.err;
+  EXPECT_NE(ls.err.find("is not a fanout results database as fanout makes them: its view 'runs' is not fanout's; nothing read"), std::string::npos) << ls.err;
+  EXPECT_NE(ls.out.find("good"), std::string::npos) << "the other experiments are still listed: " << ls.out;
+  auto csv = test::run_command({test::fanout_exe().string(), "results", "csv", "results/endless"}, d.path, {}, 60);
+  EXPECT_NE(csv.exit_code, 0);
+  EXPECT_NE(csv.err.find("its view 'runs' is not fanout's"), std::string::npos) << csv.err;
+  auto cmp = test::run_command({test::fanout_exe().string(), "results", "compare", "results/good", "results/endless"}, d.path, {}, 60);
+  EXPECT_NE(cmp.exit_code, 0);
+  EXPECT_NE(cmp.err.find("its view 'runs' is not fanout's"), std::string::npos) << cmp.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(50)) << "refused, not run";
+  // A trigger fanout never makes.
+  const std::string trig = (d.path / "results" / "good" / "fanout.sqlite").string();
+  ASSERT_EQ(test::run_command({"/usr/bin/sqlite3", trig, "CREATE TRIGGER t AFTER INSERT ON runs BEGIN SELECT 1; END;"}, d.path).exit_code, 0);
+  auto again = fanout_cmd(d, {"calibration_sleep", "--exp_name=good", "--iterations=1"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("it has a trigger, 't', that fanout never makes"), std::string::npos) << again.err;
 }
