@@ -304,6 +304,11 @@ TEST_F(Exec, LeftoversAndStaleOutputDoNotCount) {
                        "--parse=csv", "--unit=s", "--from=file:out.csv"});
   ASSERT_EQ(stale.exit_code, 0) << stale.err;
   EXPECT_EQ(one("stale", "SELECT count(*) FROM samples WHERE metric='x'"), "1") << "read once: the invocation that wrote it";
+  // Issue 53: `file:*` in the step's folder reads what the program wrote, not fanout's own logs of its output.
+  auto star = fanout({"exec", "--exp_name=star", "--shell=true", "--command=echo x > out.csv; echo 1 >> out.csv; echo y; echo 2", "--parse=csv",
+                      "--unit=s", "--from=file:*"});
+  ASSERT_EQ(star.exit_code, 0) << star.err;
+  EXPECT_EQ(one("star", "SELECT group_concat(metric || '=' || value) FROM samples WHERE warmup=0 AND metric != 'wall_time'"), "x=1.0");
   // Issue 53: a file parser reads regular files only: a FIFO would hang the run, a link to /dev/zero never end.
   for (auto& [exp, make] : std::vector<std::pair<std::string, std::string>>{{"fifo", "mkfifo out.csv"}, {"zero", "ln -s /dev/zero out.csv"}}) {
     auto odd = fanout({"exec", "--exp_name=" + exp, "--shell=true", "--command=" + make, "--parse=csv", "--unit=s", "--from=file:out.csv"}, 120);

@@ -416,9 +416,20 @@ class StepRun {
     std::vector<std::string> out;
     glob_t g{};
     if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
-      for (size_t k = 0; k < g.gl_pathc; ++k) out.push_back(g.gl_pathv[k]);
+      for (size_t k = 0; k < g.gl_pathc; ++k)
+        if (!own_log(g.gl_pathv[k])) out.push_back(g.gl_pathv[k]);
     globfree(&g);
     return out;
+  }
+  // The logs this step writes in its folder (stdout.<rank>, stderr.<rank>): what the program printed, already read
+  // from the pipes, never again as a file (`from = "file:*"` would count every line twice).
+  bool own_log(const std::string& path) const {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || path.compare(0, slash, step_dir_) != 0) return false;
+    const std::string name = path.substr(slash + 1);
+    for (const char* prefix : {"stdout.", "stderr."})
+      if (name.rfind(prefix, 0) == 0 && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos) return true;
+    return false;
   }
   // What the file parsers' globs match before the first invocation: not this step's output.
   void note_existing_files() {
