@@ -11,13 +11,8 @@
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string file = "/tmp/fanout-elf-fuzz-" + std::to_string(::getpid()) + ".so";
-  if (FILE* f = std::fopen(file.c_str(), "wb")) {
-    std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
+  const std::string file = fuzz_input_file("elf", ".so", data, size);
+  if (file.empty()) return 0;
   const std::string why = fanout::elf_exports_function(file, "fanout_plugin_entry");
   if (size < 4 || std::memcmp(data, "\x7f" "ELF", 4) != 0) FUZZ_CHECK(why == "it is not an ELF file");
   return 0;

@@ -12,13 +12,8 @@
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string file = "/tmp/fanout-reference-fuzz-" + std::to_string(::getpid()) + ".toml";
-  if (FILE* f = std::fopen(file.c_str(), "wb")) {
-    std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  } else {
-    return 0;
-  }
+  const std::string file = fuzz_input_file("reference", ".toml", data, size);
+  if (file.empty()) return 0;
   try {
     for (auto& r : fanout::read_references(file)) {
       FUZZ_CHECK(!r.metric.empty() && !r.unit.empty());
