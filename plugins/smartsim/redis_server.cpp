@@ -116,7 +116,9 @@ bool RedisServer::start() {
     std::ofstream c(conf);
     const auto q = redis_conf_quote;
     c << "bind " << q(cfg_.bind) << "\nport " << cfg_.port << "\nprotected-mode yes\nrequirepass " << q(cfg_.password) << "\n"
-      << "masterauth " << q(cfg_.password) << "\nsave \"\"\nappendonly no\ndaemonize no\ndir " << q(cfg_.dir) << "\nlogfile " << q(log)
+      << "masterauth " << q(cfg_.password) << "\nsave \"\"\nappendonly "
+      << (cfg_.persistence == RedisServerConfig::Persistence::None ? "no" : "yes")
+      << (cfg_.persistence == RedisServerConfig::Persistence::AofWithoutPreamble ? "\naof-use-rdb-preamble no" : "") << "\ndaemonize no\ndir " << q(cfg_.dir) << "\nlogfile " << q(log)
       << "\nloadmodule " << q(cfg_.module);
     for (const auto& a : cfg_.module_args) c << " " << q(a);
     c << "\nproto-max-bulk-len 1gb\nclient-output-buffer-limit normal 0 0 0\n";

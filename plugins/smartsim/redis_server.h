@@ -18,6 +18,8 @@ struct RedisServerConfig {
   std::vector<std::string> module_args;  // its load options, e.g. {"THREADS_PER_QUEUE", "2"}
   bool cluster = false;
   int cpus = 1;             // pinned to CPUs 0..cpus-1 (as many as exist); io-threads follow
+  // Persistence: none (a benchmark database), or an append-only file, with or without its RDB preamble.
+  enum class Persistence { None, Aof, AofWithoutPreamble } persistence = Persistence::None;
 };
 
 class RedisServer {

@@ -178,23 +178,18 @@ void TensorRdbSave(RedisModuleIO* rdb, void* value) {
   RedisModule_SaveStringBuffer(rdb, t.data, t.bytes);
 }
 
+// The command that stores the tensor again, as AI.TENSORSET takes it: key TYPE d0 d1 ... BLOB data, every dimension
+// kept (an append-only file replayed after a restart must give back the same shape and bytes).
 void TensorAofRewrite(RedisModuleIO* aof, RedisModuleString* key, void* value) {
   const Tensor& t = *static_cast<Tensor*>(value);
-  const char* p = t.data;
-  const size_t len = t.bytes;
-  // AI.TENSORSET key TYPE d0 [d1 [d2 [d3]]] BLOB data (tensors of more than 4 dimensions are flattened)
-  long long d[4] = {1, 1, 1, 1};
-  size_t n = std::min<size_t>(t.dims.size(), 4);
-  for (size_t i = 0; i < t.dims.size(); ++i) {
-    if (i < 3) d[i] = t.dims[i];
-    else d[3] *= t.dims[i];
-  }
-  switch (n) {
-    case 1: RedisModule_EmitAOF(aof, "AI.TENSORSET", "sclb", key, kTypes[t.dtype].name, d[0], p, len); break;
-    case 2: RedisModule_EmitAOF(aof, "AI.TENSORSET", "scllb", key, kTypes[t.dtype].name, d[0], d[1], p, len); break;
-    case 3: RedisModule_EmitAOF(aof, "AI.TENSORSET", "sclllb", key, kTypes[t.dtype].name, d[0], d[1], d[2], p, len); break;
-    default: RedisModule_EmitAOF(aof, "AI.TENSORSET", "scllllb", key, kTypes[t.dtype].name, d[0], d[1], d[2], d[3], p, len);
-  }
+  RedisModuleCtx* ctx = RedisModule_GetContextFromIO(aof);
+  std::vector<RedisModuleString*> args;
+  args.push_back(RedisModule_CreateString(ctx, kTypes[t.dtype].name, std::strlen(kTypes[t.dtype].name)));
+  for (long long d : t.dims) args.push_back(RedisModule_CreateStringFromLongLong(ctx, d));
+  args.push_back(RedisModule_CreateString(ctx, "BLOB", 4));
+  args.push_back(RedisModule_CreateString(ctx, t.data, t.bytes));
+  RedisModule_EmitAOF(aof, "AI.TENSORSET", "sv", key, args.data(), args.size());
+  for (auto* a : args) RedisModule_FreeString(ctx, a);
 }
 
 void TensorFree(void* value) { delete static_cast<Tensor*>(value); }
