@@ -55,7 +55,9 @@ double percentile_sorted(const std::vector<double>& v, double q) {
   double pos = std::clamp(q, 0.0, 100.0) / 100.0 * double(v.size() - 1);
   size_t lo = size_t(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+  // Weighted, not v[lo] + (v[hi] - v[lo]) * f: the difference of two values near +-DBL_MAX overflows.
+  const double f = pos - double(lo);
+  return f == 0 ? v[lo] : v[lo] * (1 - f) + v[hi] * f;
 }
 
 std::pair<double, double> median_ci95(const std::vector<double>& v, uint64_t seed) {
@@ -86,7 +88,7 @@ std::pair<double, double> median_ci95(const std::vector<double>& v, uint64_t see
       }
       return v[n - 1];
     };
-    medians[size_t(b)] = n % 2 ? kth(n / 2) : (kth(n / 2 - 1) + kth(n / 2)) / 2.0;
+    medians[size_t(b)] = n % 2 ? kth(n / 2) : kth(n / 2 - 1) / 2.0 + kth(n / 2) / 2.0;  // halves: no overflow
   }
   std::sort(medians.begin(), medians.end());
   return {percentile_sorted(medians, 2.5), percentile_sorted(medians, 97.5)};
@@ -100,7 +102,7 @@ std::pair<double, size_t> mad_outliers(const std::vector<double>& v, double medi
   const size_t mid = dev.size() / 2;
   std::nth_element(dev.begin(), dev.begin() + long(mid), dev.end());
   double mad = dev[mid];
-  if (dev.size() % 2 == 0) mad = (mad + *std::max_element(dev.begin(), dev.begin() + long(mid))) / 2.0;
+  if (dev.size() % 2 == 0) mad = mad / 2.0 + *std::max_element(dev.begin(), dev.begin() + long(mid)) / 2.0;
   double limit = 3.0 * 1.4826 * mad;
   size_t out = 0;
   for (double d : dev) out += d > limit && mad > 0 ? 1 : 0;
@@ -114,17 +116,21 @@ Summary summarize(std::vector<double>& values) {
   sort_values(values);
   s.min = values.front();
   s.max = values.back();
-  // Welford's update: stable for long runs of nearly equal values.
+  // Welford's update: stable for long runs of nearly equal values. Values near +-DBL_MAX are scaled by a power of
+  // two first (exact), or x - mean overflows and the mean of 1.7e308 and -1.7e308 comes out NaN.
+  const double largest = std::max(std::fabs(s.min), std::fabs(s.max));
+  double scale = 1;
+  if (std::isfinite(largest) && largest > 1e300) scale = std::ldexp(1.0, -std::ilogb(largest) - 1);
   double mean = 0, m2 = 0;
   size_t n = 0;
   for (double x : values) {
     ++n;
-    double d = x - mean;
+    double d = x * scale - mean;
     mean += d / double(n);
-    m2 += d * (x - mean);
+    m2 += d * (x * scale - mean);
   }
-  s.mean = mean;
-  s.stddev = n > 1 ? std::sqrt(m2 / double(n - 1)) : 0.0;
+  s.mean = mean / scale;
+  s.stddev = n > 1 ? std::sqrt(m2 / double(n - 1)) / scale : 0.0;  // a spread beyond DBL_MAX is inf, as it is
   s.median = percentile_sorted(values, 50);
   s.p90 = percentile_sorted(values, 90);
   s.p95 = percentile_sorted(values, 95);

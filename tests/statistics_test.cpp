@@ -24,6 +24,27 @@ TEST(Statistics, SmallTableComputedByHand) {
   EXPECT_NEAR(s.stddev, std::sqrt(5.0 / 3.0), 1e-12);  // sum of squares 5, n-1 = 3
 }
 
+// Issue 53: values near +-DBL_MAX gave a median of inf and a mean of -nan (their difference overflowed). The answers
+// are known exactly: the mean and median of {M, -M} are 0, of {M, -M, M} M/3 and M.
+TEST(Statistics, ValuesNearTheLargestDoubleStayFinite) {
+  const double M = 1.7e308;
+  std::vector<double> two{M, -M};
+  Summary s = summarize(two);
+  EXPECT_DOUBLE_EQ(s.mean, 0);
+  EXPECT_DOUBLE_EQ(s.median, 0);
+  EXPECT_TRUE(std::isfinite(s.p90)) << s.p90;
+  EXPECT_DOUBLE_EQ(s.p90, M * 0.8);  // pos 0.9: -M * 0.1 + M * 0.9
+  std::vector<double> three{M, -M, M};
+  s = summarize(three);
+  EXPECT_NEAR(s.mean, M / 3, M * 1e-15);
+  EXPECT_DOUBLE_EQ(s.median, M);
+  EXPECT_TRUE(std::isfinite(s.median_ci_low) && std::isfinite(s.median_ci_high));
+  std::vector<double> big{1e305, 2e305, 3e305, 4e305};  // scaled, still exact enough
+  s = summarize(big);
+  EXPECT_NEAR(s.mean, 2.5e305, 1e290);
+  EXPECT_NEAR(s.stddev, std::sqrt(5.0 / 3.0) * 1e305, 1e291);
+}
+
 TEST(Statistics, OddCountMedianIsTheMiddleValue) {
   std::vector<double> v{10, 30, 20, 50, 40};
   EXPECT_DOUBLE_EQ(summarize(v).median, 30);
