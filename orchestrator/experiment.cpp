@@ -593,20 +593,27 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   const std::string& scheduler = request.settings.scheduler;
   const bool local = scheduler_traits_of(scheduler_is_detected(scheduler) ? request.auto_scheduler : scheduler).one_host;  // ranks see our files
   std::set<std::string> warned;
-  auto plan_step = [&](const StepTemplate& s, const StepSpec& step, const ParameterPoint& point) {
+  // "size=128, nodes=2": the varied values of a permutation, as a refusal names it.
+  auto permutation_text = [&](const ParameterPoint& point) {
+    std::string where;
+    for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
+    return where;
+  };
+  // `roles_values`: what the experiment's own plugin reads of the point (values_for_roles, once per permutation).
+  auto plan_step = [&](const StepTemplate& s, const StepSpec& step, const ParameterPoint& point,
+                       const std::vector<std::pair<std::string, std::string>>& roles_values) {
     StepPlanRequest r;
     r.step = s.label(), r.role = s.role, r.settings_json = s.settings_json, r.submit_dir = submit_dir, r.local = local;
     for (auto& other : plan.steps) r.run_steps.emplace_back(other.label(), other.settings_json);
     r.ranks = int64_t(step.nodes) * step.tasks_per_node;
     const Plugin& p = step_plugin(s);
-    r.values = &p == &plugin ? plugin.values_for_roles(request.subcommand, point.values) : point.values;
+    r.values = &p == &plugin ? roles_values : point.values;
     if (&p != &plugin)  // another plugin's step: its parameters the point does not give, at their defaults
       for (auto& ps : p.params())
         if (!point.find(ps.name)) r.values.emplace_back(ps.name, ps.default_value);
     StepPlanAnswer a = p.plan_step(r);
     if (!a.accepted) {
-      std::string where;
-      for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
+      const std::string where = permutation_text(point);
       throw UserError(a.refusal + (where.empty() ? "" : " (in the permutation " + where + ")"));
     }
     for (auto& w : a.warnings)
@@ -619,9 +626,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     if (++kept > uint64_t(request.settings.max_runs))
       throw UserError("more than " + std::to_string(request.settings.max_runs) +
                       " permutations remain after the exclusions; narrow the lists or raise --max_runs");
-    if (auto why = plugin.check(plugin.values_for_roles(request.subcommand, point.values)); !why.empty()) {
-      std::string where;
-      for (auto& v : varied) where += (where.empty() ? "" : ", ") + v + "=" + *point.find(v);
+    const auto roles_values = plugin.values_for_roles(request.subcommand, point.values);
+    if (auto why = plugin.check(roles_values); !why.empty()) {
+      const std::string where = permutation_text(point);
       throw UserError("plugin " + plugin.name() + " refuses the permutation" + (where.empty() ? "" : " (" + where + ")") + ": " + why);
     }
     RunPlan run;
@@ -642,7 +649,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.binding = s.binding.empty() ? request.settings.binding : s.binding;  // the step's own, else the run's --binding
       step.exclusive = s.exclusive;
       step.mpi_program = s.mpi_program || request.settings.mpi_program;  // the step's own, else the run's --mpi_program
-      const std::string command = plan_step(s, step, point);
+      const std::string command = plan_step(s, step, point, roles_values);
       if (sharing && s.label() == shared_role) shared = step, shared_command = command;
       else run.steps.push_back(step), run.step_commands.push_back(command);
     }

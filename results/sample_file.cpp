@@ -30,8 +30,7 @@ SampleWriter::SampleWriter(const std::filesystem::path& path, int rank, const st
   // The header on disk at once: a rank stopped before its first sample (a service's, killed with its run) leaves a
   // file of no samples, not an empty one that reads as "not a fanout sample file". flushed_ns_ stays 0, so the
   // first sample is still written out as it comes.
-  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size() || std::fflush(f_) != 0) error_ = std::string("cannot write samples: ") + std::strerror(errno);
-  buf_.clear();
+  write_out();
 }
 
 SampleWriter::~SampleWriter() {
@@ -108,14 +107,16 @@ const char* better_text(uint8_t better) {
   }
 }
 
+bool SampleWriter::write_out() {
+  const bool ok = std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size() && std::fflush(f_) == 0;
+  if (!ok) error_ = std::string("cannot write samples: ") + std::strerror(errno);
+  buf_.clear();
+  return ok;
+}
+
 bool SampleWriter::flush() {
   if (!f_ || buf_.empty()) return f_ != nullptr;
-  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size() || std::fflush(f_) != 0) {
-    error_ = std::string("cannot write samples: ") + std::strerror(errno);
-    buf_.clear();
-    return false;
-  }
-  buf_.clear();
+  if (!write_out()) return false;
   flushed_ns_ = monotonic_ns();  // the same clock as the samples' start times (rank/main.cpp's now_ns)
   return true;
 }

@@ -52,6 +52,7 @@ class SampleWriter {
 
  private:
   void put(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  bool write_out();  // the buffer to the file, flushed; false (error_ said) when that failed
   FILE* f_ = nullptr;
   std::string buf_, error_;
   std::map<std::pair<std::string, std::string>, uint16_t> ids_;

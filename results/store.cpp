@@ -91,7 +91,7 @@ std::string normalized_sql(std::string_view sql) {
   return out;
 }
 
-std::string foreign_schema(sqlite3* db) {
+std::string foreign_schema_reason(sqlite3* db) {
   // fanout's samples view, and schema 1's (which opening migrates).
   static const std::string kViews[] = {
       normalized_sql(kSamplesView),
@@ -114,6 +114,12 @@ std::string foreign_schema(sqlite3* db) {
   }
   sqlite3_finalize(s);
   return why;
+}
+
+// Throws UserError naming `file` when foreign_schema_reason finds something fanout did not make.
+void refuse_foreign_schema(sqlite3* db, const fs::path& file) {
+  if (std::string why = foreign_schema_reason(db); !why.empty())
+    throw UserError(file.string() + " is not a fanout results database as fanout makes them: " + why + "; nothing read");
 }
 
 // A prepared statement that finalizes itself.
@@ -245,8 +251,7 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536;");
   exec("BEGIN IMMEDIATE;");
   try {
-    if (std::string why = foreign_schema(db_); !why.empty())
-      throw UserError(file.string() + " is not a fanout results database as fanout makes them: " + why + "; nothing read");
+    refuse_foreign_schema(db_, file);
     exec(kSchema);
     int64_t version = 0;
     {
@@ -728,9 +733,11 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
     throw UserError(file.string() + ": " + why);
   }
   sqlite3_busy_timeout(db, 10000);
-  if (std::string why = foreign_schema(db); !why.empty()) {
+  try {
+    refuse_foreign_schema(db, file);
+  } catch (const UserError&) {
     sqlite3_close(db);
-    throw UserError(file.string() + " is not a fanout results database as fanout makes them: " + why + "; nothing read");
+    throw;
   }
   ExperimentSummary summary;
   sqlite3_stmt* st = nullptr;

@@ -38,6 +38,9 @@ std::string env_word(const std::string& step) {
   return out;
 }
 
+// The variable that gives a later step the nodes of `step` (FANOUT_DB_NODES for "db").
+std::string nodes_variable(const std::string& step) { return "FANOUT_" + env_word(step) + "_NODES"; }
+
 std::string key(const std::string& what, const std::string& step, int rank = -1) {
   return "exec." + what + "." + step + (rank >= 0 ? "." + std::to_string(rank) : "");
 }
@@ -129,7 +132,7 @@ class StepRun {
       }
       std::string published;
       if (!host_.get(key("env", a), published, 60000)) return fail("step '" + a + "' never published its environment");
-      earlier_env_.emplace_back("FANOUT_" + env_word(a) + "_NODES", join(nodes));
+      earlier_env_.emplace_back(nodes_variable(a), join(nodes));
       for (size_t at = 0; at < published.size();) {
         size_t nl = published.find('\n', at);
         if (nl == std::string::npos) nl = published.size();
@@ -217,13 +220,11 @@ class StepRun {
 
   // Rank 0 says what the step ran, for the run's provenance (FANOUT_RUN_PROVENANCE_DIR): the command as run, the
   // program's path, size and checksum, so that compare can tell that A and B ran different binaries.
-  void record_program(const std::vector<std::string>& args) {
+  void record_program(const std::vector<std::string>& args, const std::string& shown) {
     const size_t at = exec::program_word(args);
     std::string program = at < args.size() ? args[at] : args[0];
     const char* path = std::getenv("PATH");
     if (std::string found = exec::find_program(program, "", path ? path : ""); !found.empty()) program = found;
-    std::string shown;
-    for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
     std::string text = step_ + ".command=" + shown + "\n" + step_ + ".program=" + program + "\n";
     std::ifstream in(program, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -248,9 +249,9 @@ class StepRun {
     for (auto& [k, v] : env_) o.extra_env.push_back(k + "=" + v);
     for (auto& [k, v] : shell_env_) o.extra_env.push_back(k + "=" + v);
     if (host_.rank() == 0 && !logged_command_) {
-      record_program(args);
-      std::string shown;
+      std::string shown;  // every word quoted: the provenance's form, which compare reads across versions
       for (auto& a : args) shown += (shown.empty() ? "" : " ") + exec::shell_quote(a);
+      record_program(args, shown);
       host_.log(FANOUT_LOG_INFO, "step " + step_ + " runs " + shown + " in " + o.cwd);
       logged_command_ = true;
     }
@@ -666,7 +667,7 @@ int plan_step(const fanout_step_plan* step, char* out, size_t out_len) {
     // The plan's placeholders: the parameters, and the step's own variables shown as they are ({FANOUT_RANK}), except
     // FANOUT_<STEP>_NODES, which only a step it comes after gives.
     std::set<std::string> after_nodes;
-    for (auto& a : c.after) after_nodes.insert("FANOUT_" + env_word(a) + "_NODES");
+    for (auto& a : c.after) after_nodes.insert(nodes_variable(a));
     const exec::ValueOf value_of = [&](const std::string& n) -> std::optional<std::string> {
       if (fanout_sdk::step_variable(n)) {
         if (n.size() > 13 && n.compare(n.size() - 6, 6, "_NODES") == 0 && n != "FANOUT_NODES" && !after_nodes.count(n)) return std::nullopt;
