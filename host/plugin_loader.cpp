@@ -90,7 +90,7 @@ std::string binding_error(const std::string& binding) {
 const std::vector<std::string>& reserved_flag_names() {
   static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
                                                  "dry_run", "zip", "exclude", "partition", "account",
-                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "unknown_timeout", "fatal_pending", "site", "mpi", "mpi_program", "binding", "service_hosts", "db_hosts", "service_args", "db_node_feature", "node_feature", "service_walltime", "wall_time", "no_reuse", "max_runs", "max_local_ranks", "verbose", "repeat", "repeat_order", "max_repeat", "precision", "reference", "param", "help", "version"};
+                                                 "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "unknown_timeout", "fatal_pending", "site", "mpi", "mpi_program", "binding", "service_hosts", "db_hosts", "service_args", "db_node_feature", "node_feature", "service_walltime", "wall_time", "no_reuse", "max_runs", "max_local_ranks", "verbose", "repeat", "repeat_order", "max_repeat", "precision", "reference", "scaling", "param", "help", "version"};
   return names;
 }
 
@@ -308,6 +308,9 @@ void Plugin::read_abi4(const void* descriptor) {
     spec.min_exclusive = ps.flags & FANOUT_PARAM_MIN_EXCLUSIVE, spec.max_exclusive = ps.flags & FANOUT_PARAM_MAX_EXCLUSIVE;
     spec.path_output = ps.flags & FANOUT_PARAM_PATH_OUTPUT;
     spec.repeatable = ps.flags & FANOUT_PARAM_REPEATABLE;
+    if ((ps.flags & FANOUT_PARAM_STRONG_SCALING) && (ps.flags & FANOUT_PARAM_WEAK_SCALING))
+      throw malformed(p, "parameter '" + spec.name + "' is flagged both strong and weak scaling (one or the other)");
+    spec.scaling = ps.flags & FANOUT_PARAM_STRONG_SCALING ? "strong" : ps.flags & FANOUT_PARAM_WEAK_SCALING ? "weak" : "";
     params_.push_back(std::move(spec));
   }
   for (const auto& r : read_array(d.roles, d.n_roles, "roles", p)) roles_.push_back({str(r.name), str(r.summary), r.run});

@@ -36,6 +36,7 @@ struct ParamSpec {
   bool min_exclusive = false, max_exclusive = false;
   bool path_output = false;  // PATH: a file the run may write (its folder must exist), not one it reads
   bool repeatable = false;   // the flag may be given several times: the values join, one per line (not a sweep)
+  std::string scaling;       // "strong" or "weak": it counts what the work is spread over (ABI 4.8); "" otherwise
 };
 
 struct RoleSpec {

@@ -16,6 +16,7 @@
 #include "orchestrator/settings.h"
 #include "orchestrator/toml_place.h"
 #include "results/layout.h"
+#include "results/scaling_spec.h"
 #include "plugins/sdk/fanout_placeholders.hpp"
 
 namespace fanout {
@@ -409,6 +410,28 @@ static std::string resolve_path_value(const ParamSpec& p, const std::string& v, 
   return abs.string();
 }
 
+// What speedup is measured against: --scaling (each name a parameter of the sweep; one it does not vary is a
+// warning), else the plugin's declared count parameters that the sweep varies.
+static std::string scaling_of(const ExperimentRequest& request, const Plugin& plugin, const ParameterSpace& space,
+                       const std::vector<std::string>& varied, std::vector<std::string>& warnings) {
+  std::vector<ScalingSpec> specs = parse_scaling_list(request.settings.scaling);
+  auto is_varied = [&](const std::string& n) { return std::count(varied.begin(), varied.end(), n) > 0; };
+  for (auto& s : specs) {
+    bool known = false;
+    for (auto& axis : space.axes()) known = known || std::count(axis.names.begin(), axis.names.end(), s.param);
+    if (!known) {
+      std::vector<std::string> names;
+      for (auto& axis : space.axes()) names.insert(names.end(), axis.names.begin(), axis.names.end());
+      throw UserError("--scaling " + s.mode + ":" + s.param + ": the experiment has no parameter '" + s.param + "' (its parameters: " + join(names, ", ") + ")");
+    }
+    if (!is_varied(s.param)) warnings.push_back("--scaling " + s.mode + ":" + s.param + ": " + s.param + " has one value here: no speedup to measure");
+  }
+  if (specs.empty())
+    for (auto& p : plugin.params())
+      if (!p.scaling.empty() && is_varied(p.name)) specs.push_back({p.scaling, p.name});
+  return scaling_text(specs);
+}
+
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin) {
   validate_settings(request.settings);  // once for every run, dry run included
   ExperimentPlan plan;
@@ -533,6 +556,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   std::vector<std::string> varied;
   for (auto& axis : plan.space.axes())
     if (axis.values.size() > 1) varied.insert(varied.end(), axis.names.begin(), axis.names.end());
+  plan.scaling = scaling_of(request, plugin, plan.space, varied, plan.warnings);
 
   // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
   auto identify = [&](RunPlan& run, const std::string& kind) {

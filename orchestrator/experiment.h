@@ -51,6 +51,7 @@ struct ExperimentSettings {
   bool repeat_auto = false;
   int max_repeat = 30;
   double precision_pct = 2.0;
+  std::string scaling;    // --scaling: "strong:nodes,weak:size" (results/scaling_spec.h); "" the plugin's declaration
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
@@ -122,6 +123,9 @@ struct ExperimentPlan {
   // The plugins of steps that name another plugin than the experiment's (an exec run's smartsim db), kept open.
   std::vector<std::shared_ptr<const Plugin>> step_plugins;
   std::vector<std::string> warnings;  // what the plugins' plan_step warned of, each once
+  // What speedup is measured against (provenance "scaling" of every run): --scaling, else the plugin's declared
+  // count parameters that the sweep varies. "" when neither says.
+  std::string scaling;
 };
 
 // Reads an experiment file. Throws UserError naming the file and line for syntax errors and bad entries.

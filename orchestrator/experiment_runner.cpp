@@ -173,6 +173,8 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   // Which of the permutation's --repeat runs: provenance, not a parameter (compare matches the runs across it).
   if (plan.request.settings.repeat > 1)
     m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + (plan.request.settings.repeat_auto ? std::string("auto") : std::to_string(plan.request.settings.repeat));
+  // What speedup is measured against (process_scaling_results reads it back): the sweep's, not a later guess.
+  if (!plan.scaling.empty()) m.provenance["scaling"] = plan.scaling;
   for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;
 }

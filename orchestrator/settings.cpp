@@ -11,6 +11,7 @@
 #include "schedulers/scheduler.h"
 #include "orchestrator/list_value.h"
 #include "orchestrator/toml_place.h"
+#include "results/scaling_spec.h"
 
 namespace fanout {
 
@@ -134,6 +135,14 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(text("repeat_order", "repeat_order", "the order of repeated runs: interleaved (every permutation once, then again: drift "
                    "over time is spread over all), grouped (a permutation's repeats together), random (shuffled, seeded by the experiment's name)",
                    "interleaved", [](ExperimentSettings& st, const std::string& v) { st.repeat_order = v; }, {"interleaved", "grouped", "random"}));
+  s.push_back({"scaling", "scaling", Kind::Text,
+               "strong:PARAM or weak:PARAM (several: strong:nodes,weak:size): PARAM counts what the work is spread over, and the "
+               "report gives speedup and parallel efficiency against its smallest value (stored with the runs; default: what "
+               "the plugin declares, else nodes, ranks_per_node, *_nodes, *_per_node, *threads, strong)",
+               "", [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                 parse_scaling_list(v, origin);  // refused here, with the flag or file line named
+                 r.settings.scaling = v;
+               }});
   s.push_back(text("reference", "reference", "check the sweep's figures against these reference values at its end (fanout results check); "
                    "exit 1 when one fails", "", [](ExperimentSettings& st, const std::string& v) { st.reference = v; }));
   s.push_back(integer("max_retries", "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times", 0, 0, kMaxRetries,

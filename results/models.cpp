@@ -15,6 +15,7 @@
 #include "results/csv_export.h"
 #include "results/display_unit.h"
 #include "results/metric_stats.h"
+#include "results/store.h"
 
 namespace fanout {
 
@@ -89,20 +90,28 @@ std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const M
   return out;
 }
 
-ScalingSpec parse_scaling(const std::string& text) {
-  const auto colon = text.find(':');
-  ScalingSpec s;
-  if (colon != std::string::npos) s.mode = text.substr(0, colon), s.param = text.substr(colon + 1);
-  if ((s.mode != "strong" && s.mode != "weak") || s.param.empty())
-    throw UserError("--scaling '" + printable(text) + "': expected strong:PARAM or weak:PARAM (e.g. strong:nodes)");
-  return s;
-}
-
 std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats) {
   auto ends = [](const std::string& s, const std::string& tail) { return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0; };
   std::vector<ScalingSpec> out;
   for (auto& v : stats.varied)
     if (v == "nodes" || v == "ranks_per_node" || ends(v, "_nodes") || ends(v, "_per_node") || ends(v, "threads")) out.push_back({"strong", v});
+  return out;
+}
+
+std::vector<ScalingSpec> stored_scaling(const std::vector<StoredRun>& runs) {
+  std::vector<ScalingSpec> out;
+  std::set<std::string> seen;
+  for (auto& r : runs) {
+    if (r.scaling.empty()) continue;
+    std::vector<ScalingSpec> specs;
+    try {
+      specs = parse_scaling_list(r.scaling, "run " + r.session + ": provenance scaling");
+    } catch (const UserError&) {
+      continue;  // written by the driver, so only a hand-edited database gets here: the names' default then
+    }
+    for (auto& s : specs)
+      if (seen.insert(s.param).second) out.push_back(s);
+  }
   return out;
 }
 

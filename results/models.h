@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "results/scaling_model.h"
+#include "results/scaling_spec.h"
 
 namespace fanout {
 
 struct ExperimentStats;
+struct StoredRun;
 
 struct FigureModel {
   std::string role, metric, unit;
@@ -33,15 +35,12 @@ std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const M
 // strong (the same work spread wider): speedup = T(p0) / T(p) for a lower-is-better figure (R(p) / R(p0) for a
 // higher-is-better one), ideal p / p0, efficiency = speedup / ideal. weak (work grown with p): efficiency = T(p0) / T(p)
 // (R(p) / (R(p0) * p / p0) for a rate), speedup = efficiency * ideal. Figures without a direction are left out.
-struct ScalingSpec {
-  std::string mode;  // "strong" or "weak"
-  std::string param;
-};
-// "strong:nodes"; throws UserError naming --scaling.
-ScalingSpec parse_scaling(const std::string& text);
 // The placement parameters a sweep varies, strong by default: nodes, ranks_per_node, and names ending in _nodes,
 // _per_node or threads.
 std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats);
+// What the runs stored (provenance "scaling": the sweep's --scaling or its plugin's declaration), each parameter once
+// (the first run's word for it).
+std::vector<ScalingSpec> stored_scaling(const std::vector<StoredRun>& runs);
 struct ScalingRow {
   std::string role, metric, unit, mode, param;
   std::vector<std::pair<std::string, std::string>> series;

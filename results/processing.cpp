@@ -74,12 +74,16 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
     write_file_atomic(csv_dir / "models.csv", text.str(), 0644);
     report.files.push_back(csv_dir / "models.csv");
   }
+  // What speedup is measured against: --scaling here, else what the sweep stored with its runs (its own --scaling
+  // or its plugin's declared count parameters), else the varied placement parameters by name.
   std::vector<ScalingSpec> specs;
-  for (auto& text : opts.scaling) specs.push_back(parse_scaling(text));
-  if (specs.empty()) specs = default_scaling(stats);
+  for (auto& text : opts.scaling)
+    for (auto& spec : parse_scaling_list(text)) specs.push_back(spec);
   for (auto& spec : specs)
     if (!std::count(stats.varied.begin(), stats.varied.end(), spec.param))
       report.warnings.push_back("--scaling " + spec.mode + ":" + spec.param + ": " + spec.param + " is not varied here: no speedup");
+  if (specs.empty()) specs = stored_scaling(db.runs());
+  if (specs.empty()) specs = default_scaling(stats);
   const std::vector<ScalingRow> scaling = scaling_rows(stats, specs);
   if (!scaling.empty()) {
     std::ostringstream text;

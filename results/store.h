@@ -27,6 +27,7 @@ struct StoredRun {
   std::string session, status, path, param_hash, job_id, node_list, reason;
   std::vector<std::pair<std::string, std::string>> parameters;
   std::string repeat;  // which of its permutation's --repeat runs (1-based, from its provenance; "1" without --repeat)
+  std::string scaling;  // the sweep's --scaling or its plugin's declared count parameters ("strong:nodes,weak:size")
 };
 
 struct MetricSummaryRow {

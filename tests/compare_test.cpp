@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "common/text.h"
@@ -354,6 +356,69 @@ TEST(Models, SpeedupAndEfficiencyOnKnownFigures) {
   EXPECT_EQ(w["8"][3], "weak");
   EXPECT_NEAR(std::stod(w["8"][11]), 110.0 / 22.5, 1e-9) << "weak: T(1) / T(8)";
   EXPECT_EQ(fanout({"process_scaling_results", "results/threads", "--scaling=fast:threads"}).exit_code, 2);
+}
+
+// What speedup means is said with the sweep (--scaling, an experiment file's scaling, a plugin's declared count
+// parameters), stored with its runs, and read back by process_scaling_results without being told again.
+TEST(Models, TheSweepsScalingIsStoredWithItsRuns) {
+  test::TempDir d;
+  auto fanout = [&](std::vector<std::string> args) { return test::run_fanout(d.path, args); };
+  auto modes = [&](const std::string& exp) {
+    std::set<std::string> out;  // mode:param of every row
+    std::ifstream in(d.path / "results" / exp / "csv/scaling.csv");
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      auto v = split(line, ',');
+      out.insert(v[3] + ":" + v[4]);
+    }
+    return out;
+  };
+  const std::vector<std::string> sweep = {"exec", "--shell=true", "--command=awk -v n=$N 'BEGIN { print \"t=\" 100 / n + 10 }'",
+                                          "--env=N={threads}", "--param", "threads=[1,2,4]", "--parse", "regex:t=(?<value>\\S+)",
+                                          "--metric=t", "--unit=s"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto args = sweep;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return fanout(args);
+  };
+  auto r = with({"--exp_name=weak", "--scaling=weak:threads"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(fanout({"process_scaling_results", "results/weak"}).exit_code, 0);
+  EXPECT_EQ(modes("weak"), std::set<std::string>{"weak:threads"});
+  ASSERT_EQ(fanout({"process_scaling_results", "results/weak", "--scaling=strong:threads"}).exit_code, 0);
+  EXPECT_EQ(modes("weak"), std::set<std::string>{"strong:threads"}) << "the flag given here overrides what is stored";
+
+  // Refused before anything runs, naming the flag: an unknown parameter, an unknown mode, a parameter twice.
+  auto unknown = with({"--exp_name=bad1", "--scaling=weak:nodez"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("--scaling weak:nodez: the experiment has no parameter 'nodez'"), std::string::npos) << unknown.err;
+  auto mode = with({"--exp_name=bad2", "--scaling=fast:threads"});
+  EXPECT_EQ(mode.exit_code, 2);
+  EXPECT_NE(mode.err.find("--scaling"), std::string::npos) << mode.err;
+  auto twice = with({"--exp_name=bad3", "--scaling=weak:threads,strong:threads"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("threads is named twice"), std::string::npos) << twice.err;
+  for (auto* exp : {"bad1", "bad2", "bad3"}) EXPECT_FALSE(fs::exists(d.path / "results" / exp)) << exp;
+
+  // An experiment file says it in [experiment].
+  {
+    std::ofstream f(d.path / "weak.toml");
+    f << "[experiment]\nplugin = \"exec\"\nname = \"file\"\nscaling = \"weak:threads\"\n"
+         "[parameters]\nthreads = [1, 2, 4]\n"
+         "[[steps]]\nshell = true\ncommand = \"awk -v n={threads} 'BEGIN { print 100 / n + 10 }'\"\n"
+         "[[steps.parse]]\nkind = \"regex\"\npattern = '(?<value>\\S+)'\nmetric = \"t\"\nunit = \"s\"\n";
+  }
+  auto file = fanout({"run", "weak.toml"});
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  ASSERT_EQ(fanout({"process_scaling_results", "results/file"}).exit_code, 0);
+  EXPECT_EQ(modes("file"), std::set<std::string>{"weak:threads"});
+
+  // A plugin's declaration: calibration's ranks_per_node is weak scaling (every rank does its own iterations).
+  auto cal = fanout({"calibration_sleep", "--exp_name=cal", "--ranks_per_node=[1,2]", "--iterations=3", "--warmup=0", "--sleep_us=100"});
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  ASSERT_EQ(fanout({"process_scaling_results", "results/cal"}).exit_code, 0);
+  EXPECT_EQ(modes("cal"), std::set<std::string>{"weak:ranks_per_node"});
 }
 
 }  // namespace

@@ -115,8 +115,9 @@ TEST(PluginLoader, ScanFindsBuiltPluginsAndReportsRefusals) {
   }
   EXPECT_TRUE(calibration);
   EXPECT_TRUE(init_fails);
-  // wrong ABI, not a plugin, no struct_size, bad choice, uses an unknown parameter, an unused list default
-  EXPECT_EQ(scan.refused.size(), 6u);
+  // wrong ABI, not a plugin, no struct_size, bad choice, uses an unknown parameter, an unused list default, both
+  // strong and weak scaling
+  EXPECT_EQ(scan.refused.size(), 7u);
   bool named = false, hidden = false;
   for (auto& why : scan.refused) {
     named |= why.find("experiment 'uses_unknown' uses unknown parameter 'm'") != std::string::npos;
@@ -166,6 +167,17 @@ TEST(PluginLoader, ChoicesMustBeValuesOfTheParametersType) {
   auto e = open_error(broken_plugin(5));
   EXPECT_EQ(e.kind(), PluginErrorKind::BadDescriptor);
   EXPECT_NE(std::string(e.what()).find("parameter 'n' choice 'two' is not an integer"), std::string::npos) << e.what();
+}
+
+TEST(PluginLoader, ACountParameterIsStrongOrWeakScalingNotBoth) {
+  auto e = open_error(broken_plugin(9));
+  EXPECT_EQ(e.kind(), PluginErrorKind::BadDescriptor);
+  EXPECT_NE(std::string(e.what()).find("parameter 'n' is flagged both strong and weak scaling"), std::string::npos) << e.what();
+  auto p = Plugin::open(build_dir() / "plugins" / "fanout_pslite.so");
+  EXPECT_EQ(p->param("workers")->scaling, "weak");
+  EXPECT_EQ(p->param("len")->scaling, "");
+  auto t = Plugin::open(build_dir() / "plugins" / "fanout_torchloader.so");
+  EXPECT_EQ(t->param("cores")->scaling, "strong");
 }
 
 TEST(PluginLoader, ReadsBoundsAndChoicesOfAbi4Plugins) {

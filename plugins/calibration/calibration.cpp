@@ -22,8 +22,8 @@ namespace {
 
 const fanout_param_spec kParams[] = {
     // The driver refuses values outside these bounds before anything runs (a negative sleep, a million ranks).
-    FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "1", "nodes of the step", "1", NULL),
-    FANOUT_PARAM_RANGE("ranks_per_node", FANOUT_PARAM_INT, "1", "ranks per node", "1", "4096"),
+    FANOUT_PARAM_RANGE_FLAGS("nodes", FANOUT_PARAM_INT, "1", "nodes of the step", "1", NULL, FANOUT_PARAM_WEAK_SCALING),
+    FANOUT_PARAM_RANGE_FLAGS("ranks_per_node", FANOUT_PARAM_INT, "1", "ranks per node", "1", "4096", FANOUT_PARAM_WEAK_SCALING),
     FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "50", "measured iterations per rank", "0", "1000000000"),
     FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "3", "warmup iterations per rank (recorded, flagged, excluded from statistics)", "0", "1000000000"),
     FANOUT_PARAM_RANGE("sleep_us", FANOUT_PARAM_INT, "1000", "sleep role: microseconds each iteration takes", "0", "3600000000"),

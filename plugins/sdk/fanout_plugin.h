@@ -3,7 +3,8 @@
  * later additions append fields without breaking built plugins, and added parameter choices and bounds and
  * fanout_host_ops.experiment_dir; 4.5 appended user parameters, step settings and repeatable flags; 4.6 appended
  * metric descriptions (which direction is better, setup costs) and fanout_host_ops.declare_metric; 4.7 appended
- * fanout_plugin.plan_step, a step checked and described before anything runs). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
+ * fanout_plugin.plan_step, a step checked and described before anything runs; 4.8 the scaling flags of a parameter
+ * that counts nodes, ranks or threads). The host still loads ABI 3 plugins (FANOUT_PLUGIN_ABI_OLDEST).
  *
  * A plugin is a shared object that exports one C symbol, FANOUT_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
  * static fanout_plugin descriptor. The host (fanout, fanout-rank) checks the descriptor's abi_version before
@@ -74,6 +75,12 @@ typedef enum fanout_param_type {
 /* ABI 4.5: the flag may be given several times (`--env A=1 --env B=2`); the values join, one per line, into one
  * value, never a sweep. An older host ignores the flag (the last value given counts). */
 #define FANOUT_PARAM_REPEATABLE 8u
+/* ABI 4.8: the parameter counts what the work is spread over (nodes, ranks, threads, servers): a sweep over it
+ * gets speedup and parallel efficiency against its smallest value (csv/scaling.csv, the report). STRONG: the
+ * same work spread wider (ideal: the time falls as 1/p); WEAK: the work grows with it (ideal: the time stays).
+ * One or the other; the user's --scaling overrides both. An older host ignores them. */
+#define FANOUT_PARAM_STRONG_SCALING 16u
+#define FANOUT_PARAM_WEAK_SCALING 32u
 
 typedef struct fanout_param_spec {
   uint32_t struct_size;      /* sizeof(fanout_param_spec) */

@@ -22,7 +22,7 @@ namespace {
 // every value before anything is written; the default stated here is the only one (every rank gets every
 // parameter), so the code below needs no fallback of its own.
 const fanout_param_spec kParams[] = {
-    FANOUT_PARAM_RANGE("ranks", FANOUT_PARAM_INT, "1", "ranks on the node", "1", NULL),
+    FANOUT_PARAM_RANGE_FLAGS("ranks", FANOUT_PARAM_INT, "1", "ranks on the node", "1", NULL, FANOUT_PARAM_WEAK_SCALING),
     FANOUT_PARAM_RANGE("iterations", FANOUT_PARAM_INT, "20", "measured iterations", "0", NULL),
     FANOUT_PARAM_RANGE("work", FANOUT_PARAM_INT, "100000", "loop trips of synthetic work per iteration", "0", NULL),
     FANOUT_PARAM("message", FANOUT_PARAM_STRING, "hello", "text rank 0 publishes to the other ranks"),

@@ -35,6 +35,10 @@ const fanout_step_spec kSteps[] = {FANOUT_STEP("noop", "1", "1", "disjoint")};
 const fanout_experiment_spec kExperiments[] = {
     FANOUT_EXPERIMENT_USING("hidden_list", "", FANOUT_ARRAY(kSteps), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr, "n")};
 const fanout_plugin kPlugin = FANOUT_PLUGIN("hidden_list", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_ARRAY(kExperiments), nullptr, nullptr, nullptr);
+#elif BROKEN_KIND == 9  // a count parameter declared both strong and weak scaling
+const fanout_param_spec kParams[] = {
+    FANOUT_PARAM_RANGE_FLAGS("n", FANOUT_PARAM_INT, "1", "", "1", NULL, FANOUT_PARAM_STRONG_SCALING | FANOUT_PARAM_WEAK_SCALING)};
+const fanout_plugin kPlugin = FANOUT_PLUGIN("both_scalings", "", "0", FANOUT_ARRAY(kParams), FANOUT_ARRAY(kRoles), FANOUT_NO_ARRAY, nullptr, nullptr, nullptr);
 #elif BROKEN_KIND == 7  // not broken: experiments laid out as ABI 4.0 built them, before `uses` was appended
 struct ExperimentSpec40 {  // fanout_experiment_spec up to shared_by
   uint32_t struct_size;
