@@ -248,6 +248,19 @@ TEST(Cli, TemplatePluginRunsAndParametersNeverReachAShell) {
   EXPECT_EQ(perms & fs::perms::others_write, fs::perms::none);
 }
 
+// Issue 51, the template plugin's own experiment: its report leads with the figure against both swept numbers, and
+// the count it declares (ranks, weak scaling) gets its efficiency plot without --scaling.
+TEST(Cli, TemplateSweepLeadsItsReportWithTheFigureAgainstWhatWasSwept) {
+  test::TempDir d;
+  auto r = fanout_cmd(d, {"template_hello", "--exp_name=tw", "--ranks=[1,2]", "--work=[1000,8000]", "--iterations=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto plots = test::headline_plots(d.path, d.path / "results" / "tw");
+  for (auto* title : {"median work (hello) by work", "median work (hello) by ranks", "weak scaling: speedup of work (hello) by ranks"})
+    EXPECT_NE(std::find(plots.begin(), plots.end(), title), plots.end()) << title;
+  ASSERT_FALSE(plots.empty());
+  EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << plots.front();
+}
+
 TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
   test::TempDir d;
   ASSERT_EQ(fanout_cmd(d, {"calibration_copy", "--exp_name=re", "--iterations=5", "--ranks_per_node=[1,2]"}).exit_code, 0);

@@ -3,6 +3,8 @@
 // chunks are produced by sending crafted datagrams with gaps), and whole runs through fanout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -350,6 +352,12 @@ TEST_F(ParameterServingRun, ConcurrentBenchmarksShareOneStore) {
             "3");
   EXPECT_TRUE(fs::is_directory(d.path / "store")) << "the user's store folder stays; each run's own folder inside it goes";
   EXPECT_TRUE(fs::is_empty(d.path / "store"));
+  // Issue 51: the report leads with each figure against what was swept (benchmarks).
+  const auto plots = test::headline_plots(d.path, d.path / "results" / "ps");
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median staleness (worker) by benchmarks"), plots.end()) << "median staleness (worker) by benchmarks";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median push_time (trainer) by benchmarks"), plots.end()) << "median push_time (trainer) by benchmarks";
+  ASSERT_FALSE(plots.empty());
+  EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << "first: " << plots.front();
 }
 
 TEST_F(ParameterServingRun, BadValuesAreRefusedBeforeAnythingIsWritten) {

@@ -4,6 +4,8 @@
 // fanout: sweeps, latency mode, a worker killed mid-run (the run fails, nothing hangs), RDMA refused clearly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <future>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -269,6 +271,13 @@ TEST_F(PsliteRun, SweepOverLengthsServersAndTransportsWithVerifiedValues) {
   EXPECT_EQ(one("SELECT count(*) FROM samples s JOIN parameters p ON p.run_id=s.run_id AND p.name='mode' "
                 "WHERE s.metric='messages_served' AND s.value != (CASE p.value WHEN 'pull' THEN 64 ELSE 56 END)"),
             "0");
+  // Issue 51: the report leads with each figure against what was swept (len and servers are numbers).
+  const auto plots = test::headline_plots(d.path, d.path / "results" / "ps");
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median goodput (worker) by len"), plots.end()) << "median goodput (worker) by len";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median goodput (worker) by servers"), plots.end()) << "median goodput (worker) by servers";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "weak scaling: speedup of goodput (worker) by servers"), plots.end()) << "weak scaling: speedup of goodput (worker) by servers";
+  ASSERT_FALSE(plots.empty());
+  EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << "first: " << plots.front();
 }
 
 // Two threads per worker (own keys and connections) bounded by time, not iterations, with receive polling on

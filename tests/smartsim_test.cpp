@@ -3,6 +3,8 @@
 // 3-shard Redis Cluster (incl. a real MOVED redirection), timeouts, and throughput sweeps through fanout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -519,6 +521,13 @@ TEST(ThroughputSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(u[3], "1") << "and stopped after they ended";
   }
   EXPECT_EQ(uses[0][4] + "," + uses[1][4], "1,3");
+  // Issue 51: the report leads with each figure against what was swept (db_nodes, tensor_bytes).
+  const auto plots = test::headline_plots(d.path, db.parent_path());
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median put_tensor (throughput) by tensor_bytes"), plots.end()) << "median put_tensor (throughput) by tensor_bytes";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median loop_time (throughput) by db_nodes"), plots.end()) << "median loop_time (throughput) by db_nodes";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "strong scaling: speedup of loop_time (throughput) by db_nodes"), plots.end()) << "strong scaling: speedup of loop_time (throughput) by db_nodes";
+  ASSERT_FALSE(plots.empty());
+  EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << "first: " << plots.front();
   // Even with --max_parallel=4 the runs of one database go one at a time (SmartSim-Scaling's inner loop).
   for (auto& u : uses) {
     auto spans = test::sql_rows(db, "SELECT r.started_at, r.ended_at FROM runs r JOIN provenance p ON p.run_id=r.id AND p.key='service' "

@@ -140,6 +140,26 @@ CommandResult run_fanout(const fs::path& cwd, std::vector<std::string> args, dou
   return run_command(args, cwd, {}, timeout_s);
 }
 
+std::vector<std::string> headline_plots(const fs::path& cwd, const fs::path& exp_dir) {
+  auto r = run_fanout(cwd, {"process_scaling_results", exp_dir.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = read_file(exp_dir / "processed" / "report.html");
+  const size_t start = html.find("<h2 id=\"headline\">"), end = html.find("<h2 ", start + 1);
+  if (start == std::string::npos) {
+    ADD_FAILURE() << exp_dir << ": the report has no 'What was swept' section; process_scaling_results said:\n" << r.err;
+    return {};
+  }
+  std::vector<std::string> titles;
+  const std::string img = "<img class=\"plot\" alt=\"", src = "\" src=\"data:image/png;base64,";
+  for (size_t p = html.find(img, start); p != std::string::npos && p < end; p = html.find(img, p + 1)) {
+    const size_t a = p + img.size(), b = html.find(src, a);
+    if (b == std::string::npos) break;
+    titles.push_back(html.substr(a, b - a));
+    EXPECT_NE(html.compare(b + src.size(), 10, "\"></figure"), 0) << titles.back() << ": an empty image";
+  }
+  return titles;
+}
+
 namespace {
 // Every row of a query, or the error that stopped it ("" when it ran to the end).
 std::string run_query(const fs::path& db_file, const std::string& sql, std::vector<std::vector<std::string>>& rows) {

@@ -65,6 +65,11 @@ std::vector<std::vector<std::string>> sql_rows_while_polling(const std::filesyst
 // The first column of the first row, or "<none>".
 std::string sql_one(const std::filesystem::path& db_file, const std::string& sql);
 
+// process_scaling_results on an experiment folder (failing the test on a non-zero exit), then the titles of the plots
+// its report.html shows under "What was swept" ("median goodput (worker) by len"), each an embedded PNG that is not
+// empty, in the page's order.
+std::vector<std::string> headline_plots(const std::filesystem::path& cwd, const std::filesystem::path& exp_dir);
+
 std::filesystem::path build_dir();
 std::filesystem::path fanout_exe();
 std::filesystem::path broken_plugin(int kind);

@@ -2,6 +2,8 @@
 // node agents, real fanout-torchloader-train processes paused and resumed) on the local launcher.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <future>
 #include <chrono>
@@ -339,6 +341,12 @@ TEST(TorchloaderRun, EmulatedClusterFitsTheFullComputeModelAndRuns) {
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='finished_iteration' AND value=5"), "12");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric LIKE 'demand.app%'"), "6");
   EXPECT_EQ(test::sql_one(db, "SELECT value FROM parameters WHERE name='device'"), "emulated") << "the device is part of every run";
+  // Issue 51: the report leads with each figure against what was swept (loader_contention).
+  const auto plots = test::headline_plots(d.path, db.parent_path());
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median makespan (master) by loader_contention"), plots.end()) << "median makespan (master) by loader_contention";
+  EXPECT_NE(std::find(plots.begin(), plots.end(), "median aggregate_throughput (master) by loader_contention"), plots.end()) << "median aggregate_throughput (master) by loader_contention";
+  ASSERT_FALSE(plots.empty());
+  EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << "first: " << plots.front();
   // The seed's cuda_device puts two applications on each GPU: every node's processes shared one device file, and
   // no step is left holding a device.
   int device_files = 0;
