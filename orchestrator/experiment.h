@@ -51,6 +51,7 @@ struct ExperimentSettings {
   bool repeat_auto = false;
   int max_repeat = 30;
   double precision_pct = 2.0;
+  bool resources = true;  // --resources: ranks record resource.* figures (provenance "resources" = "off" when not)
   std::string scaling;    // --scaling: "strong:nodes,weak:size" (results/scaling_spec.h); "" the plugin's declaration
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database

@@ -175,6 +175,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
     m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + (plan.request.settings.repeat_auto ? std::string("auto") : std::to_string(plan.request.settings.repeat));
   // What speedup is measured against (process_scaling_results reads it back): the sweep's, not a later guess.
   if (!plan.scaling.empty()) m.provenance["scaling"] = plan.scaling;
+  if (!plan.request.settings.resources) m.provenance["resources"] = "off";  // fanout-rank reads it
   for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;
 }
@@ -546,11 +547,12 @@ class ExperimentSession {
   // --repeat=auto: after the runs so far, one more run (the next repeat index) of every permutation whose
   // across-runs interval of some figure is wider than +-precision of its median and that has fewer than
   // max_repeat runs; a round is laid out as the first was, interleaved across permutations. Figures declared
-  // informational (better = none) or setup costs do not hold a permutation back. Returns the runs added.
+  // informational (better = none), setup costs and what a run cost (resource.*) do not hold a permutation back.
+  // Returns the runs added.
   size_t add_auto_round() {
     std::map<std::string, bool> wide;  // permutation -> some figure still too wide
     for (const AcrossRuns& f : across_runs(compute_statistics(*db_, st_.exp_name))) {
-      if (f.setup_cost || f.better == "none") continue;
+      if (f.setup_cost || f.better == "none" || is_resource_metric(f.metric)) continue;
       const double half = std::max(f.runs.median - f.runs.low, f.runs.high - f.runs.median);
       bool& w = wide[parameters_key(f.parameters)];
       w = w || !std::isfinite(half) || half > st_.precision_pct / 100 * std::fabs(f.runs.median);

@@ -143,6 +143,10 @@ std::vector<DriverSetting> make_settings() {
                  parse_scaling_list(v, origin);  // refused here, with the flag or file line named
                  r.settings.scaling = v;
                }});
+  s.push_back(text("resources", "resources", "on: every rank records what it cost as resource.* figures (peak RSS, user and system CPU, "
+                   "context switches, major faults, storage bytes read and written; exec: per invocation of the program with the "
+                   "children it waited for); off: nothing beside the run's own figures", "on",
+                   [](ExperimentSettings& st, const std::string& v) { st.resources = v != "off"; }, {"on", "off"}));
   s.push_back(text("reference", "reference", "check the sweep's figures against these reference values at its end (fanout results check); "
                    "exit 1 when one fails", "", [](ExperimentSettings& st, const std::string& v) { st.reference = v; }));
   s.push_back(integer("max_retries", "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times", 0, 0, kMaxRetries,

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include <sys/resource.h>
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
@@ -28,6 +29,7 @@
 #include "rendezvous/pmix.h"
 #include "rendezvous/rendezvous.h"
 #include "results/run_folder.h"
+#include "plugins/sdk/fanout_resources.hpp"
 #include "results/sample_file.h"
 #include "results/layout.h"
 
@@ -47,6 +49,7 @@ struct fanout_context {
   std::set<std::string> declared;  // metrics the role declared itself (declare_metric): the table's entry yields
   fanout::Rendezvous* rendezvous = nullptr;
   bool record_failed = false;
+  bool recorded_resources = false;  // the role recorded resource.* figures itself (exec, per invocation)
   std::string service_dir;  // fanout_host_ops.service_dir
   bool service_provider = false;
   // A service looks for <service_dir>/stop at most every 100 ms (atomics: plugins may ask from several threads).
@@ -140,6 +143,7 @@ int op_record(fanout_context* c, const char* metric, int64_t iteration, int64_t 
     c->record_failed = true;
     return -1;
   }
+  if (std::strncmp(metric, FANOUT_RESOURCE_METRIC_PREFIX, sizeof FANOUT_RESOURCE_METRIC_PREFIX - 1) == 0) c->recorded_resources = true;
   if (!c->samples->record(metric, unit ? unit : "", iteration, t_start_ns, value, warmup != 0)) {
     if (!c->record_failed) log_line(c, FANOUT_LOG_ERROR, "record: " + c->samples->error());
     c->record_failed = true;
@@ -228,6 +232,20 @@ int serve_kv(int ranks, const std::string& address_file) {
   int sig = 0;
   sigwait(&set, &sig);
   return 0;
+}
+
+// The rank's own resource.* figures, once, after its role: its threads and its waited-for children (a database
+// server it started and stopped) over the role's call; the peak is the largest of them over the rank's life.
+bool record_own_resources(fanout_context& ctx, const rusage& self_before, const rusage& children_before, int64_t t_start) {
+  rusage self{}, children{};
+  ::getrusage(RUSAGE_SELF, &self), ::getrusage(RUSAGE_CHILDREN, &children);
+  const rusage before = fanout_sdk::combined(self_before, children_before);
+  for (auto& f : fanout_sdk::resource_figures(fanout_sdk::combined(self, children), &before)) {
+    ctx.declared.insert(f.metric);
+    if (!ctx.samples->declare(f.metric, uint8_t(f.better), 0) || !ctx.samples->record(f.metric, f.unit, 0, t_start, f.value, false))
+      return false;
+  }
+  return true;
 }
 
 int usage() {
@@ -325,8 +343,17 @@ int run_rank(int argc, char** argv) {
   log_line(&ctx, FANOUT_LOG_INFO, "rank " + std::to_string(ctx.place.rank) + "/" + std::to_string(ctx.place.size) +
                                       " on node " + ctx.place.node + " (place from " + ctx.place.source + ", rendezvous " +
                                       rendezvous->name() + ", " + std::to_string(ctx.place.job_ranks) + " ranks in the job)");
+  // What the role costs (issue 54): its process and the children it waited for, over the role's call.
+  const auto resources = meta.provenance.find("resources");
+  const bool record_resources = resources == meta.provenance.end() || resources->second != "off";
+  if (!record_resources) ::setenv(FANOUT_RESOURCES_ENV, "off", 1);
+  rusage self_before{}, children_before{};
+  ::getrusage(RUSAGE_SELF, &self_before), ::getrusage(RUSAGE_CHILDREN, &children_before);
+  const int64_t role_start = fanout::monotonic_ns();
   plugin->init();
   int rc = entry->run(&ctx, host_ops_for(*plugin));
+  if (rc == 0 && record_resources && !ctx.recorded_resources && !record_own_resources(ctx, self_before, children_before, role_start))
+    ctx.record_failed = true;
   bool flushed = writer.flush();
   if (rc != 0) {
     log_line(&ctx, FANOUT_LOG_ERROR, "role '" + role + "' returned " + std::to_string(rc));

@@ -107,13 +107,13 @@ std::map<std::string, std::set<std::string>> machine_values(const fs::path& dir)
 }  // namespace
 
 bool decided(const ComparisonRow& row) {
-  if (row.verdict == "unchanged") return row.within_threshold;
+  if (row.verdict == "unchanged") return row.within_threshold || is_resource_metric(row.metric);
   return row.verdict != "undecided";
 }
 
 void mark_undecided_after(ComparisonReport& r, size_t runs) {
   for (auto& row : r.rows)
-    if (row.verdict == "unchanged" && !row.within_threshold) {
+    if (row.verdict == "unchanged" && !row.within_threshold && !is_resource_metric(row.metric)) {
       row.verdict = "undecided (neither beyond nor within the threshold after " + std::to_string(runs) + " runs)";
       --r.unchanged, ++r.undecided, ++r.inconclusive;
     }
@@ -182,7 +182,7 @@ void judge_row(ComparisonRow& r, double abs_min, const CompareOptions& opts) {
   const bool big = std::fabs(r.change) > abs_min && (r.median_a == 0 || std::fabs(r.change_pct) > opts.threshold_pct);
   r.within_threshold = r.shift.bounded &&
       (r.median_a != 0 ? std::fabs(r.shift_pct_low) < opts.threshold_pct && std::fabs(r.shift_pct_high) < opts.threshold_pct
-                       : std::fabs(r.shift.low) < abs_min && std::fabs(r.shift.high) < abs_min);
+                       : (r.shift.low == 0 && r.shift.high == 0) || (std::fabs(r.shift.low) < abs_min && std::fabs(r.shift.high) < abs_min));
   if (!(r.p_adjusted < opts.alpha && big)) r.verdict = "unchanged";
   else if (r.better == "none") r.verdict = "changed";
   else if (r.better.empty()) r.verdict = "changed (no direction)";

@@ -206,6 +206,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
   };
   const Section sections[] = {
       {Plot::Section::Headline, "headline", "What was swept", "each figure's median of the runs' medians against each varied parameter, bars across runs, the fitted scaling model dashed; then medians against the ranks recording them and aggregate bandwidth where a size was varied"},
+      {Plot::Section::Resources, "resources", "Resources", "what the runs cost, against each varied parameter: every rank's resource.* figures (peak RSS, user and system CPU, context switches, major faults, storage bytes; exec: each invocation of the program with the children it waited for)"},
       {Plot::Section::Distribution, "distributions", "Distributions", "every sample of each run: violins by ranks, histograms per run"},
       {Plot::Section::Bookkeeping, "bookkeeping", "Setup costs", "costs paid once per run that their plugin declared so (rendezvous, database start): a table, one row per run; their distributions where a run has 8 ranks or more"}};
   MetricGroups groups;

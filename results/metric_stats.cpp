@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "plugins/sdk/fanout_plugin.h"
 #include "results/layout.h"
 #include "results/store.h"
 
@@ -98,6 +99,8 @@ std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
   for (size_t i = 0; i < out.size(); ++i) out[i].runs = summarize_runs(medians[i]);
   return out;
 }
+
+bool is_resource_metric(const std::string& metric) { return metric.rfind(FANOUT_RESOURCE_METRIC_PREFIX, 0) == 0; }
 
 bool declared_setup_cost(const std::vector<const MetricStats*>& group) {
   return std::any_of(group.begin(), group.end(), [](const MetricStats* m) { return m->setup_cost; });

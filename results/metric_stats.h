@@ -58,6 +58,9 @@ std::vector<AcrossRuns> across_runs(const ExperimentStats& stats);
 // as a table, not as distributions, and has no reference. One sample per rank is no reason: a program run once per
 // rank prints one figure, and that figure is the point of the sweep.
 bool declared_setup_cost(const std::vector<const MetricStats*>& group);
+// What a run cost (FANOUT_RESOURCE_METRIC_PREFIX: resource.peak_rss, ...): judged, plotted and modelled like any figure,
+// but never what --repeat=auto or compare --until-decided wait for, and no speedup.
+bool is_resource_metric(const std::string& metric);
 
 // "param=value, ..." of the varied parameters except `except` (a series label), or "all runs".
 std::string series_label(const MetricStats& m, const std::vector<std::string>& varied, const std::string& except = "");

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+
 #include "common/error.h"
 #include "common/text.h"
 #include "results/csv_export.h"
@@ -123,7 +124,8 @@ std::vector<ScalingRow> scaling_rows(const ExperimentStats& stats, const std::ve
     std::map<std::tuple<std::string, std::string, std::string, std::vector<std::pair<std::string, std::string>>>, std::vector<std::pair<double, double>>> groups;
     std::map<std::string, std::string> direction;
     for (auto& f : figures) {
-      if (f.setup_cost) continue;
+      // A speedup is of what the work takes; what a run cost (resource.*) has its plots and models, not one.
+      if (f.setup_cost || is_resource_metric(f.metric)) continue;
       std::optional<double> count;
       std::vector<std::pair<std::string, std::string>> others;
       for (auto& [k, v] : f.parameters) {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+
 #include "common/parallel.h"
 #include "common/subprocess.h"
 #include "common/text.h"
@@ -443,10 +444,17 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   const auto across = across_runs(exp);
   for (auto& f : across)
     if (!f.setup_cost) figures[{f.role, f.metric, f.unit}].push_back(&f);
+  // What the runs cost (resource.*) against what was swept, in a section of its own after the headline.
   for (auto& [key, rows] : figures)
-    for (auto& param : exp.varied) swept(key, rows, param, exp, models, dir, plots);
+    for (auto& param : exp.varied) {
+      const size_t before = plots.size();
+      swept(key, rows, param, exp, models, dir, plots);
+      if (is_resource_metric(std::get<1>(key)))
+        for (size_t k = before; k < plots.size(); ++k) plots[k].section = Plot::Section::Resources;
+    }
   speedup(speedups, dir, plots);
   for (auto& [key, group] : by_metric(exp)) {
+    if (is_resource_metric(std::get<1>(key))) continue;  // one figure per rank and invocation: the tables say the rest
     if (declared_setup_cost(group)) {
       // One sample per rank (setup costs, per-rank totals): a table in the report; their distribution only where
       // a run has ranks enough to have one (a violin of one or two points says nothing).

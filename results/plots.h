@@ -21,7 +21,7 @@ struct ScalingRow;
 class ResultsDb;
 
 struct Plot {
-  enum class Section { Headline, Distribution, Bookkeeping };
+  enum class Section { Headline, Resources, Distribution, Bookkeeping };  // the report's order
   std::string title;
   std::filesystem::path png;
   Section section = Section::Distribution;

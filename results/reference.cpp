@@ -84,7 +84,8 @@ std::vector<Reference> read_references(const fs::path& file) {
         throw UserError(where + ": unknown key (known: metric, role, parameters, statistic, value, unit, lower, upper)");
       }
     }
-    if (r.metric.empty() || r.unit.empty() || !t->contains("value")) throw UserError(at + ": a reference needs metric, value and unit");
+    // A unit may be "" (a count without one) but must be said: a reference in no unit would match any.
+    if (r.metric.empty() || !t->contains("unit") || !t->contains("value")) throw UserError(at + ": a reference needs metric, value and unit");
     if (std::find(kStatistics.begin(), kStatistics.end(), r.statistic) == kStatistics.end())
       throw UserError(at + ": statistic '" + r.statistic + "' is not one of " + join(kStatistics, ", "));
     if (r.lower > 0 || r.upper < 0) throw UserError(at + ": lower must be <= 0 and upper >= 0 (fractions of value: -0.05 is 5 % below)");
@@ -151,6 +152,15 @@ void print_reference_results(const std::vector<ReferenceResult>& results, std::o
   out << results.size() << " reference(s): " << results.size() - failed << " pass, " << failed << " fail\n";
 }
 
+// A resource figure small enough that the kernel's counting steps make its percent noise: CPU time is charged in
+// scheduler ticks (up to 4 ms each), storage in pages; held to a percent only from 100 ms and from 1 MiB.
+static bool below_counting_floor(const std::string& metric, double v) {
+  if (!is_resource_metric(metric)) return false;
+  if (metric == "resource.user_cpu" || metric == "resource.system_cpu") return v < 0.1;
+  if (metric == "resource.read_bytes" || metric == "resource.write_bytes") return v < 1048576;
+  return false;
+}
+
 void write_references(const fs::path& exp_dir, const fs::path& file, double tolerance) {
   const ExperimentStats stats = load_experiment_stats(exp_dir);
   // Per (role, metric, unit) the runs of each point; a point is named by the parameters that vary (the rest hold
@@ -178,7 +188,10 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
   };
   std::ostringstream out;
   out << "# References from " << exp_dir.string() << ": each figure's median across its runs (of each run's median), +-"
-      << tolerance * 100 << " %.\n# Setup costs its plugin declared (rendezvous, database start) are left out: they vary more than a figure.\n";
+      << tolerance * 100 << " %.\n# Setup costs its plugin declared (rendezvous, database start) are left out: they vary more than a figure;"
+         "\n# so are figures declared better = none (informational: context switches, faults) and figures whose median is 0 (a\n"
+         "# percent of 0 holds nothing: bytes read from a warm page cache), and CPU times under 100 ms and storage bytes under\n"
+         "# 1 MiB of what a run cost (resource.*: the kernel counts them in ticks and pages).\n";
   size_t written = 0;
   for (auto& key : order) {
     const auto& runs = points[key];
@@ -186,6 +199,7 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
     std::vector<double> medians;
     for (auto* m : runs) medians.push_back(m->summary.median);
     const double v = summarize_runs(medians).median;
+    if (v == 0 || runs.front()->better == "none" || below_counting_floor(runs.front()->metric, v)) continue;
     std::string params;
     for (auto& [k, val] : runs.front()->parameters)
       if (std::count(stats.varied.begin(), stats.varied.end(), k)) params += (params.empty() ? "" : ", ") + quoted(k) + " = " + quoted(val);
@@ -197,7 +211,7 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
   // A file of comments only would be refused by the check that reads it: nothing is written, and the user is told why.
   if (written == 0)
     throw UserError("--write-reference: " + exp_dir.string() + " has no figure to hold to a reference (" +
-                    (stats.stats.empty() ? std::string("no completed run with samples") : "only setup costs its plugin declared") +
+                    (stats.stats.empty() ? std::string("no completed run with samples") : "only setup costs its plugin declared, figures declared better = none and medians of 0") +
                     "); " + file.string() + " was not written");
   write_file_atomic(file, out.str(), 0644);
 }

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "results/display_unit.h"
+#include "results/metric_stats.h"
 #include "results/sample_block.h"
 #include "results/store.h"
 #include "version.h"
@@ -241,7 +242,9 @@ SmartSimExportReport export_smartsim_layout(const ResultsDb& db, const fs::path&
     if (run_id != current) flush(), current = run_id;
     const auto& m = metrics.at(metric_id);
     const double per = seconds_per(m.unit);
-    if (row.warmup || per <= 0) {
+    // Their timing files hold what the clients timed: not warmup, not figures in other units, not what a run cost
+    // (resource.user_cpu is in seconds but times no operation).
+    if (row.warmup || per <= 0 || is_resource_metric(m.name)) {
       ++report.left_out;
       return;
     }

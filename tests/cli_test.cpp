@@ -470,12 +470,13 @@ TEST(Cli, ResumeAfterTheDriverIsKilledRunsEachMissingPermutationOnce) {
   auto r = fanout_cmd(d, {"resume", "results/kill"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("fanout: resume: " + std::to_string(before)), std::string::npos) << r.err;
-  // Every permutation exactly once COMPLETED, with exactly its samples: 20 measured + 3 warmup + 1 rendezvous.
+  // Every permutation exactly once COMPLETED, with exactly its samples: 20 measured + 3 warmup + 1 rendezvous, and the
+  // rank's 8 resource.* figures.
   auto per_hash = query(db_of(d, "kill"), "SELECT param_hash, count(*) FROM runs WHERE status='COMPLETED' GROUP BY param_hash");
   ASSERT_EQ(per_hash.size(), 6u);
   for (auto& row : per_hash) EXPECT_EQ(row[1], "1") << row[0];
   EXPECT_EQ(query(db_of(d, "kill"), "SELECT count(*) FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.status='COMPLETED'")[0][0],
-            std::to_string(6 * 24));
+            std::to_string(6 * (24 + 8)));
   // Nothing left to do: a second resume runs nothing.
   auto again = fanout_cmd(d, {"resume", "results/kill"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -532,7 +533,7 @@ TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {
   std::set<std::string> roots;
   for (auto& row : query(db_of(d, "both"), "SELECT path FROM runs")) roots.insert(fs::path(row[0]).parent_path().string());
   EXPECT_EQ(roots.size(), 2u);
-  EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*) FROM samples")[0][0], std::to_string(12 * 6)) << "5 iterations + 1 rendezvous each";
+  EXPECT_EQ(query(db_of(d, "both"), "SELECT count(*) FROM samples")[0][0], std::to_string(12 * (6 + 8))) << "5 iterations + 1 rendezvous + 8 resource figures each";
 }
 
 // `fanout ls`: every experiment under a results folder with its runs by status, newest last; a folder that is not

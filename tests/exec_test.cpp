@@ -105,8 +105,8 @@ TEST_F(Exec, AShellOneLinerSweptByTheUsersParameter) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("sh", "SELECT count(*) FROM runs WHERE status='COMPLETED'"), "2");
   EXPECT_EQ(one("sh", "SELECT group_concat(v, ' ') FROM (SELECT printf('%g', s.value) AS v FROM samples s JOIN parameters p ON p.run_id=s.run_id "
-                      "AND p.name='n' AND p.value='5' ORDER BY s.iteration)"), "5 10 15");
-  EXPECT_EQ(one("sh", "SELECT DISTINCT unit FROM samples"), "ms");
+                      "AND p.name='n' AND p.value='5' AND s.metric='t' ORDER BY s.iteration)"), "5 10 15");
+  EXPECT_EQ(one("sh", "SELECT DISTINCT unit FROM samples WHERE metric NOT LIKE 'resource.%'"), "ms");
   // The value reaches the shell quoted: a parameter cannot run a command of its own.
   auto evil = fanout({"exec", "--exp_name=evil", "--shell=true", "--command=echo {x} > out.txt", "--param", "x='$(touch pwned); x'"});
   ASSERT_EQ(evil.exit_code, 0) << evil.err;
@@ -308,7 +308,8 @@ TEST_F(Exec, LeftoversAndStaleOutputDoNotCount) {
   auto star = fanout({"exec", "--exp_name=star", "--shell=true", "--command=echo x > out.csv; echo 1 >> out.csv; echo y; echo 2", "--parse=csv",
                       "--unit=s", "--from=file:*"});
   ASSERT_EQ(star.exit_code, 0) << star.err;
-  EXPECT_EQ(one("star", "SELECT group_concat(metric || '=' || value) FROM samples WHERE warmup=0 AND metric != 'wall_time'"), "x=1.0");
+  EXPECT_EQ(one("star", "SELECT group_concat(metric || '=' || value) FROM samples WHERE warmup=0 AND metric != 'wall_time' "
+                      "AND metric NOT LIKE 'resource.%'"), "x=1.0");
   // Issue 53: a file parser reads regular files only: a FIFO would hang the run, a link to /dev/zero never end.
   for (auto& [exp, make] : std::vector<std::pair<std::string, std::string>>{{"fifo", "mkfifo out.csv"}, {"zero", "ln -s /dev/zero out.csv"}}) {
     auto odd = fanout({"exec", "--exp_name=" + exp, "--shell=true", "--command=" + make, "--parse=csv", "--unit=s", "--from=file:out.csv"}, 120);
@@ -361,7 +362,7 @@ TEST_F(Exec, TheReadmesKvExampleKeepsSetAndGetApart) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // 2 sizes x 2 ranks: 4 samples of each; no metric mixes the tests.
   EXPECT_EQ(one("kv", "SELECT group_concat(metric || ' ' || unit || ' ' || n, ', ') FROM (SELECT metric, unit, count(*) AS n FROM samples "
-                      "WHERE role='client' GROUP BY metric, unit ORDER BY metric)"),
+                      "WHERE role='client' AND metric NOT LIKE 'resource.%' GROUP BY metric, unit ORDER BY metric)"),
             "GET.avg_latency_ms ms 4, GET.rps requests/s 4, SET.avg_latency_ms ms 4, SET.rps requests/s 4");
 }
 
@@ -406,7 +407,8 @@ TEST_F(Exec, SmartSimScalingsThroughputClientAfterTheDatabaseStep) {
       std::istringstream in(read_file(entry.path()));
       for (std::string line; std::getline(in, line);) expected.push_back(line.substr(line.find(',') + 1));
       std::vector<std::string> stored;
-      for (auto& row : query("tp", "SELECT metric, value FROM samples WHERE run_id=" + run[0] + " AND rank=" + rank + " ORDER BY t_start, rowid"))
+      for (auto& row : query("tp", "SELECT metric, value FROM samples WHERE run_id=" + run[0] + " AND rank=" + rank +
+                                     " AND metric NOT LIKE 'resource.%' ORDER BY t_start, rowid"))
         stored.push_back(row[0] + "," + row[1]);
       ASSERT_EQ(stored.size(), expected.size()) << entry.path();
       EXPECT_EQ(std::count_if(expected.begin(), expected.end(), [](auto& l) { return l.rfind("put_tensor,", 0) == 0; }), 20);

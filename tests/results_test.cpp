@@ -247,7 +247,8 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   EXPECT_TRUE(fs::exists(d.path / "results" / "bw" / "csv" / "samples.csv.gz"));
   auto gunzip = test::run_command({"/usr/bin/gzip", "-dc", (d.path / "results" / "bw" / "csv" / "samples.csv.gz").string()}, d.path);
   // 4 runs with 1+2+1+2 = 6 ranks; each rank: 1 rendezvous + (30 + 3 warmup) x (copy, copy_bandwidth) samples.
-  EXPECT_EQ(test::line_count_summary(gunzip.out), std::to_string(1 + 6 * (1 + 33 * 2)));
+  // ... and the 8 resource.* figures of what it cost.
+  EXPECT_EQ(test::line_count_summary(gunzip.out), std::to_string(1 + 6 * (1 + 33 * 2 + 8)));
   expect_png(out / "plots" / "bandwidth_copy_copy_bandwidth.png");  // a bytes/s metric over a size parameter
   std::string html = read_file(out / "report.html");
   size_t images = 0;
@@ -284,8 +285,15 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   EXPECT_EQ(page.out.find("rendezvous (copy): distribution by ranks"), std::string::npos) << "a setup cost is a table, not a violin";
   EXPECT_GT(page.out.find("<td class=\"l\">rendezvous (copy)</td>"), bookkeeping) << "setup costs come last, as a table";
   // Human units: copies of 4 KiB and 64 KiB take well under a millisecond; the table and the axes say so.
-  EXPECT_EQ(page.out.find("<small>(copy, s)</small>"), std::string::npos) << "not in seconds";
-  EXPECT_TRUE(page.out.find("<small>(copy, ns)</small>") != std::string::npos || page.out.find("<small>(copy, us)</small>") != std::string::npos);
+  EXPECT_EQ(page.out.find(">copy <small>(copy, s)</small>"), std::string::npos) << "not in seconds";
+  EXPECT_TRUE(page.out.find(">copy <small>(copy, ns)</small>") != std::string::npos || page.out.find(">copy <small>(copy, us)</small>") != std::string::npos);
+  // Issue 54: what the runs cost, in a section of its own after the headline, before the distributions.
+  const auto resources = page.out.find("<h2 id=\"resources\">Resources</h2>");
+  ASSERT_NE(resources, std::string::npos);
+  EXPECT_LT(headline, resources);
+  EXPECT_LT(resources, distributions);
+  EXPECT_NE(page.out.find("alt=\"median resource.peak_rss (copy) by copy_bytes\"", resources), std::string::npos);
+  EXPECT_EQ(page.out.find("resource.peak_rss (copy): distribution"), std::string::npos) << "no per-run violins of what a run cost";
   // Memory copies run at GB/s here, hundreds of MB/s on a slow or loaded machine: a bandwidth unit either way, never
   // B/s (a unit error) nor the raw bytes/s.
   const std::string agg = read_file(out / "plots" / "aggregate_bandwidth_copy_copy.gp");
@@ -359,7 +367,8 @@ TEST(SmartSimExport, WritesTheirLayoutAndRoundTripsThroughTheImporter) {
   ASSERT_EQ(run(d, {"calibration_sleep", "--exp_name=ex", "--ranks_per_node=[1,2]", "--iterations=5", "--warmup=1", "--sleep_us=1000"}).exit_code, 0);
   auto r = run(d, {"results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find(": 2 session(s), 18 timing line(s); 3 sample(s) left out"), std::string::npos) << r.out;  // the 3 ranks' warmup
+  // Left out: the 3 ranks' warmup and their 8 resource.* figures each (no operation's timing).
+  EXPECT_NE(r.out.find(": 2 session(s), 18 timing line(s); 27 sample(s) left out"), std::string::npos) << r.out;
   fs::path run_dir;
   for (auto& e : fs::directory_iterator(d.path / "tree")) run_dir = e.path();
   ASSERT_TRUE(std::regex_match(run_dir.filename().string(), std::regex(R"(run-\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d)"))) << run_dir;
@@ -599,7 +608,16 @@ TEST(Reference, RunsOfOneSampleAreFiguresAndNothingIsNeverWritten) {
   auto wrote = run(d, {"results", "check", "results/one", "--write-reference=ref.toml"});
   ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
   const std::string ref = read_file(d.path / "ref.toml");
-  EXPECT_EQ(std::count(ref.begin(), ref.end(), '['), 4) << ref << ": two [[reference]] tables, one per n";
+  // Two [[reference]] tables of t, one per n, and two of what each echo held (peak RSS); its CPU time (well under
+  // 100 ms) and its storage bytes (0) are left out, as the file says.
+  EXPECT_EQ(std::count(ref.begin(), ref.end(), '['), 8) << ref;
+  size_t t_tables = 0, rss_tables = 0;
+  for (size_t p = ref.find("metric = 't'"); p != std::string::npos; p = ref.find("metric = 't'", p + 1)) ++t_tables;
+  for (size_t p = ref.find("metric = 'resource.peak_rss'"); p != std::string::npos; p = ref.find("metric = 'resource.peak_rss'", p + 1)) ++rss_tables;
+  EXPECT_EQ(t_tables, 2u) << ref;
+  EXPECT_EQ(rss_tables, 2u) << ref;
+  EXPECT_EQ(ref.find("resource.user_cpu'"), std::string::npos) << ref;
+  EXPECT_EQ(ref.find("resource.voluntary_switches'"), std::string::npos) << "better = none: " << ref;
   EXPECT_NE(ref.find("value = 20.0"), std::string::npos) << ref;
   auto ok = run(d, {"results", "check", "results/one", "--reference=ref.toml"});
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;

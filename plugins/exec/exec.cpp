@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <climits>
@@ -20,6 +22,7 @@
 
 #include "fanout_sdk.hpp"
 #include "fanout_placeholders.hpp"
+#include "fanout_resources.hpp"
 #include "parsers.h"
 #include "step_config.h"
 
@@ -216,6 +219,7 @@ class StepRun {
     LineReader out, err;
     int64_t t0 = 0;
     std::string cwd;  // where it ran
+    rusage usage{};   // wait4's: the program and the children it waited for (fanout_resources.hpp)
   };
 
   // Rank 0 says what the step ran, for the run's provenance (FANOUT_RUN_PROVENANCE_DIR): the command as run, the
@@ -350,7 +354,7 @@ class StepRun {
       if (fds[1].revents) inv.err.drain([&](std::string_view l) { on_line(true, l); });
       if (status < 0) {
         int st = 0;
-        if (::waitpid(inv.child.pid, &st, WNOHANG) == inv.child.pid) {
+        if (::wait4(inv.child.pid, &st, WNOHANG, &inv.usage) == inv.child.pid) {
           status = st;
           exited_at = host_.now_ns();
           reaper.armed = false;
@@ -380,6 +384,15 @@ class StepRun {
       if (f->is_open()) f->flush();
     stopped_ = stop_sent != 0;
     return status;
+  }
+
+  // What the invocation cost (issue 54): the program and every child it waited for, labelled warmup as its time is.
+  bool record_resources(const Invocation& inv, int64_t iteration, bool warmup) {
+    for (auto& f : fanout_sdk::resource_figures(inv.usage)) {
+      if (declared_.insert(f.metric).second && !host_.declare_metric(f.metric, f.better)) return false;
+      if (!host_.record(f.metric, iteration, inv.t0, f.value, f.unit, warmup)) return false;
+    }
+    return true;
   }
 
   // The parser's declared direction, once per metric, before the metric's first sample.
@@ -503,6 +516,8 @@ class StepRun {
         record(i, end, t1, warmup);
       }
       parse_files(parsers, warmup);
+      if (fanout_sdk::resources_recorded() && !record_resources(inv, k - cfg_.warmup, warmup))
+        return fail("a resource figure could not be stored");
     }
     // Steps after this one wait for its readiness: one that never came is their failure too, not their hang.
     if (!ready_published_) publish_failure("it ended before it was ready (ready = " + cfg_.ready + ")");

@@ -49,6 +49,14 @@ extern "C" {
  * not join the launcher's PMIx, so the program it starts may, once per rank (a PMIx server takes one connection
  * per rank: a second MPI_Init fails). */
 #define FANOUT_MPI_PROGRAM_ENV "FANOUT_MPI_PROGRAM"
+/* Set to "off" in a rank's environment when the run records no resource.* figures (the driver's --resources=off):
+ * a plugin that measures what its programs cost (exec, per invocation; fanout_resources.hpp) asks it. Otherwise the
+ * rank records its own process's (and its waited-for children's) figures after the role returns, unless the role
+ * recorded resource.* figures itself. */
+#define FANOUT_RESOURCES_ENV "FANOUT_RESOURCES"
+/* The family those figures are named in (resource.peak_rss, ...): the report groups them under Resources, and
+ * --repeat=auto does not wait for them to be precise. */
+#define FANOUT_RESOURCE_METRIC_PREFIX "resource."
 
 /* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
 #define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))

@@ -1,0 +1,137 @@
+// What a run cost (issue 54): the resource.* figures of every rank, checked against programs of known cost
+// (tests/clients/resource_probe.c) where the kernel counts exactly: pages touched, CPU spun, bytes written.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using fanout::test::run_fanout;
+using fanout::test::sql_one;
+using fanout::test::sql_rows;
+
+namespace {
+
+constexpr double kMiB = 1048576.0;
+
+struct Resources : ::testing::Test {
+  fanout::test::TempDir d;
+  static std::string probe() { return (fanout::test::build_dir() / "tests" / "resource_probe").string(); }
+  fs::path db(const std::string& exp) { return d.path / "results" / exp / "fanout.sqlite"; }
+  fanout::test::CommandResult exec(const std::string& exp, std::vector<std::string> args) {
+    args.insert(args.begin(), {"exec", "--exp_name=" + exp});
+    return run_fanout(d.path, args);
+  }
+  // A figure of every run, by the value of one parameter (measured invocations only).
+  std::map<std::string, std::vector<double>> by(const std::string& exp, const std::string& metric, const std::string& param) {
+    std::map<std::string, std::vector<double>> out;
+    for (auto& row : sql_rows(db(exp), "SELECT p.value, s.value FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = '" +
+                                           param + "' WHERE s.metric = '" + metric + "' AND s.warmup = 0"))
+      out[row[0]].push_back(std::stod(row[1]));
+    return out;
+  }
+};
+
+// Peak RSS of a program that touches N MiB is N MiB and what the program itself holds (its code, libc: a few MiB);
+// a child's pages count with the parent that waited for it.
+TEST_F(Resources, PeakMemoryOfAProgramAndOfTheChildItWaitedFor) {
+  auto r = exec("mem", {"--command=" + probe() + " {mode} {mib}", "--param", "mib=[64,256]", "--param", "mode=[mem,child]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string mode : {"mem", "child"}) {
+    auto rows = sql_rows(db("mem"), "SELECT p.value, s.value, s.unit FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mib' "
+                                    "JOIN parameters m ON m.run_id = s.run_id AND m.name = 'mode' WHERE s.metric = 'resource.peak_rss' AND m.value = '" +
+                                        mode + "'");
+    ASSERT_EQ(rows.size(), 2u) << mode;
+    for (auto& row : rows) {
+      const double n = std::stod(row[0]) * kMiB, rss = std::stod(row[1]);
+      EXPECT_EQ(row[2], "B");
+      EXPECT_GE(rss, n) << mode << " " << row[0] << " MiB";
+      EXPECT_LE(rss, n + 16 * kMiB) << mode << " " << row[0] << " MiB";
+    }
+  }
+  // Declared, so compare and references judge them without a guess: costs lower-is-better, what explains them none.
+  EXPECT_EQ(sql_one(db("mem"), "SELECT group_concat(metric || '=' || better, ' ') FROM (SELECT DISTINCT metric, better FROM metric_declarations "
+                               "WHERE metric LIKE 'resource.%' ORDER BY metric)"),
+            "resource.involuntary_switches=none resource.major_faults=none resource.peak_rss=lower resource.read_bytes=lower "
+            "resource.system_cpu=lower resource.user_cpu=lower resource.voluntary_switches=none resource.write_bytes=lower");
+  EXPECT_EQ(sql_one(db("mem"), "SELECT count(DISTINCT metric) FROM samples WHERE metric LIKE 'resource.%'"), "8");
+}
+
+// User CPU of a program that spins for a known CPU time is that time (within 10 % of the program's own clock);
+// a program that sleeps uses next to none.
+TEST_F(Resources, CpuTimeOfASpinningAndOfASleepingProgram) {
+  auto spin = exec("spin", {"--command=" + probe() + " cpu 300", "--parse", "regex:cpu_s=(?<value>\\S+)", "--metric=own_cpu", "--unit=s"});
+  ASSERT_EQ(spin.exit_code, 0) << spin.err;
+  const double own = std::stod(sql_one(db("spin"), "SELECT value FROM samples WHERE metric = 'own_cpu'"));
+  const double user = std::stod(sql_one(db("spin"), "SELECT value FROM samples WHERE metric = 'resource.user_cpu'"));
+  ASSERT_GE(own, 0.3);
+  EXPECT_NEAR(user, own, 0.1 * own) << "user " << user << " s against the program's own " << own << " s";
+  auto nap = exec("nap", {"--command=" + probe() + " sleep 200"});
+  ASSERT_EQ(nap.exit_code, 0) << nap.err;
+  EXPECT_LT(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'resource.user_cpu'")), 0.005);
+  EXPECT_GE(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'wall_time'")), 0.2);
+}
+
+// Bytes written to storage: at least what the program wrote and fsynced (the run folder is on a disk, not tmpfs).
+TEST_F(Resources, BytesAProgramWroteAndSynced) {
+  auto r = exec("io", {"--command=" + probe() + " write {mib} out.bin", "--param", "mib=[8,32]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto written = by("io", "resource.write_bytes", "mib");
+  ASSERT_EQ(written.size(), 2u);
+  for (auto& [mib, values] : written) {
+    ASSERT_EQ(values.size(), 1u);
+    EXPECT_GE(values[0], std::stod(mib) * kMiB) << mib << " MiB";
+  }
+}
+
+// Each invocation is measured on its own, warmup ones labelled as the time is; the rank's own figures are not added
+// beside the program's (one set per invocation).
+TEST_F(Resources, EveryInvocationHasItsFiguresAndWarmupIsLabelled) {
+  auto r = exec("inv", {"--command=" + probe() + " mem 16", "--warmup=1", "--repeat_command=3", "--ranks_per_node=2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(sql_one(db("inv"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss' AND warmup = 1"), "2");
+  EXPECT_EQ(sql_one(db("inv"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss' AND warmup = 0"), "6");
+  EXPECT_EQ(sql_one(db("inv"), "SELECT group_concat(DISTINCT iteration) FROM samples WHERE metric = 'resource.user_cpu' AND warmup = 0"), "0,1,2");
+}
+
+// A plugin's rank records its own process's figures after its role; --resources=off records none, for plugins and
+// exec alike.
+TEST_F(Resources, APluginsRanksRecordTheirOwnAndOffRecordsNothing) {
+  auto r = run_fanout(d.path, {"calibration_copy", "--exp_name=cal", "--ranks_per_node=2", "--iterations=20", "--copy_bytes=8388608"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(sql_one(db("cal"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss' AND role = 'copy'"), "2");
+  // Two 8 MiB buffers per rank: the peak holds them.
+  EXPECT_EQ(sql_one(db("cal"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss' AND value >= 16 * 1048576"), "2");
+  EXPECT_EQ(sql_one(db("cal"), "SELECT count(*) FROM samples WHERE metric = 'resource.user_cpu' AND value > 0"), "2");
+  auto off = run_fanout(d.path, {"calibration_copy", "--exp_name=off", "--iterations=5", "--resources=off"});
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(sql_one(db("off"), "SELECT count(*) FROM samples WHERE metric LIKE 'resource.%'"), "0");
+  EXPECT_NE(sql_one(db("off"), "SELECT count(*) FROM samples WHERE metric = 'copy'"), "0");
+  auto exec_off = exec("exec_off", {"--command=" + probe() + " mem 1", "--resources=off"});
+  ASSERT_EQ(exec_off.exit_code, 0) << exec_off.err;
+  EXPECT_EQ(sql_one(db("exec_off"), "SELECT count(*) FROM samples WHERE metric LIKE 'resource.%'"), "0");
+  EXPECT_EQ(sql_one(db("exec_off"), "SELECT count(*) FROM samples WHERE metric = 'wall_time'"), "1");
+  auto bad = run_fanout(d.path, {"calibration_copy", "--exp_name=bad", "--resources=maybe"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("resources"), std::string::npos) << bad.err;
+}
+
+// compare judges memory like any figure: a program whose memory doubled at equal time is a regression (exit 1); one
+// whose memory did not change passes.
+TEST_F(Resources, CompareFlagsMemoryThatDoubledAtEqualTime) {
+  for (auto& [exp, mib] : std::vector<std::pair<std::string, std::string>>{{"a", "64"}, {"same", "64"}, {"double", "128"}}) {
+    auto r = exec(exp, {"--command=" + probe() + " mem {mib}", "--param", "mib=" + mib, "--repeat=5"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto doubled = run_fanout(d.path, {"results", "compare", "results/a", "results/double", "--metric=resource.peak_rss", "--ignore=mib"});
+  EXPECT_EQ(doubled.exit_code, 1) << doubled.out << doubled.err;
+  EXPECT_NE(doubled.out.find("resource.peak_rss"), std::string::npos) << doubled.out;
+  EXPECT_NE(doubled.out.find("regression"), std::string::npos) << doubled.out;
+  auto same = run_fanout(d.path, {"results", "compare", "results/a", "results/same", "--metric=resource.peak_rss", "--ignore=mib"});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+}
+
+}  // namespace
