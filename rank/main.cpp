@@ -239,6 +239,8 @@ int serve_kv(int ranks, const std::string& address_file) {
 bool record_own_resources(fanout_context& ctx, const rusage& self_before, const rusage& children_before, int64_t t_start) {
   rusage self{}, children{};
   ::getrusage(RUSAGE_SELF, &self), ::getrusage(RUSAGE_CHILDREN, &children);
+  // Its own peak since fanout-rank's exec (ru_maxrss starts at the driver's); a child's floor is at most this.
+  if (const long kib = fanout_sdk::own_peak_rss_kib(); kib >= 0) self.ru_maxrss = kib;
   const rusage before = fanout_sdk::combined(self_before, children_before);
   for (auto& f : fanout_sdk::resource_figures(fanout_sdk::combined(self, children), &before)) {
     ctx.declared.insert(f.metric);
@@ -346,7 +348,7 @@ int run_rank(int argc, char** argv) {
   // What the role costs (issue 54): its process and the children it waited for, over the role's call.
   const auto resources = meta.provenance.find("resources");
   const bool record_resources = resources == meta.provenance.end() || resources->second != "off";
-  if (!record_resources) ::setenv(FANOUT_RESOURCES_ENV, "off", 1);
+  ::setenv(FANOUT_RESOURCES_ENV, record_resources ? "on" : "off", 1);  // the run's word, not the environment's
   rusage self_before{}, children_before{};
   ::getrusage(RUSAGE_SELF, &self_before), ::getrusage(RUSAGE_CHILDREN, &children_before);
   const int64_t role_start = fanout::monotonic_ns();

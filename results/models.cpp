@@ -102,7 +102,8 @@ std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats) {
 std::vector<ScalingSpec> stored_scaling(const std::vector<StoredRun>& runs) {
   std::vector<ScalingSpec> out;
   std::set<std::string> seen;
-  for (auto& r : runs) {
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {  // the newest sweep's word first
+    const StoredRun& r = *it;
     if (r.scaling.empty()) continue;
     std::vector<ScalingSpec> specs;
     try {

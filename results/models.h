@@ -39,7 +39,7 @@ std::vector<FigureModel> experiment_models(const ExperimentStats& stats, const M
 // _per_node or threads.
 std::vector<ScalingSpec> default_scaling(const ExperimentStats& stats);
 // What the runs stored (provenance "scaling": the sweep's --scaling or its plugin's declaration), each parameter once
-// (the first run's word for it).
+// (the newest run's word for it).
 std::vector<ScalingSpec> stored_scaling(const std::vector<StoredRun>& runs);
 struct ScalingRow {
   std::string role, metric, unit, mode, param;

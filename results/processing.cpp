@@ -82,8 +82,13 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   for (auto& spec : specs)
     if (!std::count(stats.varied.begin(), stats.varied.end(), spec.param))
       report.warnings.push_back("--scaling " + spec.mode + ":" + spec.param + ": " + spec.param + " is not varied here: no speedup");
-  if (specs.empty()) specs = stored_scaling(db.runs());
-  if (specs.empty()) specs = default_scaling(stats);
+  // What the sweep stored, and the placement names it did not speak of (a plugin's declared threads beside an
+  // undeclared nodes both count).
+  if (specs.empty()) {
+    specs = stored_scaling(db.runs());
+    for (auto& d : default_scaling(stats))
+      if (std::none_of(specs.begin(), specs.end(), [&](const ScalingSpec& s) { return s.param == d.param; })) specs.push_back(d);
+  }
   const std::vector<ScalingRow> scaling = scaling_rows(stats, specs);
   if (!scaling.empty()) {
     std::ostringstream text;

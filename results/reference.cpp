@@ -155,7 +155,6 @@ void print_reference_results(const std::vector<ReferenceResult>& results, std::o
 // A resource figure small enough that the kernel's counting steps make its percent noise: CPU time is charged in
 // scheduler ticks (up to 4 ms each), storage in pages; held to a percent only from 100 ms and from 1 MiB.
 static bool below_counting_floor(const std::string& metric, double v) {
-  if (!is_resource_metric(metric)) return false;
   if (metric == "resource.user_cpu" || metric == "resource.system_cpu") return v < 0.1;
   if (metric == "resource.read_bytes" || metric == "resource.write_bytes") return v < 1048576;
   return false;
@@ -188,10 +187,10 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
   };
   std::ostringstream out;
   out << "# References from " << exp_dir.string() << ": each figure's median across its runs (of each run's median), +-"
-      << tolerance * 100 << " %.\n# Setup costs its plugin declared (rendezvous, database start) are left out: they vary more than a figure;"
-         "\n# so are figures declared better = none (informational: context switches, faults) and figures whose median is 0 (a\n"
-         "# percent of 0 holds nothing: bytes read from a warm page cache), and CPU times under 100 ms and storage bytes under\n"
-         "# 1 MiB of what a run cost (resource.*: the kernel counts them in ticks and pages).\n";
+      << tolerance * 100 << " %.\n# Setup costs its plugin declared (rendezvous, database start) are left out: they vary more than a figure."
+         "\n# Of what a run cost (resource.*), so are the informational ones (better = none: context switches, faults), medians\n"
+         "# of 0 (a percent of 0 holds nothing: bytes read from a warm page cache), CPU times under 100 ms and storage bytes\n"
+         "# under 1 MiB (the kernel counts them in ticks and pages).\n";
   size_t written = 0;
   for (auto& key : order) {
     const auto& runs = points[key];
@@ -199,7 +198,8 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
     std::vector<double> medians;
     for (auto* m : runs) medians.push_back(m->summary.median);
     const double v = summarize_runs(medians).median;
-    if (v == 0 || runs.front()->better == "none" || below_counting_floor(runs.front()->metric, v)) continue;
+    if (is_resource_metric(runs.front()->metric) && (v == 0 || runs.front()->better == "none" || below_counting_floor(runs.front()->metric, v)))
+      continue;
     std::string params;
     for (auto& [k, val] : runs.front()->parameters)
       if (std::count(stats.varied.begin(), stats.varied.end(), k)) params += (params.empty() ? "" : ", ") + quoted(k) + " = " + quoted(val);
@@ -211,7 +211,7 @@ void write_references(const fs::path& exp_dir, const fs::path& file, double tole
   // A file of comments only would be refused by the check that reads it: nothing is written, and the user is told why.
   if (written == 0)
     throw UserError("--write-reference: " + exp_dir.string() + " has no figure to hold to a reference (" +
-                    (stats.stats.empty() ? std::string("no completed run with samples") : "only setup costs its plugin declared, figures declared better = none and medians of 0") +
+                    (stats.stats.empty() ? std::string("no completed run with samples") : "only setup costs its plugin declared, and resource figures too small or informational to hold") +
                     "); " + file.string() + " was not written");
   write_file_atomic(file, out.str(), 0644);
 }

@@ -409,8 +409,8 @@ TEST(PbsWithOpenMpi, ResumeAfterTheDriverIsKilledFollowsItsPbsJobs) {
     ids.insert(row[1]);
   }
   EXPECT_EQ(ids, first);
-  EXPECT_EQ(test::sql_one(d.path / "results" / "kd" / "fanout.sqlite", "SELECT count(*) FROM samples"), std::to_string(3 * 31))
-      << "30 iterations + 1 rendezvous per run, stored once";
+  EXPECT_EQ(test::sql_one(d.path / "results" / "kd" / "fanout.sqlite", "SELECT count(*) FROM samples"), std::to_string(3 * (31 + 8)))
+      << "30 iterations + 1 rendezvous + 8 resource figures per run, stored once";
 }
 
 // --- the real submission path: Slurm's qsub/qstat/qdel wrappers on the test cluster ---

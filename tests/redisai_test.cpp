@@ -860,3 +860,67 @@ TEST(RedisAiConformance, RepliesAreRedisAisByteForByte) {
   for (const std::string cmd : {"AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO", "AI.MODELSET", "AI.MODELRUN", "AI._MODELSCAN", "AI._SCRIPTSCAN"})
     EXPECT_EQ(c.call({cmd, "x"}), "-ERR " + cmd + " is not supported by fanout's RedisAI module (see its README)\r\n");
 }
+
+// Issue 53 HIGH 4: a RESTORE payload is client bytes with a checksum the client computes. One whose value runs past
+// its end (a valid CRC64 over it) aborted the server in the module's load ("Read performed by module 'ai'"), every
+// key lost. The payloads here are DUMPs of real values cut short and signed again as Redis signs them (CRC64 Jones
+// over the payload and the RDB version; the test checks its CRC against the server's own DUMP first).
+namespace {
+uint64_t redis_crc64(const std::string& bytes) {
+  uint64_t crc = 0;  // reflected, the polynomial 0xad93d23594c935a9 reversed, no final xor: redis/src/crc64.c
+  for (unsigned char c : bytes) {
+    crc ^= c;
+    for (int k = 0; k < 8; ++k) crc = (crc & 1) ? (crc >> 1) ^ 0x95AC9329AC4BC9B5ULL : crc >> 1;
+  }
+  return crc;
+}
+// A bulk reply's bytes.
+std::string bulk_value(const std::string& reply) {
+  const size_t nl = reply.find("\r\n");
+  return reply.substr(nl + 2, size_t(std::atoll(reply.c_str() + 1)));
+}
+// DUMP's layout: value, 2 bytes of RDB version, 8 bytes of CRC64 (little-endian) over both.
+std::string signed_payload(const std::string& value, const std::string& version) {
+  std::string out = value + version;
+  uint64_t crc = redis_crc64(out);
+  for (int i = 0; i < 8; ++i) out.push_back(char((crc >> (8 * i)) & 0xff));
+  return out;
+}
+}  // namespace
+
+TEST(RedisAiHardening, ARestorePayloadCutShortIsRefusedAndTheServerLives) {
+  Server s(40);
+  const int port = s.port();
+  RawConnection c(port);
+  ASSERT_EQ(c.call({"AI.TENSORSET", "t", "FLOAT", "2", "3", "VALUES", "1", "2", "3", "4", "5", "6"}), "+OK\r\n");
+  ASSERT_EQ(c.call({"AI.SCRIPTSTORE", "sc", "CPU", "ENTRY_POINTS", "1", "f", "SOURCE", "def f(a):\n    return a\n"}), "+OK\r\n");
+  ASSERT_EQ(c.call({"SET", "plain", "kept"}), "+OK\r\n");
+  for (const std::string key : {"t", "sc"}) {
+    const std::string dump = bulk_value(c.call({"DUMP", key}));
+    ASSERT_GT(dump.size(), 10u + 16u) << key;
+    const std::string value = dump.substr(0, dump.size() - 10), version = dump.substr(dump.size() - 10, 2);
+    ASSERT_EQ(signed_payload(value, version), dump) << key << ": the test's CRC64 is Redis's";
+    // The whole value, signed again, restores (the framing is right) ...
+    EXPECT_EQ(c.call({"RESTORE", key + "_copy", "0", signed_payload(value, version)}), "+OK\r\n") << key;
+    // ... and cut short at every length down to its type byte and module id, it is an error, never a crash. Redis
+    // reads a RESTORE value from the whole payload, its 10-byte footer included: a value cut by at most 10 bytes may
+    // end in footer bytes and load (a well-formed value of the client's bytes: its tensor or script answers); one
+    // cut by more runs out of bytes, which the module's load must refuse.
+    for (size_t cut = 1; cut + 10 <= value.size(); ++cut) {
+      const std::string name = key + "_cut" + std::to_string(cut);
+      const std::string reply = c.call({"RESTORE", name, "0", signed_payload(value.substr(0, value.size() - cut), version)});
+      if (cut > 10) {
+        EXPECT_EQ(reply.rfind("-", 0), 0u) << key << " cut by " << cut << ": " << reply;
+      } else if (reply == "+OK\r\n") {
+        const std::string meta = c.call({key == "t" ? "AI.TENSORGET" : "AI.SCRIPTGET", name, "META"});
+        EXPECT_EQ(meta.rfind("*", 0), 0u) << key << " cut by " << cut << " loaded and answers: " << meta;
+      } else {
+        EXPECT_EQ(reply.rfind("-", 0), 0u) << key << " cut by " << cut << ": " << reply;
+      }
+      ASSERT_EQ(c.call({"PING"}), "+PONG\r\n") << key << " cut by " << cut << ": the server lives";
+    }
+  }
+  EXPECT_EQ(c.call({"PING"}), "+PONG\r\n");
+  EXPECT_EQ(c.call({"GET", "plain"}), "$4\r\nkept\r\n") << "every key is still there";
+  EXPECT_EQ(c.call({"AI.TENSORGET", "t_copy", "VALUES"}), c.call({"AI.TENSORGET", "t", "VALUES"}));
+}

@@ -1,6 +1,10 @@
 // What a run cost (issue 54): the resource.* figures of every rank, checked against programs of known cost
 // (tests/clients/resource_probe.c) where the kernel counts exactly: pages touched, CPU spun, bytes written.
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <spawn.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "tests/test_util.h"
 
+extern char** environ;
 namespace fs = std::filesystem;
 using fanout::test::run_fanout;
 using fanout::test::sql_one;
@@ -40,12 +46,19 @@ struct Resources : ::testing::Test {
 // Peak RSS of a program that touches N MiB is N MiB and what the program itself holds (its code, libc: a few MiB);
 // a child's pages count with the parent that waited for it.
 TEST_F(Resources, PeakMemoryOfAProgramAndOfTheChildItWaitedFor) {
-  auto r = exec("mem", {"--command=" + probe() + " {mode} {mib}", "--param", "mib=[64,256]", "--param", "mode=[mem,child]"});
+  auto r = exec("mem", {"--command=" + probe() + " {mode} {mib}", "--param", "mib=[1,64,256]", "--param", "mode=[mem,child]"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // 1 MiB stays under fanout-rank's own peak, where a started program's figure begins (Linux folds the parent's
+  // peak in at exec): not recorded, and the rank's log says why, rather than the rank's memory as the program's.
+  for (auto& row : sql_rows(db("mem"), "SELECT r.path FROM runs r JOIN parameters p ON p.run_id = r.id AND p.name = 'mib' WHERE p.value = '1'")) {
+    EXPECT_EQ(sql_one(db("mem"), "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.path = '" + row[0] +
+                                     "' AND s.metric = 'resource.peak_rss'"), "0");
+    EXPECT_NE(fanout::read_file(fs::path(row[0]) / "run.err").find("resource.peak_rss not recorded"), std::string::npos) << row[0];
+  }
   for (const std::string mode : {"mem", "child"}) {
     auto rows = sql_rows(db("mem"), "SELECT p.value, s.value, s.unit FROM samples s JOIN parameters p ON p.run_id = s.run_id AND p.name = 'mib' "
                                     "JOIN parameters m ON m.run_id = s.run_id AND m.name = 'mode' WHERE s.metric = 'resource.peak_rss' AND m.value = '" +
-                                        mode + "'");
+                                        mode + "' AND p.value != '1'");
     ASSERT_EQ(rows.size(), 2u) << mode;
     for (auto& row : rows) {
       const double n = std::stod(row[0]) * kMiB, rss = std::stod(row[1]);
@@ -77,8 +90,12 @@ TEST_F(Resources, CpuTimeOfASpinningAndOfASleepingProgram) {
   EXPECT_GE(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'wall_time'")), 0.2);
 }
 
-// Bytes written to storage: at least what the program wrote and fsynced (the run folder is on a disk, not tmpfs).
+// Bytes written to storage: at least what the program wrote and fsynced. tmpfs has no storage to count: there the
+// test cannot say anything and says so.
 TEST_F(Resources, BytesAProgramWroteAndSynced) {
+  struct statfs fs_info {};
+  ASSERT_EQ(statfs(d.path.c_str(), &fs_info), 0);
+  if (fs_info.f_type == TMPFS_MAGIC) GTEST_SKIP() << d.path << " is on tmpfs, where the kernel counts no storage bytes";
   auto r = exec("io", {"--command=" + probe() + " write {mib} out.bin", "--param", "mib=[8,32]"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto written = by("io", "resource.write_bytes", "mib");
@@ -108,6 +125,14 @@ TEST_F(Resources, APluginsRanksRecordTheirOwnAndOffRecordsNothing) {
   // Two 8 MiB buffers per rank: the peak holds them.
   EXPECT_EQ(sql_one(db("cal"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss' AND value >= 16 * 1048576"), "2");
   EXPECT_EQ(sql_one(db("cal"), "SELECT count(*) FROM samples WHERE metric = 'resource.user_cpu' AND value > 0"), "2");
+  // The rank's own peak since its exec (not the driver's, where ru_maxrss would start): a 64 MiB copy shows 128 MiB
+  // more than an 8 MiB one, and the small one stays far under what a 128 MiB driver would have made it.
+  auto big = run_fanout(d.path, {"calibration_copy", "--exp_name=big", "--iterations=3", "--copy_bytes=67108864"});
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  const double small_peak = std::stod(sql_one(db("cal"), "SELECT min(value) FROM samples WHERE metric = 'resource.peak_rss'"));
+  const double big_peak = std::stod(sql_one(db("big"), "SELECT value FROM samples WHERE metric = 'resource.peak_rss'"));
+  EXPECT_GE(big_peak - small_peak, 112 * kMiB) << small_peak << " vs " << big_peak;
+  EXPECT_LT(small_peak, 16 * kMiB + 64 * kMiB) << "an 8 MiB copy's rank: two buffers and the rank itself";
   auto off = run_fanout(d.path, {"calibration_copy", "--exp_name=off", "--iterations=5", "--resources=off"});
   ASSERT_EQ(off.exit_code, 0) << off.err;
   EXPECT_EQ(sql_one(db("off"), "SELECT count(*) FROM samples WHERE metric LIKE 'resource.%'"), "0");
@@ -140,11 +165,14 @@ TEST_F(Resources, CompareFlagsMemoryThatDoubledAtEqualTime) {
 // which it looked for the program's exit once the pipes had closed. The exit now wakes it (a pidfd). Judged against
 // what this test measures of the same program started and reaped directly, so a slow machine is slow for both.
 TEST_F(Resources, AQuickProgramsWallTimeIsItsRunNotAPollingPeriod) {
-  std::vector<double> direct;
+  std::vector<double> direct;  // posix_spawn and a blocking waitpid: the program's run, no polling
   for (int i = 0; i < 21; ++i) {
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = fanout::test::run_command({"/bin/true"}, d.path);
-    ASSERT_EQ(r.exit_code, 0);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ), 0);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
     direct.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(direct.begin(), direct.end());
@@ -153,7 +181,8 @@ TEST_F(Resources, AQuickProgramsWallTimeIsItsRunNotAPollingPeriod) {
   auto times = sql_rows(db("quick"), "SELECT value FROM samples WHERE metric = 'wall_time' ORDER BY value");
   ASSERT_EQ(times.size(), 21u);
   const double median = std::stod(times[10][0]);
-  EXPECT_LT(median, 4 * direct[10] + 0.005) << "exec's median " << median << " s, started directly " << direct[10] << " s";
+  // The old delay was up to 50 ms a run; the direct run is what this machine takes, so a slow machine is slow for both.
+  EXPECT_LT(median, direct[10] + 0.02) << "exec's median " << median << " s, started directly " << direct[10] << " s";
 }
 
 }  // namespace

@@ -335,7 +335,7 @@ TEST_F(SgeCell, ResumeAfterTheDriverIsKilledFollowsItsJobs) {
     ids.insert(row[1]);
   }
   EXPECT_EQ(ids, first);
-  EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(3 * 31)) << "30 iterations + 1 rendezvous per run, stored once";
+  EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(3 * (31 + 8))) << "30 iterations + 1 rendezvous + 8 resource figures per run, stored once";
 }
 
 // What Grid Engine has no common name for is refused before anything is submitted, naming the flag.

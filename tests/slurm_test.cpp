@@ -482,7 +482,7 @@ TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
   }
   EXPECT_EQ(ids, first_ids);
   EXPECT_EQ(one("kd", "SELECT count(DISTINCT param_hash) FROM runs"), "4");
-  EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(4 * 21)) << "20 iterations + 1 rendezvous per run";
+  EXPECT_EQ(one("kd", "SELECT count(*) FROM samples"), std::to_string(4 * (21 + 8))) << "20 iterations + 1 rendezvous + 8 resource figures per run";
 }
 
 // The driver dies (SIGKILL) once its database is up in Slurm: nothing would ever stop that job. `fanout resume`
@@ -543,8 +543,8 @@ TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
   ASSERT_EQ(rows.size(), 2u) << err;
   EXPECT_EQ(rows[0][0], "PREEMPTED");
   EXPECT_EQ(rows[1][0], "COMPLETED");
-  EXPECT_EQ(one("pre", "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.status = 'COMPLETED'"), "151")
-      << "150 iterations + 1 rendezvous of the retry";
+  EXPECT_EQ(one("pre", "SELECT count(*) FROM samples s JOIN runs r ON r.id = s.run_id WHERE r.status = 'COMPLETED'"), "159")
+      << "150 iterations + 1 rendezvous + 8 resource figures of the retry";
 }
 
 // Restarts a virtual node's slurmd when it goes out of scope and waits until Slurm has the node back.
@@ -639,7 +639,7 @@ TEST_F(Slurm, KilledNodeGivesNodeFailTheRestCompletesAndResumeRerunsIt) {
   EXPECT_EQ(after[2], (std::vector<std::string>{"100", "COMPLETED", "1"}));
   EXPECT_EQ(after[3], (std::vector<std::string>{"100", "NODE_FAIL", "1"}));
   EXPECT_EQ(one("nf", "SELECT count(*) FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.status='COMPLETED'"),
-            std::to_string(2 + 3 + 100 + 3)) << "every sample of every COMPLETED run, one rendezvous each";
+            std::to_string(2 + 3 + 100 + 3 + 3 * 8)) << "every sample of every COMPLETED run, one rendezvous and 8 resource figures each";
 }
 
 // Issue-sized sweep on the scale partition (scripts/slurm-cluster.sh scale: 160 virtual nodes, which
@@ -661,8 +661,9 @@ TEST_F(Slurm, ThroughputSweepOn128ClientAnd16DatabaseNodes) {
     const int clients = std::stoi(row[1]), dbs = std::stoi(row[2]);
     // One rank per node: as many distinct nodes as ranks, databases (its service's) apart from clients.
     EXPECT_EQ(one("scale", "SELECT count(DISTINCT node) FROM rank_nodes WHERE run_id IN " + with_service(run)), std::to_string(clients + dbs));
-    // Every client's samples: 3 iterations (1 warmup) x put/unpack/loop/bandwidth + client() + main().
-    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND role='throughput'"), std::to_string(clients * 14));
+    // Every client's samples: 3 iterations (1 warmup) x put/unpack/loop/bandwidth + client() + main(), and the 8
+    // resource figures of what it cost.
+    EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id=" + run + " AND role='throughput'"), std::to_string(clients * (14 + 8)));
     EXPECT_EQ(one("scale", "SELECT count(DISTINCT rank) FROM samples WHERE run_id=" + run + " AND metric='put_tensor'"),
               std::to_string(clients));
     EXPECT_EQ(one("scale", "SELECT count(*) FROM samples WHERE run_id IN " + with_service(run) + " AND metric='cluster_create'"), "1");
@@ -841,7 +842,7 @@ TEST_F(Slurm, ExecRunsAnMpiProgramWhoseWorldIsTheStepsRanks) {
   EXPECT_EQ(one("mpi", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list GLOB 'n[[][0-9]*[-,][0-9]*[]]'"), "1")
       << one("mpi", "SELECT node_list FROM runs");
   EXPECT_EQ(one("mpi", "SELECT group_concat(metric || '=' || v, ' ') FROM (SELECT metric, group_concat(DISTINCT value) v FROM samples "
-                       "WHERE metric != 'allreduce_us' GROUP BY metric ORDER BY metric)"),
+                       "WHERE metric != 'allreduce_us' AND metric NOT LIKE 'resource.%' GROUP BY metric ORDER BY metric)"),
             "rank_match=1.0 sum=6.0 world=4.0");
   EXPECT_EQ(one("mpi", "SELECT count(DISTINCT rank) || ' ' || count(*) FROM samples WHERE metric='allreduce_us' AND value > 0"), "4 4");
   EXPECT_EQ(one("mpi", "SELECT count(DISTINCT node) FROM rank_nodes"), "2");
@@ -865,7 +866,8 @@ TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("exec", "SELECT count(*) FROM runs WHERE status='COMPLETED' AND node_list GLOB 'n[[][0-9]*[-,][0-9]*[]]'"), "2")
       << one("exec", "SELECT group_concat(node_list, ' ') FROM runs");
-  EXPECT_EQ(one("exec", "SELECT count(*) || ' ' || count(DISTINCT rank) || ' ' || group_concat(DISTINCT unit) FROM samples"), "24 4 us");
+  EXPECT_EQ(one("exec", "SELECT count(*) || ' ' || count(DISTINCT rank) || ' ' || group_concat(DISTINCT unit) FROM samples "
+                        "WHERE metric NOT LIKE 'resource.%'"), "24 4 us");
   EXPECT_EQ(one("exec", "SELECT count(DISTINCT node) FROM rank_nodes"), "2");
   for (auto& run : query("exec", "SELECT path FROM runs")) {
     std::map<std::string, std::string> env;
@@ -880,7 +882,7 @@ TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
   auto sh = fanout({"exec", "--launcher=slurm", "--exp_name=oneliner", "--nodes=2", "--shell=true",
                     "--command=echo \"rank $FANOUT_RANK took $((FANOUT_RANK + 1))ms\"", "--parse", "regex:took (?<value>\\d+)ms", "--metric=t", "--unit=ms"});
   ASSERT_EQ(sh.exit_code, 0) << sh.err;
-  EXPECT_EQ(one("oneliner", "SELECT group_concat(printf('%d:%g', rank, value), ' ') FROM (SELECT * FROM samples ORDER BY rank)"), "0:1 1:2");
+  EXPECT_EQ(one("oneliner", "SELECT group_concat(printf('%d:%g', rank, value), ' ') FROM (SELECT * FROM samples WHERE metric = 't' ORDER BY rank)"), "0:1 1:2");
   const int port = test::free_tcp_port();
   std::ofstream(d.path / "kv.toml") << "[experiment]\nplugin = \"exec\"\nname = \"kv\"\nlauncher = \"slurm\"\n[parameters]\nport = " << port << "\n"
                                     << "[[steps]]\nname = \"db\"\nservice = true\nready = \"line:Ready to accept connections\"\n"

@@ -222,6 +222,7 @@ class StepRun {
     int64_t t0 = 0;
     std::string cwd;  // where it ran
     rusage usage{};   // wait4's: the program and the children it waited for (fanout_resources.hpp)
+    long floor_kib = -1;  // this rank's own peak when it started the program: where the program's ru_maxrss begins
   };
 
   // Rank 0 says what the step ran, for the run's provenance (FANOUT_RUN_PROVENANCE_DIR): the command as run, the
@@ -263,6 +264,7 @@ class StepRun {
     }
     Invocation inv;
     inv.cwd = o.cwd;
+    inv.floor_kib = fanout_sdk::own_peak_rss_kib();
     inv.t0 = host_.now_ns();
     inv.child = fanout_sdk::spawn_program(args, o);
     inv.out.fd = inv.child.out, inv.err.fd = inv.child.err;
@@ -315,7 +317,7 @@ class StepRun {
   }
 
   // Reads the program's output until it exits (or, for a service, until `done` says so), feeding the parsers
-  // of each stream and the readiness check. Returns waitpid's status (exit code or signal: describe_exit).
+  // of each stream and the readiness check. Returns wait4's status (exit code or signal: describe_exit).
   int follow(Invocation& inv, std::vector<std::unique_ptr<exec::Parser>>& parsers, bool warmup, const std::function<bool()>& done = {}) {
     std::unique_ptr<exec::LineMatcher> ready_line;
     if (cfg_.ready.rfind("line:", 0) == 0) ready_line = std::make_unique<exec::LineMatcher>(cfg_.ready.substr(5));
@@ -355,11 +357,15 @@ class StepRun {
       ~PidFd() {
         if (fd >= 0) ::close(fd);
       }
-    } exit_fd{int(::syscall(SYS_pidfd_open, inv.child.pid, 0))};
+    } exit_fd{open_pidfd(inv.child.pid)};
+    int fallback_ms = 1;
     while (inv.out.open() || inv.err.open() || status < 0) {
       pollfd fds[3] = {{inv.out.fd, POLLIN, 0}, {inv.err.fd, POLLIN, 0}, {status < 0 ? exit_fd.fd : -1, POLLIN, 0}};
-      // Without a pidfd (a kernel before 5.3) the exit is looked for every millisecond once the pipes have closed.
-      ::poll(fds, 3, exit_fd.fd < 0 && !inv.out.open() && !inv.err.open() ? 1 : 50);
+      // Without a pidfd (a kernel before 5.3, a seccomp profile) the exit is looked for once the pipes have closed,
+      // at 1 ms, then less often (up to 50 ms) for a program that closed them and runs on.
+      const bool pipes_closed = !inv.out.open() && !inv.err.open();
+      ::poll(fds, 3, exit_fd.fd < 0 && pipes_closed ? fallback_ms : 50);
+      if (exit_fd.fd < 0 && pipes_closed) fallback_ms = std::min(fallback_ms * 2, 50);
       if (fds[0].revents) inv.out.drain([&](std::string_view l) { on_line(false, l); });
       if (fds[1].revents) inv.err.drain([&](std::string_view l) { on_line(true, l); });
       if (status < 0) {
@@ -397,12 +403,31 @@ class StepRun {
   }
 
   // What the invocation cost (issue 54): the program and every child it waited for, labelled warmup as its time is.
+  // Its peak RSS only above this rank's own peak when it started it: below, the kernel's figure is the rank's, not
+  // the program's (fanout_resources.hpp), so it is left out and the log says so once.
   bool record_resources(const Invocation& inv, int64_t iteration, bool warmup) {
+    const bool peak_known = inv.floor_kib >= 0 && inv.usage.ru_maxrss > inv.floor_kib;
+    if (!peak_known && !peak_floor_logged_) {
+      host_.log(FANOUT_LOG_INFO, "resource.peak_rss not recorded for an invocation whose peak stayed under this rank's own (" +
+                                     std::to_string(inv.floor_kib / 1024) + " MiB): a program started by fork and exec begins at its "
+                                     "parent's peak, so below it the figure is not the program's");
+      peak_floor_logged_ = true;
+    }
     for (auto& f : fanout_sdk::resource_figures(inv.usage)) {
+      if (!peak_known && std::strcmp(f.metric, "resource.peak_rss") == 0) continue;
       if (declared_.insert(f.metric).second && !host_.declare_metric(f.metric, f.better)) return false;
       if (!host_.record(f.metric, iteration, inv.t0, f.value, f.unit, warmup)) return false;
     }
     return true;
+  }
+
+  static int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return int(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    return -1;
+#endif
   }
 
   // The parser's declared direction, once per metric, before the metric's first sample.
@@ -618,6 +643,7 @@ class StepRun {
  private:
   int command_status_ = 0;  // the command's failing exit status (1 when a signal ended it), which the rank passes on
   bool ready_published_ = false, ready_line_seen_ = false, stopped_ = false, logged_command_ = false;
+  bool peak_floor_logged_ = false;
 };
 
 int run_step(fanout_context* ctx, const fanout_host_ops* ops) {

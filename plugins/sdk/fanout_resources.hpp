@@ -3,13 +3,15 @@
 //
 // What the kernel counts (Linux, getrusage(2)): a process's own threads, plus the children it has waited for
 // (and theirs, transitively): a program's forked workers count once reaped; a daemon that double-forks away from
-// its parent does not. Peak RSS is the largest resident set of any one of them (not a sum). Storage bytes are
+// its parent does not. Peak RSS is the largest resident set of any one of them (not a sum); a started program's
+// begins at the peak of the process that started it (see own_peak_rss_kib), so below that it is not the program's. Storage bytes are
 // what reached (or would reach) the block layer: ru_inblock/ru_oublock in 512-byte units, so a read served from
 // the page cache is 0 and a written page counts when it is dirtied, fsync or not; tmpfs counts nothing.
 #pragma once
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -59,6 +61,24 @@ inline rusage combined(const rusage& a, const rusage& c) {
   r.ru_nvcsw += c.ru_nvcsw, r.ru_nivcsw += c.ru_nivcsw, r.ru_majflt += c.ru_majflt;
   r.ru_inblock += c.ru_inblock, r.ru_oublock += c.ru_oublock;
   return r;
+}
+
+// This process's own peak resident set since its exec, in KiB (/proc/self/status VmHWM), or -1. Not ru_maxrss: at
+// exec Linux starts a process's ru_maxrss at its parent's peak (exec_mmap folds the old address space's high-water
+// mark in, and posix_spawn's child runs in its parent's), so a rank started by a large driver would report the
+// driver's memory as its own.
+inline long own_peak_rss_kib() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmHWM:", 6) == 0) {
+      kib = std::strtol(line + 6, nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kib;
 }
 
 // Whether this run records resources (the driver's --resources; fanout-rank sets the variable for its role).

@@ -519,17 +519,31 @@ void save_strings(RedisModuleIO* rdb, const std::vector<std::string>& v) {
   for (const auto& s : v) RedisModule_SaveStringBuffer(rdb, s.data(), s.size());
 }
 
+// A read past the payload's end (a crafted RESTORE) is an error the load refuses (REDISMODULE_OPTIONS_HANDLE_IO_ERRORS).
+void require_read(RedisModuleIO* rdb) {
+  if (RedisModule_IsIOError(rdb)) throw std::runtime_error("the stored value ends early");
+}
+
 std::string load_string(RedisModuleIO* rdb) {
   size_t len = 0;
   char* buf = RedisModule_LoadStringBuffer(rdb, &len);
+  if (!buf) throw std::runtime_error("the stored value ends early");
   std::string s(buf, len);
   RedisModule_Free(buf);
+  require_read(rdb);
   return s;
+}
+
+long long load_signed(RedisModuleIO* rdb) {
+  const long long v = RedisModule_LoadSigned(rdb);
+  require_read(rdb);
+  return v;
 }
 
 std::vector<std::string> load_strings(RedisModuleIO* rdb) {
   // A RESTORE payload is client bytes: a count beyond any model's inputs is refused, not allocated.
   const uint64_t n = RedisModule_LoadUnsigned(rdb);
+  require_read(rdb);
   if (n > kMaxNames) throw std::runtime_error("more than " + std::to_string(kMaxNames) + " names");
   std::vector<std::string> v(n);
   for (auto& s : v) s = load_string(rdb);
@@ -547,13 +561,13 @@ void ModelRdbSave(RedisModuleIO* rdb, void* value) {
 void* ModelRdbLoad(RedisModuleIO* rdb, int encver) {
   if (encver != 0) return nullptr;
   auto m = std::make_shared<StoredModel>();
-  m->device = load_string(rdb);
-  m->tag = load_string(rdb);
-  m->blob = load_string(rdb);
-  m->batchsize = RedisModule_LoadSigned(rdb);
-  m->minbatchsize = RedisModule_LoadSigned(rdb);
-  m->minbatchtimeout = RedisModule_LoadSigned(rdb);
   try {
+    m->device = load_string(rdb);
+    m->tag = load_string(rdb);
+    m->blob = load_string(rdb);
+    m->batchsize = load_signed(rdb);
+    m->minbatchsize = load_signed(rdb);
+    m->minbatchtimeout = load_signed(rdb);
     m->inputs = load_strings(rdb);
     m->outputs = load_strings(rdb);
     // A RESTORE payload is client bytes too: its blob goes through the sandbox before the server loads it.
@@ -575,10 +589,10 @@ void ScriptRdbSave(RedisModuleIO* rdb, void* value) {
 void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
   if (encver != 0) return nullptr;
   auto s = std::make_shared<StoredScript>();
-  s->device = load_string(rdb);
-  s->tag = load_string(rdb);
-  s->source = load_string(rdb);
   try {
+    s->device = load_string(rdb);
+    s->tag = load_string(rdb);
+    s->source = load_string(rdb);
     s->entry_points = load_strings(rdb);
     if (std::string why = check_in_sandbox(PayloadKind::Script, s->source, s->device, g_options.memory_cap, s->entry_points); !why.empty())
       throw std::runtime_error(why);

@@ -22,6 +22,9 @@ void add_info(RedisModuleInfoCtx* ctx, int for_crash_report) {
 
 extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   if (RedisModule_Init(ctx, "ai", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR) return REDISMODULE_ERR;
+  // A RESTORE payload is client bytes: a read past its end must come back to the type's load as an error it
+  // refuses (RedisModule_IsIOError), not abort the server with every key in it.
+  RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
   redisai::ModuleOptions options;
   const redisai::Argv args = redisai::views(argv, argc);
   options.memory_cap = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)) / 2;

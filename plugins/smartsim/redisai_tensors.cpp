@@ -149,18 +149,23 @@ int TensorGet(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
 void* TensorRdbLoad(RedisModuleIO* rdb, int encver) {
   if (encver != 0) return nullptr;
   // RESTORE hands us client bytes: check everything before trusting the shape (a worker reads dims x size bytes).
+  // Every read may run past the payload's end (REDISMODULE_OPTIONS_HANDLE_IO_ERRORS): then it gives 0 or NULL and
+  // IsIOError says so.
   const uint64_t dtype = RedisModule_LoadUnsigned(rdb), ndims = RedisModule_LoadUnsigned(rdb);
-  if (dtype >= uint64_t(kNumTypes) || ndims == 0 || ndims > kMaxTensorDims) return nullptr;
+  if (RedisModule_IsIOError(rdb) || dtype >= uint64_t(kNumTypes) || ndims == 0 || ndims > kMaxTensorDims) return nullptr;
   std::vector<long long> dims(ndims);
   long long count = 1;
   for (auto& d : dims) {
     d = (long long)RedisModule_LoadSigned(rdb);
-    if (d <= 0 || count > kMaxTensorBytes / d) return nullptr;
+    if (RedisModule_IsIOError(rdb) || d <= 0 || count > kMaxTensorBytes / d) return nullptr;
     count *= d;
   }
   size_t len = 0;
   char* buf = RedisModule_LoadStringBuffer(rdb, &len);
-  if (!buf) return nullptr;
+  if (!buf || RedisModule_IsIOError(rdb)) {
+    if (buf) RedisModule_Free(buf);
+    return nullptr;
+  }
   const bool fits = valid_blob(int(dtype), count, std::string_view(buf, len));
   auto t = fits ? new Tensor(owned(std::string(buf, len))) : nullptr;
   RedisModule_Free(buf);
