@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "orchestrator/list_value.h"
+#include "orchestrator/revision.h"
 #include "orchestrator/settings.h"
 #include "orchestrator/toml_place.h"
 #include "results/layout.h"
@@ -557,6 +558,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   for (auto& axis : plan.space.axes())
     if (axis.values.size() > 1) varied.insert(varied.end(), axis.names.begin(), axis.names.end());
   plan.scaling = scaling_of(request, plugin, plan.space, varied, plan.warnings);
+  plan.revision = revision_provenance(request.settings.revision, request.settings.source);  // before anything is written
 
   // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
   auto identify = [&](RunPlan& run, const std::string& kind) {

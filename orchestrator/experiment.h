@@ -51,6 +51,7 @@ struct ExperimentSettings {
   bool repeat_auto = false;
   int max_repeat = 30;
   double precision_pct = 2.0;
+  std::string revision, source;  // --revision, --source: the code under test (orchestrator/revision.h)
   bool resources = true;  // --resources: ranks record resource.* figures (provenance "resources" = "off" when not)
   std::string scaling;    // --scaling: "strong:nodes,weak:size" (results/scaling_spec.h); "" the plugin's declaration
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
@@ -124,6 +125,8 @@ struct ExperimentPlan {
   // The plugins of steps that name another plugin than the experiment's (an exec run's smartsim db), kept open.
   std::vector<std::shared_ptr<const Plugin>> step_plugins;
   std::vector<std::string> warnings;  // what the plugins' plan_step warned of, each once
+  // The code under test, as --revision and --source say (provenance of every run: orchestrator/revision.h).
+  std::map<std::string, std::string> revision;
   // What speedup is measured against (provenance "scaling" of every run): --scaling, else the plugin's declared
   // count parameters that the sweep varies. "" when neither says.
   std::string scaling;

@@ -175,6 +175,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
     m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + (plan.request.settings.repeat_auto ? std::string("auto") : std::to_string(plan.request.settings.repeat));
   // What speedup is measured against (process_scaling_results reads it back): the sweep's, not a later guess.
   if (!plan.scaling.empty()) m.provenance["scaling"] = plan.scaling;
+  for (auto& [k, v] : plan.revision) m.provenance[k] = v;  // the code under test
   if (!plan.request.settings.resources) m.provenance["resources"] = "off";  // fanout-rank reads it
   for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;

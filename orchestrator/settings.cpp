@@ -143,6 +143,11 @@ std::vector<DriverSetting> make_settings() {
                  parse_scaling_list(v, origin);  // refused here, with the flag or file line named
                  r.settings.scaling = v;
                }});
+  s.push_back(text("revision", "revision", "the revision of the code under test (a commit, a tag, a version), stored with every run "
+                   "(compare names it when A and B differ)", "", [](ExperimentSettings& st, const std::string& v) { st.revision = v; }));
+  s.push_back(text("source", "source", "a git working tree of the code under test: its commit, whether tracked files differ from it, "
+                   "and the commit's time are stored with every run (the commit is the revision unless --revision says)", "",
+                   [](ExperimentSettings& st, const std::string& v) { st.source = v; }));
   s.push_back(text("resources", "resources", "on: every rank records what it cost as resource.* figures (peak RSS, user and system CPU, "
                    "context switches, major faults, storage bytes read and written; exec: per invocation of the program with the "
                    "children it waited for); off: nothing beside the run's own figures", "on",

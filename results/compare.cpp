@@ -86,7 +86,8 @@ double smallest_p(size_t na, size_t nb) {
 
 // Provenance keys that say where and with what a run was made (not which run it was).
 bool describes_machine(const std::string& key) {
-  for (const char* p : {"host", "host_", "version_", "env_", "fanout_version", "fanout_git_revision", "plugin_abi", "plugin."})
+  for (const char* p : {"host", "host_", "version_", "env_", "fanout_version", "fanout_git_revision", "plugin_abi", "plugin.", "revision", "source_commit",
+                        "source_dirty"})
     if (key == p || ((std::string(p).back() == '_' || std::string(p).back() == '.') && key.rfind(p, 0) == 0)) return true;
   return false;
 }

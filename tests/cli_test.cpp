@@ -250,6 +250,60 @@ TEST(Cli, TemplatePluginRunsAndParametersNeverReachAShell) {
 
 // Issue 51, the template plugin's own experiment: its report leads with the figure against both swept numbers, and
 // the count it declares (ranks, weak scaling) gets its efficiency plot without --scaling.
+// Issue 55 item 1: what code a sweep measured. --source reads a git working tree (its commit, whether tracked files
+// differ, the commit's time) and --revision names it; every run stores them, compare names a difference, and a
+// folder that is not a working tree is refused before anything runs.
+TEST(Cli, TheCodeUnderTestIsRecordedWithEveryRun) {
+  test::TempDir d;
+  const fs::path code = d.path / "code";
+  fs::create_directories(code);
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", code.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
+    auto r = test::run_command(args, d.path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return fanout::trim(r.out);
+  };
+  git({"init", "-q"});
+  std::ofstream(code / "main.c") << "int main(void) { return 0; }\n";
+  git({"add", "main.c"});
+  git({"commit", "-q", "-m", "first"});
+  const std::string commit = git({"rev-parse", "HEAD"}), when = git({"log", "-1", "--format=%cI"});
+  auto provenance = [&](const std::string& exp) {
+    std::map<std::string, std::string> out;
+    for (auto& row : query(db_of(d, exp), "SELECT DISTINCT key, value FROM provenance WHERE key = 'revision' OR key LIKE 'source_%'")) out[row[0]] = row[1];
+    return out;
+  };
+  ASSERT_EQ(fanout_cmd(d, {"exec", "--exp_name=clean", "--command=/bin/true", "--repeat=2", "--source=code"}).exit_code, 0);
+  auto clean = provenance("clean");
+  EXPECT_EQ(clean["revision"], commit);
+  EXPECT_EQ(clean["source_commit"], commit);
+  EXPECT_EQ(clean["source_dirty"], "false");
+  EXPECT_EQ(clean["source_commit_time"], when);
+  EXPECT_EQ(clean["source_dir"], code.string());
+  EXPECT_EQ(query(db_of(d, "clean"), "SELECT count(*) FROM provenance WHERE key = 'source_commit'")[0][0], "2") << "every run";
+  // A tracked file changed: dirty; an untracked one is not the code under test.
+  std::ofstream(code / "notes.txt") << "untracked\n";
+  ASSERT_EQ(fanout_cmd(d, {"exec", "--exp_name=untracked", "--command=/bin/true", "--source=code"}).exit_code, 0);
+  EXPECT_EQ(provenance("untracked")["source_dirty"], "false");
+  std::ofstream(code / "main.c", std::ios::app) << "/* changed */\n";
+  ASSERT_EQ(fanout_cmd(d, {"exec", "--exp_name=dirty", "--command=/bin/true", "--repeat=2", "--source=code", "--revision=v1.2-rc"}).exit_code, 0);
+  auto dirty = provenance("dirty");
+  EXPECT_EQ(dirty["source_dirty"], "true");
+  EXPECT_EQ(dirty["revision"], "v1.2-rc") << "--revision names it; the commit stays beside";
+  EXPECT_EQ(dirty["source_commit"], commit);
+  // compare names what differs in the code under test.
+  auto cmp = fanout_cmd(d, {"results", "compare", "results/clean", "results/dirty"});
+  EXPECT_NE(cmp.out.find("differs: revision: A " + commit + "; B v1.2-rc"), std::string::npos) << cmp.out << cmp.err;
+  EXPECT_NE(cmp.out.find("differs: source_dirty: A false; B true"), std::string::npos) << cmp.out;
+  // Not a working tree, or no folder at all: refused, naming the flag, nothing written.
+  for (const std::string bad : {d.path.string() + "/nowhere", "/"}) {
+    auto r = fanout_cmd(d, {"exec", "--exp_name=bad", "--command=/bin/true", "--source=" + bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("--source " + bad), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "results" / "bad")) << bad;
+  }
+}
+
 TEST(Cli, TemplateSweepLeadsItsReportWithTheFigureAgainstWhatWasSwept) {
   test::TempDir d;
   auto r = fanout_cmd(d, {"template_hello", "--exp_name=tw", "--ranks=[1,2]", "--work=[1000,8000]", "--iterations=3"});

@@ -1,0 +1,46 @@
+#include "orchestrator/revision.h"
+
+#include <filesystem>
+#include <vector>
+
+#include "common/error.h"
+#include "common/subprocess.h"
+#include "common/text.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One git query in the working tree; its output without the trailing newline. No shell: the folder is an argument.
+std::string git(const fs::path& dir, std::vector<std::string> args, const std::string& what) {
+  args.insert(args.begin(), {"git", "-C", dir.string()});
+  const ProcessResult r = run_process(args, {}, 60);
+  if (r.exit_code == -1) throw UserError("--source " + dir.string() + ": git could not be started (is it installed?)");
+  if (r.exit_code != 0)
+    throw UserError("--source " + dir.string() + ": " + what + " failed (is it a git working tree with a commit?): " + printable(trim(r.err)));
+  return trim(r.out);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> revision_provenance(const std::string& revision, const std::string& source) {
+  std::map<std::string, std::string> out;
+  if (!trim(revision).empty()) out["revision"] = trim(revision);
+  if (trim(source).empty()) return out;
+  std::error_code ec;
+  const fs::path dir = fs::absolute(trim(source), ec).lexically_normal();
+  if (ec || !fs::is_directory(dir)) throw UserError("--source " + source + ": no such folder");
+  const std::string commit = git(dir, {"rev-parse", "--verify", "HEAD^{commit}"}, "git rev-parse HEAD");
+  // Tracked files that differ from the commit (staged or not); untracked files are not the code under test.
+  const std::string changes = git(dir, {"status", "--porcelain", "--untracked-files=no"}, "git status");
+  out["source_dir"] = dir.string();
+  out["source_commit"] = commit;
+  out["source_dirty"] = changes.empty() ? "false" : "true";
+  out["source_commit_time"] = git(dir, {"log", "-1", "--format=%cI", commit}, "git log");
+  if (!out.count("revision")) out["revision"] = commit;
+  return out;
+}
+
+}  // namespace fanout
