@@ -19,6 +19,7 @@
 #include "results/layout.h"
 #include "results/scaling_spec.h"
 #include "plugins/sdk/fanout_placeholders.hpp"
+#include "plugins/sdk/fanout_counters.hpp"
 
 namespace fanout {
 
@@ -619,6 +620,11 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   const std::string& scheduler = request.settings.scheduler;
   const bool local = scheduler_traits_of(scheduler_is_detected(scheduler) ? request.auto_scheduler : scheduler).one_host;  // ranks see our files
   std::set<std::string> warned;
+  // Counters the ranks cannot read here are refused now, with the reason (a cluster's nodes are asked by their ranks).
+  if (local)
+    for (auto& name : fanout_sdk::counter_names(request.settings.counters))
+      if (const auto* c = fanout_sdk::counter_named(name))
+        if (std::string why = fanout_sdk::counter_unavailable(*c); !why.empty()) throw UserError("--counters " + why);
   // "size=128, nodes=2": the varied values of a permutation, as a refusal names it.
   auto permutation_text = [&](const ParameterPoint& point) {
     std::string where;

@@ -52,6 +52,7 @@ struct ExperimentSettings {
   int max_repeat = 30;
   double precision_pct = 2.0;
   std::string revision, source;  // --revision, --source: the code under test (orchestrator/revision.h)
+  std::string counters;   // --counters: "instructions,task-clock" (plugins/sdk/fanout_counters.hpp)
   bool resources = true;  // --resources: ranks record resource.* figures (provenance "resources" = "off" when not)
   std::string scaling;    // --scaling: "strong:nodes,weak:size" (results/scaling_spec.h); "" the plugin's declaration
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)

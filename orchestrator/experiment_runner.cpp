@@ -177,6 +177,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   if (!plan.scaling.empty()) m.provenance["scaling"] = plan.scaling;
   for (auto& [k, v] : plan.revision) m.provenance[k] = v;  // the code under test
   if (!plan.request.settings.resources) m.provenance["resources"] = "off";  // fanout-rank reads it
+  if (!plan.request.settings.counters.empty()) m.provenance["counters"] = plan.request.settings.counters;  // and this
   for (auto& [k, v] : machine_provenance()) m.provenance[k] = v;
   return m;
 }

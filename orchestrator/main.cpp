@@ -31,6 +31,7 @@
 #include "orchestrator/settings.h"
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
+#include "results/history.h"
 #include "results/compare.h"
 #include "results/metric_stats.h"
 #include "results/models.h"
@@ -80,7 +81,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& setting_top
   static const std::vector<std::pair<std::string, std::vector<std::string>>> topics = {
       {"Runs: where they go, how many, in which order",
        {"exp_name", "results_dir", "launcher", "repeat", "max_repeat", "precision", "repeat_order", "max_parallel", "zip", "exclude",
-        "max_runs", "max_local_ranks", "resume", "reference", "scaling", "resources", "revision", "source"}},
+        "max_runs", "max_local_ranks", "resume", "reference", "scaling", "resources", "counters", "revision", "source"}},
       {"Failures, time and progress",
        {"walltime", "max_retries", "stall_timeout", "unknown_timeout", "max_pending", "fatal_pending", "status_interval", "verbose"}},
       {"Clusters (slurm, pbs, sge)",
@@ -658,6 +659,36 @@ Command model_command(CLI::App& results) {
           }};
 }
 
+// A benchmark over time: experiment folders as points of a series (results/history.h).
+Command history_command(CLI::App& app) {
+  auto* history = app.add_subcommand("history", "a benchmark over time: experiments of the same benchmark at successive revisions");
+  history->require_subcommand(1);
+  auto* cmd = history->add_subcommand("changes", "change points of each figure across experiments ordered by their code's commit time "
+                                                 "(--source), else by when they ran: E-Divisive means with a permutation test; exit 1 when "
+                                                 "the newest experiment comes after a figure's last change and that change is a regression");
+  struct State {
+    std::vector<std::string> dirs;
+    std::string format = "text";
+    HistoryOptions opts;
+  };
+  auto st = std::make_shared<State>();
+  cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more)")->required();
+  cmd->add_option("--metric", st->opts.metrics, "only this metric (repeatable)");
+  cmd->add_option("--max_p", st->opts.change_points.max_p_value, "a change point is kept when its permutation p-value is at most this")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
+  cmd->add_option("--format", st->format, "text or csv")->capture_default_str()->check(CLI::IsMember({"text", "csv"}));
+  return {cmd, [st] {
+            if (st->dirs.size() < 3) throw UserError("history changes: " + std::to_string(st->dirs.size()) + " experiment(s); a change needs 3 or more");
+            std::vector<fs::path> dirs(st->dirs.begin(), st->dirs.end());
+            const HistoryChanges h = history_changes(dirs, st->opts);
+            if (st->format == "csv") write_history_changes_csv(h, std::cout);
+            else print_history_changes(h, std::cout);
+            return h.latest_regression ? 1 : 0;
+          }};
+}
+
 Command check_command(CLI::App& results) {
   auto* cmd = results.add_subcommand("check", "check an experiment's figures against reference values (ReFrame-style: value, lower and upper "
                                                "tolerance); exit 1 on any failure");
@@ -868,6 +899,7 @@ int drive(int argc, char** argv) {
   results->require_subcommand(1);
   for (auto* make : {csv_command, ingest_command, compare_command, model_command, check_command, export_command, record_command})
     commands.push_back(make(*results));
+  commands.push_back(history_command(app));
   commands.push_back(ls_command(app));
   commands.push_back(site_command(app));
   commands.push_back(resume_command(app));

@@ -12,6 +12,7 @@
 #include "orchestrator/list_value.h"
 #include "orchestrator/toml_place.h"
 #include "results/scaling_spec.h"
+#include "plugins/sdk/fanout_counters.hpp"
 
 namespace fanout {
 
@@ -148,6 +149,19 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(text("source", "source", "a git working tree of the code under test: its commit, whether tracked files differ from it, "
                    "and the commit's time are stored with every run (the commit is the revision unless --revision says)", "",
                    [](ExperimentSettings& st, const std::string& v) { st.source = v; }));
+  s.push_back({"counters", "counters", Kind::Text,
+               "performance counters of each rank's work and of each exec invocation, as resource.counter.<name>: perf names "
+               "(instructions, cycles, branch-misses, cache-misses, task-clock, page-faults, context-switches, ...) or PAPI's "
+               "(PAPI_TOT_INS, PAPI_TOT_CYC, PAPI_BR_MSP, ...); a node that cannot count one refuses the run with the reason",
+               "", [](ExperimentRequest& r, const std::string& v, const std::string& origin) {
+                 for (auto& name : fanout_sdk::counter_names(v))
+                   if (!fanout_sdk::counter_named(name)) {
+                     std::string known;
+                     for (auto& c : fanout_sdk::known_counters()) known += (known.empty() ? "" : ", ") + std::string(c.name);
+                     throw UserError(origin + ": no counter '" + name + "' (known: " + known + ")");
+                   }
+                 r.settings.counters = v;
+               }});
   s.push_back(text("resources", "resources", "on: every rank records what it cost as resource.* figures (peak RSS, user and system CPU, "
                    "context switches, major faults, storage bytes read and written; exec: per invocation of the program with the "
                    "children it waited for); off: nothing beside the run's own figures", "on",

@@ -30,6 +30,7 @@
 #include "rendezvous/rendezvous.h"
 #include "results/run_folder.h"
 #include "plugins/sdk/fanout_resources.hpp"
+#include "plugins/sdk/fanout_counters.hpp"
 #include "results/sample_file.h"
 #include "results/layout.h"
 
@@ -250,6 +251,38 @@ bool record_own_resources(fanout_context& ctx, const rusage& self_before, const 
   return true;
 }
 
+// --counters around the role: opened on this process (its threads and the children it starts count), each checked
+// first: a node that cannot count one fails the run with the reason before the role runs.
+struct RankCounters {
+  std::vector<std::pair<const fanout_sdk::CounterSpec*, int>> open;
+  explicit RankCounters(const std::string& list) {
+    for (auto& name : fanout_sdk::counter_names(list)) {
+      const auto* c = fanout_sdk::counter_named(name);
+      if (!c) throw fanout::UserError("--counters: no counter '" + name + "'");
+      const int fd = fanout_sdk::open_counter(*c, false);
+      if (fd < 0) throw fanout::UserError("--counters " + fanout_sdk::counter_unavailable(*c));
+      open.emplace_back(c, fd);
+    }
+  }
+  ~RankCounters() {
+    for (auto& [c, fd] : open) ::close(fd);
+  }
+  void enable() {
+    for (auto& [c, fd] : open) fanout_sdk::enable_counter(fd);
+  }
+  bool record(fanout_context& ctx, int64_t t_start) {
+    for (auto& [c, fd] : open) {
+      fanout_sdk::disable_counter(fd);
+      const auto value = fanout_sdk::read_counter(fd, *c);
+      if (!value) continue;
+      const std::string metric = fanout_sdk::counter_metric(*c);
+      ctx.declared.insert(metric);
+      if (!ctx.samples->declare(metric, FANOUT_BETTER_NONE, 0) || !ctx.samples->record(metric, c->unit, 0, t_start, *value, false)) return false;
+    }
+    return true;
+  }
+};
+
 int usage() {
   std::cerr << "usage: fanout-rank --plugin PATH --role ROLE --run-dir DIR\n"
                "       fanout-rank --kv-server --ranks N --address-file FILE\n"
@@ -349,13 +382,20 @@ int run_rank(int argc, char** argv) {
   const auto resources = meta.provenance.find("resources");
   const bool record_resources = resources == meta.provenance.end() || resources->second != "off";
   ::setenv(FANOUT_RESOURCES_ENV, record_resources ? "on" : "off", 1);  // the run's word, not the environment's
+  const auto counters_asked = meta.provenance.find("counters");
+  const std::string counter_list = counters_asked == meta.provenance.end() ? "" : counters_asked->second;
+  ::setenv(FANOUT_COUNTERS_ENV, counter_list.c_str(), 1);
+  RankCounters counters(counter_list);
   rusage self_before{}, children_before{};
   ::getrusage(RUSAGE_SELF, &self_before), ::getrusage(RUSAGE_CHILDREN, &children_before);
   const int64_t role_start = fanout::monotonic_ns();
   plugin->init();
+  counters.enable();
   int rc = entry->run(&ctx, host_ops_for(*plugin));
   if (rc == 0 && record_resources && !ctx.recorded_resources && !record_own_resources(ctx, self_before, children_before, role_start))
     ctx.record_failed = true;
+  // Counters are asked for explicitly: recorded even with --resources=off, unless the role counted its own (exec).
+  if (rc == 0 && !ctx.recorded_resources && !counters.record(ctx, role_start)) ctx.record_failed = true;
   bool flushed = writer.flush();
   if (rc != 0) {
     log_line(&ctx, FANOUT_LOG_ERROR, "role '" + role + "' returned " + std::to_string(rc));

@@ -15,6 +15,7 @@
 
 #include "common/files.h"
 #include "plugins/sdk/fanout_plugin.h"
+#include "common/text.h"
 #include "tests/test_util.h"
 #include "tests/timer_slack.h"
 
@@ -296,7 +297,7 @@ TEST(Cli, TheCodeUnderTestIsRecordedWithEveryRun) {
   EXPECT_NE(cmp.out.find("differs: revision: A " + commit + "; B v1.2-rc"), std::string::npos) << cmp.out << cmp.err;
   EXPECT_NE(cmp.out.find("differs: source_dirty: A false; B true"), std::string::npos) << cmp.out;
   // Not a working tree, or no folder at all: refused, naming the flag, nothing written.
-  for (const std::string bad : {d.path.string() + "/nowhere", "/"}) {
+  for (const std::string& bad : std::vector<std::string>{d.path.string() + "/nowhere", "/"}) {
     auto r = fanout_cmd(d, {"exec", "--exp_name=bad", "--command=/bin/true", "--source=" + bad});
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_NE(r.err.find("--source " + bad), std::string::npos) << r.err;

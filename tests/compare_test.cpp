@@ -422,4 +422,57 @@ TEST(Models, TheSweepsScalingIsStoredWithItsRuns) {
   EXPECT_EQ(modes("cal"), std::set<std::string>{"weak:ranks_per_node"});
 }
 
+// Issue 55: a benchmark over time. A repository the test makes, 20 commits a day apart whose program prints 100 (+-0.3
+// in a fixed pattern) and, from commit 11, 110: `history changes` over the 20 experiments (given newest first) orders
+// them by commit time and finds the one step, at v11, +10 %, and the newest is after it: exit 1. Six more commits
+// back at 100: an improvement at v21, and exit 0. (Ten points a side: a random order of them reaches the step's
+// statistic in none of 1,000 permutations; with six a side, 3 in 1,000 did, too near Otava's p <= 0.001.)
+TEST(History, AStepPlantedAtARevisionIsFoundThereAndNowhereElse) {
+  test::TempDir d;
+  const fs::path code = d.path / "code";
+  fs::create_directories(code);
+  auto git = [&](std::vector<std::string> args, const std::string& date = "") {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", code.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!date.empty()) env = {{"GIT_COMMITTER_DATE", date}, {"GIT_AUTHOR_DATE", date}};
+    auto r = test::run_command(args, d.path, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  git({"init", "-q"});
+  std::vector<std::string> dirs;
+  auto commit_and_run = [&](int i, double level) {
+    std::ofstream(code / "level.txt") << level << "\n";
+    git({"add", "level.txt"});
+    char date[64];
+    std::snprintf(date, sizeof date, "2026-01-%02d 12:00:00 +0100", i);
+    git({"commit", "-q", "-m", "v" + std::to_string(i)}, date);
+    auto r = test::run_fanout(d.path, {"exec", "--exp_name=r" + std::to_string(i), "--source=code", "--revision=v" + std::to_string(i),
+                                       "--command=/bin/cat " + (code / "level.txt").string(), "--parse", "regex:(?<value>\\S+)",
+                                       "--metric=t", "--unit=ms", "--repeat=3", "--resources=off"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    dirs.insert(dirs.begin(), "results/r" + std::to_string(i));  // newest first: the order is history's to find
+  };
+  for (int i = 1; i <= 20; ++i) commit_and_run(i, (i >= 11 ? 110 : 100) + 0.3 * (i % 3 - 1));
+  std::vector<std::string> args = {"history", "changes"};
+  args.insert(args.end(), dirs.begin(), dirs.end());
+  auto h = test::run_fanout(d.path, args);
+  EXPECT_EQ(h.exit_code, 1) << "the newest is after a regression: " << h.out << h.err;
+  EXPECT_NE(h.out.find("20 point(s), oldest first by their code's commit time: v1 v2 v3 v4 v5 v6 v7 v8 v9 v10 v11 v12 v13"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("t (run): 100 -> 110 ms (+10.0 %) from v10 to v11"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("1 change point(s) in 1 figure(s)"), std::string::npos) << h.out;
+  // csv, and a step back down to 100: an improvement, and the newest is no longer after a regression.
+  for (int i = 21; i <= 26; ++i) commit_and_run(i, 100 + 0.3 * (i % 3 - 1));
+  args = {"history", "changes", "--format=csv"};
+  args.insert(args.end(), dirs.begin(), dirs.end());
+  auto csv = test::run_fanout(d.path, args);
+  EXPECT_EQ(csv.exit_code, 0) << csv.out << csv.err;
+  EXPECT_NE(csv.out.find(",improvement,v20,v21,"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",regression,v10,v11,"), std::string::npos) << csv.out;
+  // Bad input: too few points, a folder that is not an experiment.
+  EXPECT_EQ(test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2"}).exit_code, 2);
+  auto bad = test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2", "code"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("code is not an experiment folder"), std::string::npos) << bad.err;
+}
+
 }  // namespace

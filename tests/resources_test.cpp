@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "plugins/sdk/fanout_counters.hpp"
 #include "tests/test_util.h"
 
 extern char** environ;
@@ -183,6 +184,45 @@ TEST_F(Resources, AQuickProgramsWallTimeIsItsRunNotAPollingPeriod) {
   const double median = std::stod(times[10][0]);
   // The old delay was up to 50 ms a run; the direct run is what this machine takes, so a slow machine is slow for both.
   EXPECT_LT(median, direct[10] + 0.02) << "exec's median " << median << " s, started directly " << direct[10] << " s";
+}
+
+// --counters: what this node can count is counted (the program's own task-clock matches its own CPU clock), what it
+// cannot is refused before anything runs with the reason; the test asks the node itself which it is, so it says
+// something on a machine with hardware counters and on one without (this one: no cpu PMU).
+TEST_F(Resources, CountersAreCountedOrTheRunIsRefusedWithTheReason) {
+  const auto* ins = fanout_sdk::counter_named("PAPI_TOT_INS");
+  ASSERT_NE(ins, nullptr);
+  const std::string why = fanout_sdk::counter_unavailable(*ins);
+  auto hw = exec("hw", {"--command=" + probe() + " cpu 50", "--counters=PAPI_TOT_INS"});
+  if (why.empty()) {
+    ASSERT_EQ(hw.exit_code, 0) << hw.err;
+    EXPECT_GT(std::stod(sql_one(db("hw"), "SELECT value FROM samples WHERE metric = 'resource.counter.PAPI_TOT_INS'")), 1e6);
+  } else {
+    EXPECT_EQ(hw.exit_code, 2) << hw.err;
+    EXPECT_NE(hw.err.find("--counters " + why), std::string::npos) << hw.err;
+    EXPECT_FALSE(fs::exists(d.path / "results" / "hw")) << "refused before anything was written";
+  }
+  const auto* clock = fanout_sdk::counter_named("task-clock");
+  if (!fanout_sdk::counter_unavailable(*clock).empty()) GTEST_SKIP() << "no software counters here: " << fanout_sdk::counter_unavailable(*clock);
+  auto sw = exec("sw", {"--command=" + probe() + " cpu 300", "--parse", "regex:cpu_s=(?<value>\\S+)", "--metric=own_cpu", "--unit=s",
+                        "--counters=task-clock,page-faults", "--warmup=1"});
+  ASSERT_EQ(sw.exit_code, 0) << sw.err;
+  const double own = std::stod(sql_one(db("sw"), "SELECT value FROM samples WHERE metric = 'own_cpu' AND warmup = 0"));
+  const double counted = std::stod(sql_one(db("sw"), "SELECT value FROM samples WHERE metric = 'resource.counter.task-clock' AND warmup = 0"));
+  EXPECT_NEAR(counted, own, 0.1 * own) << "task-clock " << counted << " s against the program's own " << own << " s";
+  EXPECT_EQ(sql_one(db("sw"), "SELECT count(*) FROM samples WHERE metric = 'resource.counter.task-clock' AND warmup = 1"), "1") << "labelled";
+  EXPECT_GT(std::stod(sql_one(db("sw"), "SELECT value FROM samples WHERE metric = 'resource.counter.page-faults' AND warmup = 0")), 0);
+  EXPECT_EQ(sql_one(db("sw"), "SELECT DISTINCT better FROM metric_declarations WHERE metric LIKE 'resource.counter.%'"), "none");
+  // A plugin's ranks count their role's work, also with --resources=off (counters are asked for by name).
+  auto cal = run_fanout(d.path, {"calibration_copy", "--exp_name=calc", "--ranks_per_node=2", "--iterations=20", "--counters=task-clock",
+                                 "--resources=off"});
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  EXPECT_EQ(sql_one(db("calc"), "SELECT count(*) FROM samples WHERE metric = 'resource.counter.task-clock' AND role = 'copy' AND value > 0"), "2");
+  EXPECT_EQ(sql_one(db("calc"), "SELECT count(*) FROM samples WHERE metric = 'resource.peak_rss'"), "0");
+  // A name no node has.
+  auto bogus = exec("bogus", {"--command=/bin/true", "--counters=PAPI_BOGUS"});
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("no counter 'PAPI_BOGUS' (known: instructions, cycles"), std::string::npos) << bogus.err;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "fanout_sdk.hpp"
 #include "fanout_placeholders.hpp"
 #include "fanout_resources.hpp"
+#include "fanout_counters.hpp"
 #include "parsers.h"
 #include "step_config.h"
 
@@ -78,6 +79,9 @@ class StepRun {
  public:
   StepRun(Host& host, const fanout_host_ops* ops, fanout_context* ctx, exec::StepConfig cfg)
       : host_(host), ops_(ops), ctx_(ctx), cfg_(std::move(cfg)), step_(host.role()) {}
+  ~StepRun() { close_counters(); }
+  StepRun(const StepRun&) = delete;
+  StepRun& operator=(const StepRun&) = delete;
 
   // False when the step failed (logged, and published to the steps that wait for it).
   bool run() {
@@ -421,6 +425,35 @@ class StepRun {
     return true;
   }
 
+  // --counters around each invocation: opened on this rank before the program starts, inherited by it and enabled
+  // at its exec (what perf stat does), so they count the program and its children, not the rank.
+  bool open_counters() {
+    close_counters();
+    for (auto& name : fanout_sdk::counters_asked()) {
+      const auto* c = fanout_sdk::counter_named(name);
+      if (!c) return fail("--counters: no counter '" + name + "'");
+      const int fd = fanout_sdk::open_counter(*c, true);
+      if (fd < 0) return fail("--counters " + fanout_sdk::counter_unavailable(*c));
+      counters_.emplace_back(c, fd);
+    }
+    return true;
+  }
+  void close_counters() {
+    for (auto& [c, fd] : counters_) ::close(fd);
+    counters_.clear();
+  }
+  bool record_counters(const Invocation& inv, int64_t iteration, bool warmup) {
+    for (auto& [c, fd] : counters_) {
+      const auto value = fanout_sdk::read_counter(fd, *c);
+      if (!value) continue;  // the program never ran long enough to be counted
+      const std::string metric = fanout_sdk::counter_metric(*c);
+      if (declared_.insert(metric).second && !host_.declare_metric(metric.c_str(), FANOUT_BETTER_NONE)) return false;
+      if (!host_.record(metric.c_str(), iteration, inv.t0, *value, c->unit, warmup)) return false;
+    }
+    close_counters();
+    return true;
+  }
+
   static int open_pidfd(pid_t pid) {
 #ifdef SYS_pidfd_open
     return int(::syscall(SYS_pidfd_open, pid, 0));
@@ -522,6 +555,7 @@ class StepRun {
       std::vector<std::unique_ptr<exec::Parser>> parsers;
       for (auto& spec : cfg_.parsers) parsers.push_back(exec::make_parser(spec));
       if (k == 0) note_existing_files();
+      if (!open_counters()) return false;
       Invocation inv = start();
       const int status = follow(inv, parsers, warmup);
       const int64_t t1 = host_.now_ns();
@@ -553,6 +587,7 @@ class StepRun {
       parse_files(parsers, warmup);
       if (fanout_sdk::resources_recorded() && !record_resources(inv, k - cfg_.warmup, warmup))
         return fail("a resource figure could not be stored");
+      if (!record_counters(inv, k - cfg_.warmup, warmup)) return fail("a counter could not be stored");
     }
     // Steps after this one wait for its readiness: one that never came is their failure too, not their hang.
     if (!ready_published_) publish_failure("it ended before it was ready (ready = " + cfg_.ready + ")");
@@ -644,6 +679,7 @@ class StepRun {
   int command_status_ = 0;  // the command's failing exit status (1 when a signal ended it), which the rank passes on
   bool ready_published_ = false, ready_line_seen_ = false, stopped_ = false, logged_command_ = false;
   bool peak_floor_logged_ = false;
+  std::vector<std::pair<const fanout_sdk::CounterSpec*, int>> counters_;  // this invocation's (open_counters)
 };
 
 int run_step(fanout_context* ctx, const fanout_host_ops* ops) {

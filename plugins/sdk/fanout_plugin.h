@@ -57,6 +57,9 @@ extern "C" {
 /* The family those figures are named in (resource.peak_rss, ...): the report groups them under Resources, and
  * --repeat=auto does not wait for them to be precise. */
 #define FANOUT_RESOURCE_METRIC_PREFIX "resource."
+/* The performance counters the run asks for (the driver's --counters: "instructions,task-clock"), set in a rank's
+ * environment for its role; each is recorded as resource.counter.<name> (fanout_counters.hpp). */
+#define FANOUT_COUNTERS_ENV "FANOUT_COUNTERS"
 
 /* Counting a static array, once: FANOUT_ARRAY(kSteps) expands to the pointer and its count. */
 #define FANOUT_COUNT(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))

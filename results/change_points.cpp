@@ -1,0 +1,106 @@
+#include "results/change_points.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace fanout {
+
+namespace {
+
+// Column prefix sums of the distance matrix, P[c][r] = sum over j < r of |x_j - x_c|: every sum the statistic needs
+// is a difference of two of them, so a piece of length L costs O(L^2), not O(L^3).
+struct Distances {
+  size_t n;
+  std::vector<double> prefix;  // (n + 1) per column
+  explicit Distances(const std::vector<double>& x) : n(x.size()), prefix(n * (n + 1), 0.0) {
+    for (size_t c = 0; c < n; ++c)
+      for (size_t r = 0; r < n; ++r) prefix[c * (n + 1) + r + 1] = prefix[c * (n + 1) + r] + std::fabs(x[r] - x[c]);
+  }
+  // sum of |x_j - x_c| for j in [from, to)
+  double column(size_t c, size_t from, size_t to) const { return prefix[c * (n + 1) + to] - prefix[c * (n + 1) + from]; }
+};
+
+// Q(tau, kappa) = 2/(m+n) sum|X-Y| - 2m/((m+n)(n-1)) sum_{i<k}|X_i-X_k| - 2n/((m+n)(m-1)) sum_{j<k}|Y_j-Y_k|, with
+// X = x[start, tau) (n points) and Y = x[tau, kappa) (m points); a within-sum of one point is 0. Ties keep the
+// smallest tau, then the smallest kappa (numpy's argmax over Otava's matrix, row by row).
+ChangePoint best_of(const Distances& d, size_t start, size_t end) {
+  ChangePoint best;
+  best.qhat = -INFINITY;
+  double within_x = 0;  // sum over start <= i < k < tau
+  for (size_t tau = start + 1; tau < end; ++tau) {
+    within_x += d.column(tau - 1, start, tau - 1);
+    const double n = double(tau - start);
+    double cross = 0, within_y = 0;
+    for (size_t kappa = tau + 1; kappa <= end; ++kappa) {
+      const size_t y = kappa - 1;  // the point Y gains
+      cross += d.column(y, start, tau);
+      within_y += d.column(y, tau, y);
+      const double m = double(kappa - tau);
+      double q = 2.0 / (m + n) * cross;
+      if (n > 1) q -= 2.0 * m / ((m + n) * (n - 1)) * within_x;
+      if (m > 1) q -= 2.0 * n / ((m + n) * (m - 1)) * within_y;
+      if (q > best.qhat) best.qhat = q, best.index = tau;
+    }
+  }
+  return best;
+}
+
+// The pieces the change points so far cut the series into, [start, end).
+std::vector<std::pair<size_t, size_t>> pieces(const std::vector<ChangePoint>& cps, size_t n) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t from = 0;
+  for (auto& c : cps) {
+    if (c.index > from) out.emplace_back(from, c.index);
+    from = c.index;
+  }
+  if (n > from) out.emplace_back(from, n);
+  return out;
+}
+
+// The best split over every piece of two points or more (the first of equal statistics).
+ChangePoint next_candidate(const Distances& d, const std::vector<std::pair<size_t, size_t>>& parts, bool& found) {
+  ChangePoint best;
+  found = false;
+  for (auto& [s, e] : parts) {
+    if (e - s < 2) continue;
+    ChangePoint c = best_of(d, s, e);
+    if (!found || c.qhat > best.qhat) best = c, found = true;
+  }
+  return best;
+}
+
+}  // namespace
+
+ChangePoint best_split(const std::vector<double>& series, size_t start, size_t end) {
+  return best_of(Distances(series), start, end);
+}
+
+std::vector<ChangePoint> e_divisive(const std::vector<double>& series, const ChangePointOptions& opts) {
+  std::vector<ChangePoint> cps;
+  if (series.size() < 3) return cps;
+  const Distances d(series);
+  std::mt19937_64 rng(opts.seed);
+  for (;;) {
+    const auto parts = pieces(cps, series.size());
+    bool found = false;
+    ChangePoint candidate = next_candidate(d, parts, found);
+    if (!found) break;
+    // Permutation test: shuffle within every piece (what is already split stays split), take the best split again.
+    int as_large = 0;
+    std::vector<double> shuffled = series;
+    for (int k = 0; k < opts.permutations; ++k) {
+      shuffled = series;
+      for (auto& [s, e] : parts) std::shuffle(shuffled.begin() + long(s), shuffled.begin() + long(e), rng);
+      bool any = false;
+      if (next_candidate(Distances(shuffled), parts, any).qhat >= candidate.qhat) ++as_large;
+    }
+    candidate.p_value = double(as_large) / double(opts.permutations + 1);
+    if (!(candidate.p_value <= opts.max_p_value)) break;
+    cps.push_back(candidate);
+    std::sort(cps.begin(), cps.end(), [](const ChangePoint& a, const ChangePoint& b) { return a.index < b.index; });
+  }
+  return cps;
+}
+
+}  // namespace fanout

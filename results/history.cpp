@@ -1,0 +1,170 @@
+#include "results/history.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <tuple>
+
+#include <sqlite3.h>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "results/csv_export.h"
+#include "results/display_unit.h"
+#include "results/layout.h"
+#include "results/metric_stats.h"
+#include "results/statistics.h"
+#include "results/store.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "2026-11-28T05:12:00+01:00" (git's %cI) as Unix seconds; NaN when it is not that.
+double iso8601_seconds(const std::string& t) {
+  std::tm tm{};
+  int tz_h = 0, tz_m = 0;
+  char sign = 'Z';
+  if (std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+    return NAN;
+  if (t.size() >= 25) sign = t[19], tz_h = std::atoi(t.c_str() + 20), tz_m = std::atoi(t.c_str() + 23);
+  tm.tm_year -= 1900, tm.tm_mon -= 1;
+  double s = double(timegm(&tm));
+  const double offset = (tz_h * 60 + tz_m) * 60.0;
+  return sign == '+' ? s - offset : sign == '-' ? s + offset : s;
+}
+
+// One provenance value of an experiment (the first run's), or "".
+std::string provenance(const ResultsDb& db, const std::string& key) {
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT value FROM provenance WHERE key = ? ORDER BY run_id LIMIT 1", -1, &st, nullptr) != SQLITE_OK) return out;
+  sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  return out;
+}
+
+double first_start(const ResultsDb& db) {
+  sqlite3_stmt* st = nullptr;
+  double out = NAN;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT min(started_at) FROM runs", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+      sqlite3_column_type(st, 0) != SQLITE_NULL)
+    out = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  return out;
+}
+
+std::string match_text(const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& varied) {
+  std::string out;
+  for (auto& [k, v] : params)
+    if (std::count(varied.begin(), varied.end(), k)) out += (out.empty() ? "" : " ") + k + "=" + v;
+  return out;
+}
+
+double median_of(std::vector<double> v) { return v.empty() ? NAN : summarize_runs(std::move(v)).median; }
+
+}  // namespace
+
+HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryOptions& opts) {
+  HistoryChanges h;
+  struct Loaded {
+    HistoryPoint point;
+    double commit_time = NAN, start = NAN;
+    std::vector<AcrossRuns> figures;
+    std::vector<std::string> varied;
+  };
+  std::vector<Loaded> loaded;
+  for (auto& dir : dirs) {
+    if (!fs::exists(dir / layout::kDatabase)) throw UserError("history changes: " + dir.string() + " is not an experiment folder (no " + std::string(layout::kDatabase) + ")");
+    Loaded l;
+    {
+      ResultsDb db(dir / layout::kDatabase);
+      l.point.dir = dir;
+      l.point.revision = provenance(db, "revision");
+      if (l.point.revision.empty()) l.point.revision = fs::absolute(dir).lexically_normal().filename().string();
+      l.commit_time = iso8601_seconds(provenance(db, "source_commit_time"));
+      l.start = first_start(db);
+    }
+    const ExperimentStats stats = load_experiment_stats(dir);
+    l.figures = across_runs(stats);
+    l.varied = stats.varied;
+    loaded.push_back(std::move(l));
+  }
+  // The code's order when every point knows its commit's time; else the order the experiments ran in.
+  h.by_commit_time = std::all_of(loaded.begin(), loaded.end(), [](const Loaded& l) { return std::isfinite(l.commit_time); });
+  for (auto& l : loaded) l.point.time = h.by_commit_time ? l.commit_time : l.start;
+  std::stable_sort(loaded.begin(), loaded.end(), [](const Loaded& a, const Loaded& b) { return a.point.time < b.point.time; });
+  for (auto& l : loaded) h.points.push_back(l.point);
+
+  // Each figure's series: (role, metric, unit, permutation) -> (point, run-level median), oldest first.
+  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<Key, std::vector<std::pair<size_t, double>>> series;
+  std::map<Key, std::string> better;
+  for (size_t p = 0; p < loaded.size(); ++p)
+    for (auto& f : loaded[p].figures) {
+      if (!opts.metrics.empty() && !std::count(opts.metrics.begin(), opts.metrics.end(), f.metric)) continue;
+      if (f.setup_cost || !std::isfinite(f.runs.median)) continue;
+      const Key key{f.role, f.metric, f.unit, match_text(f.parameters, loaded[p].varied)};
+      series[key].emplace_back(p, f.runs.median);
+      if (!f.better.empty()) better[key] = f.better;
+    }
+  for (auto& [key, points] : series) {
+    if (points.size() < 3) continue;
+    ++h.figures;
+    std::vector<double> values;
+    for (auto& pv : points) values.push_back(pv.second);
+    const auto cps = e_divisive(values, opts.change_points);
+    for (size_t c = 0; c < cps.size(); ++c) {
+      const size_t from = c == 0 ? 0 : cps[c - 1].index, at = cps[c].index, to = c + 1 < cps.size() ? cps[c + 1].index : values.size();
+      FigureChange fc;
+      std::tie(fc.role, fc.metric, fc.unit, fc.match) = key;
+      fc.better = better.count(key) ? better[key] : unit_better(fc.unit);
+      fc.point = points[at].first;
+      fc.before = h.points[points[at - 1].first].revision, fc.after = h.points[fc.point].revision;
+      fc.median_before = median_of({values.begin() + long(from), values.begin() + long(at)});
+      fc.median_after = median_of({values.begin() + long(at), values.begin() + long(to)});
+      fc.change_pct = fc.median_before != 0 ? (fc.median_after - fc.median_before) / std::fabs(fc.median_before) * 100 : NAN;
+      fc.p_value = cps[c].p_value;
+      if (fc.better == "none") fc.verdict = "changed";
+      else if (fc.better != "lower" && fc.better != "higher") fc.verdict = "changed (no direction)";
+      else fc.verdict = (fc.median_after > fc.median_before) == (fc.better == "lower") ? "regression" : "improvement";
+      // The newest point lies after the figure's last change: when that change was a regression, the code as it is now
+      // is slower than before it (a lone newest point cannot be told from an outlier: it takes two to show a step).
+      if (c + 1 == cps.size() && points.back().first + 1 == h.points.size() && fc.verdict == "regression") h.latest_regression = true;
+      h.changes.push_back(std::move(fc));
+    }
+  }
+  std::stable_sort(h.changes.begin(), h.changes.end(), [](const FigureChange& a, const FigureChange& b) { return a.point > b.point; });
+  return h;
+}
+
+void print_history_changes(const HistoryChanges& h, std::ostream& out) {
+  out << h.points.size() << " point(s), oldest first by " << (h.by_commit_time ? "their code's commit time" : "when they ran (not every point has --source)")
+      << ":";
+  for (auto& p : h.points) out << " " << p.revision;
+  out << "\n";
+  for (auto& c : h.changes) {
+    const DisplayUnit du = display_unit(c.unit, c.median_before);
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%-22s %s (%s)%s%s: %.4g -> %.4g %s (%+.1f %%) from %s to %s, p=%.3g\n", c.verdict.c_str(), c.metric.c_str(),
+                  c.role.c_str(), c.match.empty() ? "" : " ", c.match.c_str(), c.median_before * du.factor, c.median_after * du.factor,
+                  du.label.c_str(), c.change_pct, c.before.c_str(), c.after.c_str(), c.p_value);
+    out << buf;
+  }
+  out << h.changes.size() << " change point(s) in " << h.figures << " figure(s) (E-Divisive means on run-level medians, permutation test)"
+      << (h.latest_regression ? "; the newest point begins a regression" : "") << "\n";
+}
+
+void write_history_changes_csv(const HistoryChanges& h, std::ostream& out) {
+  out << "role,metric,unit,parameters,better,verdict,before,after,median_before,median_after,change_pct,p_value\n";
+  for (auto& c : h.changes)
+    out << csv_field(c.role) << ',' << csv_field(c.metric) << ',' << csv_field(c.unit) << ',' << csv_field(c.match) << ',' << c.better << ','
+        << csv_field(c.verdict) << ',' << csv_field(c.before) << ',' << csv_field(c.after) << ',' << csv_number(c.median_before) << ','
+        << csv_number(c.median_after) << ',' << csv_number(c.change_pct) << ',' << csv_number(c.p_value) << '\n';
+}
+
+}  // namespace fanout

@@ -1,0 +1,48 @@
+// A benchmark over time (issue 55): experiment folders as the points of a series, ordered by the code they
+// measured, and each figure's change points across them (results/change_points.h on the run-level medians).
+// `fanout history changes DIR...` prints what this returns.
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "results/change_points.h"
+
+namespace fanout {
+
+struct HistoryPoint {
+  std::filesystem::path dir;
+  std::string revision;  // provenance "revision" (--revision / --source), else the folder's name
+  double time = 0;       // Unix seconds: the commit's time (source_commit_time) when every point has one, else the first run's start
+};
+
+struct FigureChange {
+  std::string role, metric, unit, match;  // match: the permutation's parameters ("size=128"), "" when one
+  std::string better;                     // lower, higher, none or "" (declared, else from the unit)
+  size_t point = 0;                       // index into HistoryChanges::points of the first point after the change
+  std::string before, after;              // the revisions either side
+  double median_before = 0, median_after = 0, change_pct = 0, p_value = 1;
+  std::string verdict;  // regression, improvement, changed (none), changed (no direction)
+};
+
+struct HistoryChanges {
+  std::vector<HistoryPoint> points;  // oldest first
+  bool by_commit_time = false;
+  size_t figures = 0;  // figures with 3 points or more (the least a split needs)
+  std::vector<FigureChange> changes;
+  bool latest_regression = false;  // the newest point lies after a figure's last change, and that change was a regression
+};
+
+struct HistoryOptions {
+  std::vector<std::string> metrics;  // only these (all when empty)
+  ChangePointOptions change_points;
+};
+
+// Throws UserError naming a folder that is not an experiment.
+HistoryChanges history_changes(const std::vector<std::filesystem::path>& dirs, const HistoryOptions& opts);
+void print_history_changes(const HistoryChanges& h, std::ostream& out);
+void write_history_changes_csv(const HistoryChanges& h, std::ostream& out);
+
+}  // namespace fanout
