@@ -674,6 +674,8 @@ Command history_command(CLI::App& app) {
   auto st = std::make_shared<State>();
   cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more)")->required();
   cmd->add_option("--metric", st->opts.metrics, "only this metric (repeatable)");
+  cmd->add_option("--ignore", st->opts.ignore, "parameter left out of a figure's identity (repeatable)");
+  cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts (0 to 1000)")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--max_p", st->opts.change_points.max_p_value, "a change point is kept when its permutation p-value is at most this")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <sstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <sqlite3.h>
@@ -58,11 +62,14 @@ double first_start(const ResultsDb& db) {
   return out;
 }
 
-std::string match_text(const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& varied) {
-  std::string out;
-  for (auto& [k, v] : params)
-    if (std::count(varied.begin(), varied.end(), k)) out += (out.empty() ? "" : " ") + k + "=" + v;
-  return out;
+using Parameters = std::vector<std::pair<std::string, std::string>>;
+
+// A figure's identity across experiments: every parameter of its permutation (as compare matches runs), less
+// --ignore: two nights at different sizes are two series, whether or not either night varied the size.
+Parameters identity(Parameters params, const std::vector<std::string>& ignore) {
+  std::erase_if(params, [&](const auto& kv) { return std::count(ignore.begin(), ignore.end(), kv.first) > 0; });
+  std::sort(params.begin(), params.end());
+  return params;
 }
 
 double median_of(std::vector<double> v) { return v.empty() ? NAN : summarize_runs(std::move(v)).median; }
@@ -75,7 +82,6 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
     HistoryPoint point;
     double commit_time = NAN, start = NAN;
     std::vector<AcrossRuns> figures;
-    std::vector<std::string> varied;
   };
   std::vector<Loaded> loaded;
   for (auto& dir : dirs) {
@@ -86,32 +92,52 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
       l.point.dir = dir;
       l.point.revision = provenance(db, "revision");
       if (l.point.revision.empty()) l.point.revision = fs::absolute(dir).lexically_normal().filename().string();
+      if (provenance(db, "source_dirty") == "true") l.point.revision += " (dirty)";
       l.commit_time = iso8601_seconds(provenance(db, "source_commit_time"));
       l.start = first_start(db);
     }
     const ExperimentStats stats = load_experiment_stats(dir);
     l.figures = across_runs(stats);
-    l.varied = stats.varied;
     loaded.push_back(std::move(l));
   }
   // The code's order when every point knows its commit's time; else the order the experiments ran in.
   h.by_commit_time = std::all_of(loaded.begin(), loaded.end(), [](const Loaded& l) { return std::isfinite(l.commit_time); });
   for (auto& l : loaded) l.point.time = h.by_commit_time ? l.commit_time : l.start;
-  std::stable_sort(loaded.begin(), loaded.end(), [](const Loaded& a, const Loaded& b) { return a.point.time < b.point.time; });
+  // Commits of one second (a rebase) in the order they ran; a point with no time at all (no run started) last.
+  auto order = [](const Loaded& l) {
+    return std::make_tuple(std::isfinite(l.point.time) ? l.point.time : INFINITY, std::isfinite(l.start) ? l.start : INFINITY);
+  };
+  std::stable_sort(loaded.begin(), loaded.end(), [&](const Loaded& a, const Loaded& b) { return order(a) < order(b); });
   for (auto& l : loaded) h.points.push_back(l.point);
 
   // Each figure's series: (role, metric, unit, permutation) -> (point, run-level median), oldest first.
-  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+  using Key = std::tuple<std::string, std::string, std::string, Parameters>;
   std::map<Key, std::vector<std::pair<size_t, double>>> series;
   std::map<Key, std::string> better;
   for (size_t p = 0; p < loaded.size(); ++p)
     for (auto& f : loaded[p].figures) {
       if (!opts.metrics.empty() && !std::count(opts.metrics.begin(), opts.metrics.end(), f.metric)) continue;
       if (f.setup_cost || !std::isfinite(f.runs.median)) continue;
-      const Key key{f.role, f.metric, f.unit, match_text(f.parameters, loaded[p].varied)};
+      const Key key{f.role, f.metric, f.unit, identity(f.parameters, opts.ignore)};
       series[key].emplace_back(p, f.runs.median);
       if (!f.better.empty()) better[key] = f.better;
     }
+  // A figure is named by the parameters that set it apart from the other figures (the rest, the same everywhere, would
+  // only make each line long: an exec step's command and settings are parameters too).
+  std::map<std::string, std::set<std::string>> values_of;  // parameter -> its values over the figures listed
+  std::map<std::string, size_t> present;                    // parameter -> how many of them have it
+  size_t listed = 0;
+  for (auto& [key, points] : series)
+    if (points.size() >= 3) {
+      ++listed;
+      for (auto& [k, v] : std::get<3>(key)) values_of[k].insert(v), ++present[k];
+    }
+  auto shown = [&](const Parameters& params) {
+    std::string out;
+    for (auto& [k, v] : params)
+      if (values_of[k].size() > 1 || present[k] < listed) out += (out.empty() ? "" : " ") + k + "=" + v;
+    return out;
+  };
   for (auto& [key, points] : series) {
     if (points.size() < 3) continue;
     ++h.figures;
@@ -121,7 +147,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
     for (size_t c = 0; c < cps.size(); ++c) {
       const size_t from = c == 0 ? 0 : cps[c - 1].index, at = cps[c].index, to = c + 1 < cps.size() ? cps[c + 1].index : values.size();
       FigureChange fc;
-      std::tie(fc.role, fc.metric, fc.unit, fc.match) = key;
+      fc.role = std::get<0>(key), fc.metric = std::get<1>(key), fc.unit = std::get<2>(key), fc.match = shown(std::get<3>(key));
       fc.better = better.count(key) ? better[key] : unit_better(fc.unit);
       fc.point = points[at].first;
       fc.before = h.points[points[at - 1].first].revision, fc.after = h.points[fc.point].revision;
@@ -129,12 +155,19 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
       fc.median_after = median_of({values.begin() + long(at), values.begin() + long(to)});
       fc.change_pct = fc.median_before != 0 ? (fc.median_after - fc.median_before) / std::fabs(fc.median_before) * 100 : NAN;
       fc.p_value = cps[c].p_value;
-      if (fc.better == "none") fc.verdict = "changed";
+      // As compare: a change within the threshold is no verdict (a stable benchmark's significant 0.3 %), and the
+      // same median either side (a change of spread alone) has no direction.
+      if (std::isfinite(fc.change_pct) && std::fabs(fc.change_pct) <= opts.threshold_pct) {
+        ++h.small;
+        continue;
+      }
+      if (fc.better == "none" || fc.median_after == fc.median_before) fc.verdict = "changed";
       else if (fc.better != "lower" && fc.better != "higher") fc.verdict = "changed (no direction)";
       else fc.verdict = (fc.median_after > fc.median_before) == (fc.better == "lower") ? "regression" : "improvement";
       // The newest point lies after the figure's last change: when that change was a regression, the code as it is now
       // is slower than before it (a lone newest point cannot be told from an outlier: it takes two to show a step).
-      if (c + 1 == cps.size() && points.back().first + 1 == h.points.size() && fc.verdict == "regression") h.latest_regression = true;
+      if (c + 1 == cps.size() && at + 1 < values.size() && points.back().first + 1 == h.points.size() && fc.verdict == "regression")
+        h.latest_regression = true;
       h.changes.push_back(std::move(fc));
     }
   }
@@ -147,16 +180,22 @@ void print_history_changes(const HistoryChanges& h, std::ostream& out) {
       << ":";
   for (auto& p : h.points) out << " " << p.revision;
   out << "\n";
+  auto number = [](const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return std::string(buf);
+  };
   for (auto& c : h.changes) {
     const DisplayUnit du = display_unit(c.unit, c.median_before);
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%-22s %s (%s)%s%s: %.4g -> %.4g %s (%+.1f %%) from %s to %s, p=%.3g\n", c.verdict.c_str(), c.metric.c_str(),
-                  c.role.c_str(), c.match.empty() ? "" : " ", c.match.c_str(), c.median_before * du.factor, c.median_after * du.factor,
-                  du.label.c_str(), c.change_pct, c.before.c_str(), c.after.c_str(), c.p_value);
-    out << buf;
+    std::string verdict = c.verdict;
+    verdict.resize(std::max<size_t>(verdict.size(), 22), ' ');
+    out << verdict << " " << c.metric << " (" << c.role << ")" << (c.match.empty() ? "" : " " + c.match) << ": "
+        << number("%.4g", c.median_before * du.factor) << " -> " << number("%.4g", c.median_after * du.factor) << " " << du.label << " ("
+        << number("%+.1f", c.change_pct) << " %) from " << c.before << " to " << c.after << ", p=" << number("%.3g", c.p_value) << "\n";
   }
-  out << h.changes.size() << " change point(s) in " << h.figures << " figure(s) (E-Divisive means on run-level medians, permutation test)"
-      << (h.latest_regression ? "; the newest point begins a regression" : "") << "\n";
+  out << h.changes.size() << " change point(s) in " << h.figures << " figure(s) (E-Divisive means on run-level medians, permutation test)";
+  if (h.small) out << ", " << h.small << " more within the threshold";
+  out << (h.latest_regression ? "; the newest point comes after a regression" : "") << "\n";
 }
 
 void write_history_changes_csv(const HistoryChanges& h, std::ostream& out) {

@@ -14,12 +14,15 @@ namespace fanout {
 
 struct HistoryPoint {
   std::filesystem::path dir;
-  std::string revision;  // provenance "revision" (--revision / --source), else the folder's name
+  std::string revision;  // provenance "revision" (--revision / --source), else the folder's name; " (dirty)" when the
+                         // working tree had changes to tracked files
   double time = 0;       // Unix seconds: the commit's time (source_commit_time) when every point has one, else the first run's start
 };
 
 struct FigureChange {
-  std::string role, metric, unit, match;  // match: the permutation's parameters ("size=128"), "" when one
+  // match: the permutation's parameters that set this figure apart from the others listed ("size=128"); the
+  // series is matched on all of them (less --ignore)
+  std::string role, metric, unit, match;
   std::string better;                     // lower, higher, none or "" (declared, else from the unit)
   size_t point = 0;                       // index into HistoryChanges::points of the first point after the change
   std::string before, after;              // the revisions either side
@@ -32,11 +35,16 @@ struct HistoryChanges {
   bool by_commit_time = false;
   size_t figures = 0;  // figures with 3 points or more (the least a split needs)
   std::vector<FigureChange> changes;
-  bool latest_regression = false;  // the newest point lies after a figure's last change, and that change was a regression
+  size_t small = 0;    // change points whose size is within --threshold: counted, not listed
+  // The newest point lies after a figure's last change, at least one point after it (a lone newest point cannot be
+  // told from an outlier), and that change was a regression.
+  bool latest_regression = false;
 };
 
 struct HistoryOptions {
   std::vector<std::string> metrics;  // only these (all when empty)
+  std::vector<std::string> ignore;   // parameters left out of a figure's identity (as compare's --ignore)
+  double threshold_pct = 5;          // a change point smaller than this (in percent of the median before) is not listed
   ChangePointOptions change_points;
 };
 

@@ -1,11 +1,13 @@
 #include "schedulers/local.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/clock.h"
@@ -153,6 +155,37 @@ void LocalScheduler::signal_job(LocalJob& job, int sig) {
   if (job.pgid > 0) ::killpg(job.pgid, sig);
 }
 
+namespace {
+
+// Kills every process of this user whose environment holds `entry` ("NAME=value") exactly: what a job's ranks
+// started in process groups of their own (exec puts each program in one), a program that ignores SIGTERM, or a
+// daemon that left with setsid, all still carry the job's token. Rounds until none is found (one may have forked
+// while we looked), at most 10.
+void kill_by_environment(const std::string& entry) {
+  const std::string needle = std::string(1, '\0') + entry + std::string(1, '\0');
+  for (int round = 0; round < 10; ++round) {
+    int found = 0;
+    DIR* proc = ::opendir("/proc");
+    if (!proc) return;
+    while (dirent* e = ::readdir(proc)) {
+      const pid_t pid = pid_t(std::atol(e->d_name));
+      if (pid <= 1 || pid == ::getpid()) continue;
+      const int fd = ::open(("/proc/" + std::string(e->d_name) + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // gone, or another user's
+      std::string env(1, '\0');
+      char buf[65536];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) env.append(buf, size_t(n));
+      ::close(fd);
+      env.push_back('\0');
+      if (env.find(needle) != std::string::npos && ::kill(pid, SIGKILL) == 0) ++found;
+    }
+    ::closedir(proc);
+    if (!found) return;
+  }
+}
+
+}  // namespace
+
 void LocalScheduler::reap() {
   int st = 0;
   pid_t pid;
@@ -183,8 +216,10 @@ void LocalScheduler::advance(LocalJob& job, int64_t now) {
     signal_job(job, SIGKILL);
   }
   if (!job.running.empty()) return;
-  // Every rank has exited: any processes the ranks left behind in the group go too.
+  // Every rank has exited: any processes the ranks left behind in the group go too, and those that left the group
+  // (a program exec started in a group of its own and that ignored SIGTERM, a setsid daemon) by the job's token.
   signal_job(job, SIGKILL);
+  kill_by_environment("FANOUT_KV_TOKEN=" + job.token);
   kv_.close_job(job.token);
   JobStatus& s = job.status;
   s.end_wall_ns = wall_ns();

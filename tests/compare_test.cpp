@@ -468,6 +468,13 @@ TEST(History, AStepPlantedAtARevisionIsFoundThereAndNowhereElse) {
   EXPECT_EQ(csv.exit_code, 0) << csv.out << csv.err;
   EXPECT_NE(csv.out.find(",improvement,v20,v21,"), std::string::npos) << csv.out;
   EXPECT_NE(csv.out.find(",regression,v10,v11,"), std::string::npos) << csv.out;
+  // A figure is every parameter of its permutation: a night at another n is a series of its own, never a step.
+  ASSERT_EQ(test::run_fanout(d.path, {"exec", "--exp_name=other", "--command=/bin/echo 500", "--parse", "regex:(?<value>\\S+)", "--metric=t",
+                                      "--unit=ms", "--repeat=3", "--resources=off", "--param", "n=2"}).exit_code, 0);
+  args.push_back("results/other");
+  auto with_other = test::run_fanout(d.path, args);
+  EXPECT_NE(with_other.out.find(",improvement,v20,v21,"), std::string::npos) << with_other.out;
+  EXPECT_EQ(with_other.out.find("500"), std::string::npos) << "n=2's one point is no change: " << with_other.out;
   // Bad input: too few points, a folder that is not an experiment.
   EXPECT_EQ(test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2"}).exit_code, 2);
   auto bad = test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2", "code"});

@@ -429,7 +429,9 @@ class StepRun {
   // at its exec (what perf stat does), so they count the program and its children, not the rank.
   bool open_counters() {
     close_counters();
-    for (auto& name : fanout_sdk::counters_asked()) {
+    const auto names = fanout_sdk::counters_asked();
+    if (!names.empty()) fanout_sdk::stop_counters_opened_so_far();  // the rank's: these replace them
+    for (auto& name : names) {
       const auto* c = fanout_sdk::counter_named(name);
       if (!c) return fail("--counters: no counter '" + name + "'");
       const int fd = fanout_sdk::open_counter(*c, true);

@@ -2,10 +2,13 @@
 // PAPI's perf_event component read (SDK, header-only; fanout-rank and the exec plugin share it). A counter is a
 // perf name (instructions, cycles, task-clock, page-faults, ...) or one of PAPI's preset names for the same event
 // (PAPI_TOT_INS, PAPI_TOT_CYC, PAPI_BR_INS, PAPI_BR_MSP, PAPI_REF_CYC). User space only (exclude_kernel):
-// perf_event_paranoid 2, the default, allows that for one's own processes.
+// perf_event_paranoid 2, the default, allows that for one's own processes; so page faults are those taken in user
+// space (not inside a system call), and context switches and migrations, which the kernel counts in kernel mode,
+// are not offered (resource.voluntary_switches and involuntary_switches count them).
 #pragma once
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,8 +49,6 @@ inline const std::vector<CounterSpec>& known_counters() {
       {"page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "count"},
       {"minor-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MIN, "count"},
       {"major-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS_MAJ, "count"},
-      {"context-switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "count"},
-      {"cpu-migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS, "count"},
   };
   return k;
 }
@@ -96,6 +97,10 @@ inline int open_counter(const CounterSpec& c, bool for_exec) {
 }
 
 inline void enable_counter(int fd) { ::ioctl(fd, PERF_EVENT_IOC_ENABLE, 0); }
+// Stops every counter this process has opened so far (fanout-rank's around the role): a plugin that counts each
+// program it starts (exec) calls it first, so its programs do not carry the rank's counters beside their own (two
+// sets would share the PMU and be multiplexed). The rank's figures are then not recorded.
+inline void stop_counters_opened_so_far() { ::prctl(PR_TASK_PERF_EVENTS_DISABLE, 0, 0, 0, 0); }
 inline void disable_counter(int fd) { ::ioctl(fd, PERF_EVENT_IOC_DISABLE, 0); }
 
 // The metric a counter is recorded as: resource.counter.<name> (what a run cost: the report's Resources section).
