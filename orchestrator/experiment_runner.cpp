@@ -683,6 +683,7 @@ class ExperimentSession {
     outcome_.database = outcome_.exp_dir / layout::kDatabase;
     db_.emplace(outcome_.database);
     db_->require_writable();
+    refuse_another_revision();
     if (!st_.resume) {
       for (const auto& r : plan_.runs) todo_.push_back(&r);
       return true;
@@ -703,6 +704,18 @@ class ExperimentSession {
     if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return;
     throw UserError(dir.string() + " exists and is no fanout experiment (it has no " + layout::kDatabase +
                     "): fanout writes only into folders it made; choose another --exp_name or --results_dir");
+  }
+
+  // One experiment measures one revision of the code under test: runs added later (a resume, compare --until-decided,
+  // a second driver) at another commit would mix two codes under one name, and history would read it as one point.
+  void refuse_another_revision() {
+    auto it = plan_.revision.find("revision");
+    if (it == plan_.revision.end()) return;
+    const std::vector<std::string> stored = db_->provenance_values("revision");
+    if (stored.empty() || std::count(stored.begin(), stored.end(), it->second)) return;
+    throw UserError(std::string(st_.source.empty() ? "--revision" : "--source " + st_.source) + ": the runs of " + outcome_.exp_dir.string() +
+                    " measured revision " + stored.front() + ", this one is " + it->second +
+                    ": a new revision is a new experiment (another --exp_name), or check the measured one out again");
   }
 
   // The permutations without a COMPLETED run; a dead driver's live jobs are followed instead of resubmitted.

@@ -32,6 +32,7 @@
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
 #include "results/history.h"
+#include "results/history_report.h"
 #include "results/compare.h"
 #include "results/metric_stats.h"
 #include "results/models.h"
@@ -659,36 +660,53 @@ Command model_command(CLI::App& results) {
           }};
 }
 
-// A benchmark over time: experiment folders as points of a series (results/history.h).
-Command history_command(CLI::App& app) {
+// A benchmark over time: experiment folders as points of a series (results/history.h): `changes` lists where each
+// figure changed, `report` draws the dashboard (results/history_report.h). Both read the same flags.
+std::vector<Command> history_commands(CLI::App& app) {
   auto* history = app.add_subcommand("history", "a benchmark over time: experiments of the same benchmark at successive revisions");
   history->require_subcommand(1);
-  auto* cmd = history->add_subcommand("changes", "change points of each figure across experiments ordered by their code's commit time "
-                                                 "(--source), else by when they ran: E-Divisive means with a permutation test; exit 1 when "
-                                                 "the newest experiment comes after a figure's last change and that change is a regression");
   struct State {
     std::vector<std::string> dirs;
-    std::string format = "text";
+    std::string format = "text", out;
     HistoryOptions opts;
   };
-  auto st = std::make_shared<State>();
-  cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more)")->required();
-  cmd->add_option("--metric", st->opts.metrics, "only this metric (repeatable)");
-  cmd->add_option("--ignore", st->opts.ignore, "parameter left out of a figure's identity (repeatable)");
-  cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts (0 to 1000)")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
-  cmd->add_option("--max_p", st->opts.change_points.max_p_value, "a change point is kept when its permutation p-value is at most this")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
-  cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
-  cmd->add_option("--format", st->format, "text or csv")->capture_default_str()->check(CLI::IsMember({"text", "csv"}));
-  return {cmd, [st] {
-            if (st->dirs.size() < 3) throw UserError("history changes: " + std::to_string(st->dirs.size()) + " experiment(s); a change needs 3 or more");
-            std::vector<fs::path> dirs(st->dirs.begin(), st->dirs.end());
-            const HistoryChanges h = history_changes(dirs, st->opts);
-            if (st->format == "csv") write_history_changes_csv(h, std::cout);
-            else print_history_changes(h, std::cout);
-            return h.latest_regression ? 1 : 0;
-          }};
+  auto add_common = [](CLI::App* cmd, const std::shared_ptr<State>& st) {
+    cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more)")->required();
+    cmd->add_option("--metric", st->opts.metrics, "only this metric (repeatable)");
+    cmd->add_option("--ignore", st->opts.ignore, "parameter left out of a figure's identity (repeatable)");
+    cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts (0 to 1000)")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+    cmd->add_option("--max_p", st->opts.change_points.max_p_value, "a change point is kept when its permutation p-value is at most this")
+        ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
+    cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
+  };
+  auto analyse = [](const State& st) {
+    if (st.dirs.size() < 3) throw UserError("history: " + std::to_string(st.dirs.size()) + " experiment(s); a change needs 3 or more");
+    return history_changes(std::vector<fs::path>(st.dirs.begin(), st.dirs.end()), st.opts);
+  };
+  auto changes = std::make_shared<State>();
+  auto* c = history->add_subcommand("changes", "change points of each figure across experiments ordered by their code's commit time "
+                                               "(--source), else by when they ran: E-Divisive means with a permutation test; exit 1 when "
+                                               "the newest experiment comes after a figure's last change and that change is a regression");
+  add_common(c, changes);
+  c->add_option("--format", changes->format, "text or csv")->capture_default_str()->check(CLI::IsMember({"text", "csv"}));
+  auto report = std::make_shared<State>();
+  auto* r = history->add_subcommand("report", "a static dashboard of the same: the newest changes first, each figure's series over the "
+                                              "revisions with its change points marked, what the runs cost after (OUT/index.html)");
+  add_common(r, report);
+  r->add_option("--out", report->out, "a folder for the dashboard (a new one, or one this command wrote before)")->required();
+  return {{c, [changes, analyse] {
+             const HistoryChanges h = analyse(*changes);
+             if (changes->format == "csv") write_history_changes_csv(h, std::cout);
+             else print_history_changes(h, std::cout);
+             return h.latest_regression ? 1 : 0;
+           }},
+          {r, [report, analyse] {
+             const HistoryReport written = write_history_report(analyse(*report), report->out);
+             for (auto& w : written.warnings) std::cerr << "warning: " << w << "\n";
+             std::cout << "history report: " << written.index.string() << "\n";
+             return 0;
+           }}};
 }
 
 Command check_command(CLI::App& results) {
@@ -901,7 +919,7 @@ int drive(int argc, char** argv) {
   results->require_subcommand(1);
   for (auto* make : {csv_command, ingest_command, compare_command, model_command, check_command, export_command, record_command})
     commands.push_back(make(*results));
-  commands.push_back(history_command(app));
+  for (auto& h : history_commands(app)) commands.push_back(h);
   commands.push_back(ls_command(app));
   commands.push_back(site_command(app));
   commands.push_back(resume_command(app));

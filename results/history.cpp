@@ -43,13 +43,8 @@ double iso8601_seconds(const std::string& t) {
 
 // One provenance value of an experiment (the first run's), or "".
 std::string provenance(const ResultsDb& db, const std::string& key) {
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  if (sqlite3_prepare_v2(db.handle(), "SELECT value FROM provenance WHERE key = ? ORDER BY run_id LIMIT 1", -1, &st, nullptr) != SQLITE_OK) return out;
-  sqlite3_bind_text(st, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(st) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  sqlite3_finalize(st);
-  return out;
+  const auto values = db.provenance_values(key);
+  return values.empty() ? std::string() : values.front();
 }
 
 double first_start(const ResultsDb& db) {
@@ -113,6 +108,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
   // Each figure's series: (role, metric, unit, permutation) -> (point, run-level median), oldest first.
   using Key = std::tuple<std::string, std::string, std::string, Parameters>;
   std::map<Key, std::vector<std::pair<size_t, double>>> series;
+  std::map<Key, std::vector<std::pair<double, double>>> intervals;  // across each point's runs
   std::map<Key, std::string> better;
   for (size_t p = 0; p < loaded.size(); ++p)
     for (auto& f : loaded[p].figures) {
@@ -120,6 +116,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
       if (f.setup_cost || !std::isfinite(f.runs.median)) continue;
       const Key key{f.role, f.metric, f.unit, identity(f.parameters, opts.ignore)};
       series[key].emplace_back(p, f.runs.median);
+      intervals[key].emplace_back(f.runs.low, f.runs.high);
       if (!f.better.empty()) better[key] = f.better;
     }
   // A figure is named by the parameters that set it apart from the other figures (the rest, the same everywhere, would
@@ -144,6 +141,12 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
     std::vector<double> values;
     for (auto& pv : points) values.push_back(pv.second);
     const auto cps = e_divisive(values, opts.change_points);
+    FigureSeries line;
+    line.role = std::get<0>(key), line.metric = std::get<1>(key), line.unit = std::get<2>(key), line.match = shown(std::get<3>(key));
+    line.better = better.count(key) ? better[key] : unit_better(line.unit);
+    for (size_t i = 0; i < points.size(); ++i)
+      line.points.push_back(points[i].first), line.median.push_back(values[i]), line.low.push_back(intervals[key][i].first),
+          line.high.push_back(intervals[key][i].second);
     for (size_t c = 0; c < cps.size(); ++c) {
       const size_t from = c == 0 ? 0 : cps[c - 1].index, at = cps[c].index, to = c + 1 < cps.size() ? cps[c + 1].index : values.size();
       FigureChange fc;
@@ -161,6 +164,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
         ++h.small;
         continue;
       }
+      line.changes.push_back(at);
       if (fc.better == "none" || fc.median_after == fc.median_before) fc.verdict = "changed";
       else if (fc.better != "lower" && fc.better != "higher") fc.verdict = "changed (no direction)";
       else fc.verdict = (fc.median_after > fc.median_before) == (fc.better == "lower") ? "regression" : "improvement";
@@ -170,6 +174,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
         h.latest_regression = true;
       h.changes.push_back(std::move(fc));
     }
+    h.series.push_back(std::move(line));
   }
   std::stable_sort(h.changes.begin(), h.changes.end(), [](const FigureChange& a, const FigureChange& b) { return a.point > b.point; });
   return h;

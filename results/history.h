@@ -30,11 +30,21 @@ struct FigureChange {
   std::string verdict;  // regression, improvement, changed (none), changed (no direction)
 };
 
+// One figure's series, as the dashboard draws it: per point it has, the run-level median and the interval across
+// that experiment's runs; where its change points are.
+struct FigureSeries {
+  std::string role, metric, unit, match, better;
+  std::vector<size_t> points;              // indexes into HistoryChanges::points
+  std::vector<double> median, low, high;   // the same length
+  std::vector<size_t> changes;             // indexes into `points` of the first point after each change listed
+};
+
 struct HistoryChanges {
   std::vector<HistoryPoint> points;  // oldest first
   bool by_commit_time = false;
   size_t figures = 0;  // figures with 3 points or more (the least a split needs)
   std::vector<FigureChange> changes;
+  std::vector<FigureSeries> series;  // every figure with 3 points or more
   size_t small = 0;    // change points whose size is within --threshold: counted, not listed
   // The newest point lies after a figure's last change, at least one point after it (a lone newest point cannot be
   // told from an outlier), and that change was a regression.

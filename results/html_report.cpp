@@ -34,7 +34,20 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-namespace {
+std::string html_page_head(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) + "</title>\n"
+         "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
+         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}td.l,th.l{text-align:left}"
+         "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head>\n<body>\n";
+}
+
+// Marks the page once every plot has decoded, so a headless browser check can tell rendered from present.
+std::string html_page_end() {
+  return "<script>window.addEventListener('load',function(){var i=document.querySelectorAll('img.plot'),n=0;"
+         "i.forEach(function(e){if(e.complete&&e.naturalWidth>0)n++;});document.body.setAttribute('data-plots-rendered',n);"
+         "if(i.length)document.body.setAttribute('data-first-plot',i[0].alt);});"
+         "</script>\n</body></html>\n";
+}
 
 std::string base64(const std::string& in) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -61,6 +74,8 @@ std::string base64(const std::string& in) {
   }
   return out;
 }
+
+namespace {
 
 std::string num(double v) {
   if (std::isnan(v)) return "";
@@ -180,11 +195,7 @@ bool write_setup_table(const ExperimentStats& exp, const MetricGroups& groups, c
 
 void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plots, const fs::path& file, const std::vector<FigureModel>& models) {
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fanout: " << html_escape(exp.name) << "</title>\n"
-    << "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}"
-       "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}td.l,th.l{text-align:left}"
-       "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head>\n<body>\n"
-    << "<h1>Experiment " << html_escape(exp.name) << "</h1>\n<p id=\"summary\">Runs:";
+  h << html_page_head("fanout: " + exp.name) << "<h1>Experiment " << html_escape(exp.name) << "</h1>\n<p id=\"summary\">Runs:";
   for (auto& [status, n] : exp.runs_by_status) h << " " << n << " " << html_escape(status) << ";";
   std::set<int64_t> superseded;
   for (auto& m : exp.superseded) superseded.insert(m.run_id);
@@ -273,11 +284,7 @@ void write_html_report(const ExperimentStats& exp, const std::vector<Plot>& plot
     }
     h << "</table>\n";
   }
-  // Marks the page once every plot has decoded, so a headless browser check can tell rendered from present.
-  h << "<script>window.addEventListener('load',function(){var i=document.querySelectorAll('img.plot'),n=0;"
-       "i.forEach(function(e){if(e.complete&&e.naturalWidth>0)n++;});document.body.setAttribute('data-plots-rendered',n);"
-       "if(i.length)document.body.setAttribute('data-first-plot',i[0].alt);});"
-       "</script>\n</body></html>\n";
+  h << html_page_end();
   write_file_atomic(file, h.str());
 }
 

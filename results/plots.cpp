@@ -486,6 +486,9 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
   return plots;
 }
 
+std::string gnuplot_preamble() { return kTerminal; }
+std::string gnuplot_quoted(const std::string& s) { return gq(s); }
+
 std::vector<std::string> run_gnuplot_scripts(const std::vector<fs::path>& scripts) {
   auto run = [&](size_t begin, size_t end) {
     std::vector<std::string> argv{"gnuplot"};

@@ -38,5 +38,9 @@ std::vector<Plot> draw_plots(const ExperimentStats& exp, const ResultsDb& db, co
 // script's error, so a share that fails is run again one script per gnuplot. Returns, per script, "" or why it
 // failed (naming it).
 std::vector<std::string> run_gnuplot_scripts(const std::vector<std::filesystem::path>& scripts);
+// What every script of ours starts with (reset, the PNG terminal), and text as a gnuplot string: for other pages'
+// plots (results/history_report.h) drawn the same way.
+std::string gnuplot_preamble();
+std::string gnuplot_quoted(const std::string& s);
 
 }  // namespace fanout

@@ -566,6 +566,14 @@ std::map<std::tuple<int64_t, std::string, std::string>, ResultsDb::Declaration> 
   return out;
 }
 
+std::vector<std::string> ResultsDb::provenance_values(const std::string& key) const {
+  std::vector<std::string> out;
+  Stmt q(db_, "SELECT value FROM provenance WHERE key = ? AND value != '' GROUP BY value ORDER BY min(run_id)");
+  q.bind(1, key);
+  while (q.step()) out.push_back(q.text(0));
+  return out;
+}
+
 std::vector<StoredRun> ResultsDb::runs() const {
   std::vector<StoredRun> out;
   // The repeat index is the provenance's "k/N" (or "k/auto"): its k.

@@ -89,6 +89,8 @@ class ResultsDb {
                          const std::vector<RankPlace>& ranks = {});
 
   std::vector<StoredRun> runs() const;
+  // The distinct values of one provenance key over the runs, the first run's first ("" values left out).
+  std::vector<std::string> provenance_values(const std::string& key) const;
   // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
   void for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const;  // fn may take the values
   struct MetricInfo {

@@ -292,6 +292,14 @@ TEST(Cli, TheCodeUnderTestIsRecordedWithEveryRun) {
   EXPECT_EQ(dirty["source_dirty"], "true");
   EXPECT_EQ(dirty["revision"], "v1.2-rc") << "--revision names it; the commit stays beside";
   EXPECT_EQ(dirty["source_commit"], commit);
+  // One experiment, one revision: a new commit is refused in an experiment whose runs measured another, before any run.
+  std::ofstream(code / "other.c") << "int other;\n";
+  git({"add", "other.c"});
+  git({"commit", "-q", "-m", "second"});
+  auto mixed = fanout_cmd(d, {"exec", "--exp_name=clean", "--command=/bin/true", "--repeat=3", "--source=code", "--resume"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_NE(mixed.err.find("measured revision " + commit + ", this one is " + git({"rev-parse", "HEAD"})), std::string::npos) << mixed.err;
+  EXPECT_EQ(query(db_of(d, "clean"), "SELECT count(*) FROM runs")[0][0], "2") << "nothing added";
   // compare names what differs in the code under test.
   auto cmp = fanout_cmd(d, {"results", "compare", "results/clean", "results/dirty"});
   EXPECT_NE(cmp.out.find("differs: revision: A " + commit + "; B v1.2-rc"), std::string::npos) << cmp.out << cmp.err;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/text.h"
 #include "tests/test_util.h"
 
@@ -475,6 +476,34 @@ TEST(History, AStepPlantedAtARevisionIsFoundThereAndNowhereElse) {
   auto with_other = test::run_fanout(d.path, args);
   EXPECT_NE(with_other.out.find(",improvement,v20,v21,"), std::string::npos) << with_other.out;
   EXPECT_EQ(with_other.out.find("500"), std::string::npos) << "n=2's one point is no change: " << with_other.out;
+  // The dashboard of the same, in a real browser: every plot decodes, no console message, the changes newest first.
+  args = {"history", "report", "--out=site"};
+  args.insert(args.end(), dirs.begin(), dirs.end());
+  auto site = test::run_fanout(d.path, args);
+  ASSERT_EQ(site.exit_code, 0) << site.out << site.err;
+  const std::string html = read_file(d.path / "site" / "index.html");
+  const size_t regression = html.find("<td class=\"l\">regression</td>"), improvement = html.find("<td class=\"l\">improvement</td>");
+  ASSERT_NE(regression, std::string::npos) << html.substr(0, 3000);
+  EXPECT_LT(improvement, regression) << "newest first";
+  EXPECT_NE(html.find("<td class=\"l\">v10</td><td class=\"l\">v11</td>", regression), std::string::npos);
+  EXPECT_NE(html.find("Changes at: <code>v11</code> <code>v21</code>"), std::string::npos) << "the figure's marks";
+  auto page = test::run_command({"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--enable-logging=stderr",
+                                 "--v=0", "--user-data-dir=" + (d.path / "chromium").string(), "--virtual-time-budget=10000", "--dump-dom",
+                                 "file://" + (d.path / "site" / "index.html").string()},
+                                d.path, {}, 120);
+  size_t images = 0;
+  for (size_t at = html.find("<img class=\"plot\""); at != std::string::npos; at = html.find("<img class=\"plot\"", at + 1)) ++images;
+  EXPECT_EQ(images, 1u) << "one figure: t";
+  EXPECT_NE(page.out.find("data-plots-rendered=\"" + std::to_string(images) + "\""), std::string::npos) << page.out.substr(0, 2000) << page.err.substr(0, 2000);
+  EXPECT_EQ(page.err.find(":CONSOLE("), std::string::npos) << "a console message: " << page.err;
+  // Written again into its own folder: replaced; never into a folder it did not write.
+  EXPECT_EQ(test::run_fanout(d.path, args).exit_code, 0);
+  fs::create_directories(d.path / "mine");
+  args[2] = "--out=mine";
+  auto refused = test::run_fanout(d.path, args);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("mine exists and is not a dashboard fanout wrote"), std::string::npos) << refused.err;
   // Bad input: too few points, a folder that is not an experiment.
   EXPECT_EQ(test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2"}).exit_code, 2);
   auto bad = test::run_fanout(d.path, {"history", "changes", "results/r1", "results/r2", "code"});

@@ -1,0 +1,141 @@
+#include "results/history_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+#include "results/display_unit.h"
+#include "results/html_report.h"
+#include "results/metric_stats.h"
+#include "results/plots.h"
+
+namespace fanout {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMarker = ".fanout-history";  // a dashboard folder fanout made, and may replace
+
+std::string figure_name(const FigureSeries& s) { return s.metric + " (" + s.role + ")" + (s.match.empty() ? "" : " " + s.match); }
+std::string anchor(size_t i) { return "figure-" + std::to_string(i); }
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// One figure's series over the revisions: the median of each experiment's runs with the interval across them, the
+// revisions as tick labels, a dashed line before each change's first point.
+fs::path series_script(const HistoryChanges& h, const FigureSeries& s, size_t i, const fs::path& dir) {
+  std::vector<double> sorted = s.median;
+  std::sort(sorted.begin(), sorted.end());
+  const DisplayUnit du = display_unit(s.unit, sorted[sorted.size() / 2]);
+  const std::string stem = "series_" + std::to_string(i);
+  std::ofstream data(dir / (stem + ".dat"));
+  for (size_t k = 0; k < s.points.size(); ++k)
+    data << s.points[k] << " " << s.median[k] * du.factor << " " << s.low[k] * du.factor << " " << s.high[k] * du.factor << "\n";
+  data.close();
+  std::ostringstream g;
+  g << gnuplot_preamble() << "set terminal pngcairo size 1200,500 noenhanced font ',10'\nset output " << gnuplot_quoted(stem + ".png")
+    << "\nset title " << gnuplot_quoted(figure_name(s)) << "\nset ylabel " << gnuplot_quoted(s.metric + " [" + du.label + "], median of runs, bars: across runs")
+    << "\nset grid\nunset key\nset xtics rotate by -45 font ',8'\nset xrange [-0.5:" << double(h.points.size()) - 0.5 << "]\n";
+  g << "set xtics (";
+  for (size_t p = 0; p < h.points.size(); ++p) g << (p ? ", " : "") << gnuplot_quoted(h.points[p].revision) << " " << p;
+  g << ")\n";
+  for (size_t c : s.changes) {
+    const double x = double(s.points[c]) - 0.5;
+    g << "set arrow from " << x << ", graph 0 to " << x << ", graph 1 nohead dt 2 lw 2 lc rgb 'red'\n";
+  }
+  g << "plot " << gnuplot_quoted(stem + ".dat") << " using 1:2:3:4 with yerrorlines lw 2 pt 7\n";
+  const fs::path script = dir / (stem + ".gp");
+  std::ofstream(script) << g.str();
+  return script;
+}
+
+}  // namespace
+
+HistoryReport write_history_report(const HistoryChanges& h, const fs::path& out_arg) {
+  HistoryReport report;
+  const fs::path out_dir = fs::absolute(out_arg).lexically_normal();  // gnuplot runs in the plots' folder
+  if (fs::exists(out_dir) && !fs::exists(out_dir / kMarker))
+    throw UserError("--out " + out_arg.string() + " exists and is not a dashboard fanout wrote: give a new folder");
+  const fs::path staging = out_dir.string() + ".tmp";
+  fs::remove_all(staging);
+  fs::create_directories(staging / "plots");
+  std::ofstream(staging / kMarker) << "written by fanout history report\n";
+
+  // Figures first, then what the runs cost: each drawn by gnuplot, all at once.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < h.series.size(); ++i)
+    if (!is_resource_metric(h.series[i].metric)) order.push_back(i);
+  const size_t figures = order.size();
+  for (size_t i = 0; i < h.series.size(); ++i)
+    if (is_resource_metric(h.series[i].metric)) order.push_back(i);
+  std::vector<fs::path> scripts;
+  for (size_t i : order) scripts.push_back(series_script(h, h.series[i], i, staging / "plots"));
+  const std::vector<std::string> failed = run_gnuplot_scripts(scripts);
+
+  std::ostringstream page;
+  page << html_page_head("fanout: history") << "<h1>History</h1>\n<p id=\"points\">" << h.points.size() << " experiments, oldest first by "
+       << (h.by_commit_time ? "their code's commit time" : "when they ran") << ":";
+  for (auto& p : h.points) page << " <code>" << html_escape(p.revision) << "</code>";
+  page << "; generated " << html_escape(iso8601_utc(wall_ns())) << ". Change points: E-Divisive means on each experiment's "
+       << "run-level medians with a permutation test (docs/results.md, A benchmark over time).</p>\n";
+  page << "<h2 id=\"changes\">Changes, newest first</h2>\n";
+  if (h.changes.empty()) page << "<p>No change point beyond the threshold.</p>\n";
+  else {
+    page << "<table class=\"changes\"><tr><th class=\"l\">verdict</th><th class=\"l\">figure</th><th class=\"l\">from</th><th class=\"l\">to</th>"
+            "<th>before</th><th>after</th><th>change</th><th>p</th></tr>\n";
+    for (auto& c : h.changes) {
+      size_t figure = 0;
+      for (size_t i = 0; i < h.series.size(); ++i)
+        if (h.series[i].role == c.role && h.series[i].metric == c.metric && h.series[i].unit == c.unit && h.series[i].match == c.match) figure = i;
+      const DisplayUnit du = display_unit(c.unit, c.median_before);
+      page << "<tr><td class=\"l\">" << html_escape(c.verdict) << "</td><td class=\"l\"><a href=\"#" << anchor(figure) << "\">"
+           << html_escape(c.metric + " (" + c.role + ")" + (c.match.empty() ? "" : " " + c.match)) << "</a></td><td class=\"l\">"
+           << html_escape(c.before) << "</td><td class=\"l\">" << html_escape(c.after) << "</td><td>" << number(c.median_before * du.factor) << " "
+           << html_escape(du.label) << "</td><td>" << number(c.median_after * du.factor) << " " << html_escape(du.label) << "</td><td>"
+           << (std::isfinite(c.change_pct) ? number(c.change_pct) + " %" : "") << "</td><td>" << number(c.p_value) << "</td></tr>\n";
+    }
+    page << "</table>\n";
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k == 0) page << "<h2 id=\"figures\">Figures</h2>\n";
+    if (k == figures) page << "<h2 id=\"resources\">Resources</h2>\n";
+    const size_t i = order[k];
+    const FigureSeries& s = h.series[i];
+    page << "<h3 id=\"" << anchor(i) << "\">" << html_escape(figure_name(s)) << "</h3>\n";
+    if (!failed[k].empty()) {
+      report.warnings.push_back(failed[k]);
+      page << "<p>Not drawn: " << html_escape(failed[k]) << "</p>\n";
+      continue;
+    }
+    const fs::path png = fs::path(scripts[k]).replace_extension(".png");
+    page << "<img class=\"plot\" alt=\"" << html_escape(figure_name(s)) << " over the revisions\" src=\"data:image/png;base64,"
+         << base64(read_file(png)) << "\">\n";
+    if (!s.changes.empty()) {
+      page << "<p>Changes at:";
+      for (size_t c : s.changes) page << " <code>" << html_escape(h.points[s.points[c]].revision) << "</code>";
+      page << "</p>\n";
+    }
+  }
+  page << html_page_end();
+  write_file_atomic(staging / "index.html", page.str(), 0644);
+  // Whole or absent: the old dashboard goes only once the new one is complete.
+  const fs::path old = out_dir.string() + ".old";
+  fs::remove_all(old);
+  if (fs::exists(out_dir)) fs::rename(out_dir, old);
+  fs::rename(staging, out_dir);
+  fs::remove_all(old);
+  report.index = out_arg / "index.html";
+  return report;
+}
+
+}  // namespace fanout
