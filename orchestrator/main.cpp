@@ -265,6 +265,24 @@ bool use_the_enclosing_allocation(ExperimentSettings& st) {
   return true;
 }
 
+// What `resume --dry-run` shows: the planned runs whose permutation has no COMPLETED run in the experiment's database
+// yet (all of them when there is none), said with the count.
+std::vector<RunPlan> runs_a_resume_would_run(const ExperimentPlan& plan, std::ostream& out) {
+  const fs::path db_file = plan.request.settings.results_dir / plan.request.settings.exp_name / layout::kDatabase;
+  std::set<std::string> completed;
+  if (fs::exists(db_file)) {
+    ResultsDb db(db_file);
+    for (auto& r : db.runs())
+      if (r.status == "COMPLETED") completed.insert(r.param_hash);
+  }
+  std::vector<RunPlan> left;
+  for (auto& r : plan.runs)
+    if (!completed.count(r.param_hash)) left.push_back(r);
+  out << "fanout: resume --dry-run: " << plan.runs.size() - left.size() << " of " << plan.runs.size()
+      << " run(s) already COMPLETED; would run " << left.size() << "\n";
+  return left;
+}
+
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
   // Known launchers only, dry run included (a dry run must not print a local script for a typo).
@@ -285,6 +303,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   if (allocation_chose) opts.argv.push_back("--launcher=" + with_site.settings.scheduler);
   opts.interrupt = &g_interrupt;
   if (dry_run) {
+    if (with_site.settings.resume) plan.runs = runs_a_resume_would_run(plan, std::cout);
     print_dry_run(plan, plugin, opts, std::cout);
     return 0;
   }
@@ -740,11 +759,19 @@ Command resume_command(CLI::App& app) {
                                            "(Ctrl-C, a killed driver, a failed node): the experiment's command again with --resume");
   auto exp = std::make_shared<std::string>();
   auto max_local_ranks = std::make_shared<std::string>();
+  auto dry_run = std::make_shared<bool>(false);
   cmd->add_option("exp_dir", *exp, "experiment folder (results/<exp_name>)")->required();
   cmd->add_option("--max_local_ranks", *max_local_ranks, "as the experiment's flag: a host with fewer CPUs than where it started may need it");
-  return {cmd, [exp, max_local_ranks] {
+  cmd->add_flag("--dry-run,--dry_run", *dry_run, "print the saved command, and the runs it would run and their job scripts; run nothing");
+  return {cmd, [exp, max_local_ranks, dry_run] {
             SavedCommand saved = resume_command_line(*exp);
             if (!max_local_ranks->empty()) set_flag(saved.argv, "--max_local_ranks", *max_local_ranks);
+            if (*dry_run) {
+              saved.argv.push_back("--dry-run");
+              std::string shown;
+              for (size_t i = 1; i < saved.argv.size(); ++i) shown += " " + shell_quote(saved.argv[i]);
+              std::cout << "fanout: resume --dry-run: in " << saved.cwd.string() << ": fanout" << shown << "\n";
+            }
             std::error_code ec;
             fs::current_path(saved.cwd, ec);
             if (ec) throw UserError(*exp + ": the experiment was started in " + saved.cwd.string() + ", which is gone: " + ec.message());

@@ -324,6 +324,21 @@ TEST(Cli, TemplateSweepLeadsItsReportWithTheFigureAgainstWhatWasSwept) {
   EXPECT_EQ(plots.front().rfind("median ", 0), 0u) << plots.front();
 }
 
+// Issue 53 LOW: `fanout resume --dry-run` says what the saved command would run, and runs nothing.
+TEST(Cli, ResumeDryRunShowsTheMissingRunsAndRunsNothing) {
+  test::TempDir d;
+  auto first = fanout_cmd(d, {"calibration_sleep", "--exp_name=dr", "--sleep_us=100", "--iterations=2", "--fail_rank=[-1,0]"});
+  EXPECT_NE(first.exit_code, 0) << "fail_rank=0 fails its run";
+  const std::string before = query(db_of(d, "dr"), "SELECT count(*) FROM runs")[0][0];
+  auto dry = fanout_cmd(d, {"resume", "results/dr", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("fanout: resume --dry-run: in " + d.path.string() + ": fanout 'calibration_sleep' '--sleep_us=100'"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("resume --dry-run: 1 of 2 run(s) already COMPLETED; would run 1"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("fail_rank=0"), std::string::npos) << dry.out;
+  EXPECT_EQ(dry.out.find("fail_rank=-1"), std::string::npos) << "the COMPLETED one is not shown: " << dry.out;
+  EXPECT_EQ(query(db_of(d, "dr"), "SELECT count(*) FROM runs")[0][0], before) << "nothing run";
+}
+
 TEST(Cli, ReingestDoesNotDuplicateAndCsvCommandWorks) {
   test::TempDir d;
   ASSERT_EQ(fanout_cmd(d, {"calibration_copy", "--exp_name=re", "--iterations=5", "--ranks_per_node=[1,2]"}).exit_code, 0);
