@@ -106,6 +106,9 @@ void refuse_unsplittable(const std::string& flag, const std::string& value, cons
   for (unsigned char c : value)
     if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == '#' || c == 0x7f)
       throw UserError(flag + ": '" + printable(value) + "' " + what);
+  // A value that begins with '-' is read as qsub's next option (#$ -q -l h_rt=0), not as the value.
+  if (!value.empty() && value.front() == '-')
+    throw UserError(flag + ": '" + printable(value) + "' begins with '-', which qsub would read as another option, not as this value");
 }
 
 std::map<std::string, std::vector<size_t>> array_shapes(const std::vector<JobSpec>& jobs,

@@ -29,7 +29,7 @@ std::string mpirun_host_files(const JobSpec& job, const std::string& hosts_file)
 
 // What batch schedulers driven by their command-line tools share: whether a program is on PATH, a wall time as
 // HH:MM:SS, and the refusal of a value that cannot go on a directive line as one word (qsub splits such lines as
-// a shell would: a blank or quote in a value starts another option). `what` says where it would go.
+// a shell would: a blank or quote in a value starts another option; a leading '-' is one). `what` says where it would go.
 bool program_on_path(const std::string& prog);
 extern const char* const kArrayJobName;  // the job name of the arrays fanout submits (PBS -N, SGE -N)
 std::string walltime_hhmmss(int64_t seconds);

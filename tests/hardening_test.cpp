@@ -358,6 +358,9 @@ TEST(Hardening3, PbsDirectivesTakeNoValueThatQsubWouldSplit) {
   expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--partition=work -v LD_PRELOAD=/tmp/x.so", "--dry-run"}, "--partition: 'work -v LD_PRELOAD=/tmp/x.so' cannot go on a #PBS -q line");
   expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--account=a\"b", "--dry-run"}, "--account: ");
   expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--results_dir=my results", "--dry-run"}, "--results_dir: ");
+  // Issue 53 LOW: a value that begins with '-' is qsub's next option.
+  expect_refused(d, {"calibration_sleep", "--launcher=pbs", "--partition=-p", "--dry-run"}, "--partition: '-p' begins with '-', which qsub would read as another option");
+  expect_refused(d, {"calibration_sleep", "--launcher=sge", "--account=-l", "--dry-run"}, "--account: '-l' begins with '-'");
   auto ok = fanout_cmd(d, {"calibration_sleep", "--launcher=pbs", "--partition=workq", "--account=proj-1", "--dry-run"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_NE(ok.out.find("#PBS -q workq\n#PBS -A proj-1\n"), std::string::npos) << ok.out;
