@@ -249,8 +249,6 @@ TEST(Cli, TemplatePluginRunsAndParametersNeverReachAShell) {
   EXPECT_EQ(perms & fs::perms::others_write, fs::perms::none);
 }
 
-// Issue 51, the template plugin's own experiment: its report leads with the figure against both swept numbers, and
-// the count it declares (ranks, weak scaling) gets its efficiency plot without --scaling.
 // Issue 55 item 1: what code a sweep measured. --source reads a git working tree (its commit, whether tracked files
 // differ, the commit's time) and --revision names it; every run stores them, compare names a difference, and a
 // folder that is not a working tree is refused before anything runs.
@@ -313,6 +311,8 @@ TEST(Cli, TheCodeUnderTestIsRecordedWithEveryRun) {
   }
 }
 
+// Issue 51, the template plugin's own experiment: its report leads with the figure against both swept numbers, and
+// the count it declares (ranks, weak scaling) gets its efficiency plot without --scaling.
 TEST(Cli, TemplateSweepLeadsItsReportWithTheFigureAgainstWhatWasSwept) {
   test::TempDir d;
   auto r = fanout_cmd(d, {"template_hello", "--exp_name=tw", "--ranks=[1,2]", "--work=[1000,8000]", "--iterations=3"});
