@@ -1,4 +1,5 @@
 #include "orchestrator/experiment_runner.h"
+#include "orchestrator/revision.h"
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -709,13 +710,8 @@ class ExperimentSession {
   // One experiment measures one revision of the code under test: runs added later (a resume, compare --until-decided,
   // a second driver) at another commit would mix two codes under one name, and history would read it as one point.
   void refuse_another_revision() {
-    auto it = plan_.revision.find("revision");
-    if (it == plan_.revision.end()) return;
-    const std::vector<std::string> stored = db_->provenance_values("revision");
-    if (stored.empty() || std::count(stored.begin(), stored.end(), it->second)) return;
-    throw UserError(std::string(st_.source.empty() ? "--revision" : "--source " + st_.source) + ": the runs of " + outcome_.exp_dir.string() +
-                    " measured revision " + stored.front() + ", this one is " + it->second +
-                    ": a new revision is a new experiment (another --exp_name), or check the measured one out again");
+    const std::string why = revision_conflict(plan_.revision, db_->provenance_values("revision"), db_->provenance_values("source_dirty"));
+    if (!why.empty()) throw UserError(revision_refusal(st_, outcome_.exp_dir, why));
   }
 
   // The permutations without a COMPLETED run; a dead driver's live jobs are followed instead of resubmitted.

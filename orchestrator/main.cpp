@@ -31,6 +31,7 @@
 #include "orchestrator/settings.h"
 #include "orchestrator/list_value.h"
 #include "host/plugin_loader.h"
+#include "orchestrator/revision.h"
 #include "results/history.h"
 #include "results/history_report.h"
 #include "results/compare.h"
@@ -267,13 +268,16 @@ bool use_the_enclosing_allocation(ExperimentSettings& st) {
 
 // What `resume --dry-run` shows: the planned runs whose permutation has no COMPLETED run in the experiment's database
 // yet (all of them when there is none), said with the count.
+// Read only (the database is neither created, upgraded nor locked), and refused as the run would be for another
+// revision. A dead driver's jobs still in the queue, which the run would follow again, are counted as to run.
 std::vector<RunPlan> runs_a_resume_would_run(const ExperimentPlan& plan, std::ostream& out) {
-  const fs::path db_file = plan.request.settings.results_dir / plan.request.settings.exp_name / layout::kDatabase;
+  const fs::path exp_dir = plan.request.settings.results_dir / plan.request.settings.exp_name, db_file = exp_dir / layout::kDatabase;
   std::set<std::string> completed;
   if (fs::exists(db_file)) {
-    ResultsDb db(db_file);
-    for (auto& r : db.runs())
-      if (r.status == "COMPLETED") completed.insert(r.param_hash);
+    const ExperimentSummary stored = summarize_experiment_db(db_file);
+    if (std::string why = revision_conflict(plan.revision, stored.revisions, stored.dirty); !why.empty())
+      throw UserError(revision_refusal(plan.request.settings, exp_dir, why));
+    completed = stored.completed;
   }
   std::vector<RunPlan> left;
   for (auto& r : plan.runs)
@@ -770,7 +774,7 @@ Command resume_command(CLI::App& app) {
               saved.argv.push_back("--dry-run");
               std::string shown;
               for (size_t i = 1; i < saved.argv.size(); ++i) shown += " " + shell_quote(saved.argv[i]);
-              std::cout << "fanout: resume --dry-run: in " << saved.cwd.string() << ": fanout" << shown << "\n";
+              std::cout << "fanout: resume --dry-run: in " << shell_quote(saved.cwd.string()) << ": fanout" << shown << "\n";
             }
             std::error_code ec;
             fs::current_path(saved.cwd, ec);

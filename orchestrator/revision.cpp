@@ -1,11 +1,13 @@
 #include "orchestrator/revision.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
 #include "common/error.h"
 #include "common/subprocess.h"
 #include "common/text.h"
+#include "orchestrator/experiment.h"
 
 namespace fanout {
 
@@ -28,6 +30,25 @@ std::string git(const fs::path& dir, std::vector<std::string> args, const std::s
 }
 
 }  // namespace
+
+std::string revision_refusal(const ExperimentSettings& settings, const fs::path& exp_dir, const std::string& conflict) {
+  return std::string(settings.source.empty() ? "--revision" : "--source " + settings.source) + ": " + exp_dir.string() + ": " + conflict +
+         ": a new revision is a new experiment (another --exp_name), or measure the same code again (compare --until-decided on two "
+         "revisions: give each side its own working tree)";
+}
+
+std::string revision_conflict(const std::map<std::string, std::string>& now, const std::vector<std::string>& stored_revisions,
+                              const std::vector<std::string>& stored_dirty) {
+  const auto rev = now.find("revision");
+  if (rev == now.end() || stored_revisions.empty()) return "";
+  if (!std::count(stored_revisions.begin(), stored_revisions.end(), rev->second))
+    return "its runs measured revision " + stored_revisions.front() + ", this one is " + rev->second;
+  const auto dirty = now.find("source_dirty");
+  if (dirty != now.end() && !stored_dirty.empty() && (stored_dirty.size() > 1 || stored_dirty.front() != dirty->second))
+    return "its runs measured revision " + rev->second + (stored_dirty.front() == "true" ? " with" : " without") +
+           " changes to tracked files, this tree has " + (dirty->second == "true" ? "some" : "none");
+  return "";
+}
 
 std::map<std::string, std::string> revision_provenance(const std::string& revision, const std::string& source) {
   std::map<std::string, std::string> out;

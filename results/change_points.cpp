@@ -94,7 +94,7 @@ std::vector<ChangePoint> e_divisive(const std::vector<double>& series, const Cha
       for (auto& [s, e] : parts) std::shuffle(shuffled.begin() + long(s), shuffled.begin() + long(e), rng);
       bool any = false;
       if (next_candidate(Distances(shuffled), parts, any).qhat >= candidate.qhat) ++as_large;
-      // Once p can no longer reach max_p the answer is known: the split is not kept (its p is reported as far as counted).
+      // Once p can no longer reach max_p the answer is known: the split is not kept.
       if (double(as_large) / double(opts.permutations + 1) > opts.max_p_value) break;
     }
     candidate.p_value = double(as_large) / double(opts.permutations + 1);

@@ -16,7 +16,7 @@ struct ChangePoint {
   size_t index = 0;   // the first point after the change
   double qhat = 0;    // the statistic that chose it
   double p_value = 1; // permutation test: permutations with a statistic at least as large, over permutations + 1
-                      // (a split that cannot be kept stops counting once p passes max_p: the same decisions, sooner)
+                      // (a split that cannot be kept stops its test once p passes max_p: the same decisions, sooner)
 };
 
 struct ChangePointOptions {

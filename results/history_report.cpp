@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "results/display_unit.h"
+#include "results/models.h"  // first: html_report.h's and plots.h's defaults name FigureModel and ScalingRow
 #include "results/html_report.h"
 #include "results/metric_stats.h"
 #include "results/plots.h"
@@ -63,9 +64,13 @@ fs::path series_script(const HistoryChanges& h, const FigureSeries& s, size_t i,
 
 HistoryReport write_history_report(const HistoryChanges& h, const fs::path& out_arg) {
   HistoryReport report;
-  const fs::path out_dir = fs::absolute(out_arg).lexically_normal();  // gnuplot runs in the plots' folder
-  if (fs::exists(out_dir) && !fs::exists(out_dir / kMarker))
-    throw UserError("--out " + out_arg.string() + " exists and is not a dashboard fanout wrote: give a new folder");
+  fs::path out_dir = fs::absolute(out_arg).lexically_normal();  // gnuplot runs in the plots' folder
+  if (out_dir.filename().empty()) out_dir = out_dir.parent_path();  // "site/"
+  // The folder and the two beside it this writes through (SITE.tmp, SITE.old) are fanout's, or absent: a user's
+  // `site.old` is never removed.
+  for (const fs::path& p : {out_dir, fs::path(out_dir.string() + ".tmp"), fs::path(out_dir.string() + ".old")})
+    if (fs::exists(p) && !fs::exists(p / kMarker))
+      throw UserError("--out " + out_arg.string() + ": " + p.string() + " exists and is not a dashboard fanout wrote: give a new folder");
   const fs::path staging = out_dir.string() + ".tmp";
   fs::remove_all(staging);
   fs::create_directories(staging / "plots");
@@ -107,7 +112,7 @@ HistoryReport write_history_report(const HistoryChanges& h, const fs::path& out_
     page << "</table>\n";
   }
   for (size_t k = 0; k < order.size(); ++k) {
-    if (k == 0) page << "<h2 id=\"figures\">Figures</h2>\n";
+    if (k == 0 && figures > 0) page << "<h2 id=\"figures\">Figures</h2>\n";
     if (k == figures) page << "<h2 id=\"resources\">Resources</h2>\n";
     const size_t i = order[k];
     const FigureSeries& s = h.series[i];

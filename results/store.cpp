@@ -769,8 +769,24 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
     summary.runs += n;
     if (sqlite3_column_type(st, 2) != SQLITE_NULL) summary.last_end_s = std::max(summary.last_end_s, sqlite3_column_double(st, 2));
   }
-  const std::string why = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
+  std::string why = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
   sqlite3_finalize(st);
+  auto each = [&](const char* q, const std::function<void(const std::string&)>& take) {
+    sqlite3_stmt* s = nullptr;
+    if (!why.empty()) return;
+    if (sqlite3_prepare_v2(db, q, -1, &s, nullptr) != SQLITE_OK) {
+      why = sqlite3_errmsg(db);
+      return;
+    }
+    int r;
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) take(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
+    if (r != SQLITE_DONE) why = sqlite3_errmsg(db);
+    sqlite3_finalize(s);
+  };
+  each("SELECT DISTINCT param_hash FROM runs WHERE status = 'COMPLETED'", [&](const std::string& v) { summary.completed.insert(v); });
+  each("SELECT value FROM provenance WHERE key = 'revision' AND value != '' GROUP BY value ORDER BY min(run_id)",
+       [&](const std::string& v) { summary.revisions.push_back(v); });
+  each("SELECT DISTINCT value FROM provenance WHERE key = 'source_dirty'", [&](const std::string& v) { summary.dirty.push_back(v); });
   sqlite3_close(db);
   if (!why.empty()) throw UserError(file.string() + ": " + why);
   return summary;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,6 +46,8 @@ struct ExperimentSummary {
   int64_t runs = 0;        // every attempt
   int64_t superseded = 0;  // attempts that did not complete and were run again since (a retry, a resume)
   double last_end_s = 0;  // Unix seconds of the newest run's end, 0 when none ended
+  std::set<std::string> completed;  // param_hash of every permutation with a COMPLETED run (what a resume skips)
+  std::vector<std::string> revisions, dirty;  // distinct provenance revision and source_dirty (the code the runs measured)
 };
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
 

@@ -332,7 +332,7 @@ TEST(Cli, ResumeDryRunShowsTheMissingRunsAndRunsNothing) {
   const std::string before = query(db_of(d, "dr"), "SELECT count(*) FROM runs")[0][0];
   auto dry = fanout_cmd(d, {"resume", "results/dr", "--dry-run"});
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
-  EXPECT_NE(dry.out.find("fanout: resume --dry-run: in " + d.path.string() + ": fanout 'calibration_sleep' '--sleep_us=100'"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("fanout: resume --dry-run: in '" + d.path.string() + "': fanout 'calibration_sleep' '--sleep_us=100'"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("resume --dry-run: 1 of 2 run(s) already COMPLETED; would run 1"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("fail_rank=0"), std::string::npos) << dry.out;
   EXPECT_EQ(dry.out.find("fail_rank=-1"), std::string::npos) << "the COMPLETED one is not shown: " << dry.out;

@@ -497,8 +497,17 @@ TEST(History, AStepPlantedAtARevisionIsFoundThereAndNowhereElse) {
   EXPECT_EQ(images, 1u) << "one figure: t";
   EXPECT_NE(page.out.find("data-plots-rendered=\"" + std::to_string(images) + "\""), std::string::npos) << page.out.substr(0, 2000) << page.err.substr(0, 2000);
   EXPECT_EQ(page.err.find(":CONSOLE("), std::string::npos) << "a console message: " << page.err;
-  // Written again into its own folder: replaced; never into a folder it did not write.
+  // Written again into its own folder (named with a trailing slash too): replaced; never into a folder it did not
+  // write, nor through a user's folder beside it (site2.old).
   EXPECT_EQ(test::run_fanout(d.path, args).exit_code, 0);
+  args[2] = "--out=site/";
+  EXPECT_EQ(test::run_fanout(d.path, args).exit_code, 0);
+  EXPECT_TRUE(fs::exists(d.path / "site" / "index.html"));
+  fs::create_directories(d.path / "site2.old");
+  std::ofstream(d.path / "site2.old" / "keep.txt") << "mine\n";
+  args[2] = "--out=site2";
+  EXPECT_EQ(test::run_fanout(d.path, args).exit_code, 2);
+  EXPECT_TRUE(fs::exists(d.path / "site2.old" / "keep.txt"));
   fs::create_directories(d.path / "mine");
   args[2] = "--out=mine";
   auto refused = test::run_fanout(d.path, args);
