@@ -13,6 +13,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -471,6 +472,10 @@ TEST(InferenceSweep, StandardAndColocatedOnTheLocalLauncher) {
     EXPECT_EQ(test::sql_one(db, std::string("SELECT count(*) FROM samples WHERE warmup=0 AND metric='") + metric + "'"), "12") << metric;
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='main()'"), "4");
   EXPECT_EQ(test::sql_one(db, "SELECT count(*) FROM samples WHERE metric='set_model'"), "2") << "rank 0 stores the model, per run";
+  // Issue 51: the report leads with each figure against what was swept (batch_size), inference's own experiment too.
+  const auto plots = test::headline_plots(d.path, db.parent_path());
+  for (const char* title : {"median run_model (inference) by batch_size", "median loop_time (inference) by batch_size"})
+    EXPECT_NE(std::find(plots.begin(), plots.end(), title), plots.end()) << title << "; plots: " << (plots.empty() ? "" : plots.front());
   const fs::path model = d.path / "results" / "inf" / "models" / "resnet50.cpu.pt";
   ASSERT_TRUE(fs::exists(model)) << "built once, in the experiment's models/";
   const auto built = fs::last_write_time(model);
