@@ -14,12 +14,19 @@ exe=$build/fanout-pslite plain=$build/tcp_anchor
 [ -x "$exe" ] || { echo "pslite_bench: $exe not found (build first)" >&2; exit 2; }
 [ -x "$plain" ] || { echo "pslite_bench: $plain not found (build the bench targets)" >&2; exit 2; }
 command -v iperf3 >/dev/null || { echo "pslite_bench: iperf3 is missing (scripts/install-deps.sh test)" >&2; exit 2; }
-port=$((20000 + RANDOM % 20000))
+# Ports below the kernel's ephemeral range (an outgoing connection of any process may hold one there: "Address
+# already in use"), each checked free before a run takes it.
+low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+port=$((10000 + RANDOM % (low - 12000)))
+next_port() {  # the next port nothing listens on
+  port=$((port + 1))
+  while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
+}
 export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_INTERFACE=lo NUM_KEY_PER_SERVER=40
 
 # One measurement: scheduler + server in the background, the worker prints the figure.
 run() {  # transport len iterations mode(0 sync,1 pushpull,2 push,3 pull)
-  port=$((port + 1))
+  next_port
   DMLC_PS_ROOT_PORT=$port DMLC_ENABLE_RDMA=$1 DMLC_ROLE=scheduler "$exe" &
   DMLC_PS_ROOT_PORT=$port DMLC_ENABLE_RDMA=$1 DMLC_ROLE=server "$exe" &
   DMLC_PS_ROOT_PORT=$port DMLC_ENABLE_RDMA=$1 DMLC_ROLE=worker "$exe" "$2" "$3" "$4"
