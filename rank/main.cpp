@@ -235,6 +235,13 @@ int serve_kv(int ranks, const std::string& address_file) {
   return 0;
 }
 
+// One figure the rank records of its role (what it cost, its counters): declared with its direction, as the role
+// would have (the plugin's table then stays out of it), then its one sample.
+bool record_rank_figure(fanout_context& ctx, const std::string& metric, fanout_better better, const char* unit, int64_t t_start, double value) {
+  ctx.declared.insert(metric);
+  return ctx.samples->declare(metric, uint8_t(better), 0) && ctx.samples->record(metric, unit, 0, t_start, value, false);
+}
+
 // The rank's own resource.* figures, once, after its role: its threads and its waited-for children (a database
 // server it started and stopped) over the role's call; the peak is the largest of them over the rank's life.
 bool record_own_resources(fanout_context& ctx, const rusage& self_before, const rusage& children_before, int64_t t_start) {
@@ -243,11 +250,8 @@ bool record_own_resources(fanout_context& ctx, const rusage& self_before, const 
   // Its own peak since fanout-rank's exec (ru_maxrss starts at the driver's); a child's floor is at most this.
   if (const long kib = fanout_sdk::own_peak_rss_kib(); kib >= 0) self.ru_maxrss = kib;
   const rusage before = fanout_sdk::combined(self_before, children_before);
-  for (auto& f : fanout_sdk::resource_figures(fanout_sdk::combined(self, children), &before)) {
-    ctx.declared.insert(f.metric);
-    if (!ctx.samples->declare(f.metric, uint8_t(f.better), 0) || !ctx.samples->record(f.metric, f.unit, 0, t_start, f.value, false))
-      return false;
-  }
+  for (auto& f : fanout_sdk::resource_figures(fanout_sdk::combined(self, children), &before))
+    if (!record_rank_figure(ctx, f.metric, f.better, f.unit, t_start, f.value)) return false;
   return true;
 }
 
@@ -275,9 +279,7 @@ struct RankCounters {
       fanout_sdk::disable_counter(fd);
       const auto value = fanout_sdk::read_counter(fd, *c);
       if (!value) continue;
-      const std::string metric = fanout_sdk::counter_metric(*c);
-      ctx.declared.insert(metric);
-      if (!ctx.samples->declare(metric, FANOUT_BETTER_NONE, 0) || !ctx.samples->record(metric, c->unit, 0, t_start, *value, false)) return false;
+      if (!record_rank_figure(ctx, fanout_sdk::counter_metric(*c), FANOUT_BETTER_NONE, c->unit, t_start, *value)) return false;
     }
     return true;
   }

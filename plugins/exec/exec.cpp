@@ -419,10 +419,15 @@ class StepRun {
     }
     for (auto& f : fanout_sdk::resource_figures(inv.usage)) {
       if (!peak_known && std::strcmp(f.metric, "resource.peak_rss") == 0) continue;
-      if (declared_.insert(f.metric).second && !host_.declare_metric(f.metric, f.better)) return false;
-      if (!host_.record(f.metric, iteration, inv.t0, f.value, f.unit, warmup)) return false;
+      if (!record_declared(f.metric, f.better, iteration, inv.t0, f.value, f.unit, warmup)) return false;
     }
     return true;
+  }
+
+  // One figure of what an invocation cost, its direction declared before its first sample.
+  bool record_declared(const std::string& metric, fanout_better better, int64_t iteration, int64_t t0, double value, const char* unit, bool warmup) {
+    if (declared_.insert(metric).second && !host_.declare_metric(metric.c_str(), better)) return false;
+    return host_.record(metric.c_str(), iteration, t0, value, unit, warmup);
   }
 
   // --counters around each invocation: opened on this rank before the program starts, inherited by it and enabled
@@ -448,9 +453,7 @@ class StepRun {
     for (auto& [c, fd] : counters_) {
       const auto value = fanout_sdk::read_counter(fd, *c);
       if (!value) continue;  // the program never ran long enough to be counted
-      const std::string metric = fanout_sdk::counter_metric(*c);
-      if (declared_.insert(metric).second && !host_.declare_metric(metric.c_str(), FANOUT_BETTER_NONE)) return false;
-      if (!host_.record(metric.c_str(), iteration, inv.t0, *value, c->unit, warmup)) return false;
+      if (!record_declared(fanout_sdk::counter_metric(*c), FANOUT_BETTER_NONE, iteration, inv.t0, *value, c->unit, warmup)) return false;
     }
     close_counters();
     return true;
