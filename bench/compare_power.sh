@@ -2,9 +2,13 @@
 # How often `fanout results compare` cries wolf, and how often it catches a real slowdown, on this machine's own
 # noise (issues 40, 50). PAIRS pairs of calibration sweeps, each side --repeat=5 runs and again --repeat=auto (5,
 # then more runs where the across-runs interval is wider than +-2 %, at most 30), sleep (2000 us per iteration) and
-# copy (1 MiB per iteration), compared with the default threshold (5 %), alpha (0.05) and correction:
+# copy (128 MiB per iteration), compared with the default threshold (5 %), alpha (0.05) and correction:
 #   identical: both sides the same command        -> "false regressions" (goal: at most 1 of PAIRS)
-#   planted 5 % and 10 %: B sleeps 2100 / 2200 us, copies 1.05 / 1.10 MiB -> "detected" (goal >= 19/20 at 10 %)
+#   planted 5 % and 10 %: B sleeps 2100 / 2200 us, copies 134.4 / 140.8 MiB -> "detected" (goal >= 19/20 at 10 %)
+# The copy is 128 MiB, beyond every cache (source and destination 256 MiB), where 10 % more bytes take 10 % longer
+# (measured: +9.5 %). At 1 MiB, source and destination together fill this machine's 2 MiB L2 exactly: each process's
+# runs land in two or three cache states (15.9, 17.4, 19.3 us), and 1.1 MiB took anywhere from 2 % to 20 % longer,
+# so a "planted 10 %" there was no 10 % slowdown at all.
 # and how many runs a side --repeat=auto took. Each pair's sweeps run back to back, so what drifts on the machine
 # between them is part of the noise.
 # MODES may add "until": --repeat=5, then compare --until-decided --max_repeat=30 (both sides run again, in turn).
@@ -15,7 +19,7 @@ build=$(readlink -f "${1:-build}")
 . "$(dirname "$0")/figures.sh"
 pairs=${PAIRS:-$([ "${QUICK:-0}" = 1 ] && echo 3 || echo 20)}
 work=$(mktemp -d /tmp/fanout-compare-power-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] && echo "compare_power: keeping $work" >&2 || trap 'rm -rf "$work"' EXIT
 cd "$work"
 
 modes=${MODES:-5 auto until}
@@ -46,10 +50,10 @@ for i in $(seq "$pairs"); do
     echo "compare_power: pair $i/$pairs, --repeat=$mode" >&2
     t=r$mode
     reps=$([ "$mode" = until ] && echo 5 || echo "$mode")
-    sweep "${t}a$i" 2000 1048576 "$reps"
-    sweep "${t}b$i" 2000 1048576 "$reps"
-    sweep "${t}c$i" 2100 1101005 "$reps"  # +5 %
-    sweep "${t}d$i" 2200 1153434 "$reps"  # +10 %
+    sweep "${t}a$i" 2000 134217728 "$reps"
+    sweep "${t}b$i" 2000 134217728 "$reps"
+    sweep "${t}c$i" 2100 140928614 "$reps"  # +5 %
+    sweep "${t}d$i" 2200 147639500 "$reps"  # +10 %
     for m in sleep copy; do
       param=$([ $m = sleep ] && echo sleep_us || echo copy_bytes)
       count[false_${m}_$mode]=$(( ${count[false_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}b${i}_$m" $m $param) ))

@@ -301,6 +301,10 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   if (scheduler_is_detected(with_site.settings.scheduler)) with_site.auto_scheduler = resolve_scheduler_name(with_site.settings.scheduler);
   ExperimentPlan plan = plan_experiment(with_site, plugin);
   for (auto& w : plan.warnings) std::cerr << "fanout: warning: " << w << "\n";
+  // --reference is read now, not after the sweep: a file that cannot be read or holds no value is refused before
+  // anything runs. The results point into refs.
+  std::vector<Reference> refs;
+  if (!with_site.settings.reference.empty()) refs = read_references_to_check(with_site.settings.reference);
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
@@ -315,8 +319,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   auto outcome = run_experiment(plan, plugin, opts);
   if (outcome.interrupted) return 130;
-  if (!with_site.settings.reference.empty()) {  // --reference: the sweep's figures checked at its end
-    const auto refs = read_references(with_site.settings.reference);  // the results point into it
+  if (!refs.empty()) {  // --reference: the sweep's figures checked at its end
     const auto results = check_references(outcome.exp_dir, refs);
     print_reference_results(results, std::cerr);
     if (!std::all_of(results.begin(), results.end(), [](auto& r) { return r.pass; })) return 1;
@@ -604,6 +607,7 @@ Command compare_command(CLI::App& results) {
   struct State {
     std::string a, b, format = "text", correction = "bh";
     std::vector<std::string> abs_thresholds;
+    std::string reference;
     CompareOptions opts;
     bool until_decided = false;
     int max_repeat = 30;
@@ -616,6 +620,8 @@ Command compare_command(CLI::App& results) {
   cmd->add_option("--abs_threshold", st->abs_thresholds,
                   "[METRIC=]VALUE[UNIT]: a change smaller than this is no change (the only size a change from a median of 0 has); "
                   "repeatable, a metric's own before the general one");
+  cmd->add_option("--reference", st->reference, "a reference file whose [[reference]] tables give figures their own abs_threshold "
+                                                "(a metric, its role and parameters; docs/results.md)");
   cmd->add_option("--correction", st->correction, "adjusting p for the many figures one compare tests: bh (Benjamini-Hochberg, "
                                                   "false discovery rate), holm (family-wise error) or none")
       ->capture_default_str()->check(CLI::IsMember({"bh", "holm", "none"}));
@@ -630,6 +636,8 @@ Command compare_command(CLI::App& results) {
   cmd->add_option("--max_repeat", st->max_repeat, "with --until-decided: runs a side at the most")->capture_default_str()->check(CLI::Range(5, 1000));
   return {cmd, [st] {
             for (auto& t : st->abs_thresholds) st->opts.abs_thresholds.push_back(parse_abs_threshold(t));
+            if (!st->reference.empty())
+              for (auto& t : abs_thresholds_from_references(st->reference)) st->opts.abs_thresholds.push_back(t);
             st->opts.correction = st->correction == "none" ? Correction::None : st->correction == "holm" ? Correction::Holm : Correction::BenjaminiHochberg;
             check_compare_options(st->opts);
             auto more = [](const fs::path& exp, int runs) {
@@ -751,7 +759,7 @@ Command check_command(CLI::App& results) {
               std::cout << "fanout: references written to " << printable(st->write) << "\n";
               return 0;
             }
-            const auto refs = read_references(st->reference);
+            const auto refs = read_references_to_check(st->reference);
             const auto results = check_references(st->dir, refs);
             print_reference_results(results, std::cout);
             return std::all_of(results.begin(), results.end(), [](auto& r) { return r.pass; }) ? 0 : 1;

@@ -15,6 +15,7 @@
 #include "results/display_unit.h"
 #include "results/metric_stats.h"
 #include "results/models.h"
+#include "results/reference.h"
 #include "results/store.h"
 #include "results/layout.h"
 #include "results/statistics.h"
@@ -37,10 +38,18 @@ AbsThreshold parse_abs_threshold(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  t.value = v, t.unit = rest.substr(used);
+  t.value = v, t.unit = rest.substr(used), t.origin = "--abs_threshold " + printable(text);
   if (used == 0 || !std::isfinite(v) || v < 0 || (t.metric.empty() && text.find('=') != std::string::npos))
     throw UserError("--abs_threshold '" + printable(text) + "': expected [METRIC=]VALUE[UNIT] with VALUE >= 0 (e.g. 2ms, latency=0.5)");
   return t;
+}
+
+std::vector<AbsThreshold> abs_thresholds_from_references(const fs::path& file) {
+  std::vector<AbsThreshold> out;
+  for (auto& r : read_references(file))
+    if (r.abs_threshold >= 0) out.push_back({r.metric, r.role, r.parameters, r.abs_threshold, r.unit, r.origin});
+  if (out.empty()) throw UserError(file.string() + ": no [[reference]] table has an abs_threshold (what results compare --reference reads)");
+  return out;
 }
 
 void check_compare_options(const CompareOptions& opts) {
@@ -61,19 +70,33 @@ std::string match_key(const MetricStats& m, const std::vector<std::string>& igno
   return key;
 }
 
-// The absolute threshold that applies to a metric, in its own unit: a per-metric one before a general one; 0 when
-// none applies.
-double abs_threshold_for(const std::vector<AbsThreshold>& all, const std::string& metric, const std::string& unit) {
+// The absolute threshold that applies to a figure, in its own unit: the most specific one of its own (a role and
+// more parameters before fewer; at equal scope the first given: compare puts its flags before its file's), then a general one; 0 when none applies.
+// One of its own in a unit that does not convert to the figure's is an error naming where it was given: a
+// threshold that silently did not apply would let a change through.
+double abs_threshold_for(const std::vector<AbsThreshold>& all, const ComparisonRow& row) {
   auto in_unit = [&](const AbsThreshold& t) -> std::optional<double> {
-    if (t.unit.empty() || t.unit == unit) return t.value;
-    const double from = seconds_per(t.unit), to = seconds_per(unit);
+    if (t.unit.empty() || t.unit == row.unit) return t.value;
+    const double from = seconds_per(t.unit), to = seconds_per(row.unit);
     if (from > 0 && to > 0) return t.value * from / to;
     return std::nullopt;
   };
-  for (const bool own : {true, false})
-    for (auto& t : all)
-      if ((own ? t.metric == metric : t.metric.empty()))
-        if (auto v = in_unit(t)) return *v;
+  const AbsThreshold* own = nullptr;
+  auto scope = [](const AbsThreshold& t) { return (t.role.empty() ? 0 : 1) + t.parameters.size(); };
+  for (auto& t : all) {
+    if (t.metric.empty()) continue;
+    Reference figure;
+    figure.metric = t.metric, figure.role = t.role, figure.parameters = t.parameters;
+    if (reference_covers(figure, row.role, row.metric, row.parameters) && (!own || scope(t) > scope(*own))) own = &t;
+  }
+  if (own) {
+    if (auto v = in_unit(*own)) return *v;
+    throw UserError(own->origin + ": an absolute threshold in '" + printable(own->unit) + "' for " + printable(row.metric) +
+                    ", which is in '" + printable(row.unit) + "' (give it in the figure's unit)");
+  }
+  for (auto& t : all)
+    if (t.metric.empty())
+      if (auto v = in_unit(t)) return *v;
   return 0;
 }
 
@@ -179,15 +202,18 @@ void measure_row(ComparisonRow& r, const std::vector<double>& ma, const std::vec
 }
 
 void judge_row(ComparisonRow& r, double abs_min, const CompareOptions& opts) {
-  // Beyond the thresholds: the percent one where A's median has a size, the absolute one always (0 when none).
-  const bool big = std::fabs(r.change) > abs_min && (r.median_a == 0 || std::fabs(r.change_pct) > opts.threshold_pct);
+  // Beyond the thresholds: the percent one where A's median has a size, the absolute one always (0 when none). The
+  // size judged is the Hodges-Lehmann shift, the one printed and the one whose interval shows a figure within them:
+  // a difference of two medians jumps with which mode each side's middle run fell in (a benchmark whose runs land
+  // in two cache states), the median of every pairwise difference does not.
+  const bool big = std::fabs(r.shift.estimate) > abs_min && (r.median_a == 0 || std::fabs(r.shift_pct) > opts.threshold_pct);
   r.within_threshold = r.shift.bounded &&
       (r.median_a != 0 ? std::fabs(r.shift_pct_low) < opts.threshold_pct && std::fabs(r.shift_pct_high) < opts.threshold_pct
                        : (r.shift.low == 0 && r.shift.high == 0) || (std::fabs(r.shift.low) < abs_min && std::fabs(r.shift.high) < abs_min));
   if (!(r.p_adjusted < opts.alpha && big)) r.verdict = "unchanged";
   else if (r.better == "none") r.verdict = "changed";
   else if (r.better.empty()) r.verdict = "changed (no direction)";
-  else r.verdict = (r.change > 0) == (r.better == "lower") ? "regression" : "improvement";
+  else r.verdict = (r.shift.estimate > 0) == (r.better == "lower") ? "regression" : "improvement";
 }
 
 int comparison_status(const ComparisonReport& r) {
@@ -246,7 +272,7 @@ ComparisonReport compare_experiments(const fs::path& a, const fs::path& b, const
   for (size_t k = 0; k < testable.size(); ++k) {
     ComparisonRow& r = report.rows[testable[k]];
     r.p_adjusted = adjusted[k];
-    judge_row(r, abs_threshold_for(opts.abs_thresholds, r.metric, r.unit), opts);
+    judge_row(r, abs_threshold_for(opts.abs_thresholds, r), opts);
   }
   for (auto& r : report.rows) {
     if (r.verdict == "regression") ++report.regressions;

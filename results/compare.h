@@ -24,13 +24,20 @@ constexpr size_t kMinRuns = 3;
 // --abs_threshold [METRIC=]VALUE[UNIT]: a change smaller than this is no change, whatever its percent (the only
 // size a change from a median of 0 has). Without a unit the value is in each metric's own unit; with one it applies
 // to metrics whose unit converts to it (time units among themselves) and to those of that exact unit.
+// A reference file's abs_threshold (compare --reference) is one figure's: its metric, and its role and parameters
+// when the table names them; the most specific that covers a figure applies; at equal scope a flag's before the file's.
 struct AbsThreshold {
   std::string metric;  // "" = every metric
+  std::string role;    // "" = any role
+  std::vector<std::pair<std::string, std::string>> parameters;  // the figure's point must have these
   double value = 0;
   std::string unit;    // "" = the metric's own
+  std::string origin;  // "--abs_threshold latency=2ms", "ref.toml:12": named when it cannot apply
 };
 // Parses "2ms", "latency=0.5", "put_tensor=20us"; throws UserError naming the flag and the text.
 AbsThreshold parse_abs_threshold(const std::string& text);
+// The abs_threshold of every [[reference]] table that has one (results/reference.h).
+std::vector<AbsThreshold> abs_thresholds_from_references(const std::filesystem::path& file);
 
 struct CompareOptions {
   double threshold_pct = 5.0;

@@ -73,7 +73,10 @@ std::vector<Reference> read_references(const fs::path& file) {
         if (!s) throw UserError(where + " must be a string");
         (key == "metric" ? r.metric : key == "role" ? r.role : key == "unit" ? r.unit : r.statistic) = *s;
       } else if (key == "value") {
-        r.value = number();
+        r.value = number(), r.has_value = true;
+      } else if (key == "abs_threshold") {
+        r.abs_threshold = number();
+        if (r.abs_threshold < 0) throw UserError(where + " must be 0 or more (in the reference's unit)");
       } else if (key == "lower" || key == "upper") {
         (key == "lower" ? r.lower : r.upper) = number();
       } else if (key == "parameters") {
@@ -81,11 +84,14 @@ std::vector<Reference> read_references(const fs::path& file) {
         if (!p) throw UserError(where + " must be a table of name = value");
         for (auto& [pk, pv] : *p) r.parameters.emplace_back(std::string(pk.str()), value_text(pv));
       } else {
-        throw UserError(where + ": unknown key (known: metric, role, parameters, statistic, value, unit, lower, upper)");
+        throw UserError(where + ": unknown key (known: metric, role, parameters, statistic, value, unit, lower, upper, abs_threshold)");
       }
     }
     // A unit may be "" (a count without one) but must be said: a reference in no unit would match any.
-    if (r.metric.empty() || !t->contains("unit") || !t->contains("value")) throw UserError(at + ": a reference needs metric, value and unit");
+    if (r.metric.empty() || !t->contains("unit") || (!r.has_value && r.abs_threshold < 0))
+      throw UserError(at + ": a reference needs metric, unit and value (or abs_threshold alone, for results compare)");
+    if (!r.has_value && (t->contains("lower") || t->contains("upper") || t->contains("statistic")))
+      throw UserError(at + ": lower, upper and statistic hold a value: this table has none");
     if (std::find(kStatistics.begin(), kStatistics.end(), r.statistic) == kStatistics.end())
       throw UserError(at + ": statistic '" + r.statistic + "' is not one of " + join(kStatistics, ", "));
     if (r.lower > 0 || r.upper < 0) throw UserError(at + ": lower must be <= 0 and upper >= 0 (fractions of value: -0.05 is 5 % below)");
@@ -94,24 +100,36 @@ std::vector<Reference> read_references(const fs::path& file) {
   return out;
 }
 
+std::vector<Reference> read_references_to_check(const fs::path& file) {
+  std::vector<Reference> refs = read_references(file);
+  if (std::none_of(refs.begin(), refs.end(), [](const Reference& r) { return r.has_value; }))
+    throw UserError(file.string() + ": no reference has a value to check (abs_threshold alone is for results compare --reference)");
+  return refs;
+}
+
+bool reference_covers(const Reference& ref, const std::string& role, const std::string& metric,
+                      const std::vector<std::pair<std::string, std::string>>& parameters) {
+  if (metric != ref.metric || (!ref.role.empty() && role != ref.role)) return false;
+  return std::all_of(ref.parameters.begin(), ref.parameters.end(), [&](auto& p) {
+    return std::any_of(parameters.begin(), parameters.end(), [&](auto& q) {
+      if (q.first != p.first) return false;
+      auto a = parse_double(q.second), b = parse_double(p.second);
+      return q.second == p.second || (a && b && *a == *b);
+    });
+  });
+}
+
 std::vector<ReferenceResult> check_references(const fs::path& exp_dir, const std::vector<Reference>& refs) {
   const ExperimentStats stats = load_experiment_stats(exp_dir);
   std::vector<ReferenceResult> out;
   for (auto& ref : refs) {
+    if (!ref.has_value) continue;  // compare's threshold alone: nothing to hold
     ReferenceResult res;
     res.ref = &ref;
     std::vector<double> per_run;
     std::string other_unit;
     for (auto& m : stats.stats) {
-      if (m.metric != ref.metric || (!ref.role.empty() && m.role != ref.role) || !m.summary.count) continue;
-      const bool point = std::all_of(ref.parameters.begin(), ref.parameters.end(), [&](auto& p) {
-        return std::any_of(m.parameters.begin(), m.parameters.end(), [&](auto& q) {
-          if (q.first != p.first) return false;
-          auto a = parse_double(q.second), b = parse_double(p.second);
-          return q.second == p.second || (a && b && *a == *b);
-        });
-      });
-      if (!point) continue;
+      if (!m.summary.count || !reference_covers(ref, m.role, m.metric, m.parameters)) continue;
       if (m.unit != ref.unit) {
         other_unit = m.unit;
         continue;

@@ -13,6 +13,11 @@
 //   unit = "s"                       # required: a figure in another unit fails rather than being compared
 //   lower = -0.05
 //   upper = 0.10
+//   abs_threshold = 0.0001           # optional, in unit: for `results compare --reference`, a change of this
+//                                    # figure smaller than this is no change (the only size a change from 0 has)
+//
+// A table with abs_threshold may leave out value, lower and upper: it then sets compare's threshold only, and
+// `results check` has nothing to hold it to.
 #pragma once
 #include <filesystem>
 #include <iosfwd>
@@ -27,7 +32,14 @@ struct Reference {
   std::string role, metric, statistic = "median", unit;
   std::vector<std::pair<std::string, std::string>> parameters;
   double value = 0, lower = 0, upper = 0;
+  bool has_value = false;         // a table of abs_threshold alone has none: nothing for `results check`
+  double abs_threshold = -1;      // < 0: none given
 };
+
+// The reference speaks of this figure: its metric, its role when it names one, every parameter it names with the
+// same value (numbers compared as numbers: 2000 and 2000.0 are one point).
+bool reference_covers(const Reference& ref, const std::string& role, const std::string& metric,
+                      const std::vector<std::pair<std::string, std::string>>& parameters);
 
 struct ReferenceResult {
   const Reference* ref = nullptr;  // into the vector check_references was given: keep it alive
@@ -39,6 +51,8 @@ struct ReferenceResult {
 
 // Throws UserError naming the file and line.
 std::vector<Reference> read_references(const std::filesystem::path& file);
+// The same, for `results check` and a sweep's --reference: a file whose tables all lack a value is refused.
+std::vector<Reference> read_references_to_check(const std::filesystem::path& file);
 std::vector<ReferenceResult> check_references(const std::filesystem::path& exp_dir, const std::vector<Reference>& refs);
 void print_reference_results(const std::vector<ReferenceResult>& results, std::ostream& out);
 // One reference per (permutation, role, metric) of the experiment: its median across runs, +-tolerance. Written

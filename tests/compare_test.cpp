@@ -108,6 +108,94 @@ TEST_F(Verdict, AChangeFromZeroIsJudgedInTheUnit) {
   EXPECT_EQ(compare("a", "b", {"--abs_threshold=other=10ms"}).exit_code, 1) << "a threshold of another metric does not apply";
 }
 
+// A benchmark whose runs land in one of two states (a copy at a cache's edge): A's runs 4 x 100 and 6 x 110 ms, B's
+// the same states 10 % slower, 6 x 110 and 4 x 121. Both medians are 110: their difference says 0 %. The size
+// judged is the Hodges-Lehmann shift (the median of the 100 differences: 36 of 0, 24 of 10, 24 of 11, 16 of 21, so
+// 10 ms, +9.1 %), and U = 64 + 36 / 2 = 82 of 100 is significant: a regression.
+TEST_F(Verdict, ABimodalBenchmarksShiftIsJudgedNotTheGapBetweenItsMedians) {
+  for (int k = 0; k < 10; ++k)
+    for (auto& [side, value] : std::vector<std::pair<std::string, int>>{{"a", k < 4 ? 100 : 110}, {"b", k < 6 ? 110 : 121}}) {
+      std::ofstream(d.path / "figures.txt") << "t 0 " << value << " ms\nt 1 " << value << " ms\n";
+      ASSERT_EQ(fanout({"results", "record", "results/" + side, "--run", "r" + std::to_string(k), "--file", "figures.txt", "--param", "v=2"})
+                    .exit_code, 0);
+    }
+  auto csv = compare("a", "b", {"--format=csv"});
+  EXPECT_EQ(csv.exit_code, 1) << csv.out << csv.err;
+  auto row = csv_row(csv.out, "t");
+  EXPECT_EQ(row["change_pct"], "0") << csv.out;
+  EXPECT_EQ(row["shift"], "10") << csv.out;
+  EXPECT_EQ(row["verdict"], "regression") << csv.out;
+  EXPECT_LT(std::stod(row["p_adjusted"]), 0.05) << csv.out;
+}
+
+// Per figure, from a reference file (compare --reference): a [[reference]] table's abs_threshold, in its unit (time
+// units convert), scoped by its role and parameters, the most specific first; a flag's before the file's at equal
+// scope; one in a unit that does not convert is refused naming the file's line, as is a file with none.
+TEST_F(Verdict, AbsoluteThresholdsPerFigureFromAReferenceFile) {
+  sweep("a", "0", 5, "ms", {"--param", "w=[1,2]"});
+  sweep("b", "5", 5, "ms", {"--param", "w=[1,2]"});
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(d.path / name) << text;
+    return "--reference=" + name;
+  };
+  auto verdict_of = [&](const test::CommandResult& csv, const std::string& w) {
+    std::istringstream in(csv.out);
+    std::string header, line;
+    std::getline(in, header);
+    const auto cols = split(header, ',');
+    while (std::getline(in, line)) {
+      std::map<std::string, std::string> row;
+      const auto v = split(line, ',');
+      for (size_t i = 0; i < cols.size() && i < v.size(); ++i) row[cols[i]] = v[i];
+      if (row["param.w"] == w) return row["verdict"];
+    }
+    return std::string("(no row for w=" + w + ")");
+  };
+  EXPECT_EQ(compare("a", "b").exit_code, 1) << "5 ms from 0 with no threshold: a regression";
+  const auto all = write("all.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nabs_threshold = 10\n");
+  auto r = compare("a", "b", {all});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // In seconds: converted, 4 ms is less than the 5 ms change.
+  EXPECT_EQ(compare("a", "b", {write("s.toml", "[[reference]]\nmetric = \"t\"\nunit = \"s\"\nabs_threshold = 0.004\n")}).exit_code, 1);
+  // One point's own: w=1 held by 10 ms, w=2 by nothing.
+  const auto point = write("point.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nparameters = { w = 1 }\nabs_threshold = 10\n");
+  auto csv = compare("a", "b", {point, "--format=csv"});
+  EXPECT_EQ(csv.exit_code, 1) << csv.out << csv.err;
+  EXPECT_EQ(verdict_of(csv, "1"), "unchanged") << csv.out;
+  EXPECT_EQ(verdict_of(csv, "2"), "regression") << csv.out;
+  // The point's own before a metric-wide one, whichever comes first; a flag before the file at equal scope.
+  const auto both = write("both.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nabs_threshold = 1\n\n"
+                                       "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nparameters = { w = 2 }\nabs_threshold = 10\n");
+  csv = compare("a", "b", {both, "--format=csv"});
+  EXPECT_EQ(verdict_of(csv, "1"), "regression") << csv.out;
+  EXPECT_EQ(verdict_of(csv, "2"), "unchanged") << csv.out;
+  EXPECT_EQ(compare("a", "b", {all, "--abs_threshold=t=1ms"}).exit_code, 1) << "the flag's 1 ms before the file's 10 ms";
+  // A reference file holding values as well: results check reads the values, compare the thresholds.
+  const auto mixed = write("mixed.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nvalue = 0.0\nlower = 0.0\nupper = 0.0\n"
+                                         "abs_threshold = 10\n");
+  EXPECT_EQ(compare("a", "b", {mixed}).exit_code, 0);
+  EXPECT_EQ(fanout({"results", "check", "results/a", mixed}).exit_code, 0);
+  // Refused, each naming where: a unit that does not convert (the file's line), a file with no threshold, a table
+  // with neither a value nor a threshold, and a file of thresholds alone where values are checked (before a sweep runs).
+  auto bad_unit = compare("a", "b", {write("kib.toml", "\n[[reference]]\nmetric = \"t\"\nunit = \"KiB\"\nabs_threshold = 1\n")});
+  EXPECT_EQ(bad_unit.exit_code, 2) << bad_unit.out;
+  EXPECT_NE(bad_unit.err.find("kib.toml:2"), std::string::npos) << bad_unit.err;
+  auto none = compare("a", "b", {write("none.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\nvalue = 1.0\n")});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("none.toml: no [[reference]] table has an abs_threshold"), std::string::npos) << none.err;
+  auto empty = compare("a", "b", {write("empty.toml", "[[reference]]\nmetric = \"t\"\nunit = \"ms\"\n")});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.err.find("empty.toml:1: a reference needs metric, unit and value"), std::string::npos) << empty.err;
+  auto check = fanout({"results", "check", "results/a", all});
+  EXPECT_EQ(check.exit_code, 2);
+  EXPECT_NE(check.err.find("all.toml: no reference has a value to check"), std::string::npos) << check.err;
+  auto swept = fanout({"exec", "--exp_name=c", "--command=/bin/echo v=1", "--parse", "regex:v=(?<value>\\S+)", "--metric=t",
+                       "--unit=ms", all});
+  EXPECT_EQ(swept.exit_code, 2) << swept.err;
+  EXPECT_NE(swept.err.find("no reference has a value to check"), std::string::npos) << swept.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "c")) << "refused before anything ran";
+}
+
 // A median that is not finite has no size: undecided (no finite samples), never unchanged. A program may print
 // finite figures whose median is not: the midpoint of -1.7e308 and 1.7e308 overflows.
 TEST_F(Verdict, AnInfiniteMedianIsUndecided) {
