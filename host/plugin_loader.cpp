@@ -308,6 +308,7 @@ void Plugin::read_abi4(const void* descriptor) {
     spec.min_exclusive = ps.flags & FANOUT_PARAM_MIN_EXCLUSIVE, spec.max_exclusive = ps.flags & FANOUT_PARAM_MAX_EXCLUSIVE;
     spec.path_output = ps.flags & FANOUT_PARAM_PATH_OUTPUT;
     spec.repeatable = ps.flags & FANOUT_PARAM_REPEATABLE;
+    spec.setting = ps.flags & FANOUT_PARAM_SETTING;
     if ((ps.flags & FANOUT_PARAM_STRONG_SCALING) && (ps.flags & FANOUT_PARAM_WEAK_SCALING))
       throw malformed(p, "parameter '" + spec.name + "' is flagged both strong and weak scaling (one or the other)");
     spec.scaling = ps.flags & FANOUT_PARAM_STRONG_SCALING ? "strong" : ps.flags & FANOUT_PARAM_WEAK_SCALING ? "weak" : "";

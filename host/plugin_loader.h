@@ -37,6 +37,7 @@ struct ParamSpec {
   bool path_output = false;  // PATH: a file the run may write (its folder must exist), not one it reads
   bool repeatable = false;   // the flag may be given several times: the values join, one per line (not a sweep)
   std::string scaling;       // "strong" or "weak": it counts what the work is spread over (ABI 4.8); "" otherwise
+  bool setting = false;      // how the plugin runs, not what is measured: no CSV column unless it varies (ABI 4.9)
 };
 
 struct RoleSpec {

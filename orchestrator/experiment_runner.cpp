@@ -176,6 +176,12 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
     m.provenance["repeat"] = std::to_string(run.repeat + 1) + "/" + (plan.request.settings.repeat_auto ? std::string("auto") : std::to_string(plan.request.settings.repeat));
   // What speedup is measured against (process_scaling_results reads it back): the sweep's, not a later guess.
   if (!plan.scaling.empty()) m.provenance["scaling"] = plan.scaling;
+  // Which parameters are the plugin's settings (exec's command, parser, ...): the CSV files leave out those that
+  // hold one value (results/metric_stats.h shown_parameters).
+  std::string settings;
+  for (auto& p : own.params())
+    if (p.setting) settings += (settings.empty() ? "" : ",") + p.name;
+  if (!settings.empty()) m.provenance["plugin_settings"] = settings;
   for (auto& [k, v] : plan.revision) m.provenance[k] = v;  // the code under test
   if (!plan.request.settings.resources) m.provenance["resources"] = "off";  // fanout-rank reads it
   if (!plan.request.settings.counters.empty()) m.provenance["counters"] = plan.request.settings.counters;  // and this

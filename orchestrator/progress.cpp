@@ -43,9 +43,11 @@ std::ostream& ProgressDisplay::event() {
 }
 
 void ProgressDisplay::status(const SweepCounts& c, int64_t now_ns, bool force) {
+  if (!ever_shown_ && c.runs <= kFewRuns && !(interval_s_ > 0 && c.elapsed_s >= interval_s_)) return;
   const double since_s = double(now_ns - last_ns_) / 1e9;
   if (!force && (terminal_ ? since_s < 0.25 : (interval_s_ <= 0 || since_s < interval_s_))) return;
   last_ns_ = now_ns;
+  ever_shown_ = true;
   std::string line = status_line(c);
   if (!terminal_) {
     out_ << "fanout: " << line << "\n" << std::flush;

@@ -37,8 +37,11 @@ class ProgressDisplay {
 
   // The stream for an event line (ending in '\n'); a status line on the terminal is cleared first.
   std::ostream& event();
-  // Shows the status when it is due (always when force).
+  // Shows the status when it is due (when force: whenever a status has been shown before). A sweep of at most
+  // kFewRuns runs has its runs' own lines and no status, unless it lasts longer than a status interval: then it too
+  // shows where it is.
   void status(const SweepCounts& c, int64_t now_ns, bool force = false);
+  static constexpr size_t kFewRuns = 10;
   bool terminal() const { return terminal_; }
   // Leaves a shown status line on the terminal, ended, so that what follows starts on a line of its own.
   void end_status();
@@ -47,7 +50,8 @@ class ProgressDisplay {
   std::ostream& out_;
   bool terminal_;
   double interval_s_;
-  bool shown_ = false;
+  bool shown_ = false;       // a status line is on the terminal's last row now
+  bool ever_shown_ = false;  // a status was shown during this sweep
   int64_t last_ns_ = 0;
 };
 

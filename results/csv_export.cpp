@@ -160,12 +160,8 @@ std::string header_prefix(const std::vector<std::string>& names, std::set<std::s
 
 size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   auto runs = db.runs();
-  std::vector<std::string> names;
-  std::set<std::string> seen;
+  const std::vector<std::string> names = shown_parameters(runs);
   std::map<int64_t, std::string> prefix;
-  for (auto& r : runs)
-    for (auto& [k, v] : r.parameters)
-      if (seen.insert(k).second) names.push_back(k);
   for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.repeat, r.parameters, names);
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};

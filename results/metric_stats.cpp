@@ -11,21 +11,35 @@
 
 namespace fanout {
 
+std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
+  std::vector<std::string> names;
+  std::map<std::string, std::set<std::string>> values_of;
+  std::map<std::string, size_t> setting_in;  // how many runs' plugins call it a setting
+  for (auto& r : runs) {
+    for (auto& [k, v] : r.parameters)
+      if (values_of[k].insert(v).second && values_of[k].size() == 1) names.push_back(k);
+    for (auto& s : r.settings) ++setting_in[s];
+  }
+  std::vector<std::string> out;
+  for (auto& n : names)
+    if (!(setting_in[n] == runs.size() && values_of[n].size() == 1)) out.push_back(n);
+  return out;
+}
+
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name) {
   ExperimentStats out;
   out.name = name;
   auto runs = db.runs();
   std::map<int64_t, const StoredRun*> by_id;
   std::map<std::string, std::set<std::string>> values_of;
-  std::set<std::string> seen;
+  std::vector<std::string> all;
   for (auto& r : runs) {
     by_id[r.id] = &r;
     ++out.runs_by_status[r.status];
-    for (auto& [k, v] : r.parameters) {
-      values_of[k].insert(v);
-      if (seen.insert(k).second) out.parameter_names.push_back(k);
-    }
+    for (auto& [k, v] : r.parameters)
+      if (values_of[k].insert(v).second && values_of[k].size() == 1) all.push_back(k);
   }
+  out.parameter_names = shown_parameters(runs);
   // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
   // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
   // complete beside a completed one are superseded.
@@ -39,7 +53,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     const auto& b = best.at(r.param_hash);
     return r.param_hash.empty() || r.status == "COMPLETED" || (!b.first && b.second == r.id);
   };
-  for (auto& n : out.parameter_names)
+  for (auto& n : all)
     if (values_of[n].size() > 1) out.varied.push_back(n);
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
   // two halves of the cost); small ones inline, where a thread would cost more than it saves.

@@ -34,9 +34,15 @@ struct ExperimentStats {
   // completed one (cancelled before a resume, failed before a retry) are in `superseded`, which runs.csv lists too.
   std::vector<MetricStats> stats;
   std::vector<MetricStats> superseded;
-  std::vector<std::string> parameter_names;  // union, first-seen order
+  std::vector<std::string> parameter_names;  // the CSV files' parameter columns: shown_parameters of the runs
   std::vector<std::string> varied;           // parameters whose value differs between runs
 };
+
+struct StoredRun;
+// The parameters the results' CSV files have columns for, in first-seen order: every parameter of the runs, less
+// the plugin's settings of how it runs (FANOUT_PARAM_SETTING: exec's command, parser, environment) that hold one
+// value in all of them. A setting that varies is a column like any parameter; run.toml and the database keep all.
+std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs);
 
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
 // The same for an experiment folder (its fanout.sqlite, named by the folder). Throws UserError when there is none.

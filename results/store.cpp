@@ -579,11 +579,14 @@ std::vector<StoredRun> ResultsDb::runs() const {
   // The repeat index is the provenance's "k/N" (or "k/auto"): its k.
   Stmt q(db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason, "
               "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'repeat'), "
-              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling') FROM runs ORDER BY id");
+              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling'), "
+              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'plugin_settings') FROM runs ORDER BY id");
   while (q.step()) {
-    const std::string repeat = q.text(8);
+    const std::string repeat = q.text(8), settings = q.text(10);
     out.push_back({q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
-                   repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9)});
+                   repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9), {}});
+    for (auto& name : split(settings, ','))
+      if (!name.empty()) out.back().settings.insert(name);
   }
   Stmt p(db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal");
   for (auto& r : out) {

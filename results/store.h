@@ -29,6 +29,7 @@ struct StoredRun {
   std::vector<std::pair<std::string, std::string>> parameters;
   std::string repeat;  // which of its permutation's --repeat runs (1-based, from its provenance; "1" without --repeat)
   std::string scaling;  // the sweep's --scaling or its plugin's declared count parameters ("strong:nodes,weak:size")
+  std::set<std::string> settings;  // parameters its plugin declared settings of how it runs (provenance plugin_settings)
 };
 
 struct MetricSummaryRow {

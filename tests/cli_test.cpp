@@ -102,6 +102,8 @@ TEST(Cli, HungRankTimesOut) {
   auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=t", "--hang_rank=0", "--walltime=1"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(query(db_of(d, "t"), "SELECT status FROM runs")[0][0], "TIMEOUT");
+  const auto left = test::processes_left((d.path / "results" / "t").string(), 60);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 TEST(Cli, ExperimentFileWithZipAndExclude) {
@@ -400,7 +402,7 @@ TEST(Cli, FailedRunsAreRetriedUpToMaxRetries) {
 TEST(Cli, ProgressShowsSubmissionsStartsStatusAndAFailureRecap) {
   test::TempDir d;
   auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=prog", "--fail_rank=[-1,0]", "--iterations=2", "--max_retries=1",
-                          "--status_interval=1"});
+                          "--status_interval=600"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const std::string ok = "calibration_sleep-sess-fail_rank-1-", bad = "calibration_sleep-sess-fail_rank0-";
   // One line per attempt, at its end, with its job and node (issue 52: not three); submissions and starts only
@@ -414,9 +416,15 @@ TEST(Cli, ProgressShowsSubmissionsStartsStatusAndAFailureRecap) {
   ASSERT_NE(ok_line, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("fanout: " + ok, ok_line + 1), std::string::npos) << "one line for the completed run: " << r.err;
   EXPECT_NE(r.err.find(" samples (job local-", ok_line), std::string::npos) << r.err;
-  // The first status line comes before any run has ended; counts exclude nothing and ETA waits for a run.
-  EXPECT_NE(r.err.find("fanout: [0/2 done | "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("ETA after the first run]"), std::string::npos) << r.err;
+  // Two runs: their own lines and no status line (issue 52: a status line for sweeps of more than 10 runs, or one
+  // that has lasted a status interval: 600 s here, which it never does).
+  EXPECT_EQ(r.err.find(" done | "), std::string::npos) << r.err;
+  // Eleven runs: the first status line comes before any run has ended; counts exclude nothing and ETA waits for a run.
+  auto many = fanout_cmd(d, {"calibration_sleep", "--exp_name=many", "--sleep_us=[1,2,3,4,5,6,7,8,9,10,11]", "--iterations=2",
+                             "--status_interval=1"});
+  EXPECT_EQ(many.exit_code, 0) << many.err;
+  EXPECT_NE(many.err.find("fanout: [0/11 done | "), std::string::npos) << many.err;
+  EXPECT_NE(many.err.find("ETA after the first run]"), std::string::npos) << many.err;
   // The recap: both attempts of the failing permutation, the first marked retried, each with where its logs are.
   const auto recap = r.err.find("fanout: 2 attempt(s) did not complete (why: each one's line above, and its logs):\n");
   ASSERT_NE(recap, std::string::npos) << r.err;
@@ -439,13 +447,19 @@ TEST(Cli, ProgressShowsSubmissionsStartsStatusAndAFailureRecap) {
 TEST(Cli, OnATerminalTheStatusLineIsRedrawnInPlace) {
   test::TempDir d;
   // script(1) (util-linux, in every Debian) gives the driver a pseudo-terminal; the command is ours, not user input.
-  const std::string cmd = test::build_dir().string() + "/fanout calibration_sleep --exp_name=tty --sleep_us=[1000,2000] --iterations=3";
+  const std::string cmd = test::build_dir().string() + "/fanout calibration_sleep --exp_name=tty --sleep_us=[1,2,3,4,5,6,7,8,9,10,11] --iterations=3";
   auto r = test::run_command({"script", "-qfec", cmd, "/dev/null"}, d.path);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("\r\033[K[0/2 done | "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\r\033[K[2/2 done | 0 running | 0 pending | "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("2/2 run(s) COMPLETED"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("fanout: [0/2"), std::string::npos) << "no log-style status lines on a terminal";
+  EXPECT_NE(r.out.find("\r\033[K[0/11 done | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\r\033[K[11/11 done | 0 running | 0 pending | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("11/11 run(s) COMPLETED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fanout: [0/11"), std::string::npos) << "no log-style status lines on a terminal";
+  // Two quick runs (at most 10): their lines only, no status line to redraw (--status_interval=600: it never lasts that).
+  const std::string few = test::build_dir().string() + "/fanout calibration_sleep --exp_name=few --sleep_us=[1000,2000] --iterations=3 --status_interval=600";
+  auto f = test::run_command({"script", "-qfec", few, "/dev/null"}, d.path);
+  EXPECT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_EQ(f.out.find(" done | "), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("2/2 run(s) COMPLETED"), std::string::npos) << f.out;
 }
 
 // Issue 21 item 2: an experiment declares the parameters it uses; its help lists only those (typed, grouped apart
@@ -580,6 +594,8 @@ TEST(Cli, StallTimeoutStopsARunWhoseRanksStopRecordingAndSparesOneThatProgresses
   EXPECT_EQ(rows[1][1], "TIMEOUT");
   EXPECT_NE(rows[1][2].find("no rank recorded a sample for 8 s (--stall_timeout)"), std::string::npos) << rows[1][2];
   EXPECT_LT(std::stod(rows[1][3]), 60) << "stopped by the stall timeout, long before the 600 s wall time";
+  const auto left = test::processes_left((d.path / "results" / "stall").string(), 60);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 TEST(Cli, TwoDriversWritingOneExperimentNeverSeeALockedDatabase) {

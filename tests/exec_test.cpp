@@ -251,13 +251,24 @@ TEST_F(Exec, YourOwnProgramIsCheckedBeforeAnythingRuns) {
   auto ran = fanout({"exec", "--exp_name=own", "--command=env A=1 ./tool.sh {n}", "--param", "n=[3,4]"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(read_file(d.path / "ran_in.3"), (run_dir_of("own", "3") / "run").string() + "\n");
-  // The CSV files: a repeat column, and one name per column in every file (exec's metric setting is param.metric
-  // in runs.csv as in samples.csv).
-  for (const char* file : {"runs.csv", "samples.csv", "statistics.csv"}) {
+  // The CSV files: a repeat column, the sweep's parameters, and none of exec's settings that held one value
+  // (command, parse, metric, unit, warmup, ...: FANOUT_PARAM_SETTING); they stay in the database and run.toml.
+  for (const char* file : {"runs.csv", "samples.csv", "statistics.csv", "across_runs.csv"}) {
     const std::string csv = read_file(d.path / "results" / "own" / "csv" / file);
-    EXPECT_EQ(csv.rfind("session,status,repeat,", 0), 0u) << file << ": " << csv.substr(0, 200);
-    EXPECT_NE(csv.substr(0, csv.find('\n')).find(",param.metric,"), std::string::npos) << file << ": " << csv.substr(0, 300);
+    const std::string header = csv.substr(0, csv.find('\n'));
+    EXPECT_EQ(header.rfind(std::string(file) == "across_runs.csv" ? "nodes,ranks_per_node,n," : "session,status,repeat,nodes,ranks_per_node,n,", 0), 0u)
+        << file << ": " << header;
+    // (metric, unit and warmup are also files' own columns: the prefix above shows they are no parameter columns)
+    for (const char* setting : {"command", "parse", "better", "label", "from", "env", "cwd", "repeat_command", "shell"})
+      EXPECT_EQ(("," + header + ",").find(std::string(",") + setting + ","), std::string::npos) << file << " has " << setting << ": " << header;
+    EXPECT_EQ(header.find("param."), std::string::npos) << file << ": " << header;
   }
+  EXPECT_NE(read_file(run_dir_of("own", "3") / "run.toml").find("command = "), std::string::npos) << "run.toml keeps every setting";
+  // A setting that varies is a column like any parameter.
+  auto two = fanout({"exec", "--exp_name=two", "--command=[/bin/true,true]"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const std::string two_csv = read_file(d.path / "results" / "two" / "csv" / "runs.csv");
+  EXPECT_EQ(two_csv.rfind("session,status,repeat,command,nodes,ranks_per_node,", 0), 0u) << two_csv.substr(0, 200);
   auto rep = fanout({"exec", "--exp_name=rep", "--repeat=2", "--command=true"});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   const std::string rep_csv = read_file(d.path / "results" / "rep" / "csv" / "runs.csv");

@@ -704,25 +704,27 @@ int run_step(fanout_context* ctx, const fanout_host_ops* ops) {
   }
 }
 
+// Every one but nodes and ranks_per_node is a setting of how the program runs, not what is measured: the CSV
+// files leave a setting out unless it varies (FANOUT_PARAM_SETTING).
 const fanout_param_spec kParams[] = {
-    FANOUT_PARAM("command", FANOUT_PARAM_STRING, "", "the program and its arguments, {name} taking a parameter's value; words split as sh does, nothing expanded"),
+    FANOUT_SETTING("command", FANOUT_PARAM_STRING, "", "the program and its arguments, {name} taking a parameter's value; words split as sh does, nothing expanded", 0u),
     FANOUT_PARAM_RANGE("nodes", FANOUT_PARAM_INT, "1", "nodes the command runs on", "1", NULL),
     FANOUT_PARAM_RANGE("ranks_per_node", FANOUT_PARAM_INT, "1", "copies of the command per node", "1", NULL),
-    FANOUT_PARAM_RANGE_FLAGS("parse", FANOUT_PARAM_STRING, "time",
-                             "how to read samples: time (wall time per invocation), regex:PATTERN (groups value, unit, metric, iteration), "
-                             "csv[:COLUMNS], jsonl[:FIELDS], google-benchmark, smartsim-timing",
-                             NULL, NULL, FANOUT_PARAM_REPEATABLE),
-    FANOUT_PARAM("metric", FANOUT_PARAM_STRING, "", "the metric of samples whose parser does not name it"),
-    FANOUT_PARAM("unit", FANOUT_PARAM_STRING, "", "the unit of samples whose parser does not give it (s, ms, bytes/s, ...)"),
-    FANOUT_PARAM("better", FANOUT_PARAM_STRING, "", "which way the parsed metrics are better: lower, higher or none (results compare reads it; "
-                 "without it only a time unit or <x>/s decides, the time parser is lower)"),
-    FANOUT_PARAM("label", FANOUT_PARAM_STRING, "", "csv: the column whose value names each record's metric (redis-benchmark --csv: test)"),
-    FANOUT_PARAM("from", FANOUT_PARAM_STRING, "stdout", "where the parsers read: stdout, stderr, or file:GLOB (relative to the step's folder)"),
-    FANOUT_PARAM_RANGE_FLAGS("env", FANOUT_PARAM_STRING, "", "NAME=value for the command's environment", NULL, NULL, FANOUT_PARAM_REPEATABLE),
-    FANOUT_PARAM("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run; submit: where fanout was started)"),
-    FANOUT_PARAM_RANGE("warmup", FANOUT_PARAM_INT, "0", "invocations before the measured ones, recorded as warmup", "0", "1000000"),
-    FANOUT_PARAM_RANGE("repeat_command", FANOUT_PARAM_INT, "1", "measured invocations of the command per rank", "1", "1000000"),
-    FANOUT_PARAM("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (each {name} is \"${FANOUT_P_name}\", its value in the environment)"),
+    FANOUT_SETTING("parse", FANOUT_PARAM_STRING, "time",
+                   "how to read samples: time (wall time per invocation), regex:PATTERN (groups value, unit, metric, iteration), "
+                   "csv[:COLUMNS], jsonl[:FIELDS], google-benchmark, smartsim-timing",
+                   FANOUT_PARAM_REPEATABLE),
+    FANOUT_SETTING("metric", FANOUT_PARAM_STRING, "", "the metric of samples whose parser does not name it", 0u),
+    FANOUT_SETTING("unit", FANOUT_PARAM_STRING, "", "the unit of samples whose parser does not give it (s, ms, bytes/s, ...)", 0u),
+    FANOUT_SETTING("better", FANOUT_PARAM_STRING, "", "which way the parsed metrics are better: lower, higher or none (results compare reads it; "
+                   "without it only a time unit or <x>/s decides, the time parser is lower)", 0u),
+    FANOUT_SETTING("label", FANOUT_PARAM_STRING, "", "csv: the column whose value names each record's metric (redis-benchmark --csv: test)", 0u),
+    FANOUT_SETTING("from", FANOUT_PARAM_STRING, "stdout", "where the parsers read: stdout, stderr, or file:GLOB (relative to the step's folder)", 0u),
+    FANOUT_SETTING("env", FANOUT_PARAM_STRING, "", "NAME=value for the command's environment", FANOUT_PARAM_REPEATABLE),
+    FANOUT_SETTING("cwd", FANOUT_PARAM_STRING, "", "the folder the command starts in (default: the step's folder in the run; submit: where fanout was started)", 0u),
+    FANOUT_PARAM_RANGE_FLAGS("warmup", FANOUT_PARAM_INT, "0", "invocations before the measured ones, recorded as warmup", "0", "1000000", FANOUT_PARAM_SETTING),
+    FANOUT_PARAM_RANGE_FLAGS("repeat_command", FANOUT_PARAM_INT, "1", "measured invocations of the command per rank", "1", "1000000", FANOUT_PARAM_SETTING),
+    FANOUT_SETTING("shell", FANOUT_PARAM_BOOL, "false", "run the command with /bin/sh -c (each {name} is \"${FANOUT_P_name}\", its value in the environment)", 0u),
 };
 const fanout_role kRoles[] = {FANOUT_ROLE("run", "run the step's command on each rank and record what its parsers read", run_step)};
 const fanout_step_spec kSteps[] = {FANOUT_STEP("run", "{nodes}", "{ranks_per_node}", "disjoint")};

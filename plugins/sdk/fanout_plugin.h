@@ -92,6 +92,10 @@ typedef enum fanout_param_type {
  * One or the other; the user's --scaling overrides both. An older host ignores them. */
 #define FANOUT_PARAM_STRONG_SCALING 16u
 #define FANOUT_PARAM_WEAK_SCALING 32u
+/* ABI 4.9: a setting of how the plugin runs (exec's command, parser, environment), not a parameter of what is
+ * measured: kept in run.toml and the database, but not a parameter column of the results' CSV files unless it
+ * varies within the experiment. An older host ignores it (a column as before). */
+#define FANOUT_PARAM_SETTING 64u
 
 typedef struct fanout_param_spec {
   uint32_t struct_size;      /* sizeof(fanout_param_spec) */
@@ -119,6 +123,9 @@ typedef struct fanout_param_spec {
   {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, 0u, min, max}
 #define FANOUT_PARAM_RANGE_FLAGS(name, type, def, help, min, max, flags) \
   {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, flags, min, max}
+/* A setting of how the plugin runs (FANOUT_PARAM_SETTING), with any other flags. */
+#define FANOUT_SETTING(name, type, def, help, flags) \
+  {sizeof(fanout_param_spec), type, name, def, help, NULL, 0u, FANOUT_PARAM_SETTING | (flags), NULL, NULL}
 
 typedef struct fanout_context fanout_context; /* opaque, owned by the host */
 typedef struct fanout_host_ops fanout_host_ops;

@@ -3,8 +3,9 @@
  * in its working folder line for line as the original does ("rank,function,seconds"; client(), then put_tensor and
  * unpack_tensor per iteration, loop_time, main(); seconds as C++'s default stream format, %g with 6 digits).
  * Like the original: the tensor size in bytes is argv[1], the iterations SS_ITERATIONS (100), the database SSDB
- * and SR_DB_TYPE; the rank FANOUT_RANK (the original's MPI rank). The original's MPI barriers are left out: each
- * rank's loop is timed on its own in both. */
+ * and SR_DB_TYPE; the rank is the MPI rank when an MPI launcher started it (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK:
+ * `mpirun -np 2 ./throughput` as the original runs), else FANOUT_RANK. The original's MPI barriers are left out:
+ * each rank's loop is timed on its own in both. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -26,7 +27,11 @@ int main(int argc, char** argv) {
   const size_t n_bytes = (size_t)atol(argv[1]), n_values = n_bytes / sizeof(float);
   const char* it_text = getenv("SS_ITERATIONS");
   const int iterations = it_text ? atoi(it_text) : 100;
-  const int rank = getenv("FANOUT_RANK") ? atoi(getenv("FANOUT_RANK")) : 0;
+  const char* rank_text = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank_text) rank_text = getenv("PMI_RANK");
+  if (!rank_text) rank_text = getenv("PMIX_RANK");
+  if (!rank_text) rank_text = getenv("FANOUT_RANK");
+  const int rank = rank_text ? atoi(rank_text) : 0;
   char name[64];
   snprintf(name, sizeof name, "rank_%d_timing.csv", rank);
   FILE* timing = fopen(name, "w");
