@@ -1,11 +1,14 @@
 // fanout-rank: the one executable every launcher starts for every rank. It loads the plugin, learns where
 // it runs, offers the plugin the host ops (parameters, samples, rendezvous, log, stop flag), runs the role
 // and leaves its samples in <run>/samples/.
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <sys/resource.h>
 #include "common/clock.h"
@@ -38,6 +42,27 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop_signal(int) { g_stop = 1; }
+
+// A rank never outlives what started it (the job script, mpirun, slurmstepd). Grid Engine ends a job at h_rt or
+// qdel by SIGKILL to the job script's process group, and Open MPI starts its ranks in process groups of their own:
+// such ranks ran on as orphans (a hanging role forever). When the parent ends, the role is told to stop as by
+// SIGTERM (exec stops its program's group), and a role that has not returned kOrphanGraceS later ends here.
+constexpr int kOrphanGraceS = 10;
+void stop_when_orphaned() {
+  const pid_t parent = getppid();
+  const int fd = int(syscall(SYS_pidfd_open, parent, 0));
+  if (fd < 0) return;  // a kernel before 5.3: no watch (the launcher's own kill still applies)
+  std::thread([fd] {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    g_stop = 1;
+    std::fprintf(stderr, "fanout-rank: the process that started this rank has ended: stopping (at most %d s)\n", kOrphanGraceS);
+    std::this_thread::sleep_for(std::chrono::seconds(kOrphanGraceS));
+    std::fprintf(stderr, "fanout-rank: the role did not stop within %d s of its launcher's end: exiting\n", kOrphanGraceS);
+    std::_Exit(137);
+  }).detach();
+}
 
 }  // namespace
 
@@ -325,6 +350,7 @@ int run_rank(int argc, char** argv) {
   // A peer that goes away (a database, a server rank) is an EPIPE for the plugin to report with its address,
   // not a silent death of the rank.
   signal(SIGPIPE, SIG_IGN);
+  stop_when_orphaned();
 
   auto plugin = fanout::Plugin::open(plugin_path);
   fanout::RunMetadata meta = fanout::read_run_metadata(run_dir);

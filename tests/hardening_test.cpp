@@ -496,32 +496,14 @@ TEST(Hardening4, ACraftedDatabaseIsRefusedNotRun) {
 TEST(Hardening, AProgramThatIgnoresTermAndASetsidDaemonDieWithTheirRun) {
   test::TempDir d;
   const std::string stubborn = "600." + std::to_string(getpid()) + "1", daemon = "600." + std::to_string(getpid()) + "2";
-  auto left = [&] {
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (auto& e : fs::directory_iterator("/proc", ec)) {
-      std::string cmd;
-      try {
-        cmd = read_file(e.path() / "cmdline");
-      } catch (const std::exception&) {
-        continue;
-      }
-      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-      if (cmd.find(stubborn) != std::string::npos || cmd.find(daemon) != std::string::npos) out.push_back(e.path().filename().string() + ": " + cmd);
-    }
-    return out;
-  };
   // The run ends by its wall time while both sleep: the shell waits for the stubborn one, which ignores TERM.
   auto r = fanout_cmd(d, {"exec", "--exp_name=orphans", "--walltime=2", "--shell=true",
                           "--command=setsid sleep " + daemon + " & trap '' TERM; sleep " + stubborn + " & wait"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("TIMEOUT"), std::string::npos) << r.err;
   // SIGKILL is delivered at once but a process leaves /proc when it is reaped: look until it is gone, bounded.
-  std::vector<std::string> still = left();
-  for (int i = 0; i < 200 && !still.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    still = left();
+  for (const std::string& program : {stubborn, daemon}) {
+    const auto still = test::processes_left(program, 10);
+    EXPECT_TRUE(still.empty()) << "left behind: " << (still.empty() ? "" : still.front());
   }
-  EXPECT_TRUE(still.empty()) << "left behind: " << (still.empty() ? "" : still.front());
-  for (auto& p : still) ::kill(std::stoi(p.substr(0, p.find(':'))), SIGKILL);  // not into the next test
 }

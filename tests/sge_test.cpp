@@ -295,6 +295,10 @@ TEST_F(SgeCell, JobOverItsWallTimeGivesTimeoutFromTheAccounting) {
   EXPECT_EQ(one("tl", "SELECT status FROM runs"), "TIMEOUT");
   const std::string reason = one("tl", "SELECT reason FROM runs");
   EXPECT_NE(reason.find("killed at its wall time of 00:00:05 (h_rt"), std::string::npos) << reason;
+  // Grid Engine SIGKILLs the job script's process group; the rank, in a group of its own under mpirun, stops once
+  // its launcher is gone (fanout-rank's orphan watch: the hanging role is ended 10 s later). Nothing is left.
+  const auto left = test::processes_left((d.path / "results" / "tl").string(), 120);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 TEST_F(SgeCell, InterruptCancelsTheJobThroughQdel) {
@@ -309,6 +313,8 @@ TEST_F(SgeCell, InterruptCancelsTheJobThroughQdel) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
   EXPECT_TRUE(gone_from_qstat(rows[0][1], 60)) << "job " << rows[0][1] << " is still listed";
+  const auto left = test::processes_left((d.path / "results" / "cx").string(), 120);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 // The driver dies (SIGKILL) with its jobs in the cell; `fanout resume` follows them by id instead of submitting

@@ -190,6 +190,8 @@ TEST_F(Slurm, JobOverItsTimeLimitGivesTimeout) {
   auto r = fanout({"calibration_sleep", "--launcher=slurm", "--exp_name=tl", "--hang_rank=0", "--walltime=00:01:00"}, 400);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(one("tl", "SELECT status FROM runs"), "TIMEOUT");
+  const auto left = test::processes_left((d.path / "results" / "tl").string(), 120);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
@@ -204,6 +206,8 @@ TEST_F(Slurm, InterruptCancelsTheJobInSlurm) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "CANCELLED");
   EXPECT_TRUE(test::wait_for_slurm_job_end(rows[0][1], 60)) << "the job is still queued or running";
+  const auto left = test::processes_left((d.path / "results" / "cx").string(), 120);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 TEST_F(Slurm, ImpossibleRequestsAreRefusedBeforeAnythingIsSubmitted) {

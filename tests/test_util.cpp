@@ -13,6 +13,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -126,6 +127,32 @@ bool wait_for_a_running_rank(const fs::path& dir, double timeout_s) {
       if (e.path().extension() == ".samples") return true;
     return false;
   }, timeout_s);
+}
+
+std::vector<std::string> processes_with(const std::string& needle) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const std::string self = std::to_string(getpid());
+  for (auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    std::string cmd;
+    try {
+      cmd = read_file(e.path() / "cmdline");
+    } catch (const std::exception&) {
+      continue;  // gone meanwhile
+    }
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos) out.push_back(pid + ": " + cmd);
+  }
+  return out;
+}
+
+std::vector<std::string> processes_left(const std::string& needle, double timeout_s) {
+  std::vector<std::string> still;
+  wait_for([&] { return (still = processes_with(needle)).empty(); }, timeout_s);
+  for (auto& p : still) ::kill(std::stoi(p.substr(0, p.find(':'))), SIGKILL);
+  return still;
 }
 
 bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s) {

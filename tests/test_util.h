@@ -48,6 +48,12 @@ bool wait_for(const std::function<bool()>& cond, double timeout_s);
 pid_t spawn_fanout(const std::filesystem::path& cwd, const std::vector<std::string>& args, const std::filesystem::path& err_file);
 // True once some rank of an experiment below dir has started (a sample file exists), within timeout_s.
 bool wait_for_a_running_rank(const std::filesystem::path& dir, double timeout_s);
+// Every process (this test's own excepted) whose command line contains `needle`, as "pid: command line". A run's
+// processes are found by a path of the run on their command line (a rank's --run-dir) or a number no other has.
+std::vector<std::string> processes_with(const std::string& needle);
+// Waits (bounded: a SIGKILLed process leaves /proc when it is reaped) until processes_with(needle) is empty and
+// returns what is left; SIGKILLs what is left, so that it does not reach the next test.
+std::vector<std::string> processes_left(const std::string& needle, double timeout_s);
 // True once a Slurm job is neither pending nor running, within timeout_s.
 bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s);
 
