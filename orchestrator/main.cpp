@@ -493,7 +493,7 @@ Command csv_command(CLI::App& results) {
   return {cmd, [st] {
             const fs::path db_file = fs::path(st->exp) / layout::kDatabase;
             if (!fs::exists(db_file)) throw UserError(st->exp + ": no fanout.sqlite here (is it an experiment folder?)");
-            ResultsDb db(db_file);
+            ResultsDb db(db_file, ResultsDb::ReadOnly{});  // read only: --out may be the only folder it can write
             auto files = export_csv(db, st->out.empty() ? fs::path(st->exp) / layout::kCsvDir : fs::path(st->out), st->gzip);
             std::cout << files.samples.string() << " (" << files.sample_rows << " rows)\n"
                       << files.statistics.string() << " (" << files.statistic_rows << " rows)\n"
@@ -528,7 +528,7 @@ Command export_command(CLI::App& results) {
   return {cmd, [st] {
             const fs::path db_file = fs::path(st->exp) / layout::kDatabase;
             if (!fs::exists(db_file)) throw UserError(st->exp + ": no fanout.sqlite here (is it an experiment folder?)");
-            ResultsDb db(db_file);
+            ResultsDb db(db_file, ResultsDb::ReadOnly{});  // read only: --out may be the only folder it can write
             const fs::path out = st->out.empty() ? fs::path(st->exp) / "smartsim-scaling" : fs::path(st->out);
             auto r = export_smartsim_layout(db, fs::absolute(out));
             std::cout << r.run_dir.string() << ": " << r.runs << " session(s), " << r.lines << " timing line(s)";

@@ -117,7 +117,7 @@ bool describes_machine(const std::string& key) {
 
 std::map<std::string, std::set<std::string>> machine_values(const fs::path& dir) {
   std::map<std::string, std::set<std::string>> out;
-  ResultsDb db(dir / layout::kDatabase);
+  ResultsDb db(dir / layout::kDatabase, ResultsDb::ReadOnly{});
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db.handle(), "SELECT key, value FROM provenance", -1, &st, nullptr) != SQLITE_OK) return out;
   while (sqlite3_step(st) == SQLITE_ROW) {

@@ -83,7 +83,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
     if (!fs::exists(dir / layout::kDatabase)) throw UserError("history changes: " + dir.string() + " is not an experiment folder (no " + std::string(layout::kDatabase) + ")");
     Loaded l;
     {
-      ResultsDb db(dir / layout::kDatabase);
+      ResultsDb db(dir / layout::kDatabase, ResultsDb::ReadOnly{});
       l.point.dir = dir;
       l.point.revision = provenance(db, "revision");
       if (l.point.revision.empty()) l.point.revision = fs::absolute(dir).lexically_normal().filename().string();

@@ -91,7 +91,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
 ExperimentStats load_experiment_stats(const std::filesystem::path& dir) {
   const auto file = dir / layout::kDatabase;
   if (!std::filesystem::exists(file)) throw UserError(dir.string() + ": no fanout.sqlite (is it an experiment folder?)");
-  ResultsDb db(file);
+  ResultsDb db(file, ResultsDb::ReadOnly{});  // compare, check and references only read: no write access needed
   return compute_statistics(db, dir.filename().string());
 }
 

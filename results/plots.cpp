@@ -28,11 +28,16 @@ namespace {
 // Per-run distribution plots (a violin and a histogram series per run) up to this many runs of a metric.
 constexpr size_t kMaxPerRunSeries = 200;
 
-// A gnuplot single-quoted string ('' stands for a quote inside).
+// A gnuplot double-quoted string: backslash and double quote escaped, control characters as blanks. Not single
+// quotes with '' for a quote inside: gnuplot reads a string that starts with a quote ('''q') as the empty string ''
+// followed by another, and the plot failed (a metric named 'q).
 std::string gq(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
-  return out + "'";
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\', out += c;
+    else out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  }
+  return out + "\"";
 }
 
 // Every script's first lines: `reset` because scripts share a gnuplot session (run_gnuplot_scripts); reset leaves the
@@ -86,9 +91,25 @@ DisplayUnit unit_of(const std::vector<const MetricStats*>& group) {
 // A metric every rank records at most once per run (setup or teardown, not the measured loop).
 // A plot file's name: the role and metric made safe for a file name; when that changed them ("a/b" and "a_b" would
 // both be "a_b"), a hash of the names keeps the two plots apart.
-std::string file_stem(const std::string& role, const std::string& metric) {
-  const std::string raw = role + "_" + metric, safe = filename_safe(raw, 80);
-  return safe == raw ? safe : safe + "-" + fnv1a_hex(role + "\n" + metric).substr(0, 8);
+// A metric recorded in two units (a program that printed ms in one run and s in another) is two figures: their
+// plots get the unit in their names too, or the second would overwrite the first.
+std::string file_stem(const std::string& role, const std::string& metric, const std::string& unit, bool several_units) {
+  const std::string raw = role + "_" + metric + (several_units ? "_" + unit : ""), safe = filename_safe(raw, 80);
+  return safe == raw ? safe : safe + "-" + fnv1a_hex(role + "\n" + metric + (several_units ? "\n" + unit : "")).substr(0, 8);
+}
+
+// Whether the experiment holds this role's metric in more than one unit.
+bool several_units(const ExperimentStats& e, const std::string& role, const std::string& metric) {
+  const std::string* first = nullptr;
+  for (auto& m : e.stats)
+    if (m.role == role && m.metric == metric) {
+      if (first && *first != m.unit) return true;
+      first = &m.unit;
+    }
+  return false;
+}
+std::string file_stem(const ExperimentStats& e, const std::string& role, const std::string& metric, const std::string& unit) {
+  return file_stem(role, metric, unit, several_units(e, role, metric));
 }
 
 void violin(const std::vector<const MetricStats*>& group, const ExperimentStats& e, const fs::path& dir, std::vector<Plot>& plots,
@@ -107,7 +128,7 @@ void violin(const std::vector<const MetricStats*>& group, const ExperimentStats&
   std::sort(xs.begin(), xs.end());
   std::sort(labels.begin(), labels.end(), NaturalLess());
   const double slot = 0.8 / double(labels.size());
-  std::string stem = "violin_" + file_stem(first.role, first.metric);
+  std::string stem = "violin_" + file_stem(e, first.role, first.metric, first.unit);
   std::ofstream data(dir / (stem + ".dat")), med(dir / (stem + "_median.dat"));
   double lo = INFINITY, hi = -INFINITY;
   for (size_t s = 0; s < labels.size(); ++s) {
@@ -172,7 +193,7 @@ void histogram(const std::vector<const MetricStats*>& group, const ExperimentSta
     int b = std::clamp(int((pos(v) - pos(lo)) / width), 0, bins - 1);
     ++counts[it->second][size_t(b)];
   });
-  std::string stem = "hist_" + file_stem(first.role, first.metric);
+  std::string stem = "hist_" + file_stem(e, first.role, first.metric, first.unit);
   std::ofstream data(dir / (stem + ".dat"));
   for (auto* m : group) {
     size_t s = series.at(m->run_id);
@@ -240,7 +261,7 @@ void bandwidth(const std::vector<const MetricStats*>& group, const ExperimentSta
   Lines lines;
   for (auto* m : group)
     if (auto x = parse_double(axis(*m))) lines[series_label(*m, params)].emplace_back(*x, m->summary.median);
-  std::string stem = "bandwidth_" + file_stem(first.role, first.metric);
+  std::string stem = "bandwidth_" + file_stem(e, first.role, first.metric, first.unit);
   const std::string clauses = write_line_series(dir, stem, lines, du.factor);
   std::ostringstream g;
   g << kTerminal << "set output " << gq(stem + ".png") << "\n"
@@ -282,7 +303,7 @@ void scaling(const std::vector<const MetricStats*>& group, const ExperimentStats
   if (ys.empty()) return;
   std::sort(ys.begin(), ys.end());
   const DisplayUnit du = aggregate ? display_unit("bytes/s", ys[ys.size() / 2]) : unit_of(group);
-  const std::string stem = (aggregate ? "aggregate_bandwidth_" : "scaling_") + file_stem(first.role, first.metric);
+  const std::string stem = (aggregate ? "aggregate_bandwidth_" : "scaling_") + file_stem(e, first.role, first.metric, first.unit);
   const std::string clauses = write_line_series(dir, stem, lines, du.factor);
   const std::string title = aggregate ? "aggregate bandwidth from " + first.metric + " (" + first.role + "): ranks x " + size_param + " / median"
                                       : "median " + first.metric + " (" + first.role + ") by ranks";
@@ -339,7 +360,7 @@ void swept(const std::tuple<std::string, std::string, std::string>& key, const s
   if (xs.size() < 2) return;
   std::sort(ys.begin(), ys.end());
   const DisplayUnit du = display_unit(unit, ys[ys.size() / 2]);
-  const std::string stem = "swept_" + file_stem(role, metric) + "_by_" + filename_safe(param, 40);
+  const std::string stem = "swept_" + file_stem(e, role, metric, unit) + "_by_" + filename_safe(param, 40);
   std::ofstream data(dir / (stem + ".dat"));
   std::vector<std::string> labels;
   for (auto& [others, pts] : series) {
@@ -404,17 +425,20 @@ void swept(const std::tuple<std::string, std::string, std::string>& key, const s
 // Speedup against the smallest count (csv/scaling.csv's rows), one line per combination of the other varied values,
 // the ideal (count / smallest count) dashed.
 void speedup(const std::vector<ScalingRow>& rows, const fs::path& dir, std::vector<Plot>& plots) {
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, Lines> figures;  // role, metric, param, mode
+  // role, metric, unit, param, mode
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, Lines> figures;
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> units;  // (role, metric) -> its units
   double top = 0;
   for (auto& r : rows) {
     std::string label;
     for (auto& [k, v] : r.series) label += (label.empty() ? "" : ", ") + k + "=" + v;
-    figures[{r.role, r.metric, r.param, r.mode}][label.empty() ? "all runs" : label].emplace_back(r.count, r.speedup);
+    figures[{r.role, r.metric, r.unit, r.param, r.mode}][label.empty() ? "all runs" : label].emplace_back(r.count, r.speedup);
+    units[{r.role, r.metric}].insert(r.unit);
     top = std::max(top, r.count / r.base_count);
   }
   for (auto& [key, lines] : figures) {
-    const auto& [role, metric, param, mode] = key;
-    const std::string stem = "speedup_" + file_stem(role, metric) + "_by_" + filename_safe(param, 40);
+    const auto& [role, metric, unit, param, mode] = key;
+    const std::string stem = "speedup_" + file_stem(role, metric, unit, units[{role, metric}].size() > 1) + "_by_" + filename_safe(param, 40);
     double x0 = INFINITY;
     for (auto& [label, pts] : lines)
       for (auto& p : pts) x0 = std::min(x0, p.first);

@@ -1,10 +1,14 @@
 #include "results/sample_file.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/text.h"
 
 namespace fanout {
 
@@ -38,6 +42,30 @@ SampleWriter::~SampleWriter() {
   if (f_) std::fclose(f_);
 }
 
+std::string bad_metric_text(const std::string& metric, const std::string& unit) {
+  // Every byte outside printable ASCII as \xHH: the text is not to be trusted as UTF-8 on a terminal either.
+  auto shown = [](const std::string& t) {
+    std::string out;
+    for (unsigned char c : t) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += char(c);
+      } else {
+        char buf[5];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      }
+    }
+    return out;
+  };
+  for (const std::string* t : {&metric, &unit}) {
+    const char* what = t == &metric ? "metric name" : "unit";
+    if (!valid_utf8(*t)) return std::string(what) + " '" + shown(*t) + "' is not valid UTF-8 text";
+    for (unsigned char c : *t)
+      if (c < 0x20 || c == 0x7f) return std::string(what) + " '" + printable(*t) + "' holds a control character";
+  }
+  return "";
+}
+
 bool SampleWriter::record(const std::string& metric, const std::string& unit, int64_t iteration, int64_t t_start_ns,
                           double value, bool warmup) {
   if (!f_) return false;
@@ -46,6 +74,10 @@ bool SampleWriter::record(const std::string& metric, const std::string& unit, in
   if (it == ids_.end()) {
     if (ids_.size() >= 65535 || metric.size() > 65535 || unit.size() > 65535) {
       error_ = "too many distinct metrics or a name too long";
+      return false;
+    }
+    if (std::string why = bad_metric_text(metric, unit); !why.empty()) {
+      error_ = why;
       return false;
     }
     if (on_new_metric_ && names_.insert(metric).second) on_new_metric_(metric);
@@ -121,115 +153,165 @@ bool SampleWriter::flush() {
   return true;
 }
 
-namespace {
+SampleDecoder::SampleDecoder(std::string what, std::function<void(const Sample&)> on_sample)
+    : what_(std::move(what)), on_sample_(std::move(on_sample)) {}
 
-class Cursor {
- public:
-  Cursor(std::string_view d) : d_(d) {}
-  bool has(size_t n) const { return pos_ + n <= d_.size(); }
-  template <class T>
-  T get() {
-    T v;
-    std::memcpy(&v, d_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
+UserError SampleDecoder::corrupt(size_t at, const std::string& why) const {
+  return UserError(what_ + ": corrupt sample file at byte " + std::to_string(base_ + at) + ": " + why);
+}
+
+void SampleDecoder::feed(std::string_view bytes) {
+  // Records are decoded from the bytes as they come; only a record cut by the chunk's end is kept for the next.
+  std::string_view data = bytes;
+  if (!pending_.empty()) {
+    pending_.append(bytes.data(), bytes.size());
+    data = pending_;
   }
-  std::string_view bytes(size_t n) {
-    auto s = d_.substr(pos_, n);
-    pos_ += n;
-    return s;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    const size_t used = header_done_ ? record(data, pos) : header(data, false);
+    if (used == 0) break;  // the rest of a record is still to come
+    if (!header_done_) header_done_ = true;
+    pos += used;
   }
-  size_t pos() const { return pos_; }
-  bool done() const { return pos_ == d_.size(); }
+  std::string rest(data.substr(pos));
+  base_ += pos;
+  pending_ = std::move(rest);
+}
 
- private:
-  std::string_view d_;
-  size_t pos_ = 0;
-};
+SampleFileInfo SampleDecoder::finish() {
+  if (!header_done_) header(pending_, true);  // throws: a file that ends inside its header is no sample file
+  info_.truncated = !pending_.empty();
+  return std::move(info_);
+}
 
-}  // namespace
+// The header: its size once whole, 0 while bytes are missing (`last`: none will come, so say what is wrong).
+size_t SampleDecoder::header(std::string_view d, bool last) {
+  if (d.size() >= 8 && std::memcmp(d.data(), kMagic, 8) != 0) throw UserError(what_ + ": not a fanout sample file (bad header)");
+  constexpr size_t fixed = 8 + 8 + 8 + 4 + 2;
+  if (d.size() < fixed) {
+    if (last) throw UserError(what_ + ": not a fanout sample file (bad header)");
+    return 0;
+  }
+  std::memcpy(&mono0_, d.data() + 8, 8);
+  std::memcpy(&wall0_, d.data() + 16, 8);
+  int32_t rank = 0;
+  std::memcpy(&rank, d.data() + 24, 4);
+  uint16_t rl = 0, nl = 0;
+  std::memcpy(&rl, d.data() + 28, 2);
+  if (d.size() < fixed + rl) {
+    if (last) throw corrupt(fixed, "role name runs past the end");
+    return 0;
+  }
+  if (d.size() < fixed + rl + 2) {
+    if (last) throw corrupt(fixed + rl, "header ends before the node name");
+    return 0;
+  }
+  std::memcpy(&nl, d.data() + fixed + rl, 2);
+  if (d.size() < fixed + rl + 2 + nl) {
+    if (last) throw corrupt(fixed + rl + 2, "node name runs past the end");
+    return 0;
+  }
+  info_.rank = rank;
+  info_.role = std::string(d.substr(fixed, rl));
+  info_.node = std::string(d.substr(fixed + rl + 2, nl));
+  return fixed + rl + 2 + nl;
+}
 
-SampleFileInfo decode_samples(std::string_view data, const std::string& what,
-                              const std::function<void(const Sample&)>& on_sample) {
-  SampleFileInfo info;
-  Cursor c(data);
-  auto corrupt = [&](const std::string& why) {
-    return UserError(what + ": corrupt sample file at byte " + std::to_string(c.pos()) + ": " + why);
+// One record at d[at]: its size once whole, 0 while bytes are missing.
+size_t SampleDecoder::record(std::string_view d, size_t at) {
+  size_t pos = at;
+  auto has = [&](size_t n) { return pos + n <= d.size(); };
+  auto get = [&](auto& v) {
+    std::memcpy(&v, d.data() + pos, sizeof v);
+    pos += sizeof v;
   };
-  if (!c.has(8 + 8 + 8 + 4 + 2) || std::memcmp(data.data(), kMagic, 8) != 0)
-    throw UserError(what + ": not a fanout sample file (bad header)");
-  c.bytes(8);
-  int64_t mono0 = c.get<int64_t>(), wall0 = c.get<int64_t>();
-  info.rank = c.get<int32_t>();
-  uint16_t rl = c.get<uint16_t>();
-  if (!c.has(rl)) throw corrupt("role name runs past the end");
-  info.role = std::string(c.bytes(rl));
-  if (!c.has(2)) throw corrupt("header ends before the node name");
-  uint16_t nl = c.get<uint16_t>();
-  if (!c.has(nl)) throw corrupt("node name runs past the end");
-  info.node = std::string(c.bytes(nl));
-  std::vector<std::pair<std::string, std::string>> metrics;
-  while (!c.done()) {
-    size_t start = c.pos();
-    char type = c.get<char>();
-    if (type == 'M') {
-      if (!c.has(4)) return info.truncated = true, info;
-      uint16_t id = c.get<uint16_t>(), nl = c.get<uint16_t>();
-      if (!c.has(nl + 2u)) return info.truncated = true, info;
-      std::string name(c.bytes(nl));
-      uint16_t ul = c.get<uint16_t>();
-      if (!c.has(ul)) return info.truncated = true, info;
-      if (id != metrics.size()) throw corrupt("metric ids out of order");
-      metrics.emplace_back(std::move(name), std::string(c.bytes(ul)));
-    } else if (type == 'S') {
-      if (!c.has(2 + 1 + 8 + 8 + 8)) return info.truncated = true, info;
-      uint16_t id = c.get<uint16_t>();
-      uint8_t w = c.get<uint8_t>();
-      Sample s;
-      s.iteration = c.get<int64_t>();
-      int64_t t = c.get<int64_t>();
-      s.value = c.get<double>();
-      if (id >= metrics.size()) throw corrupt("sample names undefined metric " + std::to_string(id));
-      if (w > 1) throw corrupt("warmup flag " + std::to_string(w));
-      int64_t since_anchor;  // t - mono0, which garbage can push past int64
-      if (__builtin_sub_overflow(t, mono0, &since_anchor)) throw corrupt("sample time is out of range");
-      s.rank = info.rank;
-      s.role = info.role;
-      s.metric = metrics[id].first;
-      s.metric_id = id;
-      s.unit = metrics[id].second;
-      s.warmup = w == 1;
-      s.t_start_s = double(wall0) / 1e9 + double(since_anchor) / 1e9;
-      on_sample(s);
-      ++info.samples;
-    } else if (type == 'R') {
-      std::string* out[] = {&info.cpus, &info.gpus};
-      for (std::string* s : out) {
-        if (!c.has(2)) return info.truncated = true, info;
-        uint16_t len = c.get<uint16_t>();
-        if (!c.has(len)) return info.truncated = true, info;
-        *s = std::string(c.bytes(len));
-      }
-    } else if (type == 'D') {
-      if (!c.has(2)) return info.truncated = true, info;
-      uint16_t len = c.get<uint16_t>();
-      if (!c.has(len + 1u + 4u)) return info.truncated = true, info;
-      MetricDeclaration d;
-      d.metric = std::string(c.bytes(len));
-      d.better = c.get<uint8_t>();
-      d.flags = c.get<uint32_t>();
-      if (d.metric.empty() || d.better < 1 || d.better > 3) throw corrupt("metric declaration without a name or with direction " + std::to_string(d.better));
-      info.declarations.push_back(std::move(d));
-    } else {
-      (void)start;
-      throw corrupt(std::string("unknown record type 0x") + "0123456789abcdef"[(type >> 4) & 15] + "0123456789abcdef"[type & 15]);
+  auto bytes = [&](size_t n) {
+    std::string_view v = d.substr(pos, n);
+    pos += n;
+    return v;
+  };
+  const char type = d[pos++];
+  if (type == 'M') {
+    uint16_t id = 0, nl = 0, ul = 0;
+    if (!has(4)) return 0;
+    get(id), get(nl);
+    if (!has(nl + 2u)) return 0;
+    std::string name(bytes(nl));
+    get(ul);
+    if (!has(ul)) return 0;
+    if (id != metrics_.size()) throw corrupt(at, "metric ids out of order");
+    std::string unit(bytes(ul));
+    if (std::string why = bad_metric_text(name, unit); !why.empty()) throw corrupt(at, why);
+    metrics_.emplace_back(std::move(name), std::move(unit));
+  } else if (type == 'S') {
+    if (!has(2 + 1 + 8 + 8 + 8)) return 0;
+    uint16_t id = 0;
+    uint8_t w = 0;
+    Sample s;
+    int64_t t = 0;
+    get(id), get(w), get(s.iteration), get(t), get(s.value);
+    if (id >= metrics_.size()) throw corrupt(at, "sample names undefined metric " + std::to_string(id));
+    if (w > 1) throw corrupt(at, "warmup flag " + std::to_string(w));
+    int64_t since_anchor;  // t - mono0, which garbage can push past int64
+    if (__builtin_sub_overflow(t, mono0_, &since_anchor)) throw corrupt(at, "sample time is out of range");
+    s.rank = info_.rank;
+    s.role = info_.role;
+    s.metric = metrics_[id].first;
+    s.metric_id = id;
+    s.unit = metrics_[id].second;
+    s.warmup = w == 1;
+    s.t_start_s = double(wall0_) / 1e9 + double(since_anchor) / 1e9;
+    on_sample_(s);
+    ++info_.samples;
+  } else if (type == 'R') {
+    std::string cpus, gpus;
+    for (std::string* out : {&cpus, &gpus}) {
+      uint16_t len = 0;
+      if (!has(2)) return 0;
+      get(len);
+      if (!has(len)) return 0;
+      *out = std::string(bytes(len));
     }
+    info_.cpus = std::move(cpus), info_.gpus = std::move(gpus);
+  } else if (type == 'D') {
+    uint16_t len = 0;
+    if (!has(2)) return 0;
+    get(len);
+    if (!has(len + 1u + 4u)) return 0;
+    MetricDeclaration decl;
+    decl.metric = std::string(bytes(len));
+    get(decl.better), get(decl.flags);
+    if (decl.metric.empty() || decl.better < 1 || decl.better > 3)
+      throw corrupt(at, "metric declaration without a name or with direction " + std::to_string(decl.better));
+    info_.declarations.push_back(std::move(decl));
+  } else {
+    throw corrupt(at, std::string("unknown record type 0x") + "0123456789abcdef"[(type >> 4) & 15] + "0123456789abcdef"[type & 15]);
   }
-  return info;
+  return pos - at;
+}
+
+SampleFileInfo decode_samples(std::string_view data, const std::string& what, const std::function<void(const Sample&)>& on_sample) {
+  SampleDecoder d(what, on_sample);
+  d.feed(data);
+  return d.finish();
 }
 
 SampleFileInfo read_sample_file(const std::filesystem::path& path, const std::function<void(const Sample&)>& on_sample) {
-  return decode_samples(read_file(path), path.string(), on_sample);
+  // 4 MiB at a time: a rank's file of any size (a 6 GiB one was read whole, 6.3 GB) costs a chunk and a record.
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+  SampleDecoder d(path.string(), on_sample);
+  std::vector<char> chunk(4u << 20);
+  for (;;) {
+    const size_t n = std::fread(chunk.data(), 1, chunk.size(), f.get());
+    if (n > 0) d.feed(std::string_view(chunk.data(), n));
+    if (n < chunk.size()) {
+      if (std::ferror(f.get())) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
+      break;
+    }
+  }
+  return d.finish();
 }
 
 }  // namespace fanout

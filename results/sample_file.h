@@ -17,7 +17,10 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/error.h"
 
 namespace fanout {
 
@@ -30,6 +33,11 @@ struct Sample {
   double value = 0;
   bool warmup = false;
 };
+
+// Why a metric name or unit cannot be stored ("" when it can): text that is not valid UTF-8 or holds a control
+// character (a NUL, a newline) would become a CSV header, a plot title and a reference that later steps refuse or
+// misread. The writer refuses it at the rank, the reader takes a file holding one as corrupt.
+std::string bad_metric_text(const std::string& metric, const std::string& unit);
 
 class SampleWriter {
  public:
@@ -80,10 +88,34 @@ struct SampleFileInfo {
   std::vector<MetricDeclaration> declarations;  // in file order
 };
 
+// Decodes a sample file as its bytes come, in pieces of any size: feed() calls on_sample for each complete sample and
+// keeps only a record cut by the piece's end; finish() says whether the file ended inside a record. Memory holds one
+// record, never the file. Throws UserError naming `what` and the byte offset, as decode_samples says.
+class SampleDecoder {
+ public:
+  SampleDecoder(std::string what, std::function<void(const Sample&)> on_sample);
+  void feed(std::string_view bytes);
+  SampleFileInfo finish();
+
+ private:
+  size_t header(std::string_view d, bool last);
+  size_t record(std::string_view d, size_t at);
+  UserError corrupt(size_t at, const std::string& why) const;
+  std::string what_;
+  std::function<void(const Sample&)> on_sample_;
+  std::string pending_;  // the start of a record the next piece completes
+  uint64_t base_ = 0;    // the file offset of what the next feed decodes from
+  bool header_done_ = false;
+  int64_t mono0_ = 0, wall0_ = 0;
+  std::vector<std::pair<std::string, std::string>> metrics_;  // id -> (name, unit)
+  SampleFileInfo info_;
+};
+
 // Decodes a whole buffer, calling on_sample for each sample. Throws UserError naming `what` and the byte
 // offset when the data is not a sample file or is corrupt (a truncated tail is reported, not thrown).
 SampleFileInfo decode_samples(std::string_view data, const std::string& what,
                               const std::function<void(const Sample&)>& on_sample);
+// The same for a file, read 4 MiB at a time.
 SampleFileInfo read_sample_file(const std::filesystem::path& path, const std::function<void(const Sample&)>& on_sample);
 
 }  // namespace fanout

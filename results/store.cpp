@@ -1,6 +1,8 @@
 #include "results/store.h"
 
 #include <sqlite3.h>
+#include <cstdio>
+#include <unistd.h>
 
 #include <chrono>
 #include <algorithm>
@@ -277,6 +279,56 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   }
 }
 
+// Opens an existing database to read. A WAL database needs its -shm file, which SQLite creates beside it: in a
+// folder the user cannot write, once no writer holds it, the open fails; it is then read as immutable (nobody who
+// shares this folder with us can be writing it either). Throws UserError naming the file.
+static sqlite3* open_to_read(const fs::path& file) {
+  auto attempt = [&](const std::string& name, int flags, std::string& why) -> sqlite3* {
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(name.c_str(), &db, flags, nullptr) == SQLITE_OK &&
+        sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(db, 10000);
+      return db;
+    }
+    why = db ? sqlite3_errmsg(db) : "cannot open";
+    sqlite3_close(db);
+    return nullptr;
+  };
+  if (!fs::is_regular_file(file)) throw UserError(file.string() + ": no such results database");
+  std::string why;
+  if (sqlite3* db = attempt(file.string(), SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, why)) return db;
+  if (::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0) {
+    std::string uri = "file:";
+    for (char c : fs::absolute(file).string()) {  // percent-encode what a URI path cannot hold as it is
+      if (c == '%' || c == '?' || c == '#') {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+        uri += buf;
+      } else {
+        uri += c;
+      }
+    }
+    std::string why_immutable;
+    if (sqlite3* db = attempt(uri + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, why_immutable)) return db;
+  }
+  throw UserError(file.string() + ": " + why);
+}
+
+ResultsDb::ResultsDb(const fs::path& file, ReadOnly) : db_(open_to_read(file)), file_(file) {
+  try {
+    refuse_foreign_schema(db_, file);
+    Stmt v(db_, "SELECT version FROM schema_info");
+    const int64_t version = v.step() ? v.i64(0) : 0;
+    if (version != kResultsSchemaVersion)
+      throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout reads " +
+                      std::to_string(kResultsSchemaVersion) + " (a command that writes it upgrades an older one)");
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
 ResultsDb::~ResultsDb() { sqlite3_close(db_); }
 
 ResultsDb::ReadSnapshot::ReadSnapshot(const ResultsDb& db) : db_(db) {
@@ -351,28 +403,49 @@ struct PackedFile {
   };
   std::vector<Block> blocks;  // per metric, in recording order
   std::string error;          // not a sample file / corrupt: the file is left out whole
+  fs::path streamed;          // a run too large to hold: read again while it is stored, its blocks never all held
 };
 
-PackedFile pack_sample_file(const fs::path& file) {
-  PackedFile p;
+// A run's sample files up to this size together are packed in memory (on every core, while the run before is
+// stored); a larger run is read once for what its files say and again, a block at a time, as it is stored, so
+// that ingesting it costs a chunk of each file and a block of each metric, not its samples (30 M samples took the
+// driver to 2.0 GB).
+constexpr uintmax_t kPackInMemoryBytes = 64u << 20;
+
+// Every sample of a file as blocks of one (metric), each handed over when full and the rest at the end, in
+// recording order; `metric` names each of the file's metrics once, as it first comes.
+void pack_blocks(const fs::path& file, SampleFileInfo& info, const std::function<void(uint16_t, const Sample&)>& metric,
+                 const std::function<void(uint32_t metric, size_t count, std::string rows)>& block) {
   std::vector<SampleBlockWriter> open;  // by the file's metric id
+  info = read_sample_file(file, [&](const Sample& s) {
+    if (s.metric_id >= open.size()) open.resize(s.metric_id + 1u);
+    SampleBlockWriter& w = open[s.metric_id];
+    if (w.count() == 0) metric(s.metric_id, s);
+    w.add(s.iteration, s.t_start_s, s.value, s.warmup);
+    if (const size_t n = w.count(); n >= kSamplesPerBlock) block(s.metric_id, n, w.take());  // count before take
+  });
+  for (uint32_t m = 0; m < open.size(); ++m)
+    if (const size_t n = open[m].count()) block(m, n, open[m].take());
+}
+
+PackedFile pack_sample_file(const fs::path& file, bool stream) {
+  PackedFile p;
   try {
-    p.info = read_sample_file(file, [&](const Sample& s) {
-      if (s.metric_id >= open.size()) {
-        open.resize(s.metric_id + 1u);
-        p.metrics.resize(s.metric_id + 1u);
-      }
-      if (p.metrics[s.metric_id].first.empty()) p.metrics[s.metric_id] = {std::string(s.metric), std::string(s.unit)};
-      SampleBlockWriter& w = open[s.metric_id];
-      w.add(s.iteration, s.t_start_s, s.value, s.warmup);
-      if (w.count() >= kSamplesPerBlock) p.blocks.push_back({s.metric_id, w.count(), w.take()});
-    });
+    if (stream) {
+      p.info = read_sample_file(file, [](const Sample&) {});  // what it says (rank, node, declarations), no samples kept
+      p.streamed = file;
+      return p;
+    }
+    pack_blocks(
+        file, p.info,
+        [&](uint16_t id, const Sample& s) {
+          if (id >= p.metrics.size()) p.metrics.resize(id + 1u);
+          if (p.metrics[id].first.empty()) p.metrics[id] = {std::string(s.metric), std::string(s.unit)};
+        },
+        [&](uint32_t m, size_t count, std::string rows) { p.blocks.push_back({m, count, std::move(rows)}); });
   } catch (const UserError& e) {
     p.error = std::string(e.what()) + " (file skipped)";
-    return p;
   }
-  for (uint32_t m = 0; m < open.size(); ++m)
-    if (open[m].count()) p.blocks.push_back({m, open[m].count(), open[m].take()});
   return p;
 }
 
@@ -425,9 +498,15 @@ PackedRun pack_run(const fs::path& run_dir) {
   }
   std::sort(files.begin(), files.end());
   // Every file packed on every core. Memory holds this run's samples (ingest_runs: two runs', this one and the
-  // one being stored).
+  // one being stored), up to kPackInMemoryBytes of files; past it they are streamed when stored.
+  uintmax_t bytes = 0;
+  for (auto& f : files) {
+    const uintmax_t n = fs::file_size(f, ec);
+    if (!ec) bytes += n;
+  }
+  const bool stream = bytes > kPackInMemoryBytes;
   run.files.resize(files.size());
-  parallel_for(files.size(), [&](size_t i) { run.files[i] = pack_sample_file(files[i]); });
+  parallel_for(files.size(), [&](size_t i) { run.files[i] = pack_sample_file(files[i], stream); });
   for (size_t i = 0; i < files.size(); ++i) {
     const PackedFile& p = run.files[i];
     if (!p.error.empty()) {
@@ -445,10 +524,22 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
   auto report = db.store_run(run.meta, run.dir, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
     for (auto& p : run.files) {
       if (!p.error.empty()) continue;
-      std::vector<int64_t> ids(p.metrics.size(), -1);  // resolved on first use: a metric may be defined and never recorded
-      for (auto& b : p.blocks) {
-        if (ids[b.metric] < 0) ids[b.metric] = sink.metric(p.info.role, p.metrics[b.metric].first, p.metrics[b.metric].second);
-        sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
+      if (!p.streamed.empty()) {  // read again, each block stored as it fills
+        std::vector<int64_t> ids;
+        SampleFileInfo again;
+        pack_blocks(
+            p.streamed, again,
+            [&](uint16_t id, const Sample& s) {
+              if (id >= ids.size()) ids.resize(id + 1u, -1);
+              if (ids[id] < 0) ids[id] = sink.metric(p.info.role, std::string(s.metric), std::string(s.unit));
+            },
+            [&](uint32_t m, size_t count, std::string rows) { sink.block(p.info.rank, ids[m], count, rows); });
+      } else {
+        std::vector<int64_t> ids(p.metrics.size(), -1);  // resolved on first use: a metric may be defined and never recorded
+        for (auto& b : p.blocks) {
+          if (ids[b.metric] < 0) ids[b.metric] = sink.metric(p.info.role, p.metrics[b.metric].first, p.metrics[b.metric].second);
+          sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
+        }
       }
       for (auto& d : p.info.declarations) sink.declare(p.info.role, d.metric, better_text(d.better), d.flags & 1u);
     }
@@ -737,14 +828,8 @@ void ResultsDb::for_each_sample(const std::function<void(int64_t, int, int64_t, 
 }
 
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file) {
-  sqlite3* db = nullptr;
   // Read-only, and never created: another driver may be writing this experiment, and a missing file is an error.
-  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    std::string why = db ? sqlite3_errmsg(db) : "cannot open";
-    sqlite3_close(db);
-    throw UserError(file.string() + ": " + why);
-  }
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3* db = open_to_read(file);
   try {
     refuse_foreign_schema(db, file);
   } catch (const UserError&) {

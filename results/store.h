@@ -55,6 +55,10 @@ ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
 class ResultsDb {
  public:
   explicit ResultsDb(const std::filesystem::path& file);  // creates the schema when new
+  // An existing database, read only: nothing created, upgraded or written, and no write access needed (a
+  // colleague's results, a read-only mount): what compare, check, export-smartsim and history read through.
+  struct ReadOnly {};
+  ResultsDb(const std::filesystem::path& file, ReadOnly);
   ~ResultsDb();
   // Throws UserError naming the file when SQLite opened it read-only (a write-protected file or folder): a
   // driver checks this before it runs anything, not when the first run's samples are stored.

@@ -101,6 +101,23 @@ std::string sbatch_option(const std::string& key) {
   if (key == "exclude_nodes") return "--exclude";
   return "--" + key;
 }
+
+// A value on an #SBATCH line as sbatch reads it back (job.sh resubmitted by hand; fanout itself submits through
+// libslurm): sbatch's _get_argument splits a directive into words at blanks, groups what quotes enclose and takes
+// the character after a backslash as it is. A value with a blank, a quote, a backslash or '#' is written in double
+// quotes with its double quotes and backslashes escaped. A control character cannot be on a line at all: refused,
+// naming the flag it came from.
+std::string sbatch_value(const std::string& flag, const std::string& v) {
+  bool plain = true;
+  std::string quoted = "\"";
+  for (unsigned char c : v) {
+    if (c < 0x20 || c == 0x7f) throw UserError(flag + ": '" + printable(v) + "' holds a control character, which cannot go on an #SBATCH line");
+    plain = plain && c != ' ' && c != '\'' && c != '"' && c != '\\' && c != '#';
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += char(c);
+  }
+  return plain ? v : quoted + "\"";
+}
 }  // namespace
 
 SlurmRequest slurm_request(const JobSpec& job) {
@@ -139,20 +156,20 @@ SlurmRequest slurm_request(const JobSpec& job) {
 std::string sbatch_preamble(const SlurmRequest& r) {
   std::string s = "#!/bin/bash\n";
   auto line = [&](const std::string& opt) { s += "#SBATCH " + opt + "\n"; };
-  line("--job-name=" + r.name);
+  line("--job-name=" + sbatch_value("--exp_name", r.name));
   line("--nodes=" + std::to_string(r.nodes));
   line("--ntasks-per-node=" + std::to_string(r.tasks_per_node));
   line("--cpus-per-task=" + std::to_string(r.cpus_per_task));
   line("--time=" + std::to_string(r.time_minutes));
-  line("--output=" + r.output);
+  line("--output=" + sbatch_value("--results_dir", r.output));
   line("--no-requeue");  // a run on a failed node ends NODE_FAIL (retried by the driver), not rerun in its own folder
-  if (!r.partition.empty()) line("--partition=" + r.partition);
-  if (!r.account.empty()) line("--account=" + r.account);
-  if (!r.constraint.empty()) line("--constraint=" + r.constraint);
+  if (!r.partition.empty()) line("--partition=" + sbatch_value("--partition", r.partition));
+  if (!r.account.empty()) line("--account=" + sbatch_value("--account", r.account));
+  if (!r.constraint.empty()) line("--constraint=" + sbatch_value("--constraint", r.constraint));
   if (r.exclusive) line("--exclusive");
   if (r.gpus_per_node > 0) line("--gres=gpu:" + std::to_string(r.gpus_per_node));
   if (r.memory_mb > 0) line("--mem=" + std::to_string(r.memory_mb));
-  for (auto& [k, v] : r.batch_args) line(sbatch_option(k) + "=" + v);
+  for (auto& [k, v] : r.batch_args) line(sbatch_option(k) + "=" + sbatch_value("--batch_args " + k, v));
   return s;
 }
 

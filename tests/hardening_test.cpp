@@ -10,10 +10,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "results/csv_export.h"
+#include "results/sample_file.h"
 #include "schedulers/scheduler.h"
 #include "tests/expect_throw.h"
 #include "tests/test_util.h"
@@ -366,6 +370,20 @@ TEST(Hardening3, PbsDirectivesTakeNoValueThatQsubWouldSplit) {
   EXPECT_NE(ok.out.find("#PBS -q workq\n#PBS -A proj-1\n"), std::string::npos) << ok.out;
 }
 
+// Issue 53 LOW: an #SBATCH line kept a value's blanks, so job.sh resubmitted by hand (`sbatch job.sh`; fanout submits
+// through libslurm) split it into other options. A value with a blank or a quote is double-quoted, its own double
+// quotes and backslashes escaped, as sbatch's _get_argument reads a directive's words back.
+TEST(Hardening3, SbatchDirectivesQuoteWhatSbatchWouldSplit) {
+  test::TempDir d;
+  auto ok = fanout_cmd(d, {"calibration_sleep", "--launcher=slurm", "--partition=debug", "--results_dir=my results", "--dry-run"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("#SBATCH --output=\"" + (d.path / "my results").string()), std::string::npos) << ok.out;
+  EXPECT_EQ(ok.out.find("#SBATCH --output=" + (d.path / "my results").string()), std::string::npos) << ok.out;
+  auto quote = fanout_cmd(d, {"calibration_sleep", "--launcher=slurm", "--partition=debug", "--constraint=a\"b c", "--dry-run"});
+  ASSERT_EQ(quote.exit_code, 0) << quote.err;
+  EXPECT_NE(quote.out.find("#SBATCH --constraint=\"a\\\"b c\"\n"), std::string::npos) << quote.out;
+}
+
 // 10 and 11: inputs that hung, exhausted memory or overflowed the stack. A run.toml that is a FIFO, a 2 GB sparse
 // file, or holds a dotted key of 60,000 parts; a samples "file" that is a FIFO. `fanout results ingest` reports
 // each bad run folder and skips it, ingests the rest, says how many, and exits 1; nothing hangs.
@@ -459,6 +477,104 @@ TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
 
 // Issue 53: a crafted fanout.sqlite whose `runs` is an endless view (or that carries a trigger) is refused on
 // opening, by `fanout ls`, csv and compare alike, instead of hanging them.
+// Issue 53 LOW: compare, check, csv --out and export-smartsim --out opened the database to write it, so a colleague's
+// results (or a read-only mount) could not be read. Run as another user (nobody) on experiments this test's user
+// made (folders 755, files 644), each reads them; only its own --out is written. As root only: it takes another user.
+TEST(Hardening4, CommandsThatOnlyReadNeedNoWriteAccessToWhatTheyRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a command as another user";
+  test::TempDir d;
+  fs::permissions(d.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  for (const char* exp : {"a", "b"})
+    ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", std::string("--exp_name=") + exp, "--iterations=3", "--repeat=3"}).exit_code, 0);
+  ASSERT_EQ(fanout_cmd(d, {"results", "check", "results/a", "--write-reference=ref.toml"}).exit_code, 0);
+  const fs::path out = d.path / "out";
+  fs::create_directories(out);
+  ASSERT_EQ(::chown(out.c_str(), 65534, 65534), 0);
+  auto listing = [&] {
+    std::map<std::string, fs::file_time_type> files;
+    for (auto& e : fs::recursive_directory_iterator(d.path / "results")) files[e.path().string()] = fs::last_write_time(e.path());
+    return files;
+  };
+  const auto before = listing();
+  auto as_nobody = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", test::fanout_exe().string()});
+    return test::run_command(args, d.path, {{"HOME", out.string()}}, 120);
+  };
+  auto compare = as_nobody({"results", "compare", "results/a", "results/b"});
+  EXPECT_NE(compare.exit_code, 2) << compare.err;
+  EXPECT_NE(compare.out.find("comparisons:"), std::string::npos) << compare.out << compare.err;
+  auto check = as_nobody({"results", "check", "results/b", "--reference=ref.toml"});
+  EXPECT_NE(check.exit_code, 2) << check.err;
+  EXPECT_NE(check.out.find("reference(s):"), std::string::npos) << check.out << check.err;
+  auto csv = as_nobody({"results", "csv", "results/a", "--out", (out / "csv").string()});
+  EXPECT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_TRUE(fs::exists(out / "csv" / "runs.csv"));
+  auto exported = as_nobody({"results", "export-smartsim", "results/a", "--out", (out / "ss").string()});
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_TRUE(listing() == before) << "nothing made or changed where they read";
+  auto writer = as_nobody({"results", "ingest", "results/a"});
+  EXPECT_EQ(writer.exit_code, 2) << "a command that writes is refused, naming why: " << writer.out;
+}
+
+// Issue 53 LOW: invalid UTF-8 in a program's CSV header became a metric that --write-reference wrote and check
+// refused (and compare --format=json threw on); a NUL cut a name where the host reads it as a C string, merging two
+// metrics. A name or unit that is not UTF-8 text, or holds a control character or a NUL, fails its run naming it.
+TEST(Hardening4, MetricNamesAreUtf8TextWithoutControlCharacters) {
+  test::TempDir d;
+  struct Case {
+    std::string printed, parse, expect;
+  } cases[] = {
+      {"a\\377,b\\n1,2\\n", "csv", "metric name 'a\\xff' is not valid UTF-8 text"},
+      {"a\\033b 1\\n", "regex:(?<metric>\\S+) (?<value>\\S+)", "metric name 'a\\x1bb' holds a control character"},
+      {"a\\000x 1\\na\\000y 2\\n", "regex:(?<metric>\\S+) (?<value>\\S+)", "read a metric name or unit holding a NUL byte"},
+  };
+  int k = 0;
+  for (auto& c : cases) {
+    const std::string exp = "names" + std::to_string(k++);
+    auto r = fanout_cmd(d, {"exec", "--exp_name=" + exp, "--shell=true", "--command=printf '" + c.printed + "'", "--parse=" + c.parse,
+                            "--unit=ms", "--resources=off"});
+    EXPECT_EQ(r.exit_code, 1) << c.printed << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.printed << ": expected '" << c.expect << "' in\n" << r.err;
+    EXPECT_EQ(test::sql_one(d.path / "results" / exp / "fanout.sqlite", "SELECT count(*) FROM samples WHERE warmup=0"), "0") << c.printed;
+  }
+}
+
+// Issue 53 MEDIUM: `results ingest` read a sample file whole (a 6 GiB file: 6.3 GB) and packed a run's samples in
+// memory before storing them (the driver at 2.0 GB for a run of 30 M). A file is now read 4 MiB at a time, and a run
+// of more than 64 MiB of files is stored a block at a time: ingesting a run of 10 M samples (a 270 MiB file) peaks
+// below the file's own size, and stores every sample.
+TEST(Hardening4, IngestingARunOfAnySizeHoldsChunksNotItsSamples) {
+  test::TempDir d;
+  ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=big", "--iterations=2", "--resources=off"}).exit_code, 0);
+  fs::path file;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "big"))
+    if (e.path().extension() == ".samples") file = e.path();
+  ASSERT_FALSE(file.empty());
+  constexpr int64_t kSamples = 10'000'000;
+  {
+    fanout::SampleWriter w(file, 0, "sleep", "node", 1'000'000'000, 1'700'000'000'000'000'000);
+    for (int64_t i = 0; i < kSamples; ++i) ASSERT_TRUE(w.record(i % 2 ? "even" : "odd", "s", i, 1'000'000'000 + i, double(i), false));
+  }
+  const uintmax_t file_bytes = fs::file_size(file);
+  ASSERT_GT(file_bytes, uintmax_t(250) << 20);
+  // Run as a child, its peak resident memory from the kernel (wait4).
+  const std::string exe = test::fanout_exe().string(), exp = (d.path / "results" / "big").string();
+  std::vector<char*> argv = {const_cast<char*>(exe.c_str()), const_cast<char*>("results"), const_cast<char*>("ingest"),
+                             const_cast<char*>(exp.c_str()), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  int status = 0;
+  rusage ru{};
+  ASSERT_EQ(wait4(pid, &status, 0, &ru), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const uintmax_t peak_bytes = uintmax_t(ru.ru_maxrss) * 1024;
+  EXPECT_LT(peak_bytes, file_bytes) << "peak " << (peak_bytes >> 20) << " MiB for a file of " << (file_bytes >> 20) << " MiB";
+  EXPECT_EQ(test::sql_one(d.path / "results" / "big" / "fanout.sqlite", "SELECT sum(count) FROM sample_blocks"), std::to_string(kSamples));
+  EXPECT_EQ(test::sql_one(d.path / "results" / "big" / "fanout.sqlite",
+                          "SELECT sum(count) FROM sample_blocks b JOIN metrics m ON m.id = b.metric_id WHERE m.name = 'even'"),
+            std::to_string(kSamples / 2));
+}
+
 TEST(Hardening4, ACraftedDatabaseIsRefusedNotRun) {
   test::TempDir d;
   ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=good", "--iterations=1"}).exit_code, 0);

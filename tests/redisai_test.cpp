@@ -566,14 +566,41 @@ TEST(RedisAiHardening, WhatIsStoredLoadsAgainAfterARestart) {
 // Issue 53 HIGH 5: an append-only file's rewrite wrote AI.TENSORSET without BLOB (and folded shapes past 4
 // dimensions): after a restart every tensor was gone. With the AOF, with and without its RDB preamble, the tensors
 // come back with their shapes and values.
-TEST(RedisAiHardening, TensorsComeBackAfterARestartWithAnAppendOnlyFile) {
+TEST(RedisAiHardening, TensorsModelsAndScriptsComeBackAfterARestartWithAnAppendOnlyFile) {
   int offset = 30;
   for (auto persistence : {RedisServerConfig::Persistence::Aof, RedisServerConfig::Persistence::AofWithoutPreamble}) {
     Server s(offset++, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1", persistence);
     const int port = s.port();
+    const fs::path model = write_blob(s.dir.path, "model.pt", small_model_blob());
     EXPECT_EQ(cli(port, {"AI.TENSORSET", "six", "FLOAT", "1", "2", "1", "3", "1", "1", "VALUES", "1", "2", "3", "4", "5", "6"}), "OK\n");
     EXPECT_EQ(cli(port, {"AI.TENSORSET", "small", "INT8", "3", "VALUES", "-1", "0", "7"}), "OK\n");
     EXPECT_EQ(cli(port, {"AI.TENSORSET", "words", "STRING", "2", "VALUES", "hello", "world"}), "OK\n");
+    EXPECT_EQ(cli(port, {"AI.MODELSTORE", "m", "TORCH", "CPU", "TAG", "v1", "BATCHSIZE", "4", "MINBATCHSIZE", "2", "MINBATCHTIMEOUT", "50", "BLOB"}, model), "OK\n");
+    EXPECT_EQ(cli(port, {"AI.SCRIPTSTORE", "s", "CPU", "TAG", "s1", "ENTRY_POINTS", "2", "add", "halves", "SOURCE", kScript}), "OK\n");
+    EXPECT_EQ(cli(port, {"AI.SCRIPTSET", "old", "CPU", "SOURCE", kScript}), "OK\n");
+    // What came back: every value, with its settings, and the model and the script run.
+    auto check = [&](const std::string& when) {
+      SCOPED_TRACE(when);
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "six", "META"}), "dtype\nFLOAT\nshape\n1\n2\n1\n3\n1\n1\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "six", "VALUES"}), "1\n2\n3\n4\n5\n6\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "small", "VALUES"}), "-1\n0\n7\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "words", "VALUES"}), "hello\nworld\n");
+      const std::string meta = cli(port, {"AI.MODELGET", "m", "META"});
+      EXPECT_TRUE(contains(meta, "backend\nTORCH\ndevice\nCPU\ntag\nv1\nbatchsize\n4\nminbatchsize\n2\n")) << meta;
+      EXPECT_TRUE(contains(meta, "minbatchtimeout\n50\n")) << meta;
+      EXPECT_EQ(cli(port, {"AI.MODELGET", "m", "BLOB"}), fanout::read_file(model) + "\n") << "the blob, byte for byte";
+      EXPECT_TRUE(contains(cli(port, {"AI.SCRIPTGET", "s", "META"}), "device\nCPU\ntag\ns1\nEntry Points\nadd\nhalves"));
+      EXPECT_EQ(cli(port, {"AI.SCRIPTGET", "old", "SOURCE"}), std::string(kScript) + "\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORSET", "a", "FLOAT", "2", "2", "VALUES", "1", "2", "3", "4"}), "OK\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORSET", "b", "FLOAT", "2", "2", "VALUES", "10", "20", "30", "40"}), "OK\n");
+      EXPECT_EQ(cli(port, {"AI.MODELEXECUTE", "m", "INPUTS", "2", "a", "b", "OUTPUTS", "1", "c"}), "OK\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "c", "VALUES"}), "12\n24\n36\n48\n");
+      EXPECT_EQ(cli(port, {"AI.SCRIPTEXECUTE", "s", "add", "INPUTS", "2", "a", "b", "OUTPUTS", "1", "sum"}), "OK\n");
+      EXPECT_EQ(cli(port, {"AI.TENSORGET", "sum", "VALUES"}), "11\n22\n33\n44\n");
+    };
+    // The log as the commands came (replaying AI.MODELSTORE and AI.SCRIPTSTORE while loading: no client to block).
+    ASSERT_NO_THROW(s.restart()) << "the append-only file loads";
+    check("replayed as written");
     EXPECT_EQ(cli(port, {"BGREWRITEAOF"}).rfind("Background append only file rewriting", 0), 0u);
     // The rewrite is done when Redis says so (no timing assumed): its status, then no rewrite in progress or scheduled.
     for (int i = 0; i < 600; ++i) {
@@ -584,11 +611,8 @@ TEST(RedisAiHardening, TensorsComeBackAfterARestartWithAnAppendOnlyFile) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_TRUE(contains(cli(port, {"INFO", "persistence"}), "aof_rewrites:1"));
-    ASSERT_NO_THROW(s.restart()) << "the append-only file loads";
-    EXPECT_EQ(cli(port, {"AI.TENSORGET", "six", "META"}), "dtype\nFLOAT\nshape\n1\n2\n1\n3\n1\n1\n");
-    EXPECT_EQ(cli(port, {"AI.TENSORGET", "six", "VALUES"}), "1\n2\n3\n4\n5\n6\n");
-    EXPECT_EQ(cli(port, {"AI.TENSORGET", "small", "VALUES"}), "-1\n0\n7\n");
-    EXPECT_EQ(cli(port, {"AI.TENSORGET", "words", "VALUES"}), "hello\nworld\n");
+    ASSERT_NO_THROW(s.restart()) << "the rewritten append-only file loads";
+    check("rewritten");
   }
 }
 
@@ -686,6 +710,77 @@ TEST(RedisAiHardening, AScriptThatCrashesNeverEndsOrHoardsLeavesTheServerServing
   EXPECT_TRUE(contains(hoard, "ERR the run needs more memory than MEMORY_CAP leaves it")) << hoard;
   EXPECT_EQ(on_m("ok"), "OK\n");
   EXPECT_EQ(executors_of(m.server->pid()), before) << "a refused allocation is an error of the run, not of its process";
+}
+
+// A process's CPU time so far (utime + stime, clock ticks) in `ticks`; false once it is gone or a zombie.
+bool running_with_ticks(pid_t pid, long& ticks) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind(')') == std::string::npos) return false;
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string field, state;
+  rest >> state;
+  for (int k = 4; k <= 13; ++k) rest >> field;
+  long utime = 0, stime = 0;
+  rest >> utime >> stime;
+  ticks = utime + stime;
+  return state != "Z";
+}
+
+// The server's one executor once it is busy in a script: it has spent 0.2 s of CPU time (20 ticks at 100 a second).
+pid_t busy_executor(pid_t server) {
+  pid_t executor = 0;
+  long ticks = 0;
+  const bool busy = test::wait_for([&] {
+    const auto ex = executors_of(server);
+    return ex.size() == 1 && running_with_ticks(executor = *ex.begin(), ticks) && ticks >= 20;
+  }, 120);
+  return busy ? executor : 0;
+}
+
+const char* const kEndlessScript = "def loop(a):\n    s = 0\n    for i in range(1000000000000):\n        s = s + i\n    return a + s\n\n"
+                                   "def ok(a):\n    return a + 1\n";
+
+// Issue 53 MEDIUM: an executor busy in an endless script never reads its stdin again, so when its redis-server died it
+// went on burning a core (ppid 1) for as long as the script ran (17 minutes were seen). It now ends with the server.
+TEST(RedisAiHardening, AnExecutorEndsWithItsServerEvenInTheMiddleOfAScript) {
+  Server s(11, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 EXECUTION_TIMEOUT 1024");
+  const int port = s.port();
+  ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "2", "loop", "ok", "SOURCE", kEndlessScript}), "OK\n");
+  ASSERT_EQ(cli(port, {"AI.TENSORSET", "a", "INT64", "1", "VALUES", "5"}), "OK\n");
+  std::thread client([&] { cli(port, {"AI.SCRIPTEXECUTE", "s", "loop", "INPUTS", "1", "a", "OUTPUTS", "1", "out"}); });
+  const pid_t executor = busy_executor(s.server->pid());
+  ASSERT_GT(executor, 0) << "no executor ran the script";
+  ASSERT_EQ(::kill(s.server->pid(), SIGKILL), 0);
+  client.join();  // its connection closed with the server
+  s.server.reset();
+  long ticks = 0;
+  const bool ended = test::wait_for([&] { return !running_with_ticks(executor, ticks); }, 60);
+  if (!ended) ::kill(executor, SIGKILL);  // not into the next test
+  EXPECT_TRUE(ended) << "executor " << executor << " outlived its server";
+}
+
+// Issue 53 MEDIUM: a request's TIMEOUT was looked at only when it reached the front of its device's queue, so behind
+// an endless script a client with TIMEOUT 500 waited for EXECUTION_TIMEOUT (300 s by default). As RedisAI documents
+// TIMEOUT, the client is now answered TIMEDOUT when it passes, while the script still holds the device.
+TEST(RedisAiHardening, AQueuedRequestsTimeoutIsHonouredWhileAScriptHoldsTheDevice) {
+  Server s(12, "THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1 EXECUTION_TIMEOUT 1024");
+  const int port = s.port();
+  ASSERT_EQ(cli(port, {"AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", "2", "loop", "ok", "SOURCE", kEndlessScript}), "OK\n");
+  ASSERT_EQ(cli(port, {"AI.TENSORSET", "a", "INT64", "1", "VALUES", "5"}), "OK\n");
+  std::atomic<bool> endless_answered{false};
+  std::thread endless([&] {
+    cli(port, {"AI.SCRIPTEXECUTE", "s", "loop", "INPUTS", "1", "a", "OUTPUTS", "1", "out"});
+    endless_answered = true;
+  });
+  ASSERT_GT(busy_executor(s.server->pid()), 0) << "no executor ran the script";
+  EXPECT_EQ(cli(port, {"AI.SCRIPTEXECUTE", "s", "ok", "INPUTS", "1", "a", "OUTPUTS", "1", "behind", "TIMEOUT", "500"}), "TIMEDOUT\n");
+  EXPECT_FALSE(endless_answered) << "answered while the endless script still held the device";
+  EXPECT_EQ(cli(port, {"EXISTS", "behind"}), "0\n") << "a request that timed out writes no output";
+  EXPECT_EQ(cli(port, {"PING"}), "PONG\n");
+  ASSERT_EQ(::kill(s.server->pid(), SIGKILL), 0);  // ends the endless script (its executor ends with the server)
+  endless.join();
+  s.server.reset();
 }
 
 // A script whose result would need terabytes: an error reply from the memory cap, the server stays small.

@@ -300,7 +300,7 @@ TEST(ProcessScalingResults, OurExperimentWithGzipAndAReportThatRendersInChromium
   EXPECT_TRUE(agg.find("[GB/s]") != std::string::npos || agg.find("[MB/s]") != std::string::npos) << agg;
   // Legends name parameter values, never session names with their hashes.
   const std::string hist = read_file(out / "plots" / "hist_copy_copy.gp");
-  EXPECT_NE(hist.find("title 'ranks_per_node=1, copy_bytes=4096'"), std::string::npos) << hist;
+  EXPECT_NE(hist.find("title \"ranks_per_node=1, copy_bytes=4096\""), std::string::npos) << hist;
   EXPECT_EQ(hist.find("-sess-"), std::string::npos) << hist;
 }
 
@@ -643,4 +643,20 @@ TEST(Plots, MetricsThatFileNamesWouldMergeKeepTheirOwnPlots) {
     if (e.path().extension() == ".png" && e.path().filename().string().rfind("hist_", 0) == 0) hists.insert(e.path().filename().string());
   EXPECT_EQ(hists.size(), 2u) << "one histogram per metric";
   EXPECT_TRUE(hists.count("hist_bench_a_b.png"));
+}
+
+// Issue 53 MEDIUM: one metric in two units (a program that printed ms in one run and s in another) is two figures;
+// their plots shared one file, and one distribution was lost. Each unit now has its own, named with the unit.
+TEST(Plots, AMetricInTwoUnitsKeepsAPlotPerUnit) {
+  test::TempDir d;
+  std::ofstream(d.path / "ms.txt") << "t 0 5 ms\nt 1 6 ms\nt 2 7 ms\n";
+  std::ofstream(d.path / "s.txt") << "t 0 0.005 s\nt 1 0.006 s\nt 2 0.007 s\n";
+  ASSERT_EQ(run(d, {"results", "record", "results/units", "--run", "r1", "--file", "ms.txt", "--param", "v=1"}).exit_code, 0);
+  ASSERT_EQ(run(d, {"results", "record", "results/units", "--run", "r2", "--file", "s.txt", "--param", "v=2"}).exit_code, 0);
+  auto r = run(d, {"process_scaling_results", "results/units"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> hists;
+  for (auto& e : fs::directory_iterator(d.path / "results" / "units" / "processed" / "plots"))
+    if (e.path().extension() == ".png" && e.path().filename().string().rfind("hist_", 0) == 0) hists.insert(e.path().filename().string());
+  EXPECT_EQ(hists, (std::set<std::string>{"hist_bench_t_ms.png", "hist_bench_t_s.png"}));
 }

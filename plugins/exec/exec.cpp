@@ -478,6 +478,10 @@ class StepRun {
 
   void record(size_t parser, const std::vector<exec::ParsedSample>& got, int64_t t, bool warmup) {
     for (auto& s : got) {
+      // The host takes C strings: a NUL in what the program printed would cut the name there, and two metrics
+      // ("a\0x", "a\0y") would merge into one ("a"). The host refuses the rest (invalid UTF-8, control characters).
+      if (s.metric.find('\0') != std::string::npos || s.unit.find('\0') != std::string::npos)
+        throw std::runtime_error(cfg_.parsers[parser].text() + " read a metric name or unit holding a NUL byte, which no metric may hold");
       if (!declare(parser, s.metric)) throw std::runtime_error("the direction of metric '" + s.metric + "' could not be declared");
       int64_t& next = next_iteration_[s.metric];
       const int64_t it = s.iteration ? *s.iteration : next;

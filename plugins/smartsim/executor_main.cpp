@@ -134,4 +134,7 @@ int serve(int argc, char** argv) {
 }  // namespace
 }  // namespace redisai
 
-int main(int argc, char** argv) { return redisai::serve(argc, argv); }
+int main(int argc, char** argv) {
+  redisai::end_with_parent();
+  return redisai::serve(argc, argv);
+}

@@ -155,6 +155,12 @@ int ExecutionReply(RedisModuleCtx* ctx, RedisModuleString**, int) {
 
 void ExecutionFree(RedisModuleCtx*, void* privdata) { delete static_cast<ExecutionJob*>(privdata); }
 
+// A request's TIMEOUT passed (RedisAI: "the time after which the client is unblocked and a TIMEDOUT string is
+// returned"): answered now, on the main thread, even while it waits behind another run. Its job stays queued; the
+// worker finds its deadline passed and runs nothing, or, if it already ran, its outputs are not stored (Redis calls
+// no reply callback for a client that timed out) and ExecutionFree frees it when the worker unblocks it.
+int ExecutionTimedOut(RedisModuleCtx* ctx, RedisModuleString**, int) { return RedisModule_ReplyWithSimpleString(ctx, "TIMEDOUT"); }
+
 // A model or script key's value; state: 1 found, 0 empty, -1 another type.
 template <typename V>
 int open_value(RedisModuleCtx* ctx, RedisModuleString* name, RedisModuleType* type, V& out, int mode = REDISMODULE_READ,
@@ -214,7 +220,8 @@ int submit(RedisModuleCtx* ctx, std::unique_ptr<ExecutionJob> job, const Execute
     job->shape += ";";
     if (v.dims.empty() || v.dims[0] != job->samples) job->batch_max = 0;
   }
-  job->client = RedisModule_BlockClient(ctx, ExecutionReply, nullptr, ExecutionFree, 0);
+  job->client = RedisModule_BlockClient(ctx, ExecutionReply, a.timeout_ms > 0 ? ExecutionTimedOut : nullptr, ExecutionFree,
+                                        a.timeout_ms > 0 ? a.timeout_ms : 0);
   queue_for(device).push(job.release());
   return REDISMODULE_OK;
 }
@@ -232,26 +239,35 @@ struct StoreJob {
   }
 };
 
-void load_off_main_thread(StoreJob* job) {
+// The sandbox's word on the job's model or script (its error stays empty when it loads).
+void check(StoreJob& job) {
   try {
-    if (job->model) {
-      StoredModel& m = *job->model;
-      job->error = check_in_sandbox(PayloadKind::Model, m.blob, m.device, g_options.memory_cap);
+    if (job.model) {
+      StoredModel& m = *job.model;
+      job.error = check_in_sandbox(PayloadKind::Model, m.blob, m.device, g_options.memory_cap);
     } else {
-      StoredScript& sc = *job->script;
-      job->error = check_in_sandbox(PayloadKind::Script, sc.source, sc.device, g_options.memory_cap, sc.entry_points);
+      StoredScript& sc = *job.script;
+      job.error = check_in_sandbox(PayloadKind::Script, sc.source, sc.device, g_options.memory_cap, sc.entry_points);
     }
   } catch (const std::exception& e) {
-    job->error = e.what();
+    job.error = e.what();
   }
+}
+
+void load_off_main_thread(StoreJob* job) {
+  check(*job);
   RedisModule_UnblockClient(job->client, job);
 }
 
+// Stores what the sandbox passed (or replies its error), on the main thread.
+int store_checked(RedisModuleCtx* ctx, StoreJob& job) {
+  if (!job.error.empty()) return RedisModule_ReplyWithError(ctx, job.error.c_str());
+  if (job.model) return store_value<ModelValue>(ctx, job.key, g_model_type, job.model, job.model->device);
+  return store_value<ScriptValue>(ctx, job.key, g_script_type, job.script, job.script->device);
+}
+
 int StoreReply(RedisModuleCtx* ctx, RedisModuleString**, int) {
-  auto* job = static_cast<StoreJob*>(RedisModule_GetBlockedClientPrivateData(ctx));
-  if (!job->error.empty()) return RedisModule_ReplyWithError(ctx, job->error.c_str());
-  if (job->model) return store_value<ModelValue>(ctx, job->key, g_model_type, job->model, job->model->device);
-  return store_value<ScriptValue>(ctx, job->key, g_script_type, job->script, job->script->device);
+  return store_checked(ctx, *static_cast<StoreJob*>(RedisModule_GetBlockedClientPrivateData(ctx)));
 }
 
 void StoreFree(RedisModuleCtx*, void* privdata) { delete static_cast<StoreJob*>(privdata); }
@@ -261,6 +277,13 @@ int load_and_store(RedisModuleCtx* ctx, RedisModuleString* key, std::shared_ptr<
   job->key = RedisModule_CreateStringFromString(nullptr, key);
   job->model = std::move(model);
   job->script = std::move(script);
+  // Replaying an append-only file (what the rewrite below emits) there is no client to block, and the data set
+  // must be whole before the server serves: checked in the sandbox and stored here, as an RDB load does.
+  if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LOADING) {
+    std::unique_ptr<StoreJob> owned(job);
+    check(*owned);
+    return store_checked(ctx, *owned);
+  }
   job->client = RedisModule_BlockClient(ctx, StoreReply, nullptr, StoreFree, 0);
   std::thread(load_off_main_thread, job).detach();
   return REDISMODULE_OK;
@@ -603,17 +626,55 @@ void* ScriptRdbLoad(RedisModuleIO* rdb, int encver) {
   return new ScriptValue(std::move(s));
 }
 
+// An append-only file's rewrite: the command that stores the value again, as AI.MODELSTORE / AI.SCRIPTSTORE take it
+// (without these, a rewrite with aof-use-rdb-preamble no dropped every model and script).
+void emit(RedisModuleIO* aof, const char* command, RedisModuleString* key, const std::vector<std::string>& words) {
+  RedisModuleCtx* ctx = RedisModule_GetContextFromIO(aof);
+  std::vector<RedisModuleString*> args;
+  for (const auto& w : words) args.push_back(RedisModule_CreateString(ctx, w.data(), w.size()));
+  RedisModule_EmitAOF(aof, command, "sv", key, args.data(), args.size());
+  for (auto* a : args) RedisModule_FreeString(ctx, a);
+}
+
+void ModelAofRewrite(RedisModuleIO* aof, RedisModuleString* key, void* value) {
+  const StoredModel& m = **static_cast<ModelValue*>(value);
+  std::vector<std::string> words = {"TORCH", m.device};
+  if (!m.tag.empty()) words.insert(words.end(), {"TAG", m.tag});
+  if (m.batchsize > 0) {
+    words.insert(words.end(), {"BATCHSIZE", std::to_string(m.batchsize)});
+    if (m.minbatchsize > 0) {
+      words.insert(words.end(), {"MINBATCHSIZE", std::to_string(m.minbatchsize)});
+      if (m.minbatchtimeout > 0) words.insert(words.end(), {"MINBATCHTIMEOUT", std::to_string(m.minbatchtimeout)});
+    }
+  }
+  words.insert(words.end(), {"BLOB", m.blob});
+  emit(aof, "AI.MODELSTORE", key, words);
+}
+
+void ScriptAofRewrite(RedisModuleIO* aof, RedisModuleString* key, void* value) {
+  const StoredScript& s = **static_cast<ScriptValue*>(value);
+  std::vector<std::string> words = {s.device};
+  if (!s.tag.empty()) words.insert(words.end(), {"TAG", s.tag});
+  if (!s.entry_points.empty()) {  // AI.SCRIPTSTORE's; a script AI.SCRIPTSET stored has none
+    words.insert(words.end(), {"ENTRY_POINTS", std::to_string(s.entry_points.size())});
+    words.insert(words.end(), s.entry_points.begin(), s.entry_points.end());
+  }
+  words.insert(words.end(), {"SOURCE", s.source});
+  emit(aof, s.entry_points.empty() ? "AI.SCRIPTSET" : "AI.SCRIPTSTORE", key, words);
+}
+
 void ModelFree(void* value) { delete static_cast<ModelValue*>(value); }
 void ScriptFree(void* value) { delete static_cast<ScriptValue*>(value); }
 size_t ModelMemUsage(const void* value) { return (*static_cast<const ModelValue*>(value))->blob.size() * 2; }
 size_t ScriptMemUsage(const void* value) { return (*static_cast<const ScriptValue*>(value))->source.size(); }
 
 RedisModuleType* create_type(RedisModuleCtx* ctx, const char* name, RedisModuleTypeLoadFunc load, RedisModuleTypeSaveFunc save,
-                             RedisModuleTypeFreeFunc free, RedisModuleTypeMemUsageFunc mem) {
+                             RedisModuleTypeRewriteFunc aof, RedisModuleTypeFreeFunc free, RedisModuleTypeMemUsageFunc mem) {
   RedisModuleTypeMethods tm = {};
   tm.version = REDISMODULE_TYPE_METHOD_VERSION;
   tm.rdb_load = load;
   tm.rdb_save = save;
+  tm.aof_rewrite = aof;
   tm.free = free;
   tm.mem_usage = mem;
   return RedisModule_CreateDataType(ctx, name, 0, &tm);
@@ -626,8 +687,8 @@ int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options) {
   install_memory_cap(options.memory_cap);
   set_torch_threads(options.intra_op, options.inter_op);
   g_queues = new std::map<std::string, std::unique_ptr<RunQueue>>();  // lives as long as the process: workers never stop
-  g_model_type = create_type(ctx, "AI__MODEL", ModelRdbLoad, ModelRdbSave, ModelFree, ModelMemUsage);
-  g_script_type = create_type(ctx, "AI_SCRIPT", ScriptRdbLoad, ScriptRdbSave, ScriptFree, ScriptMemUsage);
+  g_model_type = create_type(ctx, "AI__MODEL", ModelRdbLoad, ModelRdbSave, ModelAofRewrite, ModelFree, ModelMemUsage);
+  g_script_type = create_type(ctx, "AI_SCRIPT", ScriptRdbLoad, ScriptRdbSave, ScriptAofRewrite, ScriptFree, ScriptMemUsage);
   if (!g_model_type || !g_script_type) return REDISMODULE_ERR;
   struct Command {
     const char* name;

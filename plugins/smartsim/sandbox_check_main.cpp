@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "module_helper.h"
 #include "sandbox_check.h"
 #include "torch_backend.h"
 
@@ -48,4 +49,7 @@ int sandbox_child_main(int argc, char** argv) {
 
 }  // namespace redisai
 
-int main(int argc, char** argv) { return redisai::sandbox_child_main(argc, argv); }
+int main(int argc, char** argv) {
+  redisai::end_with_parent();
+  return redisai::sandbox_child_main(argc, argv);
+}
