@@ -999,6 +999,8 @@ TEST(FirstContact, AResumedSweepsStatisticsHoldTheAttemptThatCounts) {
   EXPECT_NE(first.err.find("fanout: next:    fanout resume "), std::string::npos) << first.err;
   const fs::path db = db_of(d, "res");
   ASSERT_EQ(query(db, "SELECT status FROM runs")[0][0], "TIMEOUT");
+  const auto left = test::processes_left((d.path / "results" / "res").string(), 60);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
   ASSERT_NE(query(db, "SELECT count(*) FROM samples WHERE warmup=0")[0][0], "0") << "the first attempt recorded measured samples";
   args = sweep;
   args.push_back("--resume");

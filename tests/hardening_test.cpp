@@ -148,6 +148,8 @@ TEST(Hardening, OneResumeAtATimeAndNotBesideARunningDriver) {
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
+  const auto left = test::processes_left((d.path / "results" / "lock").string(), 60);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
   EXPECT_EQ(test::sql_one(db_of(d.path / "results" / "lock"), "SELECT count(*) FROM runs"), "3") << "the refused resume ran nothing";
   // With the driver gone, the lock is free (flock dies with its holder): a resume of the first sweep runs.
   auto again = fanout_cmd(d, {"calibration_sleep", "--exp_name=lock", "--sleep_us=[1,2]", "--iterations=2", "--resume"});
