@@ -62,9 +62,10 @@ for i in $(seq "$pairs"); do
     sweep "${t}d$i" 2200 288358 147639500 "$reps"  # +10 %
     for m in sleep copy copy_dram; do
       param=$([ $m = sleep ] && echo sleep_us || echo copy_bytes)
-      count[false_${m}_$mode]=$(( ${count[false_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}b${i}_$m" $m $param) ))
-      count[p5_${m}_$mode]=$(( ${count[p5_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}c${i}_$m" $m $param) ))
-      count[p10_${m}_$mode]=$(( ${count[p10_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}d${i}_$m" $m $param) ))
+      metric=$([ $m = sleep ] && echo sleep || echo copy)  # copy_dram's experiments record the plugin's copy metric
+      count[false_${m}_$mode]=$(( ${count[false_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}b${i}_$m" $metric $param) ))
+      count[p5_${m}_$mode]=$(( ${count[p5_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}c${i}_$m" $metric $param) ))
+      count[p10_${m}_$mode]=$(( ${count[p10_${m}_$mode]:-0} + $(regressed "${t}a${i}_$m" "${t}d${i}_$m" $metric $param) ))
       for side in a b c d; do runs[${m}_$mode]=$(( ${runs[${m}_$mode]:-0} + $(runs_of "${t}${side}${i}_$m") )); done
     done
   done
