@@ -41,14 +41,18 @@
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
+// Set by a stop signal and by the orphan watch's thread: a lock-free atomic, safe in a handler and across threads.
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 void on_stop_signal(int) { g_stop = 1; }
 
 // A rank never outlives what started it (the job script, mpirun, slurmstepd). Grid Engine ends a job at h_rt or
 // qdel by SIGKILL to the job script's process group, and Open MPI starts its ranks in process groups of their own:
 // such ranks ran on as orphans (a hanging role forever). When the parent ends, the role is told to stop as by
-// SIGTERM (exec stops its program's group), and a role that has not returned kOrphanGraceS later ends here.
-constexpr int kOrphanGraceS = 10;
+// SIGTERM (exec stops its program's group), and a role that has not returned kOrphanGraceS later ends here: longer
+// than exec's own 10 s between SIGTERM and SIGKILL to its program's group, so that a program that ignores SIGTERM is
+// killed by exec before its rank goes.
+constexpr int kOrphanGraceS = 15;
 void stop_when_orphaned() {
   const pid_t parent = getppid();
   const int fd = int(syscall(SYS_pidfd_open, parent, 0));

@@ -39,6 +39,7 @@ AbsThreshold parse_abs_threshold(const std::string& text) {
     used = 0;
   }
   t.value = v, t.unit = rest.substr(used), t.origin = "--abs_threshold " + printable(text);
+  t.unit_given = !t.unit.empty();
   if (used == 0 || !std::isfinite(v) || v < 0 || (t.metric.empty() && text.find('=') != std::string::npos))
     throw UserError("--abs_threshold '" + printable(text) + "': expected [METRIC=]VALUE[UNIT] with VALUE >= 0 (e.g. 2ms, latency=0.5)");
   return t;
@@ -47,7 +48,7 @@ AbsThreshold parse_abs_threshold(const std::string& text) {
 std::vector<AbsThreshold> abs_thresholds_from_references(const fs::path& file) {
   std::vector<AbsThreshold> out;
   for (auto& r : read_references(file))
-    if (r.abs_threshold >= 0) out.push_back({r.metric, r.role, r.parameters, r.abs_threshold, r.unit, r.origin});
+    if (r.abs_threshold >= 0) out.push_back({r.metric, r.role, r.parameters, r.abs_threshold, r.unit, true, r.origin});
   if (out.empty()) throw UserError(file.string() + ": no [[reference]] table has an abs_threshold (what results compare --reference reads)");
   return out;
 }
@@ -76,7 +77,7 @@ std::string match_key(const MetricStats& m, const std::vector<std::string>& igno
 // threshold that silently did not apply would let a change through.
 double abs_threshold_for(const std::vector<AbsThreshold>& all, const ComparisonRow& row) {
   auto in_unit = [&](const AbsThreshold& t) -> std::optional<double> {
-    if (t.unit.empty() || t.unit == row.unit) return t.value;
+    if ((t.unit.empty() && !t.unit_given) || t.unit == row.unit) return t.value;
     const double from = seconds_per(t.unit), to = seconds_per(row.unit);
     if (from > 0 && to > 0) return t.value * from / to;
     return std::nullopt;

@@ -22,8 +22,10 @@ namespace fanout {
 constexpr size_t kMinRuns = 3;
 
 // --abs_threshold [METRIC=]VALUE[UNIT]: a change smaller than this is no change, whatever its percent (the only
-// size a change from a median of 0 has). Without a unit the value is in each metric's own unit; with one it applies
-// to metrics whose unit converts to it (time units among themselves) and to those of that exact unit.
+// size a change from a median of 0 has). Without a unit the value is in each metric's own unit. With one, a general
+// threshold applies to metrics whose unit converts to it (time units among themselves) or is that exact unit; a
+// metric's own (a flag's METRIC=, a reference file's table, whose unit is always given) in a unit that does not
+// convert is refused, naming where it was given.
 // A reference file's abs_threshold (compare --reference) is one figure's: its metric, and its role and parameters
 // when the table names them; the most specific that covers a figure applies; at equal scope a flag's before the file's.
 struct AbsThreshold {
@@ -31,7 +33,8 @@ struct AbsThreshold {
   std::string role;    // "" = any role
   std::vector<std::pair<std::string, std::string>> parameters;  // the figure's point must have these
   double value = 0;
-  std::string unit;    // "" = the metric's own
+  std::string unit;    // with unit_given false and "": the metric's own
+  bool unit_given = false;  // a reference table's unit, even "" (a figure of no unit): only that unit, or one converting
   std::string origin;  // "--abs_threshold latency=2ms", "ref.toml:12": named when it cannot apply
 };
 // Parses "2ms", "latency=0.5", "put_tensor=20us"; throws UserError naming the flag and the text.

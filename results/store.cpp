@@ -279,16 +279,18 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   }
 }
 
-// Opens an existing database to read. A WAL database needs its -shm file, which SQLite creates beside it: in a
-// folder the user cannot write, once no writer holds it, the open fails; it is then read as immutable (nobody who
-// shares this folder with us can be writing it either). Throws UserError naming the file.
+// Opens an existing database to read, waiting (as writers do) while another connection holds it. A WAL database
+// needs its -shm index, which SQLite makes beside it: in a folder the user cannot write, with no writer there to
+// have made it, the open cannot start (SQLITE_CANTOPEN); only then is it read as immutable, no locks taken. (A
+// writer that is busy says BUSY, never this, and is waited for.) Throws UserError naming the file.
 static sqlite3* open_to_read(const fs::path& file) {
-  auto attempt = [&](const std::string& name, int flags, std::string& why) -> sqlite3* {
+  auto attempt = [&](const std::string& name, int flags, std::string& why, int& code) -> sqlite3* {
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(name.c_str(), &db, flags, nullptr) == SQLITE_OK &&
-        sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK) {
+    code = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
+    if (code == SQLITE_OK) {
       sqlite3_busy_timeout(db, 10000);
-      return db;
+      code = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+      if (code == SQLITE_OK) return db;
     }
     why = db ? sqlite3_errmsg(db) : "cannot open";
     sqlite3_close(db);
@@ -296,8 +298,9 @@ static sqlite3* open_to_read(const fs::path& file) {
   };
   if (!fs::is_regular_file(file)) throw UserError(file.string() + ": no such results database");
   std::string why;
-  if (sqlite3* db = attempt(file.string(), SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, why)) return db;
-  if (::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0) {
+  int code = 0;
+  if (sqlite3* db = attempt(file.string(), SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, why, code)) return db;
+  if (((code & 0xff) == SQLITE_CANTOPEN || (code & 0xff) == SQLITE_READONLY) && ::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0) {
     std::string uri = "file:";
     for (char c : fs::absolute(file).string()) {  // percent-encode what a URI path cannot hold as it is
       if (c == '%' || c == '?' || c == '#') {
@@ -309,7 +312,9 @@ static sqlite3* open_to_read(const fs::path& file) {
       }
     }
     std::string why_immutable;
-    if (sqlite3* db = attempt(uri + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, why_immutable)) return db;
+    int code_immutable = 0;
+    if (sqlite3* db = attempt(uri + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, why_immutable, code_immutable))
+      return db;
   }
   throw UserError(file.string() + ": " + why);
 }
@@ -317,11 +322,26 @@ static sqlite3* open_to_read(const fs::path& file) {
 ResultsDb::ResultsDb(const fs::path& file, ReadOnly) : db_(open_to_read(file)), file_(file) {
   try {
     refuse_foreign_schema(db_, file);
-    Stmt v(db_, "SELECT version FROM schema_info");
-    const int64_t version = v.step() ? v.i64(0) : 0;
+    int64_t version = 0;
+    {
+      Stmt v(db_, "SELECT version FROM schema_info");
+      if (v.step()) version = v.i64(0);
+    }
     if (version != kResultsSchemaVersion)
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout reads " +
                       std::to_string(kResultsSchemaVersion) + " (a command that writes it upgrades an older one)");
+    // Tables added to version 2 later (metric_declarations, rank_exits, rank_resources) are missing from a database
+    // an older fanout made, where a writing open adds them: read only, an empty one of each in this connection's TEMP
+    // schema stands in (an unqualified name finds TEMP first), and the database is left as it is.
+    for (const auto& statement : split(kSchema, ';')) {
+      const std::string create = "CREATE TABLE IF NOT EXISTS ";
+      const auto at = statement.find(create);
+      if (at == std::string::npos) continue;
+      const std::string name = statement.substr(at + create.size(), statement.find('(', at) - at - create.size());
+      Stmt has(db_, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
+      has.bind(1, name);
+      if (!has.step()) exec("CREATE TEMP TABLE IF NOT EXISTS " + statement.substr(at + create.size()) + ";");
+    }
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -404,6 +424,8 @@ struct PackedFile {
   std::vector<Block> blocks;  // per metric, in recording order
   std::string error;          // not a sample file / corrupt: the file is left out whole
   fs::path streamed;          // a run too large to hold: read again while it is stored, its blocks never all held
+  uintmax_t streamed_size = 0;           // the file as the first read saw it: a file that changed before the
+  fs::file_time_type streamed_mtime{};   // second read is left out, not stored half from each
 };
 
 // A run's sample files up to this size together are packed in memory (on every core, while the run before is
@@ -432,6 +454,8 @@ PackedFile pack_sample_file(const fs::path& file, bool stream) {
   PackedFile p;
   try {
     if (stream) {
+      p.streamed_size = fs::file_size(file);
+      p.streamed_mtime = fs::last_write_time(file);
       p.info = read_sample_file(file, [](const Sample&) {});  // what it says (rank, node, declarations), no samples kept
       p.streamed = file;
       return p;
@@ -521,10 +545,15 @@ PackedRun pack_run(const fs::path& run_dir) {
 
 // Stores a packed run in one transaction.
 IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
-  auto report = db.store_run(run.meta, run.dir, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
+  auto report = db.store_run(run.meta, run.dir, [&](const ResultsDb::SampleSink& sink, IngestReport& stored) {
     for (auto& p : run.files) {
       if (!p.error.empty()) continue;
       if (!p.streamed.empty()) {  // read again, each block stored as it fills
+        std::error_code ec;
+        if (fs::file_size(p.streamed, ec) != p.streamed_size || ec || fs::last_write_time(p.streamed, ec) != p.streamed_mtime || ec) {
+          stored.warnings.push_back(p.streamed.string() + ": changed while it was being stored (file skipped)");
+          continue;
+        }
         std::vector<int64_t> ids;
         SampleFileInfo again;
         pack_blocks(

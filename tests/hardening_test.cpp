@@ -514,6 +514,15 @@ TEST(Hardening4, CommandsThatOnlyReadNeedNoWriteAccessToWhatTheyRead) {
   auto exported = as_nobody({"results", "export-smartsim", "results/a", "--out", (out / "ss").string()});
   EXPECT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_TRUE(listing() == before) << "nothing made or changed where they read";
+  // Once the last writer closed its connection there is no WAL index (-shm) beside the database, and a reader who may
+  // not write the folder cannot make one: the database is then read as immutable.
+  for (const char* exp : {"a", "b"})
+    ASSERT_EQ(test::run_command({"/usr/bin/sqlite3", (d.path / "results" / exp / "fanout.sqlite").string(), "PRAGMA wal_checkpoint(TRUNCATE);"}, d.path).exit_code, 0);
+  ASSERT_FALSE(fs::exists(d.path / "results" / "a" / "fanout.sqlite-shm")) << "the last connection's close removes the WAL index";
+  auto again = as_nobody({"results", "compare", "results/a", "results/b"});
+  EXPECT_NE(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.out.find("comparisons:"), std::string::npos) << again.out << again.err;
+  EXPECT_FALSE(fs::exists(d.path / "results" / "a" / "fanout.sqlite-shm")) << "no WAL index made where it may not write";
   auto writer = as_nobody({"results", "ingest", "results/a"});
   EXPECT_EQ(writer.exit_code, 2) << "a command that writes is refused, naming why: " << writer.out;
 }

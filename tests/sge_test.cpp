@@ -296,7 +296,7 @@ TEST_F(SgeCell, JobOverItsWallTimeGivesTimeoutFromTheAccounting) {
   const std::string reason = one("tl", "SELECT reason FROM runs");
   EXPECT_NE(reason.find("killed at its wall time of 00:00:05 (h_rt"), std::string::npos) << reason;
   // Grid Engine SIGKILLs the job script's process group; the rank, in a group of its own under mpirun, stops once
-  // its launcher is gone (fanout-rank's orphan watch: the hanging role is ended 10 s later). Nothing is left.
+  // its launcher is gone (fanout-rank's orphan watch: the hanging role is ended 15 s later). Nothing is left.
   const auto left = test::processes_left((d.path / "results" / "tl").string(), 120);
   EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
