@@ -364,8 +364,8 @@ void print_comparison(const ComparisonReport& r, const CompareOptions& opts, std
   for (auto& row : r.rows)
     for (auto& [k, v] : row.parameters) seen[k].insert(v);
   std::string same;
-  for (auto& [k, v] : seen)
-    if (v.size() == 1) same += (same.empty() ? "" : " ") + param_text(k, *v.begin());
+  for (auto& [k, v] : seen)  // an empty value (a setting left unset: exec's env="" cwd="") says nothing
+    if (v.size() == 1 && !v.begin()->empty()) same += (same.empty() ? "" : " ") + param_text(k, *v.begin());
   if (!same.empty()) out << "all runs: " << printable(same) << "\n";
   char line[400];
   for (auto* row : rows) {

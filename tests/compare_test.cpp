@@ -62,6 +62,10 @@ TEST_F(Verdict, ASignificantChangeUnderTheThresholdIsUnchanged) {
   auto r = compare("a", "b");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("0 regression(s), 0 improvement(s), 1 unchanged"), std::string::npos) << r.out;
+  // What all runs share, said once: exec's settings left empty (env, cwd, label) say nothing and are left out.
+  EXPECT_NE(r.out.find("all runs: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" metric=t "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("env=\"\""), std::string::npos) << r.out;
   auto csv = compare("a", "b", {"--format=csv"});
   auto row = csv_row(csv.out, "t");
   EXPECT_EQ(row["verdict"], "unchanged");
