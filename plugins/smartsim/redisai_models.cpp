@@ -56,6 +56,7 @@ using ScriptValue = std::shared_ptr<StoredScript>;
 RedisModuleType* g_model_type = nullptr;
 RedisModuleType* g_script_type = nullptr;
 ModuleOptions g_options;
+RedisModuleCtx* g_timer_ctx = nullptr;  // a detached context: timers are stopped where no command's context is at hand
 std::map<std::string, std::unique_ptr<RunQueue>>* g_queues = nullptr;  // by device; created on the main thread
 
 // One AI.MODELEXECUTE / AI.SCRIPTEXECUTE / AI.SCRIPTRUN in flight.
@@ -68,6 +69,8 @@ struct ExecutionJob : QueuedJob {
   std::vector<std::string> keys, args;
   std::vector<RedisModuleString*> output_names;
   Clock::time_point deadline = Clock::time_point::max();
+  RunQueue* queue = nullptr;               // its device's queue, which a passed TIMEOUT takes it out of
+  RedisModuleTimerID deadline_timer = 0;   // fires at TIMEOUT; 0 once fired or when there is none
   // Filled by the worker:
   std::vector<TensorValue> outputs;
   std::string error;
@@ -153,13 +156,25 @@ int ExecutionReply(RedisModuleCtx* ctx, RedisModuleString**, int) {
   return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
-void ExecutionFree(RedisModuleCtx*, void* privdata) { delete static_cast<ExecutionJob*>(privdata); }
+void ExecutionFree(RedisModuleCtx*, void* privdata) {
+  auto* job = static_cast<ExecutionJob*>(privdata);
+  if (job->deadline_timer) RedisModule_StopTimer(g_timer_ctx, job->deadline_timer, nullptr);  // it must not fire on a freed job
+  delete job;
+}
 
-// A request's TIMEOUT passed (RedisAI: "the time after which the client is unblocked and a TIMEDOUT string is
-// returned"): answered now, on the main thread, even while it waits behind another run. Its job stays queued; the
-// worker finds its deadline passed and runs nothing, or, if it already ran, its outputs are not stored (Redis calls
-// no reply callback for a client that timed out) and ExecutionFree frees it when the worker unblocks it.
-int ExecutionTimedOut(RedisModuleCtx* ctx, RedisModuleString**, int) { return RedisModule_ReplyWithSimpleString(ctx, "TIMEDOUT"); }
+// A request's TIMEOUT passed while it still waits in its device's queue (behind an endless script, say): it is taken
+// out and answered TIMEDOUT now, as RedisAI documents TIMEOUT ("the time after which the client is unblocked and a
+// TIMEDOUT string is returned"); it had waited for EXECUTION_TIMEOUT. One a worker has already taken answers when its
+// run ends (TIMEDOUT when its deadline had passed before it started). Timers run on the main thread, as
+// ExecutionFree does, which stops this one first: the job is alive here. (Not Redis' own blocked-client timeout: when
+// it fires just after a worker's UnblockClient, Redis 7.0 sends the client no reply at all.)
+void ExecutionDeadline(RedisModuleCtx*, void* data) {
+  auto* job = static_cast<ExecutionJob*>(data);
+  job->deadline_timer = 0;
+  if (!job->queue->remove(job)) return;
+  job->timed_out = true;
+  RedisModule_UnblockClient(job->client, job);
+}
 
 // A model or script key's value; state: 1 found, 0 empty, -1 another type.
 template <typename V>
@@ -220,9 +235,13 @@ int submit(RedisModuleCtx* ctx, std::unique_ptr<ExecutionJob> job, const Execute
     job->shape += ";";
     if (v.dims.empty() || v.dims[0] != job->samples) job->batch_max = 0;
   }
-  job->client = RedisModule_BlockClient(ctx, ExecutionReply, a.timeout_ms > 0 ? ExecutionTimedOut : nullptr, ExecutionFree,
-                                        a.timeout_ms > 0 ? a.timeout_ms : 0);
-  queue_for(device).push(job.release());
+  job->client = RedisModule_BlockClient(ctx, ExecutionReply, nullptr, ExecutionFree, 0);
+  RunQueue& queue = queue_for(device);
+  job->queue = &queue;
+  ExecutionJob* queued = job.release();
+  // The timer before the push: nothing a worker does is answered (or freed) before this command returns.
+  if (a.timeout_ms > 0) queued->deadline_timer = RedisModule_CreateTimer(ctx, a.timeout_ms, ExecutionDeadline, queued);
+  queue.push(queued);
   return REDISMODULE_OK;
 }
 
@@ -684,6 +703,7 @@ RedisModuleType* create_type(RedisModuleCtx* ctx, const char* name, RedisModuleT
 
 int register_model_commands(RedisModuleCtx* ctx, const ModuleOptions& options) {
   g_options = options;
+  g_timer_ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
   install_memory_cap(options.memory_cap);
   set_torch_threads(options.intra_op, options.inter_op);
   g_queues = new std::map<std::string, std::unique_ptr<RunQueue>>();  // lives as long as the process: workers never stop

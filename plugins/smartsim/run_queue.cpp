@@ -26,6 +26,14 @@ void RunQueue::push(QueuedJob* job) {
   cv_.notify_all();
 }
 
+bool RunQueue::remove(QueuedJob* job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(jobs_.begin(), jobs_.end(), job);
+  if (it == jobs_.end()) return false;
+  jobs_.erase(it);
+  return true;
+}
+
 std::vector<QueuedJob*> RunQueue::take(std::chrono::steady_clock::time_point& wake) {
   using clock = std::chrono::steady_clock;
   wake = clock::time_point::max();

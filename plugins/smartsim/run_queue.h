@@ -37,6 +37,8 @@ class RunQueue {
   RunQueue& operator=(const RunQueue&) = delete;
 
   void push(QueuedJob* job);
+  // Takes a job out before a worker has taken it: true when it was still queued (the caller answers it now).
+  bool remove(QueuedJob* job);
   int threads() const { return int(workers_.size()); }
 
  private:
