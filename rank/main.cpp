@@ -1,10 +1,8 @@
 // fanout-rank: the one executable every launcher starts for every rank. It loads the plugin, learns where
 // it runs, offers the plugin the host ops (parameters, samples, rendezvous, log, stop flag), runs the role
 // and leaves its samples in <run>/samples/.
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,6 +32,7 @@
 #include "rendezvous/pmix.h"
 #include "rendezvous/rendezvous.h"
 #include "results/run_folder.h"
+#include "plugins/sdk/fanout_process.hpp"
 #include "plugins/sdk/fanout_resources.hpp"
 #include "plugins/sdk/fanout_counters.hpp"
 #include "results/sample_file.h"
@@ -54,19 +53,14 @@ void on_stop_signal(int) { g_stop = 1; }
 // killed by exec before its rank goes.
 constexpr int kOrphanGraceS = 15;
 void stop_when_orphaned() {
-  const pid_t parent = getppid();
-  const int fd = int(syscall(SYS_pidfd_open, parent, 0));
-  if (fd < 0) return;  // a kernel before 5.3: no watch (the launcher's own kill still applies)
-  std::thread([fd] {
-    pollfd p{fd, POLLIN, 0};
-    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-    }
+  // Without a pidfd (a kernel before 5.3) there is no watch: the launcher's own kill still applies.
+  fanout_sdk::when_parent_ends([] {
     g_stop = 1;
     std::fprintf(stderr, "fanout-rank: the process that started this rank has ended: stopping (at most %d s)\n", kOrphanGraceS);
     std::this_thread::sleep_for(std::chrono::seconds(kOrphanGraceS));
     std::fprintf(stderr, "fanout-rank: the role did not stop within %d s of its launcher's end: exiting\n", kOrphanGraceS);
     std::_Exit(137);
-  }).detach();
+  });
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -361,7 +360,7 @@ class StepRun {
       ~PidFd() {
         if (fd >= 0) ::close(fd);
       }
-    } exit_fd{open_pidfd(inv.child.pid)};
+    } exit_fd{fanout_sdk::pidfd_of(inv.child.pid)};
     int fallback_ms = 1;
     while (inv.out.open() || inv.err.open() || status < 0) {
       pollfd fds[3] = {{inv.out.fd, POLLIN, 0}, {inv.err.fd, POLLIN, 0}, {status < 0 ? exit_fd.fd : -1, POLLIN, 0}};
@@ -459,14 +458,6 @@ class StepRun {
     return true;
   }
 
-  static int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-    return int(::syscall(SYS_pidfd_open, pid, 0));
-#else
-    (void)pid;
-    return -1;
-#endif
-  }
 
   // The parser's declared direction, once per metric, before the metric's first sample.
   bool declare(size_t parser, const std::string& metric) {

@@ -3,8 +3,10 @@
 #pragma once
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -144,6 +147,32 @@ inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
   }
   e.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return e;
+}
+
+// A pidfd of the process (Linux 5.3+): readable once it has ended, so an exit can wake a poll. -1 where the kernel
+// has none.
+inline int pidfd_of(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return int(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// Calls fn, on a thread of its own, once the process that started this one has ended: a helper or a rank that must
+// not outlive its starter (a killed redis-server, an mpirun SIGKILLed by Grid Engine). A pidfd follows the process,
+// not the thread that forked. False, and nothing is ever called, where it cannot be watched (a kernel before 5.3).
+inline bool when_parent_ends(std::function<void()> fn) {
+  const int fd = pidfd_of(::getppid());
+  if (fd < 0) return false;
+  std::thread([fd, fn = std::move(fn)] {
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+    }
+    fn();
+  }).detach();
+  return true;
 }
 
 }  // namespace fanout_sdk

@@ -1,17 +1,15 @@
 #include "module_helper.h"
 
 #include <dlfcn.h>
-#include <poll.h>
 #include <spawn.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <thread>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "fanout_process.hpp"
 
 extern char** environ;
 
@@ -54,14 +52,8 @@ pid_t spawn_module_helper(const std::vector<std::string>& args, int& fd, std::st
 }
 
 void end_with_parent() {
-  const int fd = int(::syscall(SYS_pidfd_open, ::getppid(), 0));
-  if (fd < 0) return;  // a kernel before 5.3: the helper still ends when its stdin closes
-  std::thread([fd] {
-    pollfd p{fd, POLLIN, 0};
-    while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
-    }
-    ::_exit(1);
-  }).detach();
+  // Without a pidfd (a kernel before 5.3) the helper still ends when its stdin closes.
+  fanout_sdk::when_parent_ends([] { ::_exit(1); });
 }
 
 std::string signal_text(int sig) {
