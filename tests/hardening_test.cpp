@@ -384,6 +384,19 @@ TEST(Hardening3, SbatchDirectivesQuoteWhatSbatchWouldSplit) {
   auto quote = fanout_cmd(d, {"calibration_sleep", "--launcher=slurm", "--partition=debug", "--constraint=a\"b c", "--dry-run"});
   ASSERT_EQ(quote.exit_code, 0) << quote.err;
   EXPECT_NE(quote.out.find("#SBATCH --constraint=\"a\\\"b c\"\n"), std::string::npos) << quote.out;
+  // What the real sbatch reads back from such a script (held, then cancelled): the run folder with its blank and
+  // its quote, whole, as the job's output path.
+  JobSpec job = test::trivial_job(d.path, "quoted");
+  job.run_dir = d.path / "r a\"b";
+  fs::create_directories(job.run_dir);
+  const fs::path script = d.path / "job.sh";
+  write_file_atomic(script, render_job_script("slurm", job));
+  auto held = test::run_command({"/usr/bin/sbatch", "-H", "--parsable", "--partition=debug", script.string()}, d.path);
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  const std::string id = held.out.substr(0, held.out.find_first_of(";\n"));
+  auto shown = test::run_command({"/usr/bin/scontrol", "show", "job", id}, d.path);
+  test::run_command({"/usr/bin/scancel", id}, d.path);
+  EXPECT_NE(shown.out.find("StdOut=" + job.run_dir.string() + "/"), std::string::npos) << shown.out;
 }
 
 // 10 and 11: inputs that hung, exhausted memory or overflowed the stack. A run.toml that is a FIFO, a 2 GB sparse
