@@ -113,6 +113,19 @@ struct RankExit {
   int signal = 0;
 };
 
+// What a scheduler's own accounting measured of a job after it ended (Slurm's sacct per step, Grid Engine's qacct
+// and PBS's resources_used per job), in base units (B, s, J); a figure the scheduler does not report is absent.
+// Names: max_rss, ave_rss, max_vmem, cpu, user_cpu, system_cpu, energy, io (Grid Engine's io, in bytes), io_wait.
+struct UsageFigure {
+  std::string name, unit;
+  double value = 0;
+};
+struct StepUsage {
+  std::string step;  // the step's role (srun --job-name); "" when the scheduler accounts the whole job
+  std::string nodes;
+  std::vector<UsageFigure> figures;
+};
+
 struct JobStatus {
   std::string job_id;
   JobState state = JobState::Pending;
@@ -122,6 +135,10 @@ struct JobStatus {
   std::string node_list;  // e.g. "n[1-4]" or the local host name
   int64_t start_wall_ns = 0, end_wall_ns = 0;
   std::vector<RankExit> ranks;  // per-rank exits where the scheduler knows them
+  // Final states only: what the scheduler's accounting measured, and why nothing, when it could not say (once per
+  // sweep is enough: the driver prints each distinct note once).
+  std::vector<StepUsage> usage;
+  std::string usage_note;
 };
 
 }  // namespace fanout

@@ -36,6 +36,7 @@
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "orchestrator/progress.h"
+#include "orchestrator/scheduler_usage.h"
 #include "launchers/step_launcher.h"
 #include "schedulers/scheduler.h"
 #include "results/csv_export.h"
@@ -505,7 +506,9 @@ class ExperimentSession {
   ExperimentSession(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts)
       : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : std::cerr),
         progress_(log_, !opts.progress && isatty(STDERR_FILENO), double(st_.status_interval_s)),
-        scheduler_(make_scheduler(st_.scheduler)) {}
+        scheduler_(make_scheduler(st_.scheduler)) {
+    scheduler_->record_usage(st_.resources);
+  }
   ~ExperimentSession() {
     try {
       for (auto& g : groups_)
@@ -877,6 +880,17 @@ class ExperimentSession {
     return export_csv(*db_, outcome_.csv_dir);
   }
 
+  // The scheduler's accounting of the job, as samples in its folder (ingested with the ranks'); why there is none,
+  // once per sweep.
+  void record_scheduler_usage(const Slot& s, const JobStatus& js) {
+    if (!js.usage_note.empty() && usage_notes_.insert(js.usage_note).second) log() << "fanout: " << js.usage_note << "\n";
+    try {
+      write_scheduler_usage(s.dir, js);
+    } catch (const UserError& e) {
+      log() << "fanout: " << s.dir.filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
+    }
+  }
+
   // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
   void finish(Slot& s, JobStatus js) {
     if (!s.never_started.empty() && js.state != JobState::Completed) {
@@ -895,6 +909,7 @@ class ExperimentSession {
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     s.meta.status = status_record(js, s.job);
     write_run_metadata(s.dir, s.meta);
+    if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir); });
     ++done_;
@@ -1179,6 +1194,7 @@ class ExperimentSession {
   bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)
   bool cancelling_ = false;
   int64_t last_stall_check_ns_ = 0;
+  std::set<std::string> usage_notes_;  // the schedulers' reasons for no accounting, each said once
   std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end
 };
 

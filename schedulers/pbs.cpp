@@ -3,6 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -226,6 +229,68 @@ const ExecCode* find_exec_code(long code, PbsFlavor flavor) {
   return flavor == PbsFlavor::Pro ? in(std::begin(kOpenPbsCodes), std::end(kOpenPbsCodes)) : in(std::begin(kTorqueCodes), std::end(kTorqueCodes));
 }
 
+// PBS sizes (Libattr from_size, OpenPBS and Torque alike): an integer, then k, m, g, t or p for powers of 1024,
+// then b (bytes) or w (8-byte words); read in any case.
+std::optional<double> pbs_bytes(const std::string& text) {
+  std::string t = trim(text);
+  for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+  size_t digits = 0;
+  while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  double v = std::strtod(t.substr(0, digits).c_str(), nullptr);
+  std::string unit = t.substr(digits);
+  static const std::string kShifts = "kmgtp";
+  if (!unit.empty() && kShifts.find(unit[0]) != std::string::npos) v *= std::pow(1024.0, double(kShifts.find(unit[0]) + 1)), unit.erase(0, 1);
+  if (unit == "w") return v * 8;
+  if (unit == "b" || unit.empty()) return v;
+  return std::nullopt;
+}
+
+// PBS times (encode_time): HH:MM:SS, hours past 24; plain seconds in some accounting records.
+std::optional<double> pbs_seconds(const std::string& text) {
+  double total = 0;
+  const std::vector<std::string> parts = split(trim(text), ':');
+  if (parts.empty() || parts.size() > 3) return std::nullopt;
+  for (auto& p : parts) {
+    auto n = parse_int(p);
+    if (!n || *n < 0) return std::nullopt;
+    total = total * 60 + double(*n);
+  }
+  return total;
+}
+
+// resources_used of a finished job: `resources_used.cput = ...` lines in qstat -f's text, one nested object
+// "resources_used":{...} in -F json (its numbers bare). mem and vmem are MoM's sampled sum over the job's processes
+// (its peak), cput their CPU time; energy where a site's hook measures it (OpenPBS: kWh, Torque energy_used: J).
+std::vector<UsageFigure> pbs_usage(const std::map<std::string, std::string>& attrs) {
+  std::map<std::string, std::string> used;
+  for (auto& [k, v] : attrs)
+    if (starts_with(k, "resources_used.")) used[k.substr(15)] = v;
+  if (auto it = attrs.find("resources_used"); it != attrs.end()) {
+    try {
+      const nlohmann::json doc = nlohmann::json::parse(it->second);
+      if (doc.is_object())
+        for (auto& [k, v] : doc.items()) used[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    } catch (const std::exception&) {
+    }
+  }
+  std::vector<UsageFigure> out;
+  auto add = [&](const char* name, const char* unit, std::optional<double> v, double scale = 1) {
+    if (v) out.push_back({name, unit, *v * scale});
+  };
+  if (used.count("cput")) add("cpu", "s", pbs_seconds(used["cput"]));
+  if (used.count("mem")) add("max_rss", "B", pbs_bytes(used["mem"]));
+  if (used.count("vmem")) add("max_vmem", "B", pbs_bytes(used["vmem"]));
+  auto positive = [](const std::string& v) -> std::optional<double> {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    return end != v.c_str() && d > 0 ? std::optional<double>(d) : std::nullopt;
+  };
+  if (used.count("energy")) add("energy", "J", positive(used["energy"]), 3.6e6);
+  if (used.count("energy_used")) add("energy", "J", positive(used["energy_used"]));
+  return out;
+}
+
 }  // namespace
 
 JobStatus pbs_status(const std::string& id, const std::map<std::string, std::string>& attrs, const JobSpec& job, PbsFlavor flavor) {
@@ -247,6 +312,7 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
     return s;
   }
   // Finished (F on PBS Pro with -x, C on Torque): the exit status, where the server gives one, else markers.
+  if (auto used = pbs_usage(attrs); !used.empty()) s.usage.push_back({"", s.node_list, std::move(used)});
   std::string exit = get("Exit_status");
   if (exit.empty()) exit = get("exit_status");
   auto code = parse_int(exit);
@@ -254,6 +320,7 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
     int polls = 0;
     JobStatus m = resolve_missing_job(id, job, polls, "PBS");
     m.node_list = s.node_list;
+    m.usage = s.usage;
     if (m.state == JobState::Unknown || m.state == JobState::Failed) {
       // Listed as finished but no marker: the job script never ran to its end.
       m.state = JobState::Failed;

@@ -40,6 +40,12 @@ class Scheduler {
   virtual uint64_t queries() const { return 0; }
   // Seconds the driver may wait between polls when nothing changes (the poll rate decays toward this).
   virtual double max_poll_interval_s() const { return 1.0; }
+  // Whether poll() attaches the scheduler's accounting of each ended job (JobStatus::usage): off with
+  // --resources=off, where reading it (Slurm: one sacct per poll that saw jobs end) is work nobody asked for.
+  void record_usage(bool on) { record_usage_ = on; }
+
+ protected:
+  bool record_usage_ = true;
 };
 
 // The registry of schedulers by short name: local, slurm, pbs, sge, auto (Slurm when fanout runs inside an

@@ -1,7 +1,10 @@
 #include "schedulers/sge.h"
 
 #include <algorithm>
+#include <optional>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "common/clock.h"
@@ -22,6 +25,8 @@ namespace {
 // How long a job that has left qstat may go without an accounting record before it counts as vanished: qmaster
 // writes the accounting file on its own schedule (reporting_params flush_time, 15 s by default).
 constexpr int64_t kAccountingGraceNs = 120'000'000'000;
+// How long a completed job waits for that record when its usage is wanted (a site's default flush_time is 15 s).
+constexpr int64_t kUsageWaitNs = 30'000'000'000;
 
 const std::string* batch_arg(const JobSpec& job, const std::string& key) {
   for (auto& [k, v] : job.options.batch_args)
@@ -142,6 +147,49 @@ std::map<std::string, std::string> parse_qstat_xml(const std::string& xml) {
   return out;
 }
 
+namespace {
+
+// qacct's sizes (sge_ulong.c double_print_memory_to_dstring): "%.3f" and K, M, G or T for powers of 1024, then 'B'.
+std::optional<double> qacct_bytes(const std::string& text) {
+  const char* p = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(p, &end);
+  if (end == p) return std::nullopt;
+  static const char kUnits[] = "KMGT";
+  double scale = 1;
+  if (const char* u = *end ? std::strchr(kUnits, *end) : nullptr) scale = std::pow(1024.0, double(u - kUnits + 1)), ++end;
+  if (*end != 'B') return std::nullopt;
+  return v * scale;
+}
+
+// qacct's seconds: "0.181s" (8.1.9), "0.181" (older).
+std::optional<double> qacct_seconds(const std::string& text) {
+  const char* p = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(p, &end);
+  if (end == p || (*end && *end != 's')) return std::nullopt;
+  return v;
+}
+
+// What a record measured: CPU from the shepherd's rusage of the job script and all it waited for; maxvmem, io and
+// iow from the execd's data collector, which leaves them 0 where it measured nothing (this test cell): then not
+// figures. ru_maxrss is Linux's KiB, which qacct prints as if bytes ("20.094KB" is 20.094 MiB).
+void add_qacct_usage(QacctRecord& r, const std::string& key, const std::string& value) {
+  auto add = [&](const char* name, const char* unit, std::optional<double> v, double scale = 1) {
+    if (v) r.usage.push_back({name, unit, *v * scale});
+  };
+  if (key == "cpu") add("cpu", "s", qacct_seconds(value));
+  else if (key == "ru_utime") add("user_cpu", "s", qacct_seconds(value));
+  else if (key == "ru_stime") add("system_cpu", "s", qacct_seconds(value));
+  else if (key == "ru_maxrss") add("max_rss", "B", qacct_bytes(value), 1024);
+  else if (key == "maxvmem" || key == "io" || key == "iow") {
+    std::optional<double> v = key == "iow" ? qacct_seconds(value) : qacct_bytes(value);
+    if (v && *v > 0) add(key == "maxvmem" ? "max_vmem" : key == "io" ? "io" : "io_wait", key == "iow" ? "s" : "B", v);
+  }
+}
+
+}  // namespace
+
 std::vector<QacctRecord> parse_qacct(const std::string& text) {
   std::vector<QacctRecord> out;
   std::istringstream in(text);
@@ -164,6 +212,8 @@ std::vector<QacctRecord> parse_qacct(const std::string& text) {
       r.failed = to_int(value);
       const auto colon = value.find(':');
       r.failed_text = colon == std::string::npos ? "" : trim(value.substr(colon + 1));
+    } else {
+      add_qacct_usage(r, key, value);
     }
   }
   return out;
@@ -174,6 +224,7 @@ JobStatus sge_status(const std::string& id, const QacctRecord& acct, const JobSp
   s.job_id = id;
   s.node_list = acct.hostname;
   s.exit_code = acct.exit_status;
+  if (!acct.usage.empty()) s.usage.push_back({"", acct.hostname, acct.usage});
   if (acct.exit_status > 128 && acct.exit_status < 128 + 65) s.signal = acct.exit_status - 128, s.exit_code = 0;
   const auto known = std::find_if(std::begin(kFailedCodes), std::end(kFailedCodes), [&](const FailedCode& c) { return c.code == acct.failed; });
   if (known != std::end(kFailedCodes)) s.state = known->state;
@@ -294,19 +345,40 @@ bool SgeScheduler::adopt(const std::string& job_id, const JobSpec& job) {
 JobStatus SgeScheduler::finished(const std::string& id, Tracked& t, std::map<std::string, std::vector<QacctRecord>>& acct) {
   // The job script's own markers say how its steps ended; the accounting record says what ended the script.
   const auto marker = read_job_exit_marker(t.job.run_dir);
-  if (marker && *marker == 0) {
-    int polls = 0;
-    return resolve_missing_job(id, t.job, polls, "SGE");
-  }
   const std::string job = id.substr(0, id.find('.'));
   const int task = id.find('.') == std::string::npos ? 0 : to_int(id.substr(id.find('.') + 1));
-  if (!acct.count(job)) acct[job] = parse_qacct(run_process({"qacct", "-j", job}, {}, 120).out);
-  for (const QacctRecord& r : acct[job])
-    if (r.task == task) {
-      JobStatus s = sge_status(id, r, t.job);
-      if (t.cancelled && s.state != JobState::Completed) s.state = JobState::Cancelled;
+  auto record = [&]() -> const QacctRecord* {
+    if (!acct.count(job)) acct[job] = parse_qacct(run_process({"qacct", "-j", job}, {}, 120).out);
+    for (const QacctRecord& r : acct[job])
+      if (r.task == task) return &r;
+    return nullptr;
+  };
+  if (marker && *marker == 0) {
+    int polls = 0;
+    JobStatus s = resolve_missing_job(id, t.job, polls, "SGE");
+    if (!record_usage_ || t.cancelled) return s;
+    // Its usage is in the accounting record, which qmaster writes on its own schedule (flush_time): reported as
+    // running until it is there, for a bounded time, then completed without it, saying so.
+    if (const QacctRecord* r = record()) {
+      if (!r->usage.empty()) s.usage.push_back({"", r->hostname, r->usage});
       return s;
     }
+    const int64_t now = monotonic_ns();
+    if (!t.completed_ns) t.completed_ns = now;
+    if (now - t.completed_ns < kUsageWaitNs) {
+      s.state = JobState::Running;
+      return s;
+    }
+    s.usage_note = "Grid Engine had no accounting record of job " + id + " " + std::to_string(kUsageWaitNs / 1'000'000'000) +
+                   " s after it completed (qacct -j " + job + "; the cell writes it every reporting_params flush_time): its " +
+                   "cpu, ru_maxrss and maxvmem are not recorded";
+    return s;
+  }
+  if (const QacctRecord* r = record()) {
+    JobStatus s = sge_status(id, *r, t.job);
+    if (t.cancelled && s.state != JobState::Completed) s.state = JobState::Cancelled;
+    return s;
+  }
   if (marker) {  // failed, and no record yet: the marker's status
     int polls = 0;
     return resolve_missing_job(id, t.job, polls, "SGE");

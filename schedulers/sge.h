@@ -29,6 +29,7 @@ struct QacctRecord {
   int exit_status = 0;      // 128+N for a signal
   int64_t wallclock_s = 0;
   std::string hostname;
+  std::vector<UsageFigure> usage;  // what qacct measured of the job (JobStatus::usage), in B and s
 };
 std::vector<QacctRecord> parse_qacct(const std::string& text);
 
@@ -65,6 +66,7 @@ class SgeScheduler : public Scheduler {
     JobSpec job;
     int64_t gone_since_ns = 0;  // when it was first missing from qstat without an accounting record
     bool cancelled = false;
+    int64_t completed_ns = 0;   // when it was first seen completed while its accounting record was not yet written
   };
   std::string qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
   JobStatus finished(const std::string& id, Tracked& t, std::map<std::string, std::vector<QacctRecord>>& acct);

@@ -15,7 +15,9 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 #include "common/text.h"
+#include "common/clock.h"
 #include "schedulers/batch_script.h"
 #include "launchers/step_launcher.h"
 #include "results/layout.h"
@@ -188,6 +190,71 @@ SlurmScheduler::SlurmScheduler() {
   init_slurm_once();
   if (slurm_ping(0) != SLURM_SUCCESS)
     throw UserError("--launcher=slurm: the Slurm controller does not answer: " + slurm_error());
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) == SLURM_SUCCESS) {
+    accounting_storage_ = conf->accounting_storage_type ? conf->accounting_storage_type : "";
+    energy_plugin_ = conf->acct_gather_energy_type ? conf->acct_gather_energy_type : "";
+    slurm_free_ctl_conf(conf);
+  }
+}
+
+std::optional<double> slurm_duration_s(const std::string& text) {
+  // Slurm's _elapsed_time: "D-HH:MM:SS" from a day, "HH:MM:SS" from an hour, "MM:SS.mmm" below.
+  std::string t = trim(text);
+  double days = 0;
+  if (auto dash = t.find('-'); dash != std::string::npos) {
+    auto d = parse_int(t.substr(0, dash));
+    if (!d || *d < 0) return std::nullopt;
+    days = double(*d);
+    t = t.substr(dash + 1);
+  }
+  const std::vector<std::string> parts = split(t, ':');
+  if (parts.empty() || parts.size() > 3) return std::nullopt;
+  double total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const std::string& p = parts[i];
+    if (p.empty() || p.find_first_not_of(last ? "0123456789." : "0123456789") != std::string::npos) return std::nullopt;
+    total = total * 60 + std::strtod(p.c_str(), nullptr);
+  }
+  return days * 86400 + total;
+}
+
+SacctJob parse_sacct(const std::string& text, const std::string& job_id, bool with_energy) {
+  SacctJob job;
+  for (const std::string& line : split(text, '\n')) {
+    const std::vector<std::string> f = split(line, '|');
+    if (f.size() < 10) continue;
+    const std::string& id = f[0];
+    if (id == job_id) {
+      // A state sacct may still change: the job's end has not reached the accounting store yet.
+      const std::string state = f[2].substr(0, f[2].find(' '));
+      job.final = !state.empty() && state != "RUNNING" && state != "PENDING" && state != "REQUEUED" && state != "SUSPENDED" &&
+                  state != "RESIZING" && state != "REQUEUE_HOLD" && state != "REQUEUE_FED";
+      continue;
+    }
+    if (!starts_with(id, job_id + ".")) continue;
+    const std::string step = id.substr(job_id.size() + 1);
+    if (step.empty() || step.find_first_not_of("0123456789") != std::string::npos) continue;  // .batch, .extern
+    StepUsage u;
+    u.step = f[1];
+    u.nodes = f[3];
+    auto bytes = [&](const char* name, const std::string& v) {
+      if (auto n = parse_int(v); n && *n >= 0) u.figures.push_back({name, "B", double(*n)});  // empty: no sample was taken
+    };
+    auto seconds = [&](const char* name, const std::string& v) {
+      if (auto d = slurm_duration_s(v)) u.figures.push_back({name, "s", *d});
+    };
+    bytes("max_rss", f[4]);
+    bytes("ave_rss", f[5]);
+    seconds("cpu", f[6]);
+    seconds("user_cpu", f[7]);
+    seconds("system_cpu", f[8]);
+    if (with_energy)
+      if (auto j = parse_int(f[9]); j && *j > 0) u.figures.push_back({"energy", "J", double(*j)});
+    job.steps.push_back(std::move(u));
+  }
+  return job;
 }
 
 // One slurm_load_jobs answer, indexed by job id ("123", or "123_4" for an array task).
@@ -260,7 +327,7 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
 std::string SlurmScheduler::submit(const JobSpec& job) {
   job.validate();
   std::string id = submit_script(job, slurm_job_script(job), "");
-  tracked_[id] = {job, 0, false};
+  tracked_[id] = {job};
   return id;
 }
 
@@ -290,7 +357,7 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     for (size_t k = 0; k < members.size(); ++k) {
       std::string id = array_id + "_" + std::to_string(k);
       ids[members[k]] = id;
-      tracked_[id] = {jobs[members[k]], 0, false};
+      tracked_[id] = {jobs[members[k]]};
     }
   }
   return ids;
@@ -350,11 +417,60 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     out.push_back(s);
   }
+  if (record_usage_) attach_usage(out);
   return out;
 }
 
 void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
-  for (auto& id : job_ids) slurm_kill_job2(id.c_str(), SIGKILL, 0, nullptr);
+  for (auto& id : job_ids) {
+    slurm_kill_job2(id.c_str(), SIGKILL, 0, nullptr);
+    if (auto tr = tracked_.find(id); tr != tracked_.end()) tr->second.cancelled = true;
+  }
+}
+
+// How long an ended job is reported as still running while its record has not reached slurmdbd (slurmctld sends
+// it on its own schedule, within a second here); then it ends without its steps' figures, saying so.
+constexpr int64_t kAccountingWaitNs = 20'000'000'000;
+
+// Each job seen ending gets its steps' figures from ONE sacct for all of them (MaxRSS, AveRSS, TotalCPU, and
+// ConsumedEnergy where an energy plugin measures), read once the job's own record is final in slurmdbd.
+void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
+  std::vector<JobStatus*> ended;
+  for (JobStatus& s : statuses)
+    if (auto tr = tracked_.find(s.job_id); job_state_final(s.state) && tr != tracked_.end() && !tr->second.usage_done) ended.push_back(&s);
+  if (ended.empty()) return;
+  if (accounting_storage_ != "accounting_storage/slurmdbd") {
+    for (JobStatus* s : ended) {
+      tracked_[s->job_id].usage_done = true;
+      s->usage_note = "Slurm keeps no job accounting here (AccountingStorageType=" + accounting_storage_ +
+                      "): the steps' MaxRSS, AveRSS and TotalCPU are not recorded (each rank's own resource.* figures are)";
+    }
+    return;
+  }
+  std::vector<std::string> ids;
+  for (JobStatus* s : ended) ids.push_back(s->job_id);
+  const ProcessResult r = run_process({"sacct", "-j", join(ids, ","), "--noheader", "--parsable2", "--noconvert", "--format=" + std::string(kSacctFormat)}, {}, 60);
+  const bool energy = !energy_plugin_.empty() && energy_plugin_ != "acct_gather_energy/none";
+  const int64_t now = monotonic_ns();
+  for (JobStatus* s : ended) {
+    Tracked& t = tracked_[s->job_id];
+    SacctJob acct = r.exit_code == 0 ? parse_sacct(r.out, s->job_id, energy) : SacctJob{};
+    if (acct.final) {
+      s->usage = std::move(acct.steps);
+      t.usage_done = true;
+      continue;
+    }
+    if (!t.ended_ns) t.ended_ns = now;
+    if (now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
+      s->state = JobState::Running;  // ended, its record not yet in slurmdbd: asked again next cycle
+      s->reason.clear();
+      continue;
+    }
+    t.usage_done = true;
+    if (!t.cancelled) s->usage_note = "Slurm accounting had no final record of job " + s->job_id + " " + std::to_string(kAccountingWaitNs / 1'000'000'000) +
+                    " s after it ended" + (r.exit_code == 0 ? "" : " (sacct: " + printable(trim(r.err)) + ")") +
+                    ": its steps' MaxRSS, AveRSS and TotalCPU are not recorded";
+  }
 }
 
 void SlurmScheduler::check(const std::vector<JobSpec>& jobs) {

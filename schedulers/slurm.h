@@ -7,6 +7,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "schedulers/scheduler.h"
 
@@ -30,6 +31,18 @@ std::string slurm_job_script(const JobSpec& job);
 
 bool slurm_configured();  // a slurm.conf exists (libslurm would abort without one)
 
+// sacct's figures of one job, read from `sacct -j ID... --noheader --parsable2 --noconvert --format=` kSacctFormat.
+inline constexpr const char* kSacctFormat = "JobID,JobName,State,NodeList,MaxRSS,AveRSS,TotalCPU,UserCPU,SystemCPU,ConsumedEnergyRaw";
+struct SacctJob {
+  bool final = false;            // the job's own record has a final state (its steps' records came before it)
+  std::vector<StepUsage> steps;  // its srun steps (ID.N), by the name srun gave them; not .batch or .extern
+};
+// The job (an id as fanout tracks it: "123" or "123_4") in sacct's answer; with_energy: the site's
+// acct_gather_energy plugin measures, so ConsumedEnergyRaw is a figure (else it is a 0 nobody measured).
+SacctJob parse_sacct(const std::string& text, const std::string& job_id, bool with_energy);
+// Seconds of one of sacct's durations: [D-]HH:MM:SS, MM:SS.mmm (TotalCPU below an hour), or SS.mmm; nullopt if not one.
+std::optional<double> slurm_duration_s(const std::string& text);
+
 class SlurmScheduler : public Scheduler {
  public:
   SlurmScheduler();
@@ -45,16 +58,19 @@ class SlurmScheduler : public Scheduler {
   int default_max_parallel() const override { return 1 << 30; }
   uint64_t queries() const override { return queries_; }
   bool adopt(const std::string& job_id, const JobSpec& job) override {
-    tracked_[job_id] = {job, 0, false};
+    tracked_[job_id] = {job};
     return true;
   }
 
  private:
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec);
+  void attach_usage(std::vector<JobStatus>& statuses);
   struct Tracked {
     JobSpec job;
     int missing_polls = 0;
     bool seen = false;
+    bool usage_done = false, cancelled = false;
+    int64_t ended_ns = 0;  // monotonic time its final state was first seen while its accounting was not yet
   };
   std::map<std::string, Tracked> tracked_;
   // The controller's last answer, kept so that a query can ask "anything changed since?" and reuse it when not.
@@ -62,6 +78,8 @@ class SlurmScheduler : public Scheduler {
   std::unique_ptr<JobTable> table_;
   uint64_t queries_ = 0;
   int array_count_ = 0;
+  // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
+  std::string accounting_storage_, energy_plugin_;
 };
 
 

@@ -12,6 +12,9 @@
 # the host has, so their slurmds run task/none (a second config file): task/affinity would bind each job, batch
 # script included, to its allocated cores, every virtual node's core 0 being this host's CPU 0. task/cgroup is not
 # used: slurmd runs here without systemd or a delegated cgroup tree, and 160 slurmds share one kernel.
+# Accounting is real, as on a site: slurmdbd on a private MariaDB (datadir $D/db, 127.0.0.1:3307, its own socket;
+# no systemd) stores every job and step, so sacct answers MaxRSS, AveRSS and TotalCPU (jobacct_gather/linux, a
+# sample a second and one as each task ends) and fanout reads them after each job.
 # Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per n node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
@@ -63,9 +66,63 @@ down() {
   fi
   rm -f "$D"/run/slurmd-*.pid
   stop_pidfile "$D/run/slurmctld.pid" slurmctld
+  stop_pidfile "$D/run/slurmdbd.pid" slurmdbd
+  stop_pidfile "$D/run/mariadbd.pid" mariadbd
   # munged was started by `up` too; a chroot cannot be unmounted while it holds /dev open.
   stop_pidfile /run/munge/munged.pid munged
   echo "slurm-cluster: down"
+}
+
+# The accounting store: a private MariaDB and slurmdbd, each started once (idempotent), the cluster registered.
+accounting_up() {
+  local sock=$D/run/mysqld.sock
+  mkdir -p "$D/db" "$D/run" "$D/log"
+  if ! alive "$D/run/mariadbd.pid" mariadbd; then
+    if [ ! -d "$D/db/mysql" ]; then
+      chown mysql:mysql "$D/db"
+      mariadb-install-db --no-defaults --user=mysql --datadir="$D/db" --skip-test-db \
+        --auth-root-authentication-method=socket >"$D/log/mariadb-install.log" 2>&1 ||
+        { echo "slurm-cluster: mariadb-install-db failed; see $D/log/mariadb-install.log" >&2; exit 1; }
+    fi
+    touch "$D/log/mariadbd.err"; chown mysql:mysql "$D/log/mariadbd.err" "$D/run"
+    setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$D/db" --socket="$sock" --port=3307 \
+      --bind-address=127.0.0.1 --pid-file="$D/run/mariadbd.pid" --log-error="$D/log/mariadbd.err" --skip-log-bin \
+      --innodb-buffer-pool-size=64M --innodb-log-file-size=32M --innodb-lock-wait-timeout=900 </dev/null >/dev/null 2>&1 &
+    wait_until 60 mariadb -S "$sock" -e 'select 1' || { echo "slurm-cluster: MariaDB did not start; see $D/log/mariadbd.err" >&2; exit 1; }
+  fi
+  mariadb -S "$sock" <<'SQL'
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmdbd';
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmdbd';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+SQL
+  local dbd_conf
+  dbd_conf=$(cat <<CONF
+AuthType=auth/munge
+DbdHost=localhost
+DbdPort=6819
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=3307
+StorageUser=slurm
+StoragePass=slurmdbd
+StorageLoc=slurm_acct_db
+PidFile=$D/run/slurmdbd.pid
+LogFile=$D/log/slurmdbd.log
+DebugLevel=info
+CONF
+)
+  if [ "$(cat /etc/slurm/slurmdbd.conf 2>/dev/null)" != "$dbd_conf" ]; then
+    stop_pidfile "$D/run/slurmdbd.pid" slurmdbd
+    printf '%s\n' "$dbd_conf" > /etc/slurm/slurmdbd.conf
+  fi
+  chown root:root /etc/slurm/slurmdbd.conf; chmod 600 /etc/slurm/slurmdbd.conf
+  alive "$D/run/slurmdbd.pid" slurmdbd || /usr/sbin/slurmdbd
+  # slurmdbd makes its tables on its first start: ready once sacctmgr gets an answer through it.
+  wait_until 120 timeout 10 sacctmgr -n list cluster || { echo "slurm-cluster: slurmdbd did not answer; see $D/log/slurmdbd.log" >&2; exit 1; }
+  sacctmgr -n -P list cluster format=cluster | grep -qx fanout || sacctmgr -i add cluster fanout >/dev/null
 }
 
 up() {
@@ -75,7 +132,8 @@ up() {
   # slurm-wlm-torque (Slurm's PBS-compatible qsub/qstat/qdel, for the PBS tests) conflicts with Grid Engine's
   # client (both are /usr/bin/qsub): its dependencies come from apt, the Perl wrappers themselves are unpacked into
   # $PBS_ON_SLURM, which the PBS tests put first on PATH (scripts/sge-cluster.sh owns /usr/bin/qsub).
-  pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev libslurm-perl libslurmdb-perl libswitch-perl)
+  pkgs=(slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev libslurm-perl libslurmdb-perl libswitch-perl
+        slurmdbd mariadb-server)
   missing=()
   for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -139,7 +197,11 @@ SlurmctldDebug=info
 SlurmdDebug=info
 JobCompType=jobcomp/filetxt
 JobCompLoc=$D/log/jobcomp.txt
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=6819
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
 TmpFS=$D/tmp/%n
 MaxArraySize=10001
 MaxJobCount=100000
@@ -182,6 +244,7 @@ NodeName=g[1-2] Name=gpu File=$D/dev/gpu[0-3]"
     wait_until 10 timeout 5 sh -c 'munge -n | unmunge' || { echo "slurm-cluster: munged did not start" >&2; exit 1; }
   fi
 
+  accounting_up
 
   alive "$D/run/slurmctld.pid" slurmctld || /usr/sbin/slurmctld -i
   # The slurmds start at once (they register when the controller answers): a controller left alone pings

@@ -257,6 +257,35 @@ TEST(Qstat, OldServersWalltimeKillIsFoundInTheJobsOutput) {
   EXPECT_EQ(pbs_status("9", {{"job_state", "C"}, {"exit_status", "-29"}}, j, PbsFlavor::Torque).state, JobState::Failed);
 }
 
+// A finished job's resources_used (issue 54) is its usage, read alike from qstat -f's text and -F json's nested
+// object (the fixtures are written as OpenPBS prints them: make_qstat_fixtures.py): cput 00:01:05, mem 524288kb,
+// vmem 1048576kb. Torque's energy_used is joules where Cray's RUR measured it, 0 (not a figure) elsewhere.
+TEST_F(ReplayedPbs, AFinishedJobsResourcesUsedAreItsUsage) {
+  auto figures = [](const JobStatus& s) {
+    std::map<std::string, double> out;
+    for (auto& step : s.usage)
+      for (auto& f : step.figures) out[f.name + " " + f.unit] = f.value;
+    return out;
+  };
+  const std::map<std::string, double> want = {{"cpu s", 65}, {"max_rss B", 524288.0 * 1024}, {"max_vmem B", 1048576.0 * 1024}};
+  fs::copy_file(fixture("openpbs_qstat_x_f.json"), d.path / "answer.json");
+  PbsScheduler pbs;
+  auto s = poll_our_four(pbs);
+  EXPECT_EQ(figures(s["102.pbs01"]), want) << "from -F json";
+  EXPECT_TRUE(s["101.pbs01"].usage.empty()) << "a job the fixture gives no resources_used has none";
+  auto text = parse_qstat_text(read_file(fixture("openpbs_qstat_x_f.txt")));
+  JobSpec j = two_step_job();
+  j.run_dir = d.path / "102.pbs01";
+  EXPECT_EQ(figures(pbs_status("102.pbs01", text["102.pbs01"], j)), want) << "from the text";
+  auto torque = parse_qstat_text("Job Id: 7.torque01\n    job_state = C\n    exit_status = 0\n    resources_used.cput = 100:00:01\n"
+                                 "    resources_used.energy_used = 5400\n    resources_used.mem = 2gb\n    resources_used.vmem = 3w\n"
+                                 "    resources_used.walltime = 00:00:42\n");
+  const std::map<std::string, double> torque_want = {{"cpu s", 360001}, {"energy J", 5400}, {"max_rss B", 2.0 * 1024 * 1024 * 1024}, {"max_vmem B", 24}};
+  EXPECT_EQ(figures(pbs_status("7.torque01", torque["7.torque01"], j, PbsFlavor::Torque)), torque_want);
+  torque["7.torque01"]["resources_used.energy_used"] = "0";
+  EXPECT_EQ(figures(pbs_status("7.torque01", torque["7.torque01"], j, PbsFlavor::Torque)).count("energy J"), 0u);
+}
+
 TEST_F(ReplayedPbs, OnePollAsksForOurJobsOnlyAndReadsTheJson) {
   fs::copy_file(fixture("openpbs_qstat_x_f.json"), d.path / "answer.json");
   PbsScheduler pbs;

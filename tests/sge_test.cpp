@@ -157,6 +157,40 @@ TEST(SgeQacct, RecordsMapToTheirStates) {
   EXPECT_EQ(sge_status("9", lost, job).state, JobState::NodeFail);
 }
 
+// What a qacct record measured (issue 54), as qacct 8.1.9 prints it (the real records above): cpu and the
+// shepherd's rusage of the job script; ru_maxrss is Linux's KiB printed as if bytes ("20.094KB" is 20.094 MiB);
+// maxvmem, io and iow are 0 where the execd's collector measured nothing (this cell): no figures then.
+TEST(SgeQacct, ARecordsUsageIsItsCpuAndPeak) {
+  const std::string text = "==============================================================\njobnumber    12\ntaskid       undefined\n"
+                           "failed       0    \nexit_status  0                   \nru_wallclock 1s\nru_utime     0.095s\nru_stime     0.086s\n"
+                           "ru_maxrss    20.094KB\nru_inblock   72                  \ncpu          0.181s\nmem          0.000Bs\n"
+                           "io           0.000B\niow          0.000s\nmaxvmem      0.000B\n";
+  auto figures = [](const QacctRecord& r) {
+    std::map<std::string, double> out;
+    for (auto& f : r.usage) out[f.name + " " + f.unit] = f.value;
+    return out;
+  };
+  const QacctRecord r = parse_qacct(text).front();
+  const std::map<std::string, double> want = {{"cpu s", 0.181}, {"user_cpu s", 0.095}, {"system_cpu s", 0.086}, {"max_rss B", 20.094 * 1024 * 1024}};
+  EXPECT_EQ(figures(r), want);
+  std::string measured = text;
+  measured.replace(measured.find("maxvmem      0.000B"), 19, "maxvmem      1.500G");
+  measured.replace(measured.find("io           0.000B"), 19, "io           12.000K");
+  measured.replace(measured.find("iow          0.000s"), 19, "iow          0.250s");
+  // A size without its B is not one qacct prints: not read (io), rather than guessed.
+  auto m = figures(parse_qacct(measured).front());
+  EXPECT_EQ(m.count("max_vmem B"), 0u) << "1.500G lacks the B qacct always prints";
+  measured.replace(measured.find("maxvmem      1.500G"), 19, "maxvmem      1.500GB");
+  m = figures(parse_qacct(measured).front());
+  EXPECT_EQ(m["max_vmem B"], 1.5 * 1024 * 1024 * 1024);
+  EXPECT_EQ(m["io_wait s"], 0.25);
+  EXPECT_EQ(m.count("io B"), 0u);
+  JobSpec job;
+  JobStatus s = sge_status("12", r, job);
+  ASSERT_EQ(s.usage.size(), 1u);
+  EXPECT_EQ(s.usage[0].step, "") << "Grid Engine accounts the whole job";
+}
+
 // --- the real cell ---
 
 class SgeCell : public ::testing::Test {
@@ -218,6 +252,26 @@ TEST_F(SgeCell, TwoStepsOfOneNodeEachMeetAndComplete) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(one("two", "SELECT status FROM runs"), "COMPLETED");
   EXPECT_EQ(one("two", "SELECT count(DISTINCT role) || ' ' || count(*) FROM rank_nodes"), "2 3");
+}
+
+// The cell's accounting of each job (qacct: cpu, the shepherd's rusage) is stored as the run's usage, role "job",
+// beside the program's own figures: the job's CPU holds the program's spun 300 ms and little more (the job script
+// and fanout-rank); --resources=off stores none.
+TEST_F(SgeCell, EachJobsAccountingIsStoredAsItsUsage) {
+  const std::string probe = (test::build_dir() / "tests" / "resource_probe").string();
+  auto r = fanout({"exec", "--launcher=sge", "--exp_name=acct", "--command=" + probe + " cpu 300"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double program = std::stod(one("acct", "SELECT sum(value) FROM samples WHERE metric IN ('resource.user_cpu', 'resource.system_cpu') AND rank = 0"));
+  const auto job = query("acct", "SELECT role, rank, value, unit FROM samples WHERE metric = 'resource.scheduler.cpu'");
+  ASSERT_EQ(job.size(), 1u) << r.err;
+  EXPECT_EQ(job[0][0] + " " + job[0][1] + " " + job[0][3], "job -1 s");
+  EXPECT_GE(std::stod(job[0][2]), program - 0.01);
+  EXPECT_LE(std::stod(job[0][2]), program + 1.0);
+  EXPECT_GT(std::stod(one("acct", "SELECT value FROM samples WHERE metric = 'resource.scheduler.max_rss'")), 1 << 20);
+  EXPECT_EQ(one("acct", "SELECT better FROM metric_declarations WHERE metric = 'resource.scheduler.cpu'"), "lower");
+  r = fanout({"exec", "--launcher=sge", "--exp_name=off", "--resources=off", "--command=" + probe + " cpu 10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("off", "SELECT count(*) FROM samples WHERE metric LIKE 'resource.%'"), "0");
 }
 
 TEST_F(SgeCell, PollingAnyNumberOfJobsCostsOneQstat) {

@@ -863,6 +863,74 @@ TEST_F(Slurm, ExecRunsAnMpiProgramWhoseWorldIsTheStepsRanks) {
   EXPECT_NE((again.out + again.err).find("MPI program (mpi_program) can be started once per rank"), std::string::npos) << again.out << again.err;
 }
 
+// Each step's accounting from slurmdbd (sacct MaxRSS, AveRSS, TotalCPU; the test cluster has real accounting) is
+// stored as samples of that step (rank -1), beside the rank's own figures. The program spins 300 ms, touches N MiB
+// and keeps them until sstat shows them (sstat makes the step's slurmd sample it: Slurm samples every second, and a
+// shorter step would have no MaxRSS at all). Slurm's MaxRSS is the task's processes together (fanout-rank, the
+// program): N plus a few tens of MiB; TotalCPU is the tasks' rusage, so it holds the program's CPU exactly and
+// little more.
+TEST_F(Slurm, EachStepsAccountingIsStoredAsSamplesOfThatStep) {
+  const std::string probe = (test::build_dir() / "tests" / "resource_probe").string();
+  auto r = fanout({"exec", "--launcher=slurm", "--exp_name=acct", "--command=" + probe + " slurm {mib} 300", "--param", "mib=[64,256]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  constexpr double kMiB = 1048576.0;
+  for (const std::string mib : {"64", "256"}) {
+    const std::string run = "(SELECT run_id FROM parameters WHERE name = 'mib' AND value = '" + mib + "')";
+    auto figure = [&](const std::string& metric, const std::string& rank) {
+      auto rows = query("acct", "SELECT value FROM samples WHERE run_id = " + run + " AND metric = '" + metric + "' AND rank = " + rank);
+      return rows.size() == 1 ? std::stod(rows[0][0]) : -1.0;
+    };
+    const double n = std::stod(mib) * kMiB, max_rss = figure("resource.scheduler.max_rss", "-1");
+    EXPECT_GE(max_rss, n) << mib << " MiB";
+    EXPECT_LE(max_rss, n + 64 * kMiB) << mib << " MiB";
+    EXPECT_GE(figure("resource.peak_rss", "0"), n) << "the rank's own figure of the program";
+    EXPECT_GT(figure("resource.scheduler.ave_rss", "-1"), 0);
+    const double program = figure("resource.user_cpu", "0") + figure("resource.system_cpu", "0");
+    const double total = figure("resource.scheduler.cpu", "-1");
+    EXPECT_GE(total, program - 0.01) << mib << " MiB";
+    EXPECT_LE(total, program + 1.0) << mib << " MiB";
+    EXPECT_NEAR(figure("resource.scheduler.user_cpu", "-1") + figure("resource.scheduler.system_cpu", "-1"), total, 0.002);
+  }
+  EXPECT_EQ(one("acct", "SELECT group_concat(DISTINCT role) FROM samples WHERE metric LIKE 'resource.scheduler.%'"),
+            one("acct", "SELECT group_concat(DISTINCT role) FROM samples WHERE metric = 'resource.peak_rss'")) << "the step's own role";
+  EXPECT_EQ(one("acct", "SELECT count(*) FROM samples WHERE metric = 'resource.scheduler.energy'"), "0")
+      << "no acct_gather_energy plugin here: ConsumedEnergy's 0 is nobody's measurement";
+  EXPECT_EQ(one("acct", "SELECT group_concat(DISTINCT better) FROM metric_declarations WHERE metric LIKE 'resource.scheduler.%'"), "lower");
+  r = fanout({"exec", "--launcher=slurm", "--exp_name=off", "--resources=off", "--command=" + probe + " cpu 10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(one("off", "SELECT count(*) FROM samples WHERE metric LIKE 'resource.%'"), "0");
+}
+
+// sacct's answer as the test cluster's sacct printed it (--parsable2 --noconvert, kSacctFormat): the job's own
+// line says whether its end has reached slurmdbd, .batch and .extern are not steps of fanout's, an empty MaxRSS is
+// a step Slurm never sampled; TotalCPU in each of Slurm's duration forms.
+TEST(Sacct, StepsFiguresAndTheJobsFinalState) {
+  const std::string text = "5007|memjob.sh|COMPLETED|n1|||00:03.193|00:00.835|00:02.358|0\n"
+                           "5007.batch|batch|COMPLETED|n1|12967936|12967936|00:00.009|00:00.002|00:00.007|0\n"
+                           "5007.0|eater|COMPLETED|n1|223473664|223473664|00:03.183|00:00.833|00:02.350|0\n"
+                           "5007.1|short|COMPLETED|n1|||00:00.683|00:00.175|00:00.508|0\n";
+  SacctJob j = parse_sacct(text, "5007", false);
+  EXPECT_TRUE(j.final);
+  ASSERT_EQ(j.steps.size(), 2u);
+  EXPECT_EQ(j.steps[0].step, "eater");
+  std::map<std::string, double> f;
+  for (auto& x : j.steps[0].figures) f[x.name + " " + x.unit] = x.value;
+  const std::map<std::string, double> want = {{"max_rss B", 223473664}, {"ave_rss B", 223473664}, {"cpu s", 3.183}, {"user_cpu s", 0.833}, {"system_cpu s", 2.350}};
+  EXPECT_EQ(f, want);
+  EXPECT_EQ(j.steps[1].figures.size(), 3u) << "no MaxRSS or AveRSS where Slurm took no sample";
+  EXPECT_FALSE(parse_sacct("5008|x|RUNNING|n1|||00:00:00|00:00:00|00:00:00|0\n", "5008", false).final);
+  EXPECT_FALSE(parse_sacct("", "5008", false).final) << "not in slurmdbd yet";
+  SacctJob arr = parse_sacct("5010_3|a|COMPLETED|n2|||00:01.000|00:01.000|00:00:00|0\n5010_3.0|run|COMPLETED|n2|1024|1024|00:01.000|00:01.000|00:00:00|42\n"
+                             "5010_31.0|run|COMPLETED|n2|2048|2048|00:01.000|00:01.000|00:00:00|0\n", "5010_3", true);
+  ASSERT_EQ(arr.steps.size(), 1u) << "5010_31 is another task";
+  EXPECT_EQ(arr.steps[0].figures.back().name + " " + std::to_string(int(arr.steps[0].figures.back().value)), "energy 42");
+  EXPECT_EQ(slurm_duration_s("1-02:03:04"), 93784.0);
+  EXPECT_EQ(slurm_duration_s("02:03:04"), 7384.0);
+  EXPECT_DOUBLE_EQ(*slurm_duration_s("03:04.567"), 184.567);
+  EXPECT_FALSE(slurm_duration_s("Unknown"));
+  EXPECT_FALSE(slurm_duration_s("1:2:3:4"));
+}
+
 TEST_F(Slurm, ExecRunsAProgramAndAOneLinerOnTwoNodesOfTwoRanks) {
   const std::string probe = (test::build_dir() / "tests" / "exec_probe").string();
   auto r = fanout({"exec", "--launcher=slurm", "--exp_name=exec", "--nodes=2", "--ranks_per_node=2", "--command=" + probe + " {size} 3",
