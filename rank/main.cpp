@@ -32,6 +32,7 @@
 #include "rendezvous/pmix.h"
 #include "rendezvous/rendezvous.h"
 #include "results/run_folder.h"
+#include "plugins/sdk/fanout_nvml.hpp"
 #include "plugins/sdk/fanout_process.hpp"
 #include "plugins/sdk/fanout_resources.hpp"
 #include "plugins/sdk/fanout_counters.hpp"
@@ -416,11 +417,22 @@ int run_rank(int argc, char** argv) {
   rusage self_before{}, children_before{};
   ::getrusage(RUSAGE_SELF, &self_before), ::getrusage(RUSAGE_CHILDREN, &children_before);
   const int64_t role_start = fanout::monotonic_ns();
+  // A rank with GPUs measures their memory and energy through NVML where the node has it; a node without NVIDIA's
+  // driver is said once per step (its rank 0), not an error.
+  std::unique_ptr<fanout_sdk::NvmlMeter> gpu_meter;
+  if (record_resources && !step_gpus().empty()) {
+    std::string why;
+    gpu_meter = fanout_sdk::NvmlMeter::start(step_gpus(), &why);
+    if (!gpu_meter && ctx.place.rank == 0) log_line(&ctx, FANOUT_LOG_INFO, "GPU memory and energy not recorded: " + why);
+  }
   plugin->init();
   counters.enable();
   int rc = entry->run(&ctx, host_ops_for(*plugin));
   if (rc == 0 && record_resources && !ctx.recorded_resources && !record_own_resources(ctx, self_before, children_before, role_start))
     ctx.record_failed = true;
+  if (gpu_meter && rc == 0)
+    for (auto& f : gpu_meter->stop())
+      if (!record_rank_figure(ctx, f.metric, f.better, f.unit, role_start, f.value)) ctx.record_failed = true;
   // Counters are asked for explicitly: recorded even with --resources=off, unless the role counted its own (exec).
   if (rc == 0 && !ctx.recorded_resources && !counters.record(ctx, role_start)) ctx.record_failed = true;
   bool flushed = writer.flush();

@@ -537,7 +537,8 @@ PackedRun pack_run(const fs::path& run_dir) {
       run.warnings.push_back(p.error);
       continue;
     }
-    run.ranks.push_back({p.info.role, p.info.rank, p.info.node, p.info.cpus, p.info.gpus});
+    // Rank -1 holds figures of a step as a whole (a scheduler's accounting): no rank ran there, no place to record.
+    if (p.info.rank >= 0) run.ranks.push_back({p.info.role, p.info.rank, p.info.node, p.info.cpus, p.info.gpus});
     if (p.info.truncated) run.warnings.push_back(files[i].string() + ": ends inside a record (the rank died while writing)");
   }
   return run;

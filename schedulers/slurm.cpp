@@ -461,7 +461,9 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
       continue;
     }
     if (!t.ended_ns) t.ended_ns = now;
-    if (now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
+    // A job the controller has forgotten (MinJobAge) ended long ago: a record slurmdbd lacks now will not come.
+    const bool recent = table_ && table_->by_id.count(s->job_id);
+    if (recent && now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
       s->state = JobState::Running;  // ended, its record not yet in slurmdbd: asked again next cycle
       s->reason.clear();
       continue;

@@ -152,6 +152,35 @@ TEST_F(Resources, APluginsRanksRecordTheirOwnAndOffRecordsNothing) {
 
 // compare judges memory like any figure: a program whose memory doubled at equal time is a regression (exit 1); one
 // whose memory did not change passes.
+// GPU memory and energy through NVML (dlopen of libnvidia-ml.so.1) for a rank given GPUs. This machine has no
+// NVIDIA driver: the library is a stand-in (tests/clients/nvml_standin.c) answering known figures, device i holding
+// (i + 1) GiB and each energy reading adding 2.5 J. Ranks of GPUs 3,5 and 7,9: memory 4 + 6 and 8 + 10 GiB, energy
+// 2.5 J a GPU (GPU 9 has no energy counter: that rank gets none). Without the library the run completes, said once.
+TEST_F(Resources, GpuMemoryAndEnergyThroughNvmlWhereTheNodeHasIt) {
+  fanout::write_file_atomic(d.path / "gpus.toml", "[experiment]\nplugin = \"calibration\"\nname = \"gpus\"\n[parameters]\niterations = 1\n"
+                                          "[[steps]]\nrole = \"sleep\"\nnodes = 1\ntasks_per_node = 2\ngpus_per_task = 2\n");
+  const std::string nvml_dir = (fanout::test::build_dir() / "tests" / "nvml").string();
+  auto r = fanout::test::run_command({fanout::test::fanout_exe().string(), "run", "gpus.toml"}, d.path,
+                                     {{"CUDA_VISIBLE_DEVICES", "3,5,7,9"}, {"LD_LIBRARY_PATH", nvml_dir}}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double kGiB = 1024.0 * 1024 * 1024;
+  EXPECT_EQ(sql_rows(db("gpus"), "SELECT rank, metric, value, unit FROM samples WHERE metric LIKE 'resource.gpu%' ORDER BY rank, metric"),
+            (std::vector<std::vector<std::string>>{{"0", "resource.gpu_energy", "5.0", "J"},
+                                                   {"0", "resource.gpu_memory", std::to_string(10 * kGiB).substr(0, 11) + ".0", "B"},
+                                                   {"1", "resource.gpu_memory", std::to_string(18 * kGiB).substr(0, 11) + ".0", "B"}}));
+  EXPECT_EQ(sql_one(db("gpus"), "SELECT group_concat(DISTINCT better) FROM metric_declarations WHERE metric LIKE 'resource.gpu%'"), "lower");
+  auto absent = fanout::test::run_command({fanout::test::fanout_exe().string(), "run", "gpus.toml", "--exp_name=absent"}, d.path,
+                                          {{"CUDA_VISIBLE_DEVICES", "3,5,7,9"}}, 120);
+  ASSERT_EQ(absent.exit_code, 0) << absent.err;
+  EXPECT_EQ(sql_one(db("absent"), "SELECT count(*) FROM samples WHERE metric LIKE 'resource.gpu%'"), "0");
+  std::string logs;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "absent"))
+    if (e.path().extension() == ".err" || e.path().extension() == ".out") logs += fanout::read_file(e.path());
+  size_t said = 0;
+  for (size_t at = 0; (at = logs.find("GPU memory and energy not recorded: NVML (libnvidia-ml.so.1", at)) != std::string::npos; ++at) ++said;
+  EXPECT_EQ(said, 1u) << "once for the step, by its rank 0:\n" << logs;
+}
+
 TEST_F(Resources, CompareFlagsMemoryThatDoubledAtEqualTime) {
   for (auto& [exp, mib] : std::vector<std::pair<std::string, std::string>>{{"a", "64"}, {"same", "64"}, {"double", "128"}}) {
     auto r = exec(exp, {"--command=" + probe() + " mem {mib}", "--param", "mib=" + mib, "--repeat=5"});
