@@ -56,6 +56,7 @@ struct ExperimentSettings {
   bool resources = true;  // --resources: ranks record resource.* figures (provenance "resources" = "off" when not)
   std::string scaling;    // --scaling: "strong:nodes,weak:size" (results/scaling_spec.h); "" the plugin's declaration
   std::string reference;  // --reference: a reference file checked at the sweep's end (results/reference.h)
+  std::string lab;        // --lab: a lab store the experiment is added to at the sweep's end (results/lab_store.h)
   bool resume = false;   // skip permutations that already have a COMPLETED run in the experiment's database
   int64_t status_interval_s = 30;  // a status line in a log this often (a terminal's is redrawn in place)
   int64_t stall_timeout_s = 0;  // a running run in which no rank records a sample for this long is stopped (0: off)

@@ -34,6 +34,7 @@
 #include "orchestrator/revision.h"
 #include "results/history.h"
 #include "results/history_report.h"
+#include "results/lab_store.h"
 #include "results/compare.h"
 #include "results/metric_stats.h"
 #include "results/models.h"
@@ -305,6 +306,9 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   // anything runs. The results point into refs.
   std::vector<Reference> refs;
   if (!with_site.settings.reference.empty()) refs = read_references_to_check(with_site.settings.reference);
+  // --lab likewise: a store that is not one, or of a newer schema, is refused before anything runs.
+  const std::string lab = with_site.settings.lab == "default" ? default_lab() : with_site.settings.lab;
+  if (!lab.empty() && !dry_run) LabStore opened(lab, true);
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
   opts.argv = argv;
@@ -319,6 +323,17 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   auto outcome = run_experiment(plan, plugin, opts);
   if (outcome.interrupted) return 130;
+  if (!lab.empty()) {
+    try {
+      LabStore store(lab, true);
+      const auto added = store.add({history_input(outcome.exp_dir)});
+      std::cerr << "fanout: lab     " << store.where() << " (benchmark " << added.front() << ")\n";
+    } catch (const UserError& e) {
+      std::cerr << "fanout: error: the sweep's results are in " << outcome.exp_dir.string() << ", but adding them to the lab failed: " << e.what()
+                << " (add them later: fanout history add " << shell_quote(outcome.exp_dir.string()) << " --lab=...)\n";
+      return 2;
+    }
+  }
   if (!refs.empty()) {  // --reference: the sweep's figures checked at its end
     const auto results = check_references(outcome.exp_dir, refs);
     print_reference_results(results, std::cerr);
@@ -698,11 +713,14 @@ std::vector<Command> history_commands(CLI::App& app) {
   history->require_subcommand(1);
   struct State {
     std::vector<std::string> dirs;
-    std::string format = "text", out;
+    std::string format = "text", out, lab, benchmark;
     HistoryOptions opts;
   };
   auto add_common = [](CLI::App* cmd, const std::shared_ptr<State>& st) {
-    cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more)")->required();
+    cmd->add_option("dirs", st->dirs, "experiment folders, one per revision (3 or more); or none with --lab");
+    cmd->add_option("--lab", st->lab, "read the points from this lab store (an SQLite file or postgresql://...; 'default': $FANOUT_LAB, "
+                                      "else ~/.local/share/fanout/lab.sqlite) instead of folders");
+    cmd->add_option("--benchmark", st->benchmark, "with --lab: only this benchmark (an experiment's name)");
     cmd->add_option("--metric", st->opts.metrics, "only this metric (repeatable)");
     cmd->add_option("--ignore", st->opts.ignore, "parameter left out of a figure's identity (repeatable)");
     cmd->add_option("--threshold", st->opts.threshold_pct, "percent change of the median that counts (0 to 1000)")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
@@ -711,10 +729,38 @@ std::vector<Command> history_commands(CLI::App& app) {
     cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
     cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
   };
-  auto analyse = [](const State& st) {
-    if (st.dirs.size() < 3) throw UserError("history: " + std::to_string(st.dirs.size()) + " experiment(s); a change needs 3 or more");
-    return history_changes(std::vector<fs::path>(st.dirs.begin(), st.dirs.end()), st.opts);
+  auto lab_of = [](const std::string& lab) { return lab == "default" ? default_lab() : lab; };
+  // The series to analyse: the folders given, or each benchmark of the lab (only --benchmark's when given).
+  auto analyse = [lab_of](const State& st) {
+    std::vector<std::pair<std::string, HistoryChanges>> out;
+    if (!st.lab.empty() && !st.dirs.empty()) throw UserError("history: give experiment folders or --lab, not both");
+    if (st.lab.empty() && !st.benchmark.empty()) throw UserError("history: --benchmark names a benchmark of a lab store: give --lab too");
+    if (st.lab.empty()) {
+      if (st.dirs.size() < 3) throw UserError("history: " + std::to_string(st.dirs.size()) + " experiment(s); a change needs 3 or more");
+      out.emplace_back("", history_changes(std::vector<fs::path>(st.dirs.begin(), st.dirs.end()), st.opts));
+      return out;
+    }
+    LabStore store(lab_of(st.lab), false);
+    const std::vector<std::string> all = store.benchmarks();
+    if (!st.benchmark.empty() && !std::count(all.begin(), all.end(), st.benchmark))
+      throw UserError("--benchmark: the lab " + store.where() + " has no benchmark '" + st.benchmark + "' (it has: " +
+                      (all.empty() ? std::string("none") : join(all, ", ")) + ")");
+    for (const std::string& b : all) {
+      if (!st.benchmark.empty() && b != st.benchmark) continue;
+      std::vector<HistoryInput> points = store.load(b);
+      if (points.size() < 3 && !st.benchmark.empty())
+        throw UserError("history: benchmark '" + b + "' has " + std::to_string(points.size()) + " experiment(s) in the lab; a change needs 3 or more");
+      if (points.size() >= 3) out.emplace_back(b, history_changes(std::move(points), st.opts));
+    }
+    return out;
   };
+  auto add = std::make_shared<State>();
+  auto* a = history->add_subcommand("add", "record experiments in a lab store (a point each of its benchmark's series, as history reads them), "
+                                           "in one transaction; an experiment already there is replaced by what its folder holds now");
+  a->add_option("dirs", add->dirs, "experiment folders")->required();
+  a->add_option("--lab", add->lab, "the lab store: an SQLite file (made when new) or postgresql://...; default $FANOUT_LAB, else "
+                                   "~/.local/share/fanout/lab.sqlite");
+  a->add_option("--benchmark", add->benchmark, "the benchmark they are points of (default: each experiment's own name)");
   auto changes = std::make_shared<State>();
   auto* c = history->add_subcommand("changes", "change points of each figure across experiments ordered by their code's commit time "
                                                "(--source), else by when they ran: E-Divisive means with a permutation test; exit 1 when "
@@ -726,14 +772,35 @@ std::vector<Command> history_commands(CLI::App& app) {
                                               "revisions with its change points marked, what the runs cost after (OUT/index.html)");
   add_common(r, report);
   r->add_option("--out", report->out, "a folder for the dashboard (a new one, or one this command wrote before)")->required();
-  return {{c, [changes, analyse] {
-             const HistoryChanges h = analyse(*changes);
-             if (changes->format == "csv") write_history_changes_csv(h, std::cout);
-             else print_history_changes(h, std::cout);
-             return h.latest_regression ? 1 : 0;
+  return {{a, [add, lab_of] {
+             std::vector<HistoryInput> inputs;
+             for (auto& dir : add->dirs) inputs.push_back(history_input(dir));  // every folder read before the store is touched
+             LabStore store(lab_of(add->lab.empty() ? "default" : add->lab), true);
+             const auto benchmarks = store.add(inputs, add->benchmark);
+             for (size_t i = 0; i < inputs.size(); ++i)
+               std::cout << "history add: " << printable(add->dirs[i]) << " -> benchmark " << printable(benchmarks[i]) << ", revision "
+                         << printable(inputs[i].point.revision) << ", " << inputs[i].figures.size() << " figure(s)\n";
+             std::cout << "history add: " << inputs.size() << " experiment(s) in " << store.where() << "\n";
+             return 0;
+           }},
+          {c, [changes, analyse] {
+             const auto all = analyse(*changes);
+             if (changes->format == "csv" && all.size() != 1)
+               throw UserError("--format=csv: one series at a time: give --benchmark with --lab");
+             bool latest_regression = false;
+             for (auto& [benchmark, h] : all) {
+               if (!benchmark.empty()) std::cout << (changes->format == "csv" ? "" : "benchmark " + benchmark + ": ");
+               if (changes->format == "csv") write_history_changes_csv(h, std::cout);
+               else print_history_changes(h, std::cout);
+               latest_regression = latest_regression || h.latest_regression;
+             }
+             if (all.empty()) std::cout << "no benchmark of the lab has 3 experiments or more yet\n";
+             return latest_regression ? 1 : 0;
            }},
           {r, [report, analyse] {
-             const HistoryReport written = write_history_report(analyse(*report), report->out);
+             const auto all = analyse(*report);
+             if (all.size() != 1) throw UserError("history report: one benchmark at a time: give --benchmark with --lab");
+             const HistoryReport written = write_history_report(all.front().second, report->out);
              for (auto& w : written.warnings) std::cerr << "warning: " << w << "\n";
              std::cout << "history report: " << written.index.string() << "\n";
              return 0;

@@ -168,6 +168,9 @@ std::vector<DriverSetting> make_settings() {
                    [](ExperimentSettings& st, const std::string& v) { st.resources = v != "off"; }, {"on", "off"}));
   s.push_back(text("reference", "reference", "check the sweep's figures against these reference values at its end (fanout results check); "
                    "exit 1 when one fails", "", [](ExperimentSettings& st, const std::string& v) { st.reference = v; }));
+  s.push_back(text("lab", "lab", "add the experiment to this lab store when the sweep ends (fanout history add): an SQLite file or "
+                   "postgresql://...; 'default' is $FANOUT_LAB, else ~/.local/share/fanout/lab.sqlite", "",
+                   [](ExperimentSettings& st, const std::string& v) { st.lab = v; }));
   s.push_back(integer("max_retries", "run a failed run (FAILED, TIMEOUT, NODE_FAIL, ...) again up to this many times", 0, 0, kMaxRetries,
                       [](ExperimentSettings& st, int64_t v) { st.max_retries = int(v); }));
   s.push_back(integer("stall_timeout", "seconds without a new sample from any rank after which a running run is stopped as TIMEOUT (0: off; --walltime still applies)",

@@ -59,42 +59,55 @@ double first_start(const ResultsDb& db) {
 
 using Parameters = std::vector<std::pair<std::string, std::string>>;
 
-// A figure's identity across experiments: every parameter of its permutation (as compare matches runs), less
-// --ignore: two nights at different sizes are two series, whether or not either night varied the size.
-Parameters identity(Parameters params, const std::vector<std::string>& ignore) {
+double median_of(std::vector<double> v) { return v.empty() ? NAN : summarize_runs(std::move(v)).median; }
+
+// The experiment's own name (the experiments table), else its folder's.
+std::string experiment_name(const ResultsDb& db, const fs::path& dir) {
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT name FROM experiments ORDER BY id LIMIT 1", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    if (const unsigned char* t = sqlite3_column_text(st, 0)) out = reinterpret_cast<const char*>(t);
+  sqlite3_finalize(st);
+  return out.empty() ? fs::absolute(dir).lexically_normal().filename().string() : out;
+}
+
+}  // namespace
+
+Parameters figure_identity(Parameters params, const std::vector<std::string>& ignore) {
   std::erase_if(params, [&](const auto& kv) { return std::count(ignore.begin(), ignore.end(), kv.first) > 0; });
   std::sort(params.begin(), params.end());
   return params;
 }
 
-double median_of(std::vector<double> v) { return v.empty() ? NAN : summarize_runs(std::move(v)).median; }
-
-}  // namespace
+HistoryInput history_input(const fs::path& dir) {
+  if (!fs::exists(dir / layout::kDatabase))
+    throw UserError("history: " + dir.string() + " is not an experiment folder (no " + std::string(layout::kDatabase) + ")");
+  HistoryInput l;
+  {
+    ResultsDb db(dir / layout::kDatabase, ResultsDb::ReadOnly{});
+    l.point.dir = dir;
+    l.point.revision = provenance(db, "revision");
+    if (l.point.revision.empty()) l.point.revision = fs::absolute(dir).lexically_normal().filename().string();
+    l.dirty = provenance(db, "source_dirty") == "true";
+    if (l.dirty) l.point.revision += " (dirty)";
+    l.commit_time = iso8601_seconds(provenance(db, "source_commit_time"));
+    l.start = first_start(db);
+    l.name = experiment_name(db, dir);
+    l.machine = provenance(db, "host");
+  }
+  l.figures = across_runs(load_experiment_stats(dir));
+  return l;
+}
 
 HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryOptions& opts) {
+  std::vector<HistoryInput> inputs;
+  for (auto& dir : dirs) inputs.push_back(history_input(dir));
+  return history_changes(std::move(inputs), opts);
+}
+
+HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOptions& opts) {
   HistoryChanges h;
-  struct Loaded {
-    HistoryPoint point;
-    double commit_time = NAN, start = NAN;
-    std::vector<AcrossRuns> figures;
-  };
-  std::vector<Loaded> loaded;
-  for (auto& dir : dirs) {
-    if (!fs::exists(dir / layout::kDatabase)) throw UserError("history changes: " + dir.string() + " is not an experiment folder (no " + std::string(layout::kDatabase) + ")");
-    Loaded l;
-    {
-      ResultsDb db(dir / layout::kDatabase, ResultsDb::ReadOnly{});
-      l.point.dir = dir;
-      l.point.revision = provenance(db, "revision");
-      if (l.point.revision.empty()) l.point.revision = fs::absolute(dir).lexically_normal().filename().string();
-      if (provenance(db, "source_dirty") == "true") l.point.revision += " (dirty)";
-      l.commit_time = iso8601_seconds(provenance(db, "source_commit_time"));
-      l.start = first_start(db);
-    }
-    const ExperimentStats stats = load_experiment_stats(dir);
-    l.figures = across_runs(stats);
-    loaded.push_back(std::move(l));
-  }
+  using Loaded = HistoryInput;
   // The code's order when every point knows its commit's time; else the order the experiments ran in.
   h.by_commit_time = std::all_of(loaded.begin(), loaded.end(), [](const Loaded& l) { return std::isfinite(l.commit_time); });
   for (auto& l : loaded) l.point.time = h.by_commit_time ? l.commit_time : l.start;
@@ -114,7 +127,7 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
     for (auto& f : loaded[p].figures) {
       if (!opts.metrics.empty() && !std::count(opts.metrics.begin(), opts.metrics.end(), f.metric)) continue;
       if (f.setup_cost || !std::isfinite(f.runs.median)) continue;
-      const Key key{f.role, f.metric, f.unit, identity(f.parameters, opts.ignore)};
+      const Key key{f.role, f.metric, f.unit, figure_identity(f.parameters, opts.ignore)};
       series[key].emplace_back(p, f.runs.median);
       intervals[key].emplace_back(f.runs.low, f.runs.high);
       if (!f.better.empty()) better[key] = f.better;

@@ -3,12 +3,14 @@
 // `fanout history changes DIR...` prints what this returns.
 #pragma once
 
+#include <cmath>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "results/change_points.h"
+#include "results/metric_stats.h"
 
 namespace fanout {
 
@@ -58,8 +60,23 @@ struct HistoryOptions {
   ChangePointOptions change_points;
 };
 
+// One experiment as a point of a series: what history needs of it, read from its folder or from a lab store.
+struct HistoryInput {
+  HistoryPoint point;
+  double commit_time = NAN;  // source_commit_time as Unix seconds (NaN without --source)
+  double start = NAN;        // its first run's start, Unix seconds
+  std::string name, machine; // the experiment's name (its benchmark, in a lab) and the host its runs ran on
+  bool dirty = false;
+  std::vector<AcrossRuns> figures;
+};
 // Throws UserError naming a folder that is not an experiment.
+HistoryInput history_input(const std::filesystem::path& dir);
+HistoryChanges history_changes(std::vector<HistoryInput> inputs, const HistoryOptions& opts);
 HistoryChanges history_changes(const std::vector<std::filesystem::path>& dirs, const HistoryOptions& opts);
+// A figure's identity across experiments: every parameter of its permutation (as compare matches runs), less
+// --ignore, sorted: two nights at different sizes are two series, whether or not either night varied the size.
+std::vector<std::pair<std::string, std::string>> figure_identity(std::vector<std::pair<std::string, std::string>> params,
+                                                                 const std::vector<std::string>& ignore);
 void print_history_changes(const HistoryChanges& h, std::ostream& out);
 void write_history_changes_csv(const HistoryChanges& h, std::ostream& out);
 

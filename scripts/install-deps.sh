@@ -11,11 +11,13 @@ run_pkgs=(build-essential cmake git pkg-config ca-certificates
   libslurm-dev libpmix-dev nlohmann-json3-dev zlib1g-dev gnuplot-nox libpcre2-dev
   redis-server redis-tools libhiredis-dev libibverbs-dev
   libssl-dev  # libcrypto: HMAC-SHA256 of parameter_serving's multicast datagrams
+  libpq-dev  # a lab store in PostgreSQL (fanout history --lab=postgresql://...)
   libtorch-dev libopenblas0-openmp  # libopenblas: the reference BLAS makes ResNet-50 ~7x slower
   gfortran python3-dev pybind11-dev python3-numpy)  # the tensor client's Fortran module and Python package
 test_pkgs=(libgtest-dev libgmock-dev libbenchmark-dev procps e2fsprogs chromium iperf3
   openmpi-bin stress-ng  # PBS's default step launcher (mpirun) for real; a saturated machine for scripts/test.sh --under-load
   libopenmpi-dev  # an MPI program for exec's mpi_program steps (tests/clients/exec_mpi_probe.c)
+  postgresql  # a real PostgreSQL server for the lab store's tests (started by the tests in a folder of their own)
   clang-14 libclang-rt-14-dev llvm-14)  # the last three for scripts/fuzz.sh: clang, libFuzzer + sanitizers, symbolizer
 
 pkgs=("${run_pkgs[@]}")

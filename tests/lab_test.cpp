@@ -1,0 +1,205 @@
+// A lab store (issue 55 item 2): experiments recorded by `fanout history add` (or a sweep's --lab) in an SQLite file
+// or a real PostgreSQL server, and `fanout history changes --lab` over them. The same tests run against both: the
+// server is Debian's PostgreSQL, a cluster in this test's folder, run as nobody (PostgreSQL refuses root) and reached
+// through its unix socket.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <glob.h>
+
+#include <fstream>
+#include <thread>
+
+#include "common/files.h"
+#include "common/text.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace fanout;
+
+namespace {
+
+// A PostgreSQL cluster of the test's own: initdb and pg_ctl as nobody, trust on its socket only (no TCP).
+class PostgresServer {
+ public:
+  explicit PostgresServer(const fs::path& dir) : dir_(dir) {
+    glob_t g{};
+    if (::glob("/usr/lib/postgresql/*/bin/pg_ctl", 0, nullptr, &g) == 0 && g.gl_pathc > 0) bin_ = fs::path(g.gl_pathv[g.gl_pathc - 1]).parent_path();
+    ::globfree(&g);
+    if (bin_.empty()) return;
+    fs::create_directories(dir_ / "sock");
+    ::chmod(dir_.parent_path().c_str(), 0755);  // the test's own folder (mkdtemp made it 0700): nobody must reach its server's
+    test::run_command({"/bin/chown", "-R", "nobody:nogroup", dir_.string()}, "/");
+    auto as_nobody = [&](std::vector<std::string> argv) {
+      argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"});
+      return test::run_command(argv, "/", {{"HOME", dir_.string()}}, 120);
+    };
+    auto init = as_nobody({(bin_ / "initdb").string(), "-D", (dir_ / "data").string(), "-A", "trust", "-U", "fanout", "--no-sync"});
+    if (init.exit_code != 0) {
+      error_ = "initdb: " + init.out + init.err;
+      return;
+    }
+    // -w: pg_ctl returns once the server accepts connections (a readiness check, not a wait of our own).
+    auto start = as_nobody({(bin_ / "pg_ctl").string(), "-D", (dir_ / "data").string(), "-l", (dir_ / "log").string(), "-w", "-t", "60", "-o",
+                            "-k " + (dir_ / "sock").string() + " -c listen_addresses= -F", "start"});
+    if (start.exit_code != 0) {
+      error_ = "pg_ctl start: " + start.out + start.err + read_file_or(dir_ / "log");
+      return;
+    }
+    started_ = true;
+    uri_ = "postgresql:///postgres?host=" + (dir_ / "sock").string() + "&user=fanout";
+  }
+  ~PostgresServer() {
+    if (started_)
+      test::run_command({"/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", (bin_ / "pg_ctl").string(), "-D",
+                         (dir_ / "data").string(), "-m", "immediate", "-w", "stop"},
+                        "/", {}, 60);
+  }
+  const std::string& uri() const { return uri_; }
+  std::string error() const { return bin_.empty() ? "no PostgreSQL server installed (scripts/install-deps.sh test installs it)" : error_; }
+  std::string psql(const std::string& sql) const {
+    auto r = test::run_command({(bin_ / "psql").string(), "-X", "-A", "-t", "-h", (dir_ / "sock").string(), "-U", "fanout", "-d", "postgres", "-c", sql}, "/");
+    return trim(r.out);
+  }
+
+ private:
+  static std::string read_file_or(const fs::path& p) { return fs::exists(p) ? read_file(p) : ""; }
+  fs::path dir_, bin_;
+  std::string uri_, error_;
+  bool started_ = false;
+};
+
+class Lab : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "postgresql") {
+      pg_ = std::make_unique<PostgresServer>(d.path / "pg");
+      ASSERT_FALSE(pg_->uri().empty()) << pg_->error();
+      lab_ = pg_->uri();
+    } else {
+      lab_ = (d.path / "lab.sqlite").string();
+    }
+  }
+  test::CommandResult fanout(std::vector<std::string> args) { return test::run_fanout(d.path, args, 300); }
+  // The night's experiment: a program printing `level` (+-0.3 in a fixed pattern), three runs, recorded at revision v<i>.
+  void night(int i, double level, std::vector<std::string> extra = {}) {
+    // The program is the same every night (its command is part of the figure's identity); what it prints changes.
+    char value[32];
+    std::snprintf(value, sizeof value, "%.1f\n", level + 0.3 * (i % 3 - 1));
+    write_file_atomic(d.path / "level.txt", value);
+    std::vector<std::string> args = {"exec", "--exp_name=nightly", "--results_dir=night" + std::to_string(i), "--revision=v" + std::to_string(i),
+                                     "--command=/bin/cat " + (d.path / "level.txt").string(), "--parse", "regex:(?<value>\\S+)", "--metric=t", "--unit=ms",
+                                     "--repeat=3", "--resources=off"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = fanout(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::string dir(int i) { return "night" + std::to_string(i) + "/nightly"; }
+  test::TempDir d;
+  std::unique_ptr<PostgresServer> pg_;
+  std::string lab_;
+};
+
+// 20 nights, the figure 100 then 110 ms from v11: recorded in the lab, `history changes --lab` says what it says
+// of the folders themselves, byte for byte (the store keeps every median exactly), and exit 1. Added again: the same
+// 20 points. Five more nights, each adding itself (--lab on the sweep), back at 100: an improvement, exit 0.
+TEST_P(Lab, TheLabsSeriesIsTheFoldersSeries) {
+  std::vector<std::string> dirs;
+  for (int i = 1; i <= 20; ++i) {
+    night(i, i >= 11 ? 110 : 100);
+    dirs.push_back(dir(i));
+  }
+  std::vector<std::string> add = {"history", "add", "--lab=" + lab_};
+  add.insert(add.end(), dirs.begin(), dirs.end());
+  auto a = fanout(add);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_NE(a.out.find("-> benchmark nightly, revision v11, 1 figure(s)"), std::string::npos) << a.out;
+  std::vector<std::string> folders = {"history", "changes"};
+  folders.insert(folders.end(), dirs.begin(), dirs.end());
+  auto from_folders = fanout(folders);
+  auto from_lab = fanout({"history", "changes", "--lab=" + lab_});
+  EXPECT_EQ(from_lab.exit_code, 1) << from_lab.out << from_lab.err;
+  EXPECT_EQ(from_lab.out, "benchmark nightly: " + from_folders.out);
+  EXPECT_NE(from_lab.out.find("t (run): 100 -> 110 ms (+10.0 %) from v10 to v11"), std::string::npos) << from_lab.out;
+  ASSERT_EQ(fanout(add).exit_code, 0) << "added again";
+  EXPECT_EQ(fanout({"history", "changes", "--lab=" + lab_}).out, from_lab.out) << "the same 20 points, not 40";
+  for (int i = 21; i <= 25; ++i) night(i, 100, {"--lab=" + lab_});
+  auto csv = fanout({"history", "changes", "--lab=" + lab_, "--benchmark=nightly", "--format=csv"});
+  EXPECT_EQ(csv.exit_code, 0) << csv.out << csv.err;
+  EXPECT_NE(csv.out.find(",improvement,v20,v21,"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",regression,v10,v11,"), std::string::npos) << csv.out;
+  auto site = fanout({"history", "report", "--lab=" + lab_, "--benchmark=nightly", "--out=site"});
+  EXPECT_EQ(site.exit_code, 0) << site.err;
+  EXPECT_NE(read_file(d.path / "site" / "index.html").find("<td class=\"l\">v10</td><td class=\"l\">v11</td>"), std::string::npos);
+}
+
+// Two drivers adding at the same moment (10 experiments each, in one transaction each) lose nothing.
+TEST_P(Lab, TwoDriversAddingAtOnceLoseNothing) {
+  std::vector<std::string> first = {"history", "add", "--lab=" + lab_}, second = first;
+  for (int i = 1; i <= 20; ++i) {
+    night(i, 100);
+    (i <= 10 ? first : second).push_back(dir(i));
+  }
+  test::CommandResult a, b;
+  std::thread t1([&] { a = fanout(first); }), t2([&] { b = fanout(second); });
+  t1.join(), t2.join();
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto h = fanout({"history", "changes", "--lab=" + lab_});
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(h.out.find("benchmark nightly: 20 point(s)"), std::string::npos) << h.out;
+}
+
+// Bad input, each one clear error, exit 2, nothing changed: a store that is not a Fanout lab, one of a newer schema,
+// a benchmark it does not have, a folder that is not an experiment (nothing of the other folders added either).
+TEST_P(Lab, WhatIsNotALabIsRefusedAndNothingChanges) {
+  for (int i = 1; i <= 3; ++i) night(i, 100);
+  ASSERT_EQ(fanout({"history", "add", "--lab=" + lab_, dir(1), dir(2), dir(3)}).exit_code, 0);
+  auto unknown = fanout({"history", "changes", "--lab=" + lab_, "--benchmark=weekly"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("has no benchmark 'weekly' (it has: nightly)"), std::string::npos) << unknown.err;
+  auto half = fanout({"history", "add", "--lab=" + lab_, dir(1), "night2"});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_NE(half.err.find("night2 is not an experiment folder"), std::string::npos) << half.err;
+  if (pg_) pg_->psql("UPDATE lab_meta SET value = '99' WHERE key = 'schema'");
+  else test::run_command({"/usr/bin/sqlite3", lab_, "UPDATE lab_meta SET value = '99' WHERE key = 'schema'"}, "/");
+  auto newer = fanout({"history", "add", "--lab=" + lab_, dir(3)});
+  EXPECT_EQ(newer.exit_code, 2);
+  EXPECT_NE(newer.err.find("is a lab store of schema 99, newer than this fanout's (1): use a newer fanout; nothing was changed"), std::string::npos) << newer.err;
+  auto count = [&] {
+    const std::string sql = "SELECT count(*) FROM lab_experiments";
+    return pg_ ? pg_->psql(sql) : trim(test::run_command({"/usr/bin/sqlite3", lab_, sql}, "/").out);
+  };
+  EXPECT_EQ(count(), "3");
+  // Someone else's database: refused, not written to.
+  if (pg_) {
+    pg_->psql("DROP TABLE lab_figures; DROP TABLE lab_experiments; DROP TABLE lab_meta; CREATE TABLE accounts(id int)");
+  } else {
+    fs::remove(lab_);
+    test::run_command({"/usr/bin/sqlite3", lab_, "CREATE TABLE accounts(id int)"}, "/");
+  }
+  auto foreign = fanout({"history", "add", "--lab=" + lab_, dir(1)});
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.err.find("is not a Fanout lab store (it holds accounts and no lab_meta)"), std::string::npos) << foreign.err;
+  if (!pg_) {
+    write_file_atomic(d.path / "notes.txt", std::string(4096, 'x'));
+    auto text = fanout({"history", "add", "--lab=notes.txt", dir(1)});
+    EXPECT_EQ(text.exit_code, 2);
+    EXPECT_NE(text.err.find("notes.txt is not a Fanout lab store (not an SQLite database"), std::string::npos) << text.err;
+    EXPECT_EQ(read_file(d.path / "notes.txt"), std::string(4096, 'x'));
+    auto none = fanout({"history", "changes", "--lab=nowhere.sqlite"});
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_NE(none.err.find("no lab store at nowhere.sqlite yet"), std::string::npos) << none.err;
+    EXPECT_FALSE(fs::exists(d.path / "nowhere.sqlite"));
+  } else {
+    auto unreachable = fanout({"history", "add", "--lab=postgresql://fanout:secret@/postgres?host=/nonexistent", dir(1)});
+    EXPECT_EQ(unreachable.exit_code, 2);
+    EXPECT_NE(unreachable.err.find("cannot connect to PostgreSQL"), std::string::npos) << unreachable.err;
+    EXPECT_EQ(unreachable.err.find("secret"), std::string::npos) << "no password in a message: " << unreachable.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Lab, ::testing::Values("sqlite", "postgresql"));
+
+}  // namespace
