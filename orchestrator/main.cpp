@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "common/files.h"
 #include "common/subprocess.h"
 #include "common/text.h"
@@ -745,13 +746,16 @@ std::vector<Command> history_commands(CLI::App& app) {
     if (!st.benchmark.empty() && !std::count(all.begin(), all.end(), st.benchmark))
       throw UserError("--benchmark: the lab " + store.where() + " has no benchmark '" + st.benchmark + "' (it has: " +
                       (all.empty() ? std::string("none") : join(all, ", ")) + ")");
+    std::vector<std::pair<std::string, std::vector<HistoryInput>>> loaded;  // read in turn, analysed over the cores
     for (const std::string& b : all) {
       if (!st.benchmark.empty() && b != st.benchmark) continue;
       std::vector<HistoryInput> points = store.load(b);
       if (points.size() < 3 && !st.benchmark.empty())
         throw UserError("history: benchmark '" + b + "' has " + std::to_string(points.size()) + " experiment(s) in the lab; a change needs 3 or more");
-      if (points.size() >= 3) out.emplace_back(b, history_changes(std::move(points), st.opts));
+      if (points.size() >= 3) loaded.emplace_back(b, std::move(points));
     }
+    out.resize(loaded.size());
+    parallel_for(loaded.size(), [&](size_t i) { out[i] = {loaded[i].first, history_changes(std::move(loaded[i].second), st.opts)}; });
     return out;
   };
   auto add = std::make_shared<State>();

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "common/text.h"
 #include "results/csv_export.h"
 #include "results/display_unit.h"
@@ -148,12 +149,23 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       if (values_of[k].size() > 1 || present[k] < listed) out += (out.empty() ? "" : " ") + k + "=" + v;
     return out;
   };
+  // Each figure's change points on its own (a permutation test is most of the time): over the cores.
+  std::vector<const Key*> analysed;
+  for (auto& [key, points] : series)
+    if (points.size() >= 3) analysed.push_back(&key);
+  std::vector<std::vector<ChangePoint>> found(analysed.size());
+  parallel_for(analysed.size(), [&](size_t i) {
+    std::vector<double> values;
+    for (auto& pv : series.at(*analysed[i])) values.push_back(pv.second);
+    found[i] = e_divisive(values, opts.change_points);
+  });
+  size_t next = 0;
   for (auto& [key, points] : series) {
     if (points.size() < 3) continue;
     ++h.figures;
     std::vector<double> values;
     for (auto& pv : points) values.push_back(pv.second);
-    const auto cps = e_divisive(values, opts.change_points);
+    const auto& cps = found[next++];
     FigureSeries line;
     line.role = std::get<0>(key), line.metric = std::get<1>(key), line.unit = std::get<2>(key), line.match = shown(std::get<3>(key));
     line.better = better.count(key) ? better[key] : unit_better(line.unit);
