@@ -99,6 +99,40 @@ std::string amount_text(const toml::node& n, const std::string& origin) {
   throw UserError(origin + ": expected an integer >= 0, \"{a}\", \"{a*b}\" or \"{a/b}\", optionally followed by \" if <param>=<value>\"");
 }
 
+// [build]: source = "DIR", command = "make mm" (sh -c) or ["make", "mm"] (argv).
+BuildSpec parse_build(const toml::table& root, const fs::path& file) {
+  const toml::table* b = root["build"].as_table();
+  if (!b) throw UserError(toml_at(file, *root.get("build")) + ": build must be a table ([build])");
+  BuildSpec spec;
+  spec.origin = toml_at(file, *b);
+  for (auto& [k, v] : *b) {
+    const std::string key(k.str()), where = toml_at(file, v) + ": build." + key;
+    if (key == "source") {
+      auto s = v.value_exact<std::string>();
+      if (!s || s->empty()) throw UserError(where + " must be a folder's path");
+      spec.source = *s;
+    } else if (key == "command") {
+      if (auto s = v.value_exact<std::string>()) {
+        if (s->empty()) throw UserError(where + " is empty");
+        spec.argv = {"/bin/sh", "-c", *s};
+      } else if (auto* a = v.as_array()) {
+        for (auto& w : *a) {
+          auto word = w.value_exact<std::string>();
+          if (!word) throw UserError(where + ": every word of an array command is a string");
+          spec.argv.push_back(*word);
+        }
+        if (spec.argv.empty()) throw UserError(where + " is empty");
+      } else {
+        throw UserError(where + " must be a string (run by /bin/sh -c) or an array of strings (argv)");
+      }
+    } else {
+      throw UserError(where + ": unknown key (known: source, command)");
+    }
+  }
+  if (spec.source.empty() || spec.argv.empty()) throw UserError(spec.origin + ": [build] needs source = \"DIR\" and command = ...");
+  return spec;
+}
+
 }  // namespace
 
 ExperimentRequest parse_experiment_file(const fs::path& file) { return parse_experiment_text(read_file(file), file); }
@@ -107,10 +141,11 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
   const toml::table root = parse_toml(toml_text, file);
   ExperimentRequest req;
   req.subcommand = "run";
-  static const std::set<std::string> top_keys = {"experiment", "steps", "parameters", "zip", "exclude"};
+  static const std::set<std::string> top_keys = {"experiment", "steps", "parameters", "zip", "exclude", "build"};
   for (auto& [k, v] : root)
     if (!top_keys.count(std::string(k.str())))
-      throw UserError(toml_at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude)");
+      throw UserError(toml_at(file, v) + ": unknown section '" + std::string(k.str()) + "' (known: experiment, steps, parameters, zip, exclude, build)");
+  if (root.contains("build")) req.build = parse_build(root, file);
   auto* exp = root["experiment"].as_table();
   if (!exp) throw UserError(file.string() + ": missing [experiment] table with plugin = \"...\"");
   for (auto& entry : *exp) {
@@ -139,6 +174,7 @@ ExperimentRequest parse_experiment_text(std::string_view toml_text, const fs::pa
     for (auto& text : setting_texts(*setting, v, file, origin)) setting->apply(req, text, origin);
   }
   if (req.plugin.empty()) throw UserError(toml_at(file, *exp) + ": [experiment] needs plugin = \"<name or path>\"");
+  if (!req.build.argv.empty() && req.settings.source.empty()) req.settings.source = req.build.source;  // what was built is what ran
   if (req.settings.exp_name.empty()) req.settings.exp_name = file.stem().string();
 
   if (auto* steps = root["steps"].as_array()) {

@@ -89,8 +89,17 @@ struct ExperimentSettings {
   int64_t max_local_ranks = 0;  // ranks one run may start on this host (0: 8 per CPU this process may use)
 };
 
+// An experiment file's [build]: the code under test, built once before the runs (issue 55). A string command runs
+// under /bin/sh -c in `source` (a build line, the file's author's own, as a Makefile's); an array runs as argv.
+struct BuildSpec {
+  std::string source;               // the source folder (a git working tree): also the sweep's --source
+  std::vector<std::string> argv;    // empty: no [build]
+  std::string origin;               // file:line, for messages
+};
+
 struct ExperimentRequest {
   std::string plugin;      // name or path
+  BuildSpec build;
   std::string subcommand;  // the plugin's experiment template; "run" for an experiment file with its own steps
   std::vector<StepTemplate> steps;  // from the file; empty = the template's
   std::string steps_origin;

@@ -706,15 +706,6 @@ class ExperimentSession {
     return true;
   }
 
-  // An experiment folder is fanout's: an existing folder with things in it but no database (nor a driver's lock) is
-  // someone else's, whose csv/ and processed/ a sweep would overwrite.
-  static void refuse_a_folder_fanout_did_not_make(const fs::path& dir) {
-    std::error_code ec;
-    if (!fs::exists(dir, ec) || fs::exists(dir / layout::kDatabase, ec) || fs::exists(dir / layout::kDriverLock, ec)) return;
-    if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return;
-    throw UserError(dir.string() + " exists and is no fanout experiment (it has no " + layout::kDatabase +
-                    "): fanout writes only into folders it made; choose another --exp_name or --results_dir");
-  }
 
   // One experiment measures one revision of the code under test: runs added later (a resume, compare --until-decided,
   // a second driver) at another commit would mix two codes under one name, and history would read it as one point.
@@ -1199,6 +1190,18 @@ class ExperimentSession {
 };
 
 }  // namespace
+
+void refuse_a_folder_fanout_did_not_make(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec) || fs::exists(dir / layout::kDatabase, ec) || fs::exists(dir / layout::kDriverLock, ec)) return;
+  if (fs::is_directory(dir, ec)) {
+    bool only_ours = true;  // empty, or holding only what [build] wrote before the first run
+    for (auto& e : fs::directory_iterator(dir, ec)) only_ours = only_ours && e.path().filename() == layout::kBuildLog;
+    if (only_ours) return;
+  }
+  throw UserError(dir.string() + " exists and is no fanout experiment (it has no " + layout::kDatabase +
+                  "): fanout writes only into folders it made; choose another --exp_name or --results_dir");
+}
 
 ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts) {
   return ExperimentSession(plan, plugin, opts).run();

@@ -38,6 +38,10 @@ void refuse_too_many_local_ranks(const ExperimentPlan& plan, const std::string& 
 // With settings.resume, first ingests run folders that ended but never reached the database (the driver was
 // killed), then runs only the permutations (by parameter hash) without a COMPLETED run.
 ExperimentOutcome run_experiment(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts);
+// An experiment folder is fanout's: an existing folder with things in it but no database (nor a driver's lock) is
+// someone else's, whose csv/ and processed/ a sweep would overwrite: UserError naming it. A folder holding only
+// [build]'s log (layout::kBuildLog) is one fanout began.
+void refuse_a_folder_fanout_did_not_make(const std::filesystem::path& dir);
 
 // `fanout resume <exp_dir>`: the command that made the experiment (from <exp>/command.toml) and its folder.
 struct SavedCommand {

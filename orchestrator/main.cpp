@@ -26,6 +26,8 @@
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "schedulers/scheduler.h"
+#include "orchestrator/progress.h"
+#include "orchestrator/bisect.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
 #include "orchestrator/sequential_compare.h"
@@ -289,6 +291,27 @@ std::vector<RunPlan> runs_a_resume_would_run(const ExperimentPlan& plan, std::os
   return left;
 }
 
+// [build]: the code under test built once, before any run, in its source folder; its output kept in the experiment's
+// build.log. A build that fails stops the sweep before anything runs (exit 2), saying where its output is.
+void build_code_under_test(const BuildSpec& b, const ExperimentSettings& st) {
+  if (!fs::is_directory(b.source)) throw UserError(b.origin + ": build.source '" + printable(b.source) + "' is no folder");
+  const fs::path exp_dir = fs::absolute(st.results_dir) / st.exp_name, log = exp_dir / layout::kBuildLog;
+  refuse_a_folder_fanout_did_not_make(exp_dir);
+  fs::create_directories(exp_dir);
+  std::cerr << "fanout: build   " << printable(join(b.argv, " ")) << " (in " << printable(b.source) << ")\n";
+  const int64_t t0 = monotonic_ns();
+  const ProcessResult r = run_process(b.argv, b.source, 24 * 3600.0);
+  write_file_atomic(log, r.out + r.err);
+  if (r.exit_code != 0) {
+    std::string tail = trim(r.out + r.err);
+    if (tail.size() > 600) tail = "..." + tail.substr(tail.size() - 600);
+    throw UserError(b.origin + ": [build] failed in " + printable(b.source) + " (" +
+                    (r.exit_code == -1 ? std::string("could not start") : "exit status " + std::to_string(r.exit_code)) + "); nothing ran; its output: " +
+                    log.string() + (tail.empty() ? "" : "\n" + printable(tail)));
+  }
+  std::cerr << "fanout: built   in " << format_duration(double(monotonic_ns() - t0) / 1e9) << " (output: " << log.string() << ")\n";
+}
+
 int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, const std::string& cmdline,
             const std::vector<std::string>& argv) {
   // Known launchers only, dry run included (a dry run must not print a local script for a typo).
@@ -320,6 +343,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
     print_dry_run(plan, plugin, opts, std::cout);
     return 0;
   }
+  if (!with_site.build.argv.empty()) build_code_under_test(with_site.build, with_site.settings);
   // A closed SSH session (SIGHUP) stops the sweep as Ctrl-C does: runs cancelled and recorded, jobs not left up.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_interrupt);
   auto outcome = run_experiment(plan, plugin, opts);
@@ -765,6 +789,17 @@ std::vector<Command> history_commands(CLI::App& app) {
   a->add_option("--lab", add->lab, "the lab store: an SQLite file (made when new) or postgresql://...; default $FANOUT_LAB, else "
                                    "~/.local/share/fanout/lab.sqlite");
   a->add_option("--benchmark", add->benchmark, "the benchmark they are points of (default: each experiment's own name)");
+  auto bisect = std::make_shared<BisectOptions>();
+  auto* b = history->add_subcommand("bisect", "the first revision between --good and --bad at which the experiment is slower: built ([build]) "
+                                              "and run at revisions halfway between, each compared with the good one by the gate (results compare)");
+  b->add_option("file", bisect->file, "the experiment file (its [build] builds the code under test)")->required();
+  b->add_option("--good", bisect->good, "a revision that is not slower (the baseline)")->required();
+  b->add_option("--bad", bisect->bad, "a later revision that is slower")->required();
+  b->add_option("--source", bisect->source, "the git working tree of the code under test (revisions are checked out there in turn; it is put back)")->required();
+  b->add_option("--out", bisect->out, "where each revision's experiment goes (default: bisect-<good>-<bad>)");
+  b->add_option("--repeat", bisect->repeat, "runs of each revision")->capture_default_str()->check(CLI::Range(2, 1000));
+  b->add_option("--threshold", bisect->threshold_pct, "percent change the gate counts (results compare --threshold)")->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  b->add_option("--metric", bisect->metrics, "judge only this metric (repeatable)");
   auto changes = std::make_shared<State>();
   auto* c = history->add_subcommand("changes", "change points of each figure across experiments ordered by their code's commit time "
                                                "(--source), else by when they ran: E-Divisive means with a permutation test; exit 1 when "
@@ -787,6 +822,7 @@ std::vector<Command> history_commands(CLI::App& app) {
              std::cout << "history add: " << inputs.size() << " experiment(s) in " << store.where() << "\n";
              return 0;
            }},
+          {b, [bisect] { return history_bisect(*bisect, self_dir() / "fanout", std::cout); }},
           {c, [changes, analyse] {
              const auto all = analyse(*changes);
              if (changes->format == "csv" && all.size() != 1)

@@ -13,16 +13,18 @@ namespace fanout {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// One git query in the working tree; its output without the trailing newline. No shell: the folder is an argument.
-// Variables a hook or a wrapper may have set that would point git at another repository are dropped (env -u), and
-// the tree's own settings run nothing (core.fsmonitor) and take no lock (--no-optional-locks).
-std::string git(const fs::path& dir, std::vector<std::string> args, const std::string& what) {
+ProcessResult git_in(const fs::path& dir, std::vector<std::string> args, double timeout_s) {
   args.insert(args.begin(), {"/usr/bin/env", "-u", "GIT_DIR", "-u", "GIT_WORK_TREE", "-u", "GIT_INDEX_FILE", "-u", "GIT_OBJECT_DIRECTORY",
                              "-u", "GIT_COMMON_DIR", "-u", "GIT_CEILING_DIRECTORIES", "git", "--no-optional-locks", "-c", "core.fsmonitor=false",
                              "-C", dir.string()});
-  const ProcessResult r = run_process(args, {}, 60);
+  return run_process(args, {}, timeout_s);
+}
+
+namespace {
+
+// One git query in the working tree (git_in); its output without the trailing newline.
+std::string git(const fs::path& dir, std::vector<std::string> args, const std::string& what) {
+  const ProcessResult r = git_in(dir, std::move(args));
   if (r.exit_code == -1 || r.exit_code == 127) throw UserError("--source " + dir.string() + ": git could not be started (is it installed?)");
   if (r.exit_code != 0)
     throw UserError("--source " + dir.string() + ": " + what + " failed (is it a git working tree with a commit?): " + printable(trim(r.err)));

@@ -7,7 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
+
 namespace fanout {
+
+// git in a working tree, as argv (no shell: the folder is an argument). Variables a hook or a wrapper may have set
+// that would point git at another repository are dropped (env -u), and the tree's own settings run nothing
+// (core.fsmonitor) and take no lock (--no-optional-locks).
+ProcessResult git_in(const std::filesystem::path& dir, std::vector<std::string> args, double timeout_s = 60);
 
 // --revision=REV (a commit, a tag, a version: any text) and --source=DIR (a git working tree: its HEAD commit,
 // whether tracked files differ from it, and the commit's time). Provenance keys: revision (REV, else the commit),

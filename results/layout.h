@@ -17,6 +17,7 @@ inline constexpr const char* kDatabase = "fanout.sqlite";
 inline constexpr const char* kCommand = "command.toml";  // the command that made the experiment, for resume
 inline constexpr const char* kDriverLock = "driver.lock";
 inline constexpr const char* kCsvDir = "csv";
+inline constexpr const char* kBuildLog = "build.log";  // [build]'s output, written before the first run
 // In a run folder.
 inline constexpr const char* kJobScript = "job.sh";
 inline constexpr const char* kJobId = "job.id";

@@ -203,3 +203,73 @@ TEST_P(Lab, WhatIsNotALabIsRefusedAndNothingChanges) {
 INSTANTIATE_TEST_SUITE_P(Stores, Lab, ::testing::Values("sqlite", "postgresql"));
 
 }  // namespace
+
+namespace {
+
+// Issue 55 item 5: a repository the test makes, 40 commits whose program prints 100, +10 % from commit 17 and
+// 104.5 from commit 31 (fixed +-0.3 % pattern); the experiment file builds it ([build]: the "program" is built.txt,
+// copied from level.txt, so a revision that was not built would print the last one's figure). Bisect between 1 and
+// 40 names 17, in at most 7 builds; the tree is back on its branch after. Then: a revision that does not build
+// stops it, naming the revision; a dirty tree and a revision that does not exist are refused.
+TEST(Bisect, TheFirstSlowerRevisionIsNamedInLogarithmicallyManyBuilds) {
+  test::TempDir d;
+  const fs::path code = d.path / "code";
+  fs::create_directories(code);
+  auto git = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/git", "-C", code.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
+    auto r = test::run_command(args, d.path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return trim(r.out);
+  };
+  git({"init", "-q", "-b", "main"});
+  auto commit = [&](int i, const std::string& level) {
+    write_file_atomic(code / "level.txt", level + "\n");
+    git({"add", "level.txt"});
+    git({"commit", "-q", "-m", "v" + std::to_string(i)});
+    git({"tag", "v" + std::to_string(i)});
+  };
+  for (int i = 1; i <= 40; ++i) {
+    const double level = (i < 17 ? 100 : i < 31 ? 110 : 104.5) * (1 + 0.003 * (i % 3 - 1));
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", level);
+    commit(i, text);
+  }
+  write_file_atomic(d.path / "mm.toml",
+                    "[experiment]\nplugin = \"exec\"\nname = \"mm\"\n"
+                    "[build]\nsource = \"code\"\ncommand = [\"/bin/sh\", \"-c\", \"test ! -e broken && cp level.txt built.txt\"]\n"
+                    "[[steps]]\ncommand = \"/bin/cat " + (code / "built.txt").string() + "\"\n"
+                    "[[steps.parse]]\nkind = \"regex\"\npattern = '(?<value>\\S+)'\nmetric = \"t\"\nunit = \"ms\"\n");
+  auto r = test::run_fanout(d.path, {"history", "bisect", "mm.toml", "--good=v1", "--bad=v40", "--source=code", "--repeat=5", "--threshold=2",
+                                     "--metric=t", "--out=bis"}, 600);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string v17 = git({"rev-parse", "v17"});
+  EXPECT_NE(r.out.find("bisect: first bad revision " + v17 + " (v17)"), std::string::npos) << r.out;
+  const size_t builds_at = r.out.find(" build(s)");
+  ASSERT_NE(builds_at, std::string::npos) << r.out;
+  const int builds = std::atoi(r.out.c_str() + r.out.rfind(' ', builds_at - 1) + 1);
+  EXPECT_LE(builds, 7) << r.out;
+  EXPECT_GE(builds, 6) << "the good one and ceil(log2 39) = 6 halvings: " << r.out;
+  EXPECT_EQ(git({"symbolic-ref", "--short", "HEAD"}), "main") << "the tree is back where it was";
+  EXPECT_TRUE(fs::exists(d.path / "bis" / git({"rev-parse", "v1"}).substr(0, 10) / "build.log"));
+
+  // A revision that does not build (the good one here, which is built first): stopped, named, exit 2, tree back.
+  write_file_atomic(code / "broken", "");
+  git({"add", "broken"});
+  git({"commit", "-q", "-m", "v41 breaks the build"});
+  git({"tag", "v41"});
+  commit(42, "100");
+  auto broken = test::run_fanout(d.path, {"history", "bisect", "mm.toml", "--good=v41", "--bad=v42", "--source=code", "--out=bis2"}, 600);
+  EXPECT_EQ(broken.exit_code, 2) << broken.out;
+  EXPECT_NE(broken.err.find("(v41 breaks the build) does not build: bisect stops here"), std::string::npos) << broken.err;
+  EXPECT_EQ(git({"symbolic-ref", "--short", "HEAD"}), "main");
+  auto missing = test::run_fanout(d.path, {"history", "bisect", "mm.toml", "--good=v99", "--bad=v40", "--source=code"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--good: no revision 'v99' in"), std::string::npos) << missing.err;
+  write_file_atomic(code / "level.txt", "1\n");
+  auto dirty = test::run_fanout(d.path, {"history", "bisect", "mm.toml", "--good=v1", "--bad=v40", "--source=code"});
+  EXPECT_EQ(dirty.exit_code, 2);
+  EXPECT_NE(dirty.err.find("the working tree has changes to tracked files"), std::string::npos) << dirty.err;
+  EXPECT_EQ(read_file(code / "level.txt"), "1\n") << "left as it was";
+}
+
+}  // namespace
