@@ -15,8 +15,12 @@
 #include <thread>
 
 #include "bench/figures.h"
+#include "bench/generated_run.h"
 #include "common/parallel.h"
+#include "results/history_report.h"
 #include "results/lab_store.h"
+#include "results/sample_file.h"
+#include "results/store.h"
 
 using namespace fanout;
 
@@ -82,14 +86,54 @@ int main(int argc, char** argv) {
     right += ok;
   }
   const double changes_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The lab's dashboard of the same (history report --lab): a page per benchmark, every plot drawn by gnuplot.
+  std::vector<std::pair<std::string, HistoryChanges>> all;
+  for (int b = 0; b < benchmarks; ++b) all.emplace_back("bench" + std::to_string(b), analysed[size_t(b)]);
+  const auto t1 = std::chrono::steady_clock::now();
+  const HistoryReport site = write_lab_report(all, lab, dir / "site");
+  const double dashboard_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  if (!site.warnings.empty()) std::fprintf(stderr, "history_bench: %zu plot(s) not drawn, first: %s\n", site.warnings.size(), site.warnings[0].c_str());
+  // `history add` of one experiment of 1,000,000 samples (10 runs x 4 ranks, two metrics): its folder read (the
+  // statistics of every figure) and recorded in the lab. The experiment is made and ingested first, untimed.
+  const std::filesystem::path exp = dir / "experiment";
+  std::vector<std::filesystem::path> runs;
+  std::lognormal_distribution<double> latency(-7.0, 0.3);
+  for (int r = 0; r < 10; ++r) {
+    const std::filesystem::path run = exp / ("run-" + std::to_string(r));
+    bench::write_completed_run(run, "bench", r, {{"client_nodes", std::to_string(1 << (r % 4))}});
+    for (int k = 0; k < 4; ++k) {
+      SampleWriter w(samples_dir(run) / ("client." + std::to_string(k) + ".samples"), k, "client", "n1", 0, 0);
+      for (int i = 0; i < 25000; ++i) w.record(i % 2 ? "unpack_tensor" : "put_tensor", "s", i / 2, int64_t(i) * 1000, latency(rng), false);
+    }
+    runs.push_back(run);
+  }
+  {
+    ResultsDb db(exp / "fanout.sqlite");
+    db.ingest_runs(runs, [](const std::filesystem::path&, const IngestReport&) {});
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  uint64_t added_samples = 0;
+  {
+    LabStore lab_store(lab, false);
+    const HistoryInput input = history_input(exp);
+    for (auto& f : input.figures) added_samples += f.samples;
+    lab_store.add({input});
+  }
+  if (added_samples != 1000000) {
+    std::fprintf(stderr, "history_bench: the experiment's figures hold %llu samples, not 1,000,000\n", (unsigned long long)added_samples);
+    return 1;
+  }
+  const double add_experiment_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   std::filesystem::remove_all(dir);
   const std::string tag = std::to_string(benchmarks) + "x" + std::to_string(points);
   std::printf("lab of %d benchmarks x %d revisions (SQLite): add %.2f s; change points of every benchmark read back %.2f s "
-              "(%.1f ms each, %u cores); steps found where put %d of %d, changes elsewhere %d, benchmarks exactly right %d of %d\n",
+              "(%.1f ms each, %u cores); steps found where put %d of %d, changes elsewhere %d, benchmarks exactly right %d of %d; dashboard %.2f s; history add of an experiment of 1,000,000 samples %.2f s\n",
               benchmarks, points, add_s, changes_s, changes_s / benchmarks * 1e3, std::thread::hardware_concurrency(), found_steps, steps,
-              false_changes, right, benchmarks);
+              false_changes, right, benchmarks, dashboard_s, add_experiment_s);
   bench::figure("lab_add_s." + tag, add_s, "s");
   bench::figure("changes_s." + tag, changes_s, "s");
   bench::figure("changes_right_fraction", double(right) / benchmarks, "fraction");
+  bench::figure("dashboard_s." + tag, dashboard_s, "s");
+  bench::figure("add_experiment_s.1M", add_experiment_s, "s");
   return 0;
 }

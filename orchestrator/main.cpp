@@ -837,10 +837,11 @@ std::vector<Command> history_commands(CLI::App& app) {
              if (all.empty()) std::cout << "no benchmark of the lab has 3 experiments or more yet\n";
              return latest_regression ? 1 : 0;
            }},
-          {r, [report, analyse] {
+          {r, [report, analyse, lab_of] {
              const auto all = analyse(*report);
-             if (all.size() != 1) throw UserError("history report: one benchmark at a time: give --benchmark with --lab");
-             const HistoryReport written = write_history_report(all.front().second, report->out);
+             const HistoryReport written = report->lab.empty() || !report->benchmark.empty()
+                                               ? write_history_report(all.front().second, report->out)
+                                               : write_lab_report(all, lab_shown(lab_of(report->lab)), report->out);
              for (auto& w : written.warnings) std::cerr << "warning: " << w << "\n";
              std::cout << "history report: " << written.index.string() << "\n";
              return 0;

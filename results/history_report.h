@@ -20,5 +20,10 @@ struct HistoryReport {
 // Writes out_dir (made aside, then renamed into place: whole or absent). Throws UserError when out_dir exists and is
 // not a dashboard fanout wrote (it is never overwritten then).
 HistoryReport write_history_report(const HistoryChanges& h, const std::filesystem::path& out_dir);
+// A lab's dashboard: out_dir/index.html lists every benchmark's changes together, newest first (each linked to its
+// figure), then the benchmarks; out_dir/b<i>/index.html is benchmark i's page as above. Every plot of every page is
+// drawn in one batch (one gnuplot session per CPU).
+HistoryReport write_lab_report(const std::vector<std::pair<std::string, HistoryChanges>>& benchmarks, const std::string& lab,
+                               const std::filesystem::path& out_dir);
 
 }  // namespace fanout

@@ -56,13 +56,16 @@ namespace {
 
 LabParam number(double v) { return LabParam::real(v); }
 
-// Where a store is, as messages say it: a PostgreSQL URI without its password.
-std::string shown(const std::string& where) {
+}  // namespace
+
+std::string lab_shown(const std::string& where) {
   if (!lab_is_postgres(where)) return where;
   const size_t scheme = where.find("://") + 3, at = where.find('@', scheme), colon = where.find(':', scheme);
   if (at == std::string::npos || colon == std::string::npos || colon > at) return where;
   return where.substr(0, colon) + ":***" + where.substr(at);
 }
+
+namespace {
 
 // The schema, in SQL both databases take ({KEY}: each one's auto-numbered key).
 const char* const kSchema[] = {
@@ -94,7 +97,7 @@ std::vector<std::pair<std::string, std::string>> parameters_of(const std::string
 
 }  // namespace
 
-LabStore::LabStore(const std::string& where, bool create) : where_(shown(where)) {
+LabStore::LabStore(const std::string& where, bool create) : where_(lab_shown(where)) {
   db_ = lab_is_postgres(where) ? open_postgres_lab(where) : open_sqlite_lab(where, create);
   migrate(create);
 }

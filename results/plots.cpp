@@ -517,7 +517,7 @@ std::vector<std::string> run_gnuplot_scripts(const std::vector<fs::path>& script
   auto run = [&](size_t begin, size_t end) {
     std::vector<std::string> argv{"gnuplot"};
     for (size_t i = begin; i < end; ++i) argv.push_back(scripts[i].string());
-    return run_process(argv, scripts[begin].parent_path(), 120);
+    return run_process(argv, scripts[begin].parent_path(), 120 + double(end - begin));  // a share of many plots takes longer
   };
   std::vector<std::string> failed(scripts.size());
   const size_t shares = std::min(scripts.size(), usable_cpus());

@@ -132,6 +132,26 @@ TEST_P(Lab, TheLabsSeriesIsTheFoldersSeries) {
   auto site = fanout({"history", "report", "--lab=" + lab_, "--benchmark=nightly", "--out=site"});
   EXPECT_EQ(site.exit_code, 0) << site.err;
   EXPECT_NE(read_file(d.path / "site" / "index.html").find("<td class=\"l\">v10</td><td class=\"l\">v11</td>"), std::string::npos);
+  // The lab's dashboard: an index of every benchmark's changes, newest first, each linked to its benchmark's page and
+  // figure; a page per benchmark. Both load in headless Chromium with every plot decoded and no console message.
+  auto all = fanout({"history", "report", "--lab=" + lab_, "--out=labsite"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const std::string index = read_file(d.path / "labsite" / "index.html");
+  const size_t improvement = index.find("<td class=\"l\">improvement</td>"), regression = index.find("<td class=\"l\">regression</td>");
+  ASSERT_NE(regression, std::string::npos) << index;
+  EXPECT_LT(improvement, regression) << "newest first";
+  EXPECT_NE(index.find("<a href=\"b0/index.html\">nightly</a>"), std::string::npos) << index;
+  EXPECT_NE(index.find("<a href=\"b0/index.html#figure-0\">t (run)</a>"), std::string::npos) << index;
+  EXPECT_EQ(index.find("secret"), std::string::npos);
+  for (const std::string page : {"index.html", "b0/index.html"}) {
+    auto shown = test::run_command({"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                                    "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0",
+                                    "--user-data-dir=" + (d.path / "chromium").string(), "--virtual-time-budget=10000", "--dump-dom",
+                                    "file://" + (d.path / "labsite" / page).string()},
+                                   d.path, {}, 120);
+    EXPECT_EQ(shown.err.find(":CONSOLE("), std::string::npos) << page << ": " << shown.err;
+    if (page != "index.html") EXPECT_NE(shown.out.find("data-plots-rendered=\"1\""), std::string::npos) << shown.out.substr(0, 2000);
+  }
 }
 
 // Two drivers adding at the same moment (10 experiments each, in one transaction each) lose nothing.
