@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/text.h"
+#include "results/compare.h"
 #include "results/csv_export.h"
 #include "results/display_unit.h"
 #include "results/layout.h"
@@ -123,6 +124,7 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
   using Key = std::tuple<std::string, std::string, std::string, Parameters>;
   std::map<Key, std::vector<std::pair<size_t, double>>> series;
   std::map<Key, std::vector<std::pair<double, double>>> intervals;  // across each point's runs
+  std::map<Key, std::vector<const std::vector<double>*>> run_medians;  // each point's runs
   std::map<Key, std::string> better;
   for (size_t p = 0; p < loaded.size(); ++p)
     for (auto& f : loaded[p].figures) {
@@ -131,6 +133,7 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       const Key key{f.role, f.metric, f.unit, figure_identity(f.parameters, opts.ignore)};
       series[key].emplace_back(p, f.runs.median);
       intervals[key].emplace_back(f.runs.low, f.runs.high);
+      run_medians[key].push_back(&f.run_medians);
       if (!f.better.empty()) better[key] = f.better;
     }
   // A figure is named by the parameters that set it apart from the other figures (the rest, the same everywhere, would
@@ -183,6 +186,19 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       fc.median_after = median_of({values.begin() + long(at), values.begin() + long(to)});
       fc.change_pct = fc.median_before != 0 ? (fc.median_after - fc.median_before) / std::fabs(fc.median_before) * 100 : NAN;
       fc.p_value = cps[c].p_value;
+      // Its size with its interval, as compare measures a shift: the points before it against those after it.
+      CompareOptions copts;
+      copts.threshold_pct = opts.threshold_pct;
+      ComparisonRow size;
+      size.better = fc.better;
+      measure_row(size, {values.begin() + long(from), values.begin() + long(at)}, {values.begin() + long(at), values.begin() + long(to)}, copts);
+      fc.shift_pct = size.shift_pct, fc.shift_pct_low = size.shift_pct_low, fc.shift_pct_high = size.shift_pct_high;
+      // And the neighbouring revisions alone, judged as `results compare` would judge them.
+      ComparisonRow pair;
+      pair.better = fc.better == "lower" || fc.better == "higher" || fc.better == "none" ? fc.better : "";
+      measure_row(pair, *run_medians[key][at - 1], *run_medians[key][at], copts);
+      if (pair.verdict.empty()) judge_row(pair, 0, copts);
+      fc.pairwise = pair.verdict, fc.pairwise_p = pair.p_value;
       // As compare: a change within the threshold is no verdict (a stable benchmark's significant 0.3 %), and the
       // same median either side (a change of spread alone) has no direction.
       if (std::isfinite(fc.change_pct) && std::fabs(fc.change_pct) <= opts.threshold_pct) {
@@ -193,6 +209,7 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       if (fc.better == "none" || fc.median_after == fc.median_before) fc.verdict = "changed";
       else if (fc.better != "lower" && fc.better != "higher") fc.verdict = "changed (no direction)";
       else fc.verdict = (fc.median_after > fc.median_before) == (fc.better == "lower") ? "regression" : "improvement";
+      fc.agrees = fc.pairwise == fc.verdict;
       // The newest point lies after the figure's last change: when that change was a regression, the code as it is now
       // is slower than before it (a lone newest point cannot be told from an outlier: it takes two to show a step).
       if (c + 1 == cps.size() && at + 1 < values.size() && points.back().first + 1 == h.points.size() && fc.verdict == "regression")
@@ -221,7 +238,10 @@ void print_history_changes(const HistoryChanges& h, std::ostream& out) {
     verdict.resize(std::max<size_t>(verdict.size(), 22), ' ');
     out << verdict << " " << c.metric << " (" << c.role << ")" << (c.match.empty() ? "" : " " + c.match) << ": "
         << number("%.4g", c.median_before * du.factor) << " -> " << number("%.4g", c.median_after * du.factor) << " " << du.label << " ("
-        << number("%+.1f", c.change_pct) << " %) from " << c.before << " to " << c.after << ", p=" << number("%.3g", c.p_value) << "\n";
+        << number("%+.1f", c.change_pct) << " %) from " << c.before << " to " << c.after << ", p=" << number("%.3g", c.p_value)
+        << "; size " << number("%+.1f", c.shift_pct) << " % [" << number("%+.1f", c.shift_pct_low) << " %, " << number("%+.1f", c.shift_pct_high)
+        << " %]; " << c.before << " vs " << c.after << " alone: " << c.pairwise << " (p=" << number("%.3g", c.pairwise_p) << ", "
+        << (c.agrees ? "agrees" : "disagrees") << ")\n";
   }
   out << h.changes.size() << " change point(s) in " << h.figures << " figure(s) (E-Divisive means on run-level medians, permutation test)";
   if (h.small) out << ", " << h.small << " more within the threshold";
@@ -229,11 +249,14 @@ void print_history_changes(const HistoryChanges& h, std::ostream& out) {
 }
 
 void write_history_changes_csv(const HistoryChanges& h, std::ostream& out) {
-  out << "role,metric,unit,parameters,better,verdict,before,after,median_before,median_after,change_pct,p_value\n";
+  out << "role,metric,unit,parameters,better,verdict,before,after,median_before,median_after,change_pct,p_value,shift_pct,shift_pct_low,"
+         "shift_pct_high,pairwise,pairwise_p,agrees\n";
   for (auto& c : h.changes)
     out << csv_field(c.role) << ',' << csv_field(c.metric) << ',' << csv_field(c.unit) << ',' << csv_field(c.match) << ',' << c.better << ','
         << csv_field(c.verdict) << ',' << csv_field(c.before) << ',' << csv_field(c.after) << ',' << csv_number(c.median_before) << ','
-        << csv_number(c.median_after) << ',' << csv_number(c.change_pct) << ',' << csv_number(c.p_value) << '\n';
+        << csv_number(c.median_after) << ',' << csv_number(c.change_pct) << ',' << csv_number(c.p_value) << ',' << csv_number(c.shift_pct) << ','
+        << csv_number(c.shift_pct_low) << ',' << csv_number(c.shift_pct_high) << ',' << csv_field(c.pairwise) << ',' << csv_number(c.pairwise_p) << ','
+        << (c.agrees ? "true" : "false") << '\n';
 }
 
 }  // namespace fanout

@@ -29,7 +29,16 @@ struct FigureChange {
   size_t point = 0;                       // index into HistoryChanges::points of the first point after the change
   std::string before, after;              // the revisions either side
   double median_before = 0, median_after = 0, change_pct = 0, p_value = 1;
+  // The change's size with its interval: the Hodges-Lehmann shift from the points before it to those after it (up to
+  // the neighbouring change points), in percent of the median before, with its 95 % distribution-free interval.
+  double shift_pct = 0, shift_pct_low = 0, shift_pct_high = 0;
   std::string verdict;  // regression, improvement, changed (none), changed (no direction)
+  // The pairwise compare of the two neighbouring revisions alone (their runs, as `results compare` judges them: the
+  // threshold, Mann-Whitney at 0.05): its verdict ("undecided" with too few runs a side) and p; agrees when it is
+  // the change's verdict (a gradual change, or too few runs, shows as a disagreement).
+  std::string pairwise;
+  double pairwise_p = 1;
+  bool agrees = false;
 };
 
 // One figure's series, as the dashboard draws it: per point it has, the run-level median and the interval across

@@ -117,7 +117,8 @@ std::string change_row(const FigureChange& c, const std::string& figure_link, co
       << "</a></td><td class=\"l\">" << html_escape(c.before) << "</td><td class=\"l\">" << html_escape(c.after) << "</td><td>"
       << number(c.median_before * du.factor) << " " << html_escape(du.label) << "</td><td>" << number(c.median_after * du.factor) << " "
       << html_escape(du.label) << "</td><td>" << (std::isfinite(c.change_pct) ? number(c.change_pct) + " %" : "") << "</td><td>"
-      << number(c.p_value) << "</td>";
+      << number(c.p_value) << "</td><td>" << (std::isfinite(c.shift_pct) ? number(c.shift_pct_low) + " .. " + number(c.shift_pct_high) + " %" : "")
+      << "</td><td class=\"l\">" << html_escape(c.pairwise) << (c.agrees ? " (agrees)" : " (disagrees)") << "</td>";
   return row.str();
 }
 
@@ -141,7 +142,7 @@ void write_page(const Page& p, const std::vector<std::string>& failed, size_t fi
   if (h.changes.empty()) page << "<p>No change point beyond the threshold.</p>\n";
   else {
     page << "<table class=\"changes\"><tr><th class=\"l\">verdict</th><th class=\"l\">figure</th><th class=\"l\">from</th><th class=\"l\">to</th>"
-            "<th>before</th><th>after</th><th>change</th><th>p</th></tr>\n";
+            "<th>before</th><th>after</th><th>change</th><th>p</th><th>size, 95 %</th><th class=\"l\">the two alone</th></tr>\n";
     for (auto& c : h.changes)
       page << "<tr>" << change_row(c, "#" + anchor(figure_of(h, c)), c.metric + " (" + c.role + ")" + (c.match.empty() ? "" : " " + c.match)) << "</tr>\n";
     page << "</table>\n";
@@ -219,7 +220,7 @@ HistoryReport write_lab_report(const std::vector<std::pair<std::string, HistoryC
   if (latest.empty()) index << "<p>No change point beyond the threshold.</p>\n";
   else {
     index << "<table class=\"changes\"><tr><th class=\"l\">benchmark</th><th class=\"l\">verdict</th><th class=\"l\">figure</th><th class=\"l\">from</th>"
-             "<th class=\"l\">to</th><th>before</th><th>after</th><th>change</th><th>p</th></tr>\n";
+             "<th class=\"l\">to</th><th>before</th><th>after</th><th>change</th><th>p</th><th>size, 95 %</th><th class=\"l\">the two alone</th></tr>\n";
     for (auto& l : latest) {
       const std::string page = "b" + std::to_string(l.benchmark) + "/index.html";
       const FigureChange& c = *l.change;

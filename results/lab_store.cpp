@@ -75,7 +75,7 @@ const char* const kSchema[] = {
     "CREATE INDEX lab_experiments_benchmark ON lab_experiments(benchmark)",
     "CREATE TABLE lab_figures(experiment_id BIGINT NOT NULL REFERENCES lab_experiments(id) ON DELETE CASCADE, role TEXT NOT NULL, "
     "metric TEXT NOT NULL, unit TEXT NOT NULL, better TEXT NOT NULL, setup_cost INTEGER NOT NULL, parameters TEXT NOT NULL, "
-    "runs INTEGER NOT NULL, samples BIGINT NOT NULL, median DOUBLE PRECISION, low DOUBLE PRECISION, high DOUBLE PRECISION)",
+    "runs INTEGER NOT NULL, samples BIGINT NOT NULL, median DOUBLE PRECISION, low DOUBLE PRECISION, high DOUBLE PRECISION, run_medians TEXT NOT NULL)",
     "CREATE INDEX lab_figures_experiment ON lab_figures(experiment_id)",
 };
 
@@ -83,6 +83,24 @@ std::string parameters_json(const std::vector<std::pair<std::string, std::string
   nlohmann::json a = nlohmann::json::array();
   for (auto& [k, v] : params) a.push_back({k, v});
   return a.dump();
+}
+
+// Run medians as JSON numbers, each the shortest text that reads back as the same double (nlohmann's dump);
+// a NaN (a run of no finite sample) as null.
+std::string numbers_json(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json());
+  return a.dump();
+}
+
+std::vector<double> numbers_of(const std::string& text, const std::string& where) {
+  std::vector<double> out;
+  try {
+    for (auto& x : nlohmann::json::parse(text)) out.push_back(x.is_null() ? NAN : x.get<double>());
+  } catch (const std::exception& e) {
+    throw UserError("lab " + where + ": a figure's run medians are not what fanout wrote (" + e.what() + ")");
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> parameters_of(const std::string& text, const std::string& where) {
@@ -151,10 +169,11 @@ std::vector<std::string> LabStore::add(const std::vector<HistoryInput>& experime
                             number(double(wall_ns()) / 1e9)});
       const LabParam experiment_id = LabParam::real(id.at(0).at(0).as_double());
       for (const AcrossRuns& f : e.figures)
-        db_->exec("INSERT INTO lab_figures(experiment_id, role, metric, unit, better, setup_cost, parameters, runs, samples, median, low, high) "
-                  "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        db_->exec("INSERT INTO lab_figures(experiment_id, role, metric, unit, better, setup_cost, parameters, runs, samples, median, low, high, run_medians) "
+                  "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                   {experiment_id, f.role, f.metric, f.unit, f.better, LabParam::real(f.setup_cost ? 1 : 0), parameters_json(f.parameters),
-                   LabParam::real(double(f.runs.runs)), LabParam::real(double(f.samples)), number(f.runs.median), number(f.runs.low), number(f.runs.high)});
+                   LabParam::real(double(f.runs.runs)), LabParam::real(double(f.samples)), number(f.runs.median), number(f.runs.low), number(f.runs.high),
+                   numbers_json(f.run_medians)});
       out.push_back(benchmark);
     }
     db_->commit();
@@ -176,7 +195,7 @@ std::vector<HistoryInput> LabStore::load(const std::string& benchmark) {
   std::map<std::string, size_t> index;
   const auto rows = db_->query(
       "SELECT e.id, e.path, e.machine, e.revision, e.dirty, e.commit_time, e.started, f.role, f.metric, f.unit, f.better, f.setup_cost, "
-      "f.parameters, f.runs, f.samples, f.median, f.low, f.high FROM lab_experiments e LEFT JOIN lab_figures f ON f.experiment_id = e.id "
+      "f.parameters, f.runs, f.samples, f.median, f.low, f.high, f.run_medians FROM lab_experiments e LEFT JOIN lab_figures f ON f.experiment_id = e.id "
       "WHERE e.benchmark = $1 ORDER BY e.id",
       {benchmark});
   for (const LabRow& r : rows) {
@@ -201,6 +220,7 @@ std::vector<HistoryInput> LabStore::load(const std::string& benchmark) {
     f.runs.runs = size_t(r[13].as_double());
     f.samples = uint64_t(r[14].as_double());
     f.runs.median = r[15].as_double(), f.runs.low = r[16].as_double(), f.runs.high = r[17].as_double();
+    f.run_medians = numbers_of(r[18].as_text(), where_);
     out[it->second].figures.push_back(std::move(f));
   }
   return out;

@@ -104,13 +104,13 @@ std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
     std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
     for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
     auto [it, fresh] = at.try_emplace(key, out.size());
-    if (fresh) out.push_back({m.parameters, m.role, m.metric, m.unit, {}, 0, m.better, m.setup_cost}), medians.emplace_back();
+    if (fresh) out.push_back({m.parameters, m.role, m.metric, m.unit, {}, {}, 0, m.better, m.setup_cost}), medians.emplace_back();
     if (out[it->second].better.empty()) out[it->second].better = m.better;
     out[it->second].setup_cost = out[it->second].setup_cost || m.setup_cost;
     medians[it->second].push_back(m.summary.median);
     out[it->second].samples += m.summary.count;
   }
-  for (size_t i = 0; i < out.size(); ++i) out[i].runs = summarize_runs(medians[i]);
+  for (size_t i = 0; i < out.size(); ++i) out[i].runs = summarize_runs(medians[i]), out[i].run_medians = std::move(medians[i]);
   return out;
 }
 

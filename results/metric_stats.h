@@ -54,6 +54,7 @@ struct AcrossRuns {
   std::vector<std::pair<std::string, std::string>> parameters;
   std::string role, metric, unit;
   RunLevel runs;
+  std::vector<double> run_medians;  // each COMPLETED run's median, in run order (what runs summarises)
   uint64_t samples = 0;
   std::string better;       // as its runs declared it ("" when none did)
   bool setup_cost = false;

@@ -90,7 +90,7 @@ class Lab : public ::testing::TestWithParam<std::string> {
     write_file_atomic(d.path / "level.txt", value);
     std::vector<std::string> args = {"exec", "--exp_name=nightly", "--results_dir=night" + std::to_string(i), "--revision=v" + std::to_string(i),
                                      "--command=/bin/cat " + (d.path / "level.txt").string(), "--parse", "regex:(?<value>\\S+)", "--metric=t", "--unit=ms",
-                                     "--repeat=3", "--resources=off"};
+                                     "--repeat=5", "--resources=off"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto r = fanout(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -122,6 +122,9 @@ TEST_P(Lab, TheLabsSeriesIsTheFoldersSeries) {
   EXPECT_EQ(from_lab.exit_code, 1) << from_lab.out << from_lab.err;
   EXPECT_EQ(from_lab.out, "benchmark nightly: " + from_folders.out);
   EXPECT_NE(from_lab.out.find("t (run): 100 -> 110 ms (+10.0 %) from v10 to v11"), std::string::npos) << from_lab.out;
+  // Its size with its interval (the points before against those after), and the two neighbours alone as compare
+  // judges them (5 runs a side, each night's runs print the same figure: p = 2/252).
+  EXPECT_NE(from_lab.out.find("; size +10.0 % [+9.7 %, +10.3 %]; v10 vs v11 alone: regression (p=0.00794, agrees)"), std::string::npos) << from_lab.out;
   ASSERT_EQ(fanout(add).exit_code, 0) << "added again";
   EXPECT_EQ(fanout({"history", "changes", "--lab=" + lab_}).out, from_lab.out) << "the same 20 points, not 40";
   for (int i = 21; i <= 25; ++i) night(i, 100, {"--lab=" + lab_});
