@@ -68,11 +68,7 @@ const fanout_param_spec kParams[] = {
 
 double seconds(int64_t from_ns, int64_t to_ns) { return double(to_ns - from_ns) / 1e9; }
 
-int64_t wall_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+using fanout_sdk::wall_ns;  // the SDK's clocks, as every plugin reads them
 
 void sleep_until(fanout_sdk::Host& host, int64_t due_ns) {
   int64_t now = host.now_ns();

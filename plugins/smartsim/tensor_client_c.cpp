@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "fanout_clock.hpp"
 #include "tensor_client.h"
 
 struct fanout_tc {
@@ -212,10 +213,7 @@ int fanout_tc_delete_list(fanout_tc* c, const char* list) {
   return guarded(c, [&] { c->client->delete_list(text(list, "list")); });
 }
 
-int64_t fanout_tc_monotonic_ns(void) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
+// The SDK's monotonic clock, the one every rank's timestamps come from, for C, Fortran and Python clients.
+int64_t fanout_tc_monotonic_ns(void) { return fanout_sdk::monotonic_ns(); }
 
 }  // extern "C"
