@@ -258,12 +258,7 @@ TEST(Cli, TheCodeUnderTestIsRecordedWithEveryRun) {
   test::TempDir d;
   const fs::path code = d.path / "code";
   fs::create_directories(code);
-  auto git = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"/usr/bin/git", "-C", code.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
-    auto r = test::run_command(args, d.path);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return fanout::trim(r.out);
-  };
+  auto git = [&](std::vector<std::string> args) { return test::git(code, std::move(args)); };
   git({"init", "-q"});
   std::ofstream(code / "main.c") << "int main(void) { return 0; }\n";
   git({"add", "main.c"});

@@ -240,12 +240,7 @@ TEST(Bisect, FortyCommitsTheirChangePointsAndTheFirstSlowerNamedInSevenBuilds) {
   test::TempDir d;
   const fs::path code = d.path / "code";
   fs::create_directories(code);
-  auto git = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"/usr/bin/git", "-C", code.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
-    auto r = test::run_command(args, d.path);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return trim(r.out);
-  };
+  auto git = [&](std::vector<std::string> args) { return test::git(code, std::move(args)); };
   git({"init", "-q", "-b", "main"});
   auto commit = [&](int i, const std::string& level) {
     write_file_atomic(code / "level.txt", level + "\n");

@@ -32,6 +32,13 @@ TempDir::TempDir() {
   std::string tmpl = (fs::temp_directory_path() / "fanout-test-XXXXXX").string();
   path = ::mkdtemp(tmpl.data());
 }
+std::string git(const fs::path& repo, std::vector<std::string> args) {
+  args.insert(args.begin(), {"/usr/bin/git", "-C", repo.string(), "-c", "user.name=t", "-c", "user.email=t@example.org"});
+  auto r = run_command(args, repo);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return trim(r.out);
+}
+
 std::set<std::string> submitted_job_ids(const fs::path& dir) {
   std::set<std::string> ids;
   std::error_code ec;

@@ -28,6 +28,9 @@ using CommandResult = ProcessResult;  // exit_code is 128+signal when killed by 
 CommandResult run_command(const std::vector<std::string>& argv, const std::filesystem::path& cwd,
                           const std::vector<std::pair<std::string, std::string>>& env = {}, double timeout_s = 120);
 
+// git in a repository the test made (a test identity for its commits): expects success, returns stdout trimmed.
+std::string git(const std::filesystem::path& repo, std::vector<std::string> args);
+
 // A waitpid status as a shell reports it: the exit code, or 128 + the signal that killed the process (so a
 // driver killed by a signal never reads as exit 0).
 int exit_status(int wait_status);
