@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<HistoryInput>> loaded;
   for (int b = 0; b < benchmarks; ++b) loaded.push_back(store.load("bench" + std::to_string(b)));
   std::vector<HistoryChanges> analysed(loaded.size());
+  opts.parallel = false;  // one level of threads, as the command
   parallel_for(loaded.size(), [&](size_t b) { analysed[b] = history_changes(std::move(loaded[b]), opts); });
   for (int b = 0; b < benchmarks; ++b) {
     const HistoryChanges& h = analysed[size_t(b)];

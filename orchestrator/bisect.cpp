@@ -1,6 +1,7 @@
 #include "orchestrator/bisect.h"
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 #include "common/clock.h"
@@ -16,6 +17,12 @@ namespace fanout {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Ctrl-C (or SIGTERM) reaches the child run first (the terminal's process group); bisect notes it and stops after
+// that child has ended, so the tree is put back (Restore) rather than left on a revision in the middle.
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+bool interrupted() { return g_interrupted != 0; }
 
 std::string git_out(const fs::path& dir, std::vector<std::string> args, const std::string& what) {
   const ProcessResult r = git_in(dir, std::move(args), 600);
@@ -37,6 +44,7 @@ struct Measured {
 }  // namespace
 
 int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostream& out) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
   const fs::path src = o.source;
   if (!fs::is_directory(src)) throw UserError("--source: '" + printable(src.string()) + "' is no folder");
   if (!fs::is_regular_file(o.file)) throw UserError("bisect: no experiment file '" + printable(o.file.string()) + "'");
@@ -45,8 +53,11 @@ int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostr
   };
   // What is built must be what is checked out: the file's [build] source and --source are one folder.
   const ExperimentRequest req = parse_experiment_file(o.file);
+  // Without a build each revision would run whatever program is already there: every one would look good.
+  if (req.build.argv.empty())
+    throw UserError("bisect: " + o.file.string() + " has no [build]: each revision must be built before it runs (docs/exec.md)");
   std::error_code ec;
-  if (!req.build.argv.empty() && !fs::equivalent(req.build.source, src, ec))
+  if (!fs::equivalent(req.build.source, src, ec))
     throw UserError("bisect: " + o.file.string() + "'s [build] builds " + req.build.source + " but --source is " + src.string() +
                     ": revisions are checked out in --source, so that must be the folder built");
   const std::string good = resolve("--good", o.good), bad = resolve("--bad", o.bad);
@@ -57,8 +68,9 @@ int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostr
     if (!trim(line).empty()) candidates.push_back(trim(line));
   if (candidates.empty() || candidates.back() != bad)
     throw UserError("--bad " + o.bad + " does not come after --good " + o.good + " in " + src.string() + "'s history");
-  std::string here = git_out(src, {"symbolic-ref", "-q", "--short", "HEAD"}, "git symbolic-ref");
-  if (here.empty()) here = git_out(src, {"rev-parse", "HEAD"}, "git rev-parse");
+  // Where the tree is, to put it back: its branch, or its commit when HEAD is detached (a CI checkout).
+  const ProcessResult branch = git_in(src, {"symbolic-ref", "-q", "--short", "HEAD"});
+  const std::string here = branch.exit_code == 0 && !trim(branch.out).empty() ? trim(branch.out) : git_out(src, {"rev-parse", "HEAD"}, "git rev-parse");
   const fs::path root = fs::absolute(o.out.empty() ? fs::path("bisect-" + good.substr(0, 8) + "-" + bad.substr(0, 8)) : o.out);
   Restore restore{src, here};
 
@@ -76,6 +88,7 @@ int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostr
     const ProcessResult r = run_process({fanout_exe.string(), "run", fs::absolute(o.file).string(), "--exp_name=" + m.short_rev,
                                          "--results_dir=" + root.string(), "--source=" + fs::absolute(src).string(), "--repeat=" + std::to_string(o.repeat)},
                                         {}, 24 * 3600.0);
+    if (interrupted()) throw UserError("interrupted at " + m.short_rev + ": bisect stops; the tree is put back");
     if (r.exit_code != 0) {
       const std::string why = trim(r.err);
       throw UserError("revision " + m.short_rev + " (" + printable(m.subject) + ") " +
@@ -101,6 +114,7 @@ int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostr
     const long mid = lo + (hi - lo) / 2;
     const Measured m = measure(candidates[size_t(mid)]);
     const ProcessResult c = verdict(base, m);
+    if (interrupted()) throw UserError("interrupted at " + m.short_rev + ": bisect stops; the tree is put back");
     if (c.exit_code == 3 || c.exit_code == 2) {
       out << "  " << m.short_rev << " " << (c.exit_code == 3 ? "undecided" : "not comparable") << ": " << m.subject << "\n" << c.out << c.err;
       out << "bisect: stopped at " << m.short_rev << ": " << (c.exit_code == 3 ? "the gate cannot tell it from the good one with " + std::to_string(o.repeat) +
@@ -109,6 +123,10 @@ int history_bisect(const BisectOptions& o, const fs::path& fanout_exe, std::ostr
           << "; first bad is between " << (lo < 0 ? base.short_rev : candidates[size_t(lo)].substr(0, 10)) << " and "
           << candidates[size_t(hi)].substr(0, 10) << "\n";
       return c.exit_code == 3 ? 3 : 2;
+    }
+    if (c.exit_code != 0 && c.exit_code != 1) {  // compare could not start, was killed or timed out: no verdict
+      throw UserError("results compare of " + m.short_rev + " against the good revision ended with status " + std::to_string(c.exit_code) +
+                      " and no verdict: bisect stops here; " + printable(trim(c.err)));
     }
     const bool is_bad = c.exit_code == 1;
     std::string line;

@@ -877,7 +877,7 @@ class ExperimentSession {
     if (!js.usage_note.empty() && usage_notes_.insert(js.usage_note).second) log() << "fanout: " << js.usage_note << "\n";
     try {
       write_scheduler_usage(s.dir, js);
-    } catch (const UserError& e) {
+    } catch (const std::exception& e) {  // UserError, or the filesystem's own
       log() << "fanout: " << s.dir.filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
     }
   }

@@ -331,7 +331,7 @@ int execute(const ExperimentRequest& req, const Plugin& plugin, bool dry_run, co
   std::vector<Reference> refs;
   if (!with_site.settings.reference.empty()) refs = read_references_to_check(with_site.settings.reference);
   // --lab likewise: a store that is not one, or of a newer schema, is refused before anything runs.
-  const std::string lab = with_site.settings.lab == "default" ? default_lab() : with_site.settings.lab;
+  const std::string lab = resolve_lab(with_site.settings.lab);
   if (!lab.empty() && !dry_run) LabStore opened(lab, true);
   opts.rank_exe = self_dir() / "fanout-rank";
   opts.command_line = cmdline;
@@ -754,7 +754,7 @@ std::vector<Command> history_commands(CLI::App& app) {
     cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
     cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
   };
-  auto lab_of = [](const std::string& lab) { return lab == "default" ? default_lab() : lab; };
+  auto lab_of = [](const std::string& lab) { return resolve_lab(lab); };
   // The series to analyse: the folders given, or each benchmark of the lab (only --benchmark's when given).
   auto analyse = [lab_of](const State& st) {
     std::vector<std::pair<std::string, HistoryChanges>> out;
@@ -779,7 +779,9 @@ std::vector<Command> history_commands(CLI::App& app) {
       if (points.size() >= 3) loaded.emplace_back(b, std::move(points));
     }
     out.resize(loaded.size());
-    parallel_for(loaded.size(), [&](size_t i) { out[i] = {loaded[i].first, history_changes(std::move(loaded[i].second), st.opts)}; });
+    HistoryOptions each = st.opts;
+    each.parallel = loaded.size() == 1;  // one level of threads: the benchmarks over the cores, or one benchmark's figures
+    parallel_for(loaded.size(), [&](size_t i) { out[i] = {loaded[i].first, history_changes(std::move(loaded[i].second), each)}; });
     return out;
   };
   auto add = std::make_shared<State>();
@@ -1051,7 +1053,14 @@ std::vector<std::string> words_for_cli11(int argc, char** argv) {
 
 int drive(int argc, char** argv) {
   Invocation inv;
-  for (int i = 0; i < argc; ++i) inv.cmdline += (i ? " " : "") + shell_quote(argv[i]);
+  // The command as every run's provenance records it: a --lab URI's password masked (the runs' records travel with
+  // the results; command.toml, 0600, keeps the arguments whole for resume).
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (starts_with(a, "--lab=")) a = "--lab=" + lab_shown(a.substr(6));
+    else if (i > 0 && std::string(argv[i - 1]) == "--lab") a = lab_shown(a);
+    inv.cmdline += (i ? " " : "") + shell_quote(a);
+  }
   inv.args.assign(argv, argv + argc);
 
   CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};

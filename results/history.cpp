@@ -157,11 +157,14 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
   for (auto& [key, points] : series)
     if (points.size() >= 3) analysed.push_back(&key);
   std::vector<std::vector<ChangePoint>> found(analysed.size());
-  parallel_for(analysed.size(), [&](size_t i) {
+  auto analyse = [&](size_t i) {
     std::vector<double> values;
     for (auto& pv : series.at(*analysed[i])) values.push_back(pv.second);
     found[i] = e_divisive(values, opts.change_points);
-  });
+  };
+  if (opts.parallel) parallel_for(analysed.size(), analyse);
+  else
+    for (size_t i = 0; i < analysed.size(); ++i) analyse(i);
   size_t next = 0;
   for (auto& [key, points] : series) {
     if (points.size() < 3) continue;

@@ -66,6 +66,7 @@ struct HistoryOptions {
   std::vector<std::string> metrics;  // only these (all when empty)
   std::vector<std::string> ignore;   // parameters left out of a figure's identity (as compare's --ignore)
   double threshold_pct = 5;          // a change point smaller than this (in percent of the median before) is not listed
+  bool parallel = true;              // figures over the cores (off where the caller already runs series in parallel)
   ChangePointOptions change_points;
 };
 

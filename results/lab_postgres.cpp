@@ -15,9 +15,20 @@ constexpr long long kLabLock = 0x66616e6f7574;  // "fanout"
 class PostgresLab : public LabConnection {
  public:
   explicit PostgresLab(const std::string& conninfo) : conn_(PQconnectdb(conninfo.c_str())) {
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK)
-      throw UserError("--lab: cannot connect to PostgreSQL: " + std::string(conn_ ? PQerrorMessage(conn_) : "out of memory"));
-    exec("SET client_min_messages = warning");
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+      const std::string why = conn_ ? PQerrorMessage(conn_) : "out of memory";
+      PQfinish(conn_);
+      throw UserError("--lab: cannot connect to PostgreSQL: " + why);
+    }
+    // Every double as the shortest text that reads back the same (the default from PostgreSQL 12; 11 and older
+    // print 15 digits unless told): the lab's series must be the folders' series.
+    try {
+      exec("SET client_min_messages = warning");
+      exec("SET extra_float_digits = 3");
+    } catch (...) {
+      PQfinish(conn_);
+      throw;
+    }
   }
   ~PostgresLab() override { PQfinish(conn_); }
 

@@ -17,14 +17,22 @@ class SqliteLab : public LabConnection {
     namespace fs = std::filesystem;
     if (!create && !fs::exists(path)) throw UserError("--lab: no lab store at " + path + " yet (`fanout history add` makes one)");
     if (create && fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr) != SQLITE_OK)
-      throw UserError("--lab: cannot open " + path + ": " + (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr) != SQLITE_OK) {
+      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      throw UserError("--lab: cannot open " + path + ": " + why);
+    }
     sqlite3_busy_timeout(db_, 60000);  // another driver adding at the same moment: wait for it
+    // The default rollback journal, not WAL: a lab is often a file under $HOME on a cluster's network filesystem,
+    // where SQLite's WAL (shared memory between processes) does not work.
     try {
       exec("PRAGMA foreign_keys = ON");
-      query("PRAGMA journal_mode = WAL", {});
+      query("SELECT count(*) FROM sqlite_master", {});  // reads the header: a file that is not SQLite says so here
     } catch (const UserError&) {
-      throw UserError("--lab: " + path + " is not a Fanout lab store (not an SQLite database: " + sqlite3_errmsg(db_) + ")");
+      const std::string why = sqlite3_errmsg(db_);
+      for (auto& [sql, st] : statements_) sqlite3_finalize(st);
+      sqlite3_close(db_);
+      throw UserError("--lab: " + path + " is not a Fanout lab store (not an SQLite database: " + why + ")");
     }
   }
   ~SqliteLab() override {

@@ -123,6 +123,18 @@ LabStore::LabStore(const std::string& where, bool create) : where_(lab_shown(whe
 LabStore::~LabStore() = default;
 
 void LabStore::migrate(bool create) {
+  // A store at this schema is read as it is: no write transaction (a reader with read-only access to a shared file,
+  // or many readers at once, never wait on one another). Anything else is settled inside one, checked again there.
+  {
+    bool current = false;
+    for (auto& row : db_->query(db_->tables_sql()))
+      if (row.at(0).as_text() == "lab_meta") current = true;
+    if (current) {
+      auto rows = db_->query("SELECT value FROM lab_meta WHERE key = 'schema'");
+      current = !rows.empty() && parse_int(rows[0].at(0).as_text()) == kLabSchema;
+    }
+    if (current) return;
+  }
   db_->begin(true);
   try {
     std::vector<std::string> tables;
@@ -186,7 +198,8 @@ std::vector<std::string> LabStore::add(const std::vector<HistoryInput>& experime
 
 std::vector<std::string> LabStore::benchmarks() {
   std::vector<std::string> out;
-  for (auto& row : db_->query("SELECT DISTINCT benchmark FROM lab_experiments ORDER BY benchmark")) out.push_back(row.at(0).as_text());
+  for (auto& row : db_->query("SELECT DISTINCT benchmark FROM lab_experiments")) out.push_back(row.at(0).as_text());
+  std::sort(out.begin(), out.end());  // byte order on both databases (PostgreSQL's ORDER BY follows its locale)
   return out;
 }
 

@@ -42,6 +42,8 @@ class LabStore {
 
 // $FANOUT_LAB, else ~/.local/share/fanout/lab.sqlite.
 std::string default_lab();
+// What --lab names: "default" is default_lab(), anything else itself.
+inline std::string resolve_lab(const std::string& flag) { return flag == "default" ? default_lab() : flag; }
 // Where a store is, as messages and pages say it: a PostgreSQL URI without its password.
 std::string lab_shown(const std::string& where);
 // Whether `where` names a PostgreSQL database (postgresql:// or postgres://) rather than an SQLite file.

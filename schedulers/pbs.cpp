@@ -287,7 +287,7 @@ std::vector<UsageFigure> pbs_usage(const std::map<std::string, std::string>& att
     return end != v.c_str() && d > 0 ? std::optional<double>(d) : std::nullopt;
   };
   if (used.count("energy")) add("energy", "J", positive(used["energy"]), 3.6e6);
-  if (used.count("energy_used")) add("energy", "J", positive(used["energy_used"]));
+  else if (used.count("energy_used")) add("energy", "J", positive(used["energy_used"]));
   return out;
 }
 

@@ -365,13 +365,17 @@ JobStatus SgeScheduler::finished(const std::string& id, Tracked& t, std::map<std
     }
     const int64_t now = monotonic_ns();
     if (!t.completed_ns) t.completed_ns = now;
-    if (now - t.completed_ns < kUsageWaitNs) {
+    if (!accounting_late_ && now - t.completed_ns < kUsageWaitNs) {
       s.state = JobState::Running;
       return s;
     }
-    s.usage_note = "Grid Engine had no accounting record of job " + id + " " + std::to_string(kUsageWaitNs / 1'000'000'000) +
-                   " s after it completed (qacct -j " + job + "; the cell writes it every reporting_params flush_time): its " +
-                   "cpu, ru_maxrss and maxvmem are not recorded";
+    // A cell that far behind (or writing no accounting) would add its delay to every run: said once, not waited again.
+    s.usage_note = accounting_late_ ? std::string("Grid Engine had no accounting record of some jobs when they completed: for those, cpu, ru_maxrss "
+                                                  "and maxvmem are not recorded")
+                                    : "Grid Engine had no accounting record of job " + id + " " + std::to_string(kUsageWaitNs / 1'000'000'000) +
+                                          " s after it completed (qacct -j " + job + "; the cell writes it every reporting_params flush_time): its " +
+                                          "cpu, ru_maxrss and maxvmem are not recorded, and later jobs are not waited for";
+    accounting_late_ = true;
     return s;
   }
   if (const QacctRecord* r = record()) {

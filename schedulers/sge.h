@@ -71,6 +71,7 @@ class SgeScheduler : public Scheduler {
   std::string qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
   JobStatus finished(const std::string& id, Tracked& t, std::map<std::string, std::vector<QacctRecord>>& acct);
   std::string pe_;  // the parallel environment jobs of several slots use (check() finds it)
+  bool accounting_late_ = false;  // a completed job's record did not come in time: the rest are not waited for
   std::map<std::string, Tracked> tracked_;
   int array_count_ = 0;
   uint64_t queries_ = 0;

@@ -461,17 +461,28 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
       continue;
     }
     if (!t.ended_ns) t.ended_ns = now;
-    // A job the controller has forgotten (MinJobAge) ended long ago: a record slurmdbd lacks now will not come.
+    // A job the controller has forgotten (MinJobAge) ended long ago: a record slurmdbd lacks now will not come. Nor
+    // is it waited for when sacct itself failed (slurmdbd down, no permission), nor once a record failed to come in
+    // time (a slurmdbd that far behind would add its delay to every run of the sweep).
     const bool recent = table_ && table_->by_id.count(s->job_id);
-    if (recent && now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
+    if (recent && r.exit_code == 0 && !accounting_late_ && now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
       s->state = JobState::Running;  // ended, its record not yet in slurmdbd: asked again next cycle
       s->reason.clear();
       continue;
     }
     t.usage_done = true;
-    if (!t.cancelled) s->usage_note = "Slurm accounting had no final record of job " + s->job_id + " " + std::to_string(kAccountingWaitNs / 1'000'000'000) +
-                    " s after it ended" + (r.exit_code == 0 ? "" : " (sacct: " + printable(trim(r.err)) + ")") +
-                    ": its steps' MaxRSS, AveRSS and TotalCPU are not recorded";
+    if (t.cancelled) continue;
+    // Said once a sweep (the driver prints each distinct note once): no job id in what repeats.
+    const std::string lost = "the steps' MaxRSS, AveRSS and TotalCPU are not recorded";
+    if (r.exit_code != 0) {
+      s->usage_note = "Slurm accounting: sacct failed (" + printable(trim(r.err)) + "): " + lost;
+    } else if (recent && !accounting_late_) {
+      accounting_late_ = true;
+      s->usage_note = "Slurm accounting had no final record of job " + s->job_id + " " + std::to_string(kAccountingWaitNs / 1'000'000'000) +
+                      " s after it ended: " + lost + ", and later jobs are not waited for";
+    } else {
+      s->usage_note = "Slurm accounting had no final record of some jobs when they ended: for those, " + lost;
+    }
   }
 }
 

@@ -80,6 +80,7 @@ class SlurmScheduler : public Scheduler {
   int array_count_ = 0;
   // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
   std::string accounting_storage_, energy_plugin_;
+  bool accounting_late_ = false;  // a job's record did not reach slurmdbd in time: the rest are not waited for
 };
 
 

@@ -49,7 +49,8 @@ class PostgresServer {
       return;
     }
     started_ = true;
-    uri_ = "postgresql:///postgres?host=" + (dir_ / "sock").string() + "&user=fanout";
+    // With a password (trust ignores it): no message, record or page may show it.
+    uri_ = "postgresql://fanout:secret@/postgres?host=" + (dir_ / "sock").string();
   }
   ~PostgresServer() {
     if (started_)
@@ -129,6 +130,9 @@ TEST_P(Lab, TheLabsSeriesIsTheFoldersSeries) {
   ASSERT_EQ(fanout(add).exit_code, 0) << "added again";
   EXPECT_EQ(fanout({"history", "changes", "--lab=" + lab_}).out, from_lab.out) << "the same 20 points, not 40";
   for (int i = 21; i <= 25; ++i) night(i, 100, {"--lab=" + lab_});
+  const std::string recorded = test::sql_one(d.path / dir(21) / "fanout.sqlite", "SELECT group_concat(value, ' ') FROM provenance WHERE key = 'command_line'");
+  EXPECT_NE(recorded.find("--lab="), std::string::npos) << recorded;
+  EXPECT_EQ(recorded.find("secret"), std::string::npos) << "a run's record keeps no password: " << recorded;
   auto csv = fanout({"history", "changes", "--lab=" + lab_, "--benchmark=nightly", "--format=csv"});
   EXPECT_EQ(csv.exit_code, 0) << csv.out << csv.err;
   EXPECT_NE(csv.out.find(",improvement,v20,v21,"), std::string::npos) << csv.out;
@@ -178,24 +182,24 @@ TEST_P(Lab, TwoDriversAddingAtOnceLoseNothing) {
 // Bad input, each one clear error, exit 2, nothing changed: a store that is not a Fanout lab, one of a newer schema,
 // a benchmark it does not have, a folder that is not an experiment (nothing of the other folders added either).
 TEST_P(Lab, WhatIsNotALabIsRefusedAndNothingChanges) {
-  for (int i = 1; i <= 3; ++i) night(i, 100);
+  for (int i = 1; i <= 4; ++i) night(i, 100);
   ASSERT_EQ(fanout({"history", "add", "--lab=" + lab_, dir(1), dir(2), dir(3)}).exit_code, 0);
   auto unknown = fanout({"history", "changes", "--lab=" + lab_, "--benchmark=weekly"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("has no benchmark 'weekly' (it has: nightly)"), std::string::npos) << unknown.err;
-  auto half = fanout({"history", "add", "--lab=" + lab_, dir(1), "night2"});
+  auto half = fanout({"history", "add", "--lab=" + lab_, dir(4), "night2"});
   EXPECT_EQ(half.exit_code, 2);
   EXPECT_NE(half.err.find("night2 is not an experiment folder"), std::string::npos) << half.err;
   if (pg_) pg_->psql("UPDATE lab_meta SET value = '99' WHERE key = 'schema'");
   else test::run_command({"/usr/bin/sqlite3", lab_, "UPDATE lab_meta SET value = '99' WHERE key = 'schema'"}, "/");
-  auto newer = fanout({"history", "add", "--lab=" + lab_, dir(3)});
+  auto newer = fanout({"history", "add", "--lab=" + lab_, dir(4)});
   EXPECT_EQ(newer.exit_code, 2);
   EXPECT_NE(newer.err.find("is a lab store of schema 99, newer than this fanout's (1): use a newer fanout; nothing was changed"), std::string::npos) << newer.err;
   auto count = [&] {
     const std::string sql = "SELECT count(*) FROM lab_experiments";
     return pg_ ? pg_->psql(sql) : trim(test::run_command({"/usr/bin/sqlite3", lab_, sql}, "/").out);
   };
-  EXPECT_EQ(count(), "3");
+  EXPECT_EQ(count(), "3") << "neither night4 (with a folder that is not an experiment, nor into a newer store) was added";
   // Someone else's database: refused, not written to.
   if (pg_) {
     pg_->psql("DROP TABLE lab_figures; DROP TABLE lab_experiments; DROP TABLE lab_meta; CREATE TABLE accounts(id int)");
@@ -299,6 +303,10 @@ TEST(Bisect, FortyCommitsTheirChangePointsAndTheFirstSlowerNamedInSevenBuilds) {
   EXPECT_EQ(broken.exit_code, 2) << broken.out;
   EXPECT_NE(broken.err.find("(v41 breaks the build) does not build: bisect stops here"), std::string::npos) << broken.err;
   EXPECT_EQ(git({"symbolic-ref", "--short", "HEAD"}), "main");
+  write_file_atomic(d.path / "nobuild.toml", "[experiment]\nplugin = \"exec\"\n[[steps]]\ncommand = \"/bin/cat " + (code / "built.txt").string() + "\"\n");
+  auto unbuilt = test::run_fanout(d.path, {"history", "bisect", "nobuild.toml", "--good=v1", "--bad=v40", "--source=code"});
+  EXPECT_EQ(unbuilt.exit_code, 2);
+  EXPECT_NE(unbuilt.err.find("has no [build]: each revision must be built before it runs"), std::string::npos) << unbuilt.err;
   auto missing = test::run_fanout(d.path, {"history", "bisect", "mm.toml", "--good=v99", "--bad=v40", "--source=code"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--good: no revision 'v99' in"), std::string::npos) << missing.err;
