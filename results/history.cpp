@@ -73,13 +73,15 @@ std::string experiment_name(const ResultsDb& db, const fs::path& dir) {
   return out.empty() ? fs::absolute(dir).lexically_normal().filename().string() : out;
 }
 
-}  // namespace
-
+// A figure's identity across experiments: every parameter of its permutation (as compare matches runs), less
+// --ignore, sorted: two nights at different sizes are two series, whether or not either night varied the size.
 Parameters figure_identity(Parameters params, const std::vector<std::string>& ignore) {
   std::erase_if(params, [&](const auto& kv) { return std::count(ignore.begin(), ignore.end(), kv.first) > 0; });
   std::sort(params.begin(), params.end());
   return params;
 }
+
+}  // namespace
 
 HistoryInput history_input(const fs::path& dir) {
   if (!fs::exists(dir / layout::kDatabase))
@@ -109,31 +111,26 @@ HistoryChanges history_changes(const std::vector<fs::path>& dirs, const HistoryO
 
 HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOptions& opts) {
   HistoryChanges h;
-  using Loaded = HistoryInput;
   // The code's order when every point knows its commit's time; else the order the experiments ran in.
-  h.by_commit_time = std::all_of(loaded.begin(), loaded.end(), [](const Loaded& l) { return std::isfinite(l.commit_time); });
+  h.by_commit_time = std::all_of(loaded.begin(), loaded.end(), [](const HistoryInput& l) { return std::isfinite(l.commit_time); });
   for (auto& l : loaded) l.point.time = h.by_commit_time ? l.commit_time : l.start;
   // Commits of one second (a rebase) in the order they ran; a point with no time at all (no run started) last.
-  auto order = [](const Loaded& l) {
+  auto order = [](const HistoryInput& l) {
     return std::make_tuple(std::isfinite(l.point.time) ? l.point.time : INFINITY, std::isfinite(l.start) ? l.start : INFINITY);
   };
-  std::stable_sort(loaded.begin(), loaded.end(), [&](const Loaded& a, const Loaded& b) { return order(a) < order(b); });
+  std::stable_sort(loaded.begin(), loaded.end(), [&](const HistoryInput& a, const HistoryInput& b) { return order(a) < order(b); });
   for (auto& l : loaded) h.points.push_back(l.point);
 
-  // Each figure's series: (role, metric, unit, permutation) -> (point, run-level median), oldest first.
+  // Each figure's series: (role, metric, unit, permutation) -> (point, its figure there), oldest first.
   using Key = std::tuple<std::string, std::string, std::string, Parameters>;
-  std::map<Key, std::vector<std::pair<size_t, double>>> series;
-  std::map<Key, std::vector<std::pair<double, double>>> intervals;  // across each point's runs
-  std::map<Key, std::vector<const std::vector<double>*>> run_medians;  // each point's runs
+  std::map<Key, std::vector<std::pair<size_t, const AcrossRuns*>>> series;
   std::map<Key, std::string> better;
   for (size_t p = 0; p < loaded.size(); ++p)
     for (auto& f : loaded[p].figures) {
       if (!opts.metrics.empty() && !std::count(opts.metrics.begin(), opts.metrics.end(), f.metric)) continue;
       if (f.setup_cost || !std::isfinite(f.runs.median)) continue;
       const Key key{f.role, f.metric, f.unit, figure_identity(f.parameters, opts.ignore)};
-      series[key].emplace_back(p, f.runs.median);
-      intervals[key].emplace_back(f.runs.low, f.runs.high);
-      run_medians[key].push_back(&f.run_medians);
+      series[key].emplace_back(p, &f);
       if (!f.better.empty()) better[key] = f.better;
     }
   // A figure is named by the parameters that set it apart from the other figures (the rest, the same everywhere, would
@@ -152,32 +149,31 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       if (values_of[k].size() > 1 || present[k] < listed) out += (out.empty() ? "" : " ") + k + "=" + v;
     return out;
   };
-  // Each figure's change points on its own (a permutation test is most of the time): over the cores.
-  std::vector<const Key*> analysed;
-  for (auto& [key, points] : series)
-    if (points.size() >= 3) analysed.push_back(&key);
-  std::vector<std::vector<ChangePoint>> found(analysed.size());
-  auto analyse = [&](size_t i) {
-    std::vector<double> values;
-    for (auto& pv : series.at(*analysed[i])) values.push_back(pv.second);
-    found[i] = e_divisive(values, opts.change_points);
-  };
-  if (opts.parallel) parallel_for(analysed.size(), analyse);
+  // Each figure's run-level medians, and its change points on its own (a permutation test is most of the time):
+  // over the cores.
+  std::vector<std::vector<double>> medians;
+  for (auto& [key, points] : series) {
+    if (points.size() < 3) continue;
+    medians.emplace_back();
+    for (auto& [p, f] : points) medians.back().push_back(f->runs.median);
+  }
+  std::vector<std::vector<ChangePoint>> found(medians.size());
+  auto analyse = [&](size_t i) { found[i] = e_divisive(medians[i], opts.change_points); };
+  if (opts.parallel) parallel_for(medians.size(), analyse);
   else
-    for (size_t i = 0; i < analysed.size(); ++i) analyse(i);
+    for (size_t i = 0; i < medians.size(); ++i) analyse(i);
   size_t next = 0;
   for (auto& [key, points] : series) {
     if (points.size() < 3) continue;
     ++h.figures;
-    std::vector<double> values;
-    for (auto& pv : points) values.push_back(pv.second);
+    const std::vector<double>& values = medians[next];
     const auto& cps = found[next++];
     FigureSeries line;
     line.role = std::get<0>(key), line.metric = std::get<1>(key), line.unit = std::get<2>(key), line.match = shown(std::get<3>(key));
     line.better = better.count(key) ? better[key] : unit_better(line.unit);
     for (size_t i = 0; i < points.size(); ++i)
-      line.points.push_back(points[i].first), line.median.push_back(values[i]), line.low.push_back(intervals[key][i].first),
-          line.high.push_back(intervals[key][i].second);
+      line.points.push_back(points[i].first), line.median.push_back(values[i]), line.low.push_back(points[i].second->runs.low),
+          line.high.push_back(points[i].second->runs.high);
     for (size_t c = 0; c < cps.size(); ++c) {
       const size_t from = c == 0 ? 0 : cps[c - 1].index, at = cps[c].index, to = c + 1 < cps.size() ? cps[c + 1].index : values.size();
       FigureChange fc;
@@ -189,25 +185,28 @@ HistoryChanges history_changes(std::vector<HistoryInput> loaded, const HistoryOp
       fc.median_after = median_of({values.begin() + long(at), values.begin() + long(to)});
       fc.change_pct = fc.median_before != 0 ? (fc.median_after - fc.median_before) / std::fabs(fc.median_before) * 100 : NAN;
       fc.p_value = cps[c].p_value;
-      // Its size with its interval, as compare measures a shift: the points before it against those after it.
-      CompareOptions copts;
-      copts.threshold_pct = opts.threshold_pct;
-      ComparisonRow size;
-      size.better = fc.better;
-      measure_row(size, {values.begin() + long(from), values.begin() + long(at)}, {values.begin() + long(at), values.begin() + long(to)}, copts);
-      fc.shift_pct = size.shift_pct, fc.shift_pct_low = size.shift_pct_low, fc.shift_pct_high = size.shift_pct_high;
-      // And the neighbouring revisions alone, judged as `results compare` would judge them.
-      ComparisonRow pair;
-      pair.better = fc.better == "lower" || fc.better == "higher" || fc.better == "none" ? fc.better : "";
-      measure_row(pair, *run_medians[key][at - 1], *run_medians[key][at], copts);
-      if (pair.verdict.empty()) judge_row(pair, 0, copts);
-      fc.pairwise = pair.verdict, fc.pairwise_p = pair.p_value;
       // As compare: a change within the threshold is no verdict (a stable benchmark's significant 0.3 %), and the
       // same median either side (a change of spread alone) has no direction.
       if (std::isfinite(fc.change_pct) && std::fabs(fc.change_pct) <= opts.threshold_pct) {
         ++h.small;
         continue;
       }
+      // Its size with its interval: the Hodges-Lehmann shift of the points before it to those after it (no test: the
+      // permutation test above is this change's), in percent of the median before.
+      CompareOptions copts;
+      copts.threshold_pct = opts.threshold_pct;
+      const Shift size = hodges_lehmann({values.begin() + long(from), values.begin() + long(at)}, {values.begin() + long(at), values.begin() + long(to)},
+                                        copts.alpha);
+      const double base = std::fabs(fc.median_before);
+      fc.shift_pct = base != 0 ? size.estimate / base * 100 : NAN;
+      fc.shift_pct_low = base != 0 ? size.low / base * 100 : NAN;
+      fc.shift_pct_high = base != 0 ? size.high / base * 100 : NAN;
+      // And the neighbouring revisions alone, judged as `results compare` would judge them.
+      ComparisonRow pair;
+      pair.better = fc.better == "lower" || fc.better == "higher" || fc.better == "none" ? fc.better : "";
+      measure_row(pair, points[at - 1].second->run_medians, points[at].second->run_medians, copts);
+      if (pair.verdict.empty()) judge_row(pair, 0, copts);
+      fc.pairwise = pair.verdict, fc.pairwise_p = pair.p_value;
       line.changes.push_back(at);
       if (fc.better == "none" || fc.median_after == fc.median_before) fc.verdict = "changed";
       else if (fc.better != "lower" && fc.better != "higher") fc.verdict = "changed (no direction)";

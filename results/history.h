@@ -83,10 +83,7 @@ struct HistoryInput {
 HistoryInput history_input(const std::filesystem::path& dir);
 HistoryChanges history_changes(std::vector<HistoryInput> inputs, const HistoryOptions& opts);
 HistoryChanges history_changes(const std::vector<std::filesystem::path>& dirs, const HistoryOptions& opts);
-// A figure's identity across experiments: every parameter of its permutation (as compare matches runs), less
-// --ignore, sorted: two nights at different sizes are two series, whether or not either night varied the size.
-std::vector<std::pair<std::string, std::string>> figure_identity(std::vector<std::pair<std::string, std::string>> params,
-                                                                 const std::vector<std::string>& ignore);
+
 void print_history_changes(const HistoryChanges& h, std::ostream& out);
 void write_history_changes_csv(const HistoryChanges& h, std::ostream& out);
 

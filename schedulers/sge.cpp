@@ -188,6 +188,12 @@ void add_qacct_usage(QacctRecord& r, const std::string& key, const std::string& 
   }
 }
 
+// A record's usage as the seam reports it: the whole job's, on the host qacct names.
+std::vector<StepUsage> usage_of(const QacctRecord& r) {
+  if (r.usage.empty()) return {};
+  return {{"", r.hostname, r.usage}};
+}
+
 }  // namespace
 
 std::vector<QacctRecord> parse_qacct(const std::string& text) {
@@ -224,7 +230,7 @@ JobStatus sge_status(const std::string& id, const QacctRecord& acct, const JobSp
   s.job_id = id;
   s.node_list = acct.hostname;
   s.exit_code = acct.exit_status;
-  if (!acct.usage.empty()) s.usage.push_back({"", acct.hostname, acct.usage});
+  s.usage = usage_of(acct);
   if (acct.exit_status > 128 && acct.exit_status < 128 + 65) s.signal = acct.exit_status - 128, s.exit_code = 0;
   const auto known = std::find_if(std::begin(kFailedCodes), std::end(kFailedCodes), [&](const FailedCode& c) { return c.code == acct.failed; });
   if (known != std::end(kFailedCodes)) s.state = known->state;
@@ -360,7 +366,7 @@ JobStatus SgeScheduler::finished(const std::string& id, Tracked& t, std::map<std
     // Its usage is in the accounting record, which qmaster writes on its own schedule (flush_time): reported as
     // running until it is there, for a bounded time, then completed without it, saying so.
     if (const QacctRecord* r = record()) {
-      if (!r->usage.empty()) s.usage.push_back({"", r->hostname, r->usage});
+      s.usage = usage_of(*r);
       return s;
     }
     const int64_t now = monotonic_ns();

@@ -220,21 +220,21 @@ std::optional<double> slurm_duration_s(const std::string& text) {
   return days * 86400 + total;
 }
 
-SacctJob parse_sacct(const std::string& text, const std::string& job_id, bool with_energy) {
-  SacctJob job;
+std::map<std::string, SacctJob> parse_sacct(const std::string& text, bool with_energy) {
+  std::map<std::string, SacctJob> jobs;
   for (const std::string& line : split(text, '\n')) {
     const std::vector<std::string> f = split(line, '|');
     if (f.size() < 10) continue;
-    const std::string& id = f[0];
-    if (id == job_id) {
+    const size_t dot = f[0].find('.');
+    SacctJob& job = jobs[f[0].substr(0, dot)];
+    if (dot == std::string::npos) {
       // A state sacct may still change: the job's end has not reached the accounting store yet.
       const std::string state = f[2].substr(0, f[2].find(' '));
       job.final = !state.empty() && state != "RUNNING" && state != "PENDING" && state != "REQUEUED" && state != "SUSPENDED" &&
                   state != "RESIZING" && state != "REQUEUE_HOLD" && state != "REQUEUE_FED";
       continue;
     }
-    if (!starts_with(id, job_id + ".")) continue;
-    const std::string step = id.substr(job_id.size() + 1);
+    const std::string step = f[0].substr(dot + 1);
     if (step.empty() || step.find_first_not_of("0123456789") != std::string::npos) continue;  // .batch, .extern
     StepUsage u;
     u.step = f[1];
@@ -254,7 +254,7 @@ SacctJob parse_sacct(const std::string& text, const std::string& job_id, bool wi
       if (auto j = parse_int(f[9]); j && *j > 0) u.figures.push_back({"energy", "J", double(*j)});
     job.steps.push_back(std::move(u));
   }
-  return job;
+  return jobs;
 }
 
 // One slurm_load_jobs answer, indexed by job id ("123", or "123_4" for an array task).
@@ -451,10 +451,11 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
   for (JobStatus* s : ended) ids.push_back(s->job_id);
   const ProcessResult r = run_process({"sacct", "-j", join(ids, ","), "--noheader", "--parsable2", "--noconvert", "--format=" + std::string(kSacctFormat)}, {}, 60);
   const bool energy = !energy_plugin_.empty() && energy_plugin_ != "acct_gather_energy/none";
+  std::map<std::string, SacctJob> answer = r.exit_code == 0 ? parse_sacct(r.out, energy) : std::map<std::string, SacctJob>{};
   const int64_t now = monotonic_ns();
   for (JobStatus* s : ended) {
     Tracked& t = tracked_[s->job_id];
-    SacctJob acct = r.exit_code == 0 ? parse_sacct(r.out, s->job_id, energy) : SacctJob{};
+    SacctJob acct = std::move(answer[s->job_id]);
     if (acct.final) {
       s->usage = std::move(acct.steps);
       t.usage_done = true;

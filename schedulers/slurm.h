@@ -37,9 +37,10 @@ struct SacctJob {
   bool final = false;            // the job's own record has a final state (its steps' records came before it)
   std::vector<StepUsage> steps;  // its srun steps (ID.N), by the name srun gave them; not .batch or .extern
 };
-// The job (an id as fanout tracks it: "123" or "123_4") in sacct's answer; with_energy: the site's
-// acct_gather_energy plugin measures, so ConsumedEnergyRaw is a figure (else it is a 0 nobody measured).
-SacctJob parse_sacct(const std::string& text, const std::string& job_id, bool with_energy);
+// Every job in sacct's answer, by its id as fanout tracks it ("123" or "123_4"), read in one pass (a poll that saw a
+// thousand array tasks end reads one answer for all of them); with_energy: the site's acct_gather_energy plugin
+// measures, so ConsumedEnergyRaw is a figure (else it is a 0 nobody measured).
+std::map<std::string, SacctJob> parse_sacct(const std::string& text, bool with_energy);
 // Seconds of one of sacct's durations: [D-]HH:MM:SS, MM:SS.mmm (TotalCPU below an hour), or SS.mmm; nullopt if not one.
 std::optional<double> slurm_duration_s(const std::string& text);
 

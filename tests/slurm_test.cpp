@@ -909,7 +909,7 @@ TEST(Sacct, StepsFiguresAndTheJobsFinalState) {
                            "5007.batch|batch|COMPLETED|n1|12967936|12967936|00:00.009|00:00.002|00:00.007|0\n"
                            "5007.0|eater|COMPLETED|n1|223473664|223473664|00:03.183|00:00.833|00:02.350|0\n"
                            "5007.1|short|COMPLETED|n1|||00:00.683|00:00.175|00:00.508|0\n";
-  SacctJob j = parse_sacct(text, "5007", false);
+  SacctJob j = parse_sacct(text, false)["5007"];
   EXPECT_TRUE(j.final);
   ASSERT_EQ(j.steps.size(), 2u);
   EXPECT_EQ(j.steps[0].step, "eater");
@@ -918,10 +918,10 @@ TEST(Sacct, StepsFiguresAndTheJobsFinalState) {
   const std::map<std::string, double> want = {{"max_rss B", 223473664}, {"ave_rss B", 223473664}, {"cpu s", 3.183}, {"user_cpu s", 0.833}, {"system_cpu s", 2.350}};
   EXPECT_EQ(f, want);
   EXPECT_EQ(j.steps[1].figures.size(), 3u) << "no MaxRSS or AveRSS where Slurm took no sample";
-  EXPECT_FALSE(parse_sacct("5008|x|RUNNING|n1|||00:00:00|00:00:00|00:00:00|0\n", "5008", false).final);
-  EXPECT_FALSE(parse_sacct("", "5008", false).final) << "not in slurmdbd yet";
+  EXPECT_FALSE(parse_sacct("5008|x|RUNNING|n1|||00:00:00|00:00:00|00:00:00|0\n", false)["5008"].final);
+  EXPECT_FALSE(parse_sacct("", false)["5008"].final) << "not in slurmdbd yet";
   SacctJob arr = parse_sacct("5010_3|a|COMPLETED|n2|||00:01.000|00:01.000|00:00:00|0\n5010_3.0|run|COMPLETED|n2|1024|1024|00:01.000|00:01.000|00:00:00|42\n"
-                             "5010_31.0|run|COMPLETED|n2|2048|2048|00:01.000|00:01.000|00:00:00|0\n", "5010_3", true);
+                             "5010_31.0|run|COMPLETED|n2|2048|2048|00:01.000|00:01.000|00:00:00|0\n", true)["5010_3"];
   ASSERT_EQ(arr.steps.size(), 1u) << "5010_31 is another task";
   EXPECT_EQ(arr.steps[0].figures.back().name + " " + std::to_string(int(arr.steps[0].figures.back().value)), "energy 42");
   EXPECT_EQ(slurm_duration_s("1-02:03:04"), 93784.0);
