@@ -23,7 +23,8 @@ namespace {
 
 constexpr const char* kMarker = ".fanout-history";  // a dashboard folder fanout made, and may replace
 
-std::string figure_name(const FigureSeries& s) { return s.metric + " (" + s.role + ")" + (s.match.empty() ? "" : " " + s.match); }
+template <typename Figure>  // a FigureSeries or a FigureChange: "metric (role) parameters"
+std::string figure_name(const Figure& s) { return s.metric + " (" + s.role + ")" + (s.match.empty() ? "" : " " + s.match); }
 std::string anchor(size_t i) { return "figure-" + std::to_string(i); }
 
 std::string number(double v) {
@@ -144,7 +145,7 @@ void write_page(const Page& p, const std::vector<std::string>& failed, size_t fi
     page << "<table class=\"changes\"><tr><th class=\"l\">verdict</th><th class=\"l\">figure</th><th class=\"l\">from</th><th class=\"l\">to</th>"
             "<th>before</th><th>after</th><th>change</th><th>p</th><th>size, 95 %</th><th class=\"l\">the two alone</th></tr>\n";
     for (auto& c : h.changes)
-      page << "<tr>" << change_row(c, "#" + anchor(figure_of(h, c)), c.metric + " (" + c.role + ")" + (c.match.empty() ? "" : " " + c.match)) << "</tr>\n";
+      page << "<tr>" << change_row(c, "#" + anchor(figure_of(h, c)), figure_name(c)) << "</tr>\n";
     page << "</table>\n";
   }
   for (size_t k = 0; k < p.order.size(); ++k) {
@@ -226,7 +227,7 @@ HistoryReport write_lab_report(const std::vector<std::pair<std::string, HistoryC
       const FigureChange& c = *l.change;
       index << "<tr><td class=\"l\"><a href=\"" << page << "\">" << html_escape(benchmarks[l.benchmark].first) << "</a></td>"
             << change_row(c, page + "#" + anchor(figure_of(benchmarks[l.benchmark].second, c)),
-                          c.metric + " (" + c.role + ")" + (c.match.empty() ? "" : " " + c.match))
+                          figure_name(c))
             << "</tr>\n";
     }
     index << "</table>\n";

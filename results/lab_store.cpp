@@ -54,8 +54,6 @@ std::string default_lab() {
 
 namespace {
 
-LabParam number(double v) { return LabParam::real(v); }
-
 }  // namespace
 
 std::string lab_shown(const std::string& where) {
@@ -177,14 +175,14 @@ std::vector<std::string> LabStore::add(const std::vector<HistoryInput>& experime
       db_->exec("DELETE FROM lab_experiments WHERE machine = $1 AND path = $2", {e.machine, path});
       auto id = db_->query("INSERT INTO lab_experiments(benchmark, machine, path, revision, dirty, commit_time, started, added_at) "
                            "VALUES($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-                           {benchmark, e.machine, path, e.point.revision, LabParam::real(e.dirty ? 1 : 0), number(e.commit_time), number(e.start),
-                            number(double(wall_ns()) / 1e9)});
+                           {benchmark, e.machine, path, e.point.revision, LabParam::real(e.dirty ? 1 : 0), LabParam::real(e.commit_time), LabParam::real(e.start),
+                            LabParam::real(double(wall_ns()) / 1e9)});
       const LabParam experiment_id = LabParam::real(id.at(0).at(0).as_double());
       for (const AcrossRuns& f : e.figures)
         db_->exec("INSERT INTO lab_figures(experiment_id, role, metric, unit, better, setup_cost, parameters, runs, samples, median, low, high, run_medians) "
                   "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                   {experiment_id, f.role, f.metric, f.unit, f.better, LabParam::real(f.setup_cost ? 1 : 0), parameters_json(f.parameters),
-                   LabParam::real(double(f.runs.runs)), LabParam::real(double(f.samples)), number(f.runs.median), number(f.runs.low), number(f.runs.high),
+                   LabParam::real(double(f.runs.runs)), LabParam::real(double(f.samples)), LabParam::real(f.runs.median), LabParam::real(f.runs.low), LabParam::real(f.runs.high),
                    numbers_json(f.run_medians)});
       out.push_back(benchmark);
     }
