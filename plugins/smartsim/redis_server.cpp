@@ -216,6 +216,12 @@ double create_cluster(const std::vector<std::string>& addresses, const std::stri
     std::string lo = std::to_string(i * 16384 / n), hi = std::to_string((i + 1) * 16384 / n - 1);
     std::string r = ask(host, port, password, {"CLUSTER", "ADDSLOTSRANGE", lo, hi});
     if (r != "OK") throw std::runtime_error("CLUSTER ADDSLOTSRANGE on " + addresses[i] + ": " + (r.empty() ? "no answer" : r));
+    // A distinct config epoch per node, as redis-cli --cluster create gives them. Left at 0, the nodes settle
+    // their epoch collisions by gossip after the cluster already says ok; a slot moved meanwhile (a reshard)
+    // could be claimed back by its old owner at a newly higher epoch, and each node then sends its clients to
+    // the other for good.
+    r = ask(host, port, password, {"CLUSTER", "SET-CONFIG-EPOCH", std::to_string(i + 1)});
+    if (r != "OK") throw std::runtime_error("CLUSTER SET-CONFIG-EPOCH on " + addresses[i] + ": " + (r.empty() ? "no answer" : r));
   }
   auto [host0, port0] = split_address(addresses[0]);
   for (size_t i = 1; i < n; ++i) {
