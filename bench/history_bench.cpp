@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
         h.start = 1.8e9 + 86400.0 * i;
         AcrossRuns f;
         f.role = "run", f.metric = "t", f.unit = "ms", f.better = "lower";
-        f.parameters = {{"n", "1024"}};
+        f.parameters = ParameterList{{"n", "1024"}};
         f.runs.runs = 3;
         f.runs.median = 100 * (step_of(b) >= 0 && i >= step_of(b) ? 1.1 : 1.0) * noise(rng);
         f.runs.low = f.runs.median * 0.99, f.runs.high = f.runs.median * 1.01;

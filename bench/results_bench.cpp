@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   std::printf("%-32s %10.2f   (pipeline = %.1fx this)\n", "anchor: db + CSV, both synced", write_all_synced_s, total_s / write_all_synced_s);
   std::printf("peak memory %.0f MiB (after generating the input: %.0f MiB); database %.0f MiB (with its WAL), samples.csv %.0f MiB\n",
               peak_mib(), gen_peak, db_mib, csv_mib);
-  std::printf("goal (bench/goals.txt): 10 million samples in under 5 s: %s\n", total_s < 5 ? "met" : "NOT met");
+  if (n == 10'000'000) std::printf("goal (bench/goals.txt): 10 million samples in under 5 s: %s\n", total_s < 5 ? "met" : "NOT met");
   bench::figure("samples", double(n), "count");
   bench::figure("ingest_s", ingest_s, "s");
   bench::figure("statistics_s", stats_s, "s");
@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   bench::figure("write_outputs_s", write_outputs_s, "s");
   bench::figure("total_vs_write_outputs", total_s / write_outputs_s, "x");
   bench::figure("total_vs_write_all_synced", total_s / write_all_synced_s, "x");
+  bench::figure("write_all_synced_s", write_all_synced_s, "s");
   bench::figure("peak_mib", peak_mib(), "MiB");
   return 0;
 }

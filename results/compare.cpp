@@ -63,7 +63,7 @@ namespace {
 
 
 std::string match_key(const MetricStats& m, const std::vector<std::string>& ignore) {
-  auto params = m.parameters;
+  ParameterList params = m.parameters;
   std::sort(params.begin(), params.end());
   std::string key;
   for (auto& [k, v] : params)

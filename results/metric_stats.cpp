@@ -26,15 +26,17 @@ std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
   return out;
 }
 
-ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name) {
+ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name, bool with_density) {
   ExperimentStats out;
   out.name = name;
   auto runs = db.runs();
   std::map<int64_t, const StoredRun*> by_id;
+  std::map<int64_t, SharedParameters> parameters_of;  // each run's, made once for all its rows
   std::map<std::string, std::set<std::string>> values_of;
   std::vector<std::string> all;
   for (auto& r : runs) {
     by_id[r.id] = &r;
+    parameters_of[r.id] = SharedParameters(r.parameters);
     ++out.runs_by_status[r.status];
     for (auto& [k, v] : r.parameters)
       if (values_of[k].insert(v).second && values_of[k].size() == 1) all.push_back(k);
@@ -58,9 +60,9 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
   // two halves of the cost); small ones inline, where a thread would cost more than it saves.
   std::future<MetricStats> pending;
-  auto summarise = [](MetricStats m, std::vector<double> values) {
+  auto summarise = [with_density](MetricStats m, std::vector<double> values) {
     m.summary = summarize(values);  // sorts values
-    m.density = kernel_density(values);
+    if (with_density) m.density = kernel_density(values);
     return m;
   };
   auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id)) ? out.stats : out.superseded).push_back(std::move(done)); };
@@ -73,7 +75,7 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name)
     m.status = r->status;
     m.repeat = r->repeat;
     m.param_hash = r->param_hash;
-    m.parameters = r->parameters;
+    m.parameters = parameters_of.at(g.run_id);
     m.role = g.role;
     m.metric = g.metric;
     m.unit = g.unit;

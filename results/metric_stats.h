@@ -4,6 +4,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,17 +14,41 @@ namespace fanout {
 
 class ResultsDb;
 
+using ParameterList = std::vector<std::pair<std::string, std::string>>;
+
+// A run's parameters, held once and shared by every row made of the run (each metric's statistics, each figure
+// across runs): a copy per row was most of what a 100,000-run sweep's statistics held. Read like a const list.
+class SharedParameters {
+ public:
+  SharedParameters() = default;
+  SharedParameters(ParameterList list) : list_(std::make_shared<const ParameterList>(std::move(list))) {}
+  const ParameterList& list() const { return list_ ? *list_ : none(); }
+  operator const ParameterList&() const { return list(); }
+  ParameterList::const_iterator begin() const { return list().begin(); }
+  ParameterList::const_iterator end() const { return list().end(); }
+  size_t size() const { return list().size(); }
+  bool empty() const { return list().empty(); }
+  bool operator==(const SharedParameters& o) const { return list() == o.list(); }
+
+ private:
+  static const ParameterList& none() {
+    static const ParameterList nothing;
+    return nothing;
+  }
+  std::shared_ptr<const ParameterList> list_;
+};
+
 struct MetricStats {
   int64_t run_id = 0;
   std::string session, status, param_hash, role, metric, unit;
-  std::vector<std::pair<std::string, std::string>> parameters;
+  SharedParameters parameters;
   std::string repeat;  // StoredRun::repeat
   int ranks = 0;  // distinct ranks that recorded the metric ("clients")
   uint64_t not_a_number = 0;  // samples recorded as NaN, left out of the summary (statistics.csv: nan_samples)
   std::string better;       // what the run's plugin declared: "lower", "higher", "none", or "" (undeclared)
   bool setup_cost = false;  // declared a cost paid once per run (FANOUT_METRIC_SETUP_COST)
   Summary summary;
-  std::vector<std::pair<double, double>> density;  // KDE (for violins)
+  std::vector<std::pair<double, double>> density;  // KDE (for violins): only when compute_statistics is asked for it
 };
 
 struct ExperimentStats {
@@ -44,14 +69,15 @@ struct StoredRun;
 // value in all of them. A setting that varies is a column like any parameter; run.toml and the database keep all.
 std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs);
 
-ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name);
+// with_density: each group's kernel density too (64 points: what the violin plots draw, and nothing else reads).
+ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name, bool with_density = false);
 // The same for an experiment folder (its fanout.sqlite, named by the folder). Throws UserError when there is none.
 ExperimentStats load_experiment_stats(const std::filesystem::path& exp_dir);
 
 // One figure across the runs of a permutation (its --repeat runs, and reruns of the same parameters): the runs'
 // medians summarised (summarize_runs), and how many runs and samples it rests on. COMPLETED runs only.
 struct AcrossRuns {
-  std::vector<std::pair<std::string, std::string>> parameters;
+  SharedParameters parameters;
   std::string role, metric, unit;
   RunLevel runs;
   std::vector<double> run_medians;  // each COMPLETED run's median, in run order (what runs summarises)

@@ -53,7 +53,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   fs::create_directories(staging / "plots");
   ResultsDb::ReadSnapshot snapshot(db);  // statistics, samples and plots of the same runs
   phase_done("import");
-  ExperimentStats stats = compute_statistics(db, dir.filename().string());
+  ExperimentStats stats = compute_statistics(db, dir.filename().string(), true);  // with densities: the violins
   phase_done("statistics");
   // The CSVs go where the driver writes them (DIR/csv), refreshed from this snapshot: one copy, not two. Each
   // file is written aside and renamed.
