@@ -2,19 +2,21 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 
-#include <zlib.h>
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "results/metric_stats.h"
+#include "results/staged_file.h"
 #include "results/sample_block.h"
 #include "results/statistics.h"
 #include "common/text.h"
@@ -50,65 +52,6 @@ void append(std::string& s, T v) {
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   s.append(buf, end);
 }
-
-// A file written to <path>.tmp.<pid> (optionally gzip-compressed) and renamed into place on commit(): two
-// drivers finishing one experiment at once each write their own and the last rename wins, whole.
-class StagedFile {
- public:
-  StagedFile(fs::path path, bool gzip)
-      : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), gzip_(gzip) {
-    if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
-    else f_ = std::fopen(tmp_.c_str(), "w");
-    if (!gz_ && !f_) fail();
-    buf_.reserve(1 << 20);
-  }
-  ~StagedFile() {
-    if (f_ || gz_) {
-      close();
-      fs::remove(tmp_);
-    }
-  }
-  void line(std::string_view s) {
-    buf_ += s;
-    buf_ += '\n';
-    if (buf_.size() > (1 << 20)) drain();
-  }
-  void commit() {
-    drain();
-    errno = 0;
-    if (!close()) fail();
-    std::error_code ec;
-    fs::rename(tmp_, path_, ec);
-    if (ec) throw UserError("cannot rename " + tmp_.string() + " to " + path_.filename().string() + ": " + ec.message());
-  }
-
- private:
-  void drain() {
-    if (buf_.empty()) return;
-    bool ok = gz_ ? gzwrite(gz_, buf_.data(), unsigned(buf_.size())) == int(buf_.size())
-                  : std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-    if (!ok) fail();
-    buf_.clear();
-  }
-  // With the system's reason (ENOSPC, EACCES, ...): "cannot write <file>" alone leaves the user guessing.
-  [[noreturn]] void fail() {
-    const int e = errno;
-    throw UserError("cannot write " + tmp_.string() + ": " + (e ? std::strerror(e) : "write failed"));
-  }
-  bool close() {
-    bool ok = true;
-    if (gz_) ok = gzclose(gz_) == Z_OK;
-    if (f_) ok = std::fclose(f_) == 0;
-    gz_ = nullptr;
-    f_ = nullptr;
-    return ok;
-  }
-  fs::path path_, tmp_;
-  bool gzip_;
-  FILE* f_ = nullptr;
-  gzFile gz_ = nullptr;
-  std::string buf_;
-};
 
 // A row's values of the parameters `names`, in that order ("" where the row has none), each a field followed by ','.
 std::string parameter_cells(const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {

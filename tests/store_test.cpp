@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
+#include <sys/vfs.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "results/run_folder.h"
 #include "results/sample_block.h"
 #include "results/sample_file.h"
+#include "results/staged_file.h"
 #include "results/store.h"
 #include "tests/expect_throw.h"
 #include "tests/test_util.h"
@@ -419,4 +422,57 @@ TEST(Store, MetricGroupsComeInOrderWhetherParsedHereOrOnTheSecondThread) {
                    std::to_string(g.ranks) + ":" + std::to_string(int(lo)) + "-" + std::to_string(int(hi)));
   });
   EXPECT_EQ(seen, (std::vector<std::string>{"1:sleep:60000:3:100-20099", "2:sleep:10:2:100-104", "3:sleep:400000:2:100-200099"}));
+}
+
+// The CSV files' writer: the same bytes whether its whole chunks go through the page cache, bypass it (O_DIRECT,
+// from the first chunk or after some), or are compressed; lines longer than its buffer and empty lines included.
+// Nothing but the committed file is left, and an uncommitted one leaves nothing.
+TEST(StagedFile, TheSameBytesThroughTheCacheOrAroundIt) {
+  test::TempDir d;
+  std::vector<std::string> lines;
+  uint64_t x = 12345;
+  for (int i = 0; i < 120000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    lines.push_back(std::string(size_t(x >> 56), char('a' + i % 26)) + std::to_string(i));
+    if (i == 50000) lines.push_back(std::string((size_t(6) << 20) + 7, 'L'));  // more than buffer and spill
+    if (i % 997 == 0) lines.push_back("");
+  }
+  std::string expected;
+  for (auto& l : lines) expected += l + "\n";
+  ASSERT_GT(expected.size(), size_t(20) << 20);
+  struct statfs fsinfo {};
+  ASSERT_EQ(statfs(d.path.c_str(), &fsinfo), 0);
+  const bool ext4 = fsinfo.f_type == 0xEF53;  // where O_DIRECT is known to be taken
+  for (uint64_t after : {uint64_t(0), uint64_t(5) << 20, UINT64_MAX}) {
+    const std::filesystem::path file = d.path / ("out-" + std::to_string(after) + ".csv");
+    StagedFile out(file, false, after);
+    for (auto& l : lines) out.line(l);
+    EXPECT_FALSE(std::filesystem::exists(file)) << "only the staged copy until commit";
+    out.commit();
+    EXPECT_EQ(read_file(file), expected) << "direct after " << after;
+    if (ext4) {
+      EXPECT_EQ(out.went_direct(), after != UINT64_MAX) << after;
+    }
+  }
+  {
+    StagedFile out(d.path / "zipped.csv.gz", true, 0);
+    for (auto& l : lines) out.line(l);
+    out.commit();
+    EXPECT_FALSE(out.went_direct());
+    gzFile gz = gzopen((d.path / "zipped.csv.gz").c_str(), "rb");
+    ASSERT_NE(gz, nullptr);
+    std::string back(expected.size() + 1, '\0');
+    EXPECT_EQ(gzread(gz, back.data(), unsigned(back.size())), int(expected.size()));
+    gzclose(gz);
+    back.resize(expected.size());
+    EXPECT_TRUE(back == expected);
+  }
+  {
+    StagedFile abandoned(d.path / "abandoned.csv", false, 0);
+    for (int i = 0; i < 3; ++i) abandoned.line(expected.substr(0, size_t(3) << 20));
+  }
+  std::vector<std::string> left;
+  for (auto& e : std::filesystem::directory_iterator(d.path)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"out-0.csv", "out-18446744073709551615.csv", "out-5242880.csv", "zipped.csv.gz"}));
 }
