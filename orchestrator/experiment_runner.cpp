@@ -538,7 +538,7 @@ class ExperimentSession {
   // Submits, polls and records until every slot has ended.
   void drive() {
     while (done_ < slots_.size()) {
-      if (opts_.interrupt && *opts_.interrupt && !cancelling_) interrupt();
+      if (interrupt_requested() && !cancelling_) interrupt();
       bool changed = submit_ready();
       if (active_.empty()) continue;
       progress_.status(counts(), monotonic_ns());  // before the poll: the first one shows every run still to end
@@ -769,6 +769,11 @@ class ExperimentSession {
   // Slots for runs in order; consecutive runs of one shared step get one service slot before them.
   void enqueue(const std::vector<const RunPlan*>& runs) {
     for (size_t i = 0; i < runs.size(); ++i) {
+      // Laying out 100,000 folders takes a while: Ctrl-C stops it there (the rest get no folder; resume runs them).
+      if (interrupt_requested()) {
+        not_laid_out_ += runs.size() - i;
+        return;
+      }
       const RunPlan& r = *runs[i];
       if (r.service < 0) {
         add_slot(r, 0, -1);
@@ -964,10 +969,14 @@ class ExperimentSession {
     return Gate::Wait;
   }
 
+  bool interrupt_requested() const { return opts_.interrupt && *opts_.interrupt; }
+
   void interrupt() {
     cancelling_ = true;
     log() << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
-         << " run(s) not started\n";
+         << " run(s) not started";
+    if (not_laid_out_) log() << ", " << not_laid_out_ << " more not laid out (no folder; `fanout resume` runs them)";
+    log() << "\n";
     std::vector<std::string> ids;
     for (auto& [id, i] : active_) ids.push_back(id);
     scheduler_->cancel(ids);
@@ -1184,6 +1193,7 @@ class ExperimentSession {
   double interval_ = 0.005;
   bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)
   bool cancelling_ = false;
+  size_t not_laid_out_ = 0;  // planned runs an interrupt left without a folder
   int64_t last_stall_check_ns_ = 0;
   std::set<std::string> usage_notes_;  // the schedulers' reasons for no accounting, each said once
   std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end

@@ -377,6 +377,46 @@ void interrupt_cancels_and_records(int sig) {
 TEST(Cli, InterruptCancelsTheRunningJobAndRecordsIt) { interrupt_cancels_and_records(SIGINT); }
 TEST(Cli, HangupCancelsAndRecordsLikeCtrlC) { interrupt_cancels_and_records(SIGHUP); }
 
+// Laying out a big sweep's folders takes seconds: Ctrl-C stops it there, not after the last folder. The runs laid
+// out are recorded CANCELLED, the driver says how many got no folder, no process is left, and resume plans them all.
+TEST(Cli, InterruptWhileLayingOutFoldersStopsThere) {
+  test::TempDir d;
+  const int planned = 20000;
+  std::string sleeps;
+  for (int i = 0; i < 200; ++i) sleeps += (i ? "," : "") + std::to_string(i);
+  pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=lo", "--iterations=1", "--warmup=0", "--sleep_us=[" + sleeps + "]",
+                                          "--repeat=100", "--max_parallel=1"},
+                                 d.path / "err.txt");
+  ASSERT_GT(pid, 0);
+  auto folders = [&] {
+    size_t n = 0;
+    if (!fs::exists(d.path / "results" / "lo")) return n;
+    for (auto& root : fs::directory_iterator(d.path / "results" / "lo"))
+      if (root.is_directory() && root.path().filename().string().rfind("run-", 0) == 0)
+        for (auto& run : fs::directory_iterator(root.path())) n += run.is_directory() ? 1 : 0;
+    return n;
+  };
+  ASSERT_TRUE(test::wait_for([&] { return folders() > 0; }, 60));
+  kill(pid, SIGINT);
+  int st = 0;
+  ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 120));
+  const std::string err = read_file(d.path / "err.txt");
+  EXPECT_EQ(test::exit_status(st), 130) << err;
+  const auto at = err.find(" more not laid out");
+  ASSERT_NE(at, std::string::npos) << err.substr(0, 2000);
+  const size_t left = std::stoul(err.substr(err.rfind(' ', at - 1) + 1));
+  const size_t laid = folders();
+  EXPECT_GT(left, 0u);
+  EXPECT_EQ(laid + left, size_t(planned)) << "every planned run has a folder or is counted as having none";
+  EXPECT_EQ(query(db_of(d, "lo"), "SELECT count(*) FROM runs WHERE status = 'CANCELLED'")[0][0], std::to_string(laid));
+  EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/pgrep", "-f", d.path.string() + "/results/lo"}, "/").exit_code == 1; }, 10))
+      << "a rank outlived the driver";
+  auto dry = fanout_cmd(d, {"resume", "results/lo", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("0 of " + std::to_string(planned) + " run(s) already COMPLETED; would run " + std::to_string(planned)), std::string::npos)
+      << dry.out.substr(0, 2000);
+}
+
 TEST(Cli, FailedRunsAreRetriedUpToMaxRetries) {
   test::TempDir d;
   // fail_rank=0 fails every attempt; fail_rank=-1 succeeds at once and is not retried.
