@@ -257,18 +257,21 @@ std::map<std::string, SacctJob> parse_sacct(const std::string& text, bool with_e
   return jobs;
 }
 
-// One slurm_load_jobs answer, indexed by job id ("123", or "123_4" for an array task).
+// The controller's answers to one poll, indexed by job id ("123", or "123_4" for an array task).
 struct SlurmScheduler::JobTable {
-  std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)> msg{nullptr, slurm_free_job_info_msg};
+  std::vector<std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)>> msgs;
   std::map<std::string, const slurm_job_info_t*> by_id;
   std::set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
 
-  explicit JobTable(job_info_msg_t* m) : msg(m, slurm_free_job_info_msg) {
-    for (uint32_t i = 0; i < m->record_count; ++i) {
-      const slurm_job_info_t& j = m->job_array[i];
-      if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
-      else by_id[std::to_string(j.job_id)] = &j;
-      if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
+  explicit JobTable(const std::vector<job_info_msg_t*>& answers) {
+    for (job_info_msg_t* m : answers) {
+      msgs.emplace_back(m, slurm_free_job_info_msg);
+      for (uint32_t i = 0; i < m->record_count; ++i) {
+        const slurm_job_info_t& j = m->job_array[i];
+        if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
+        else by_id[std::to_string(j.job_id)] = &j;
+        if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
+      }
     }
   }
 };
@@ -363,14 +366,34 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
   return ids;
 }
 
+// At most this many slurm_load_job calls per poll (one per job array or plain job); past it, the user's jobs.
+constexpr size_t kJobQueriesPerPoll = 8;
+
 std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_ids) {
-  ++queries_;
-  // Asked with the last answer's time, the controller replies "no change" without sending the table again: a
-  // sweep of a thousand jobs then costs the driver (and slurmctld) little while nothing moves.
-  job_info_msg_t* msg = nullptr;
-  const int rc = slurm_load_jobs(table_ ? table_->msg->last_update : 0, &msg, SHOW_ALL);
-  if (rc == SLURM_SUCCESS) table_ = std::make_unique<JobTable>(msg);
-  else if (!(table_ && slurm_get_errno() == SLURM_NO_CHANGE_IN_DATA)) {
+  // Only this sweep's jobs, never the controller's whole table (on a site: every user's jobs, and the ended ones
+  // it remembers for MinJobAge): one query per job array, which answers with all its tasks, or per plain job while
+  // there are few; else every job of this user.
+  std::set<uint32_t> bases;
+  for (auto& id : job_ids)
+    if (auto base = parse_int(id.substr(0, id.find('_'))); base && *base > 0) bases.insert(uint32_t(*base));
+  std::vector<job_info_msg_t*> answers;
+  bool failed = false;
+  auto ask = [&](int rc, job_info_msg_t* msg, bool one_job) {
+    ++queries_;
+    if (rc == SLURM_SUCCESS) answers.push_back(msg);
+    else if (!(one_job && slurm_get_errno() == ESLURM_INVALID_JOB_ID)) failed = true;  // a purged job is gone, not unknown
+  };
+  if (bases.size() <= kJobQueriesPerPoll) {
+    for (uint32_t base : bases) {
+      job_info_msg_t* msg = nullptr;
+      ask(slurm_load_job(&msg, base, SHOW_ALL), msg, true);
+    }
+  } else {
+    job_info_msg_t* msg = nullptr;
+    ask(slurm_load_job_user(&msg, uint32_t(getuid()), SHOW_ALL), msg, false);
+  }
+  if (failed) {
+    for (job_info_msg_t* m : answers) slurm_free_job_info_msg(m);
     // A failed query is tolerated: the jobs keep their last known state until the next cycle.
     std::vector<JobStatus> out;
     for (auto& id : job_ids) {
@@ -381,6 +404,7 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     return out;
   }
+  table_ = std::make_unique<JobTable>(answers);
   const auto& by_id = table_->by_id;
   const auto& pending_arrays = table_->pending_arrays;
   std::vector<JobStatus> out;
