@@ -541,7 +541,9 @@ class ExperimentSession {
       if (interrupt_requested() && !cancelling_) interrupt();
       bool changed = submit_ready();
       if (active_.empty()) continue;
-      progress_.status(counts(), monotonic_ns());  // before the poll: the first one shows every run still to end
+      // Before the poll: the first one shows every run still to end. Counted only when it is shown (a pass over them all).
+      const int64_t now = monotonic_ns();
+      if (progress_.due(slots_.size() - groups_.size(), double(now - t0_) / 1e9, now)) progress_.status(counts(), now);
       changed |= poll_once();
       check_stalls();
       check_pending();

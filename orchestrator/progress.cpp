@@ -42,10 +42,14 @@ std::ostream& ProgressDisplay::event() {
   return out_;
 }
 
-void ProgressDisplay::status(const SweepCounts& c, int64_t now_ns, bool force) {
-  if (!ever_shown_ && c.runs <= kFewRuns && !(interval_s_ > 0 && c.elapsed_s >= interval_s_)) return;
+bool ProgressDisplay::due(size_t runs, double elapsed_s, int64_t now_ns, bool force) const {
+  if (!ever_shown_ && runs <= kFewRuns && !(interval_s_ > 0 && elapsed_s >= interval_s_)) return false;
   const double since_s = double(now_ns - last_ns_) / 1e9;
-  if (!force && (terminal_ ? since_s < 0.25 : (interval_s_ <= 0 || since_s < interval_s_))) return;
+  return force || !(terminal_ ? since_s < 0.25 : (interval_s_ <= 0 || since_s < interval_s_));
+}
+
+void ProgressDisplay::status(const SweepCounts& c, int64_t now_ns, bool force) {
+  if (!due(c.runs, c.elapsed_s, now_ns, force)) return;
   last_ns_ = now_ns;
   ever_shown_ = true;
   std::string line = status_line(c);

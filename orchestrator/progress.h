@@ -41,6 +41,9 @@ class ProgressDisplay {
   // kFewRuns runs has its runs' own lines and no status, unless it lasts longer than a status interval: then it too
   // shows where it is.
   void status(const SweepCounts& c, int64_t now_ns, bool force = false);
+  // Whether status() would show a sweep of `runs` runs now: counting them is a pass over every run, which a sweep
+  // of 100,000 cannot pay at each poll.
+  bool due(size_t runs, double elapsed_s, int64_t now_ns, bool force = false) const;
   static constexpr size_t kFewRuns = 10;
   bool terminal() const { return terminal_; }
   // Leaves a shown status line on the terminal, ended, so that what follows starts on a line of its own.
