@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -378,19 +379,18 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     if (auto base = parse_int(id.substr(0, id.find('_'))); base && *base > 0) bases.insert(uint32_t(*base));
   std::vector<job_info_msg_t*> answers;
   bool failed = false;
-  auto ask = [&](int rc, job_info_msg_t* msg, bool one_job) {
+  // One query: its answer kept, or the poll marked failed (a job id the controller no longer knows was purged: gone,
+  // not unknown).
+  auto ask = [&](const std::function<int(job_info_msg_t**)>& query, bool one_job) {
     ++queries_;
-    if (rc == SLURM_SUCCESS) answers.push_back(msg);
-    else if (!(one_job && slurm_get_errno() == ESLURM_INVALID_JOB_ID)) failed = true;  // a purged job is gone, not unknown
+    job_info_msg_t* msg = nullptr;
+    if (query(&msg) == SLURM_SUCCESS && msg) answers.push_back(msg);
+    else if (!(one_job && slurm_get_errno() == ESLURM_INVALID_JOB_ID)) failed = true;
   };
   if (bases.size() <= kJobQueriesPerPoll) {
-    for (uint32_t base : bases) {
-      job_info_msg_t* msg = nullptr;
-      ask(slurm_load_job(&msg, base, SHOW_ALL), msg, true);
-    }
+    for (uint32_t base : bases) ask([&](job_info_msg_t** m) { return slurm_load_job(m, base, SHOW_ALL); }, true);
   } else {
-    job_info_msg_t* msg = nullptr;
-    ask(slurm_load_job_user(&msg, uint32_t(getuid()), SHOW_ALL), msg, false);
+    ask([](job_info_msg_t** m) { return slurm_load_job_user(m, uint32_t(getuid()), SHOW_ALL); }, false);
   }
   if (failed) {
     for (job_info_msg_t* m : answers) slurm_free_job_info_msg(m);
