@@ -754,9 +754,8 @@ std::vector<Command> history_commands(CLI::App& app) {
     cmd->add_option("--permutations", st->opts.change_points.permutations, "permutations of the significance test")->capture_default_str()->check(CLI::Range(1, 100000));
     cmd->add_option("--seed", st->opts.change_points.seed, "the permutations' seed (the same seed, the same answer)")->capture_default_str();
   };
-  auto lab_of = [](const std::string& lab) { return resolve_lab(lab); };
   // The series to analyse: the folders given, or each benchmark of the lab (only --benchmark's when given).
-  auto analyse = [lab_of](const State& st) {
+  auto analyse = [](const State& st) {
     std::vector<std::pair<std::string, HistoryChanges>> out;
     if (!st.lab.empty() && !st.dirs.empty()) throw UserError("history: give experiment folders or --lab, not both");
     if (st.lab.empty() && !st.benchmark.empty()) throw UserError("history: --benchmark names a benchmark of a lab store: give --lab too");
@@ -765,7 +764,7 @@ std::vector<Command> history_commands(CLI::App& app) {
       out.emplace_back("", history_changes(std::vector<fs::path>(st.dirs.begin(), st.dirs.end()), st.opts));
       return out;
     }
-    LabStore store(lab_of(st.lab), false);
+    LabStore store(resolve_lab(st.lab), false);
     const std::vector<std::string> all = store.benchmarks();
     if (!st.benchmark.empty() && !std::count(all.begin(), all.end(), st.benchmark))
       throw UserError("--benchmark: the lab " + store.where() + " has no benchmark '" + st.benchmark + "' (it has: " +
@@ -813,10 +812,10 @@ std::vector<Command> history_commands(CLI::App& app) {
                                               "revisions with its change points marked, what the runs cost after (OUT/index.html)");
   add_common(r, report);
   r->add_option("--out", report->out, "a folder for the dashboard (a new one, or one this command wrote before)")->required();
-  return {{a, [add, lab_of] {
+  return {{a, [add] {
              std::vector<HistoryInput> inputs;
              for (auto& dir : add->dirs) inputs.push_back(history_input(dir));  // every folder read before the store is touched
-             LabStore store(lab_of(add->lab.empty() ? "default" : add->lab), true);
+             LabStore store(resolve_lab(add->lab.empty() ? "default" : add->lab), true);
              const auto benchmarks = store.add(inputs, add->benchmark);
              for (size_t i = 0; i < inputs.size(); ++i)
                std::cout << "history add: " << printable(add->dirs[i]) << " -> benchmark " << printable(benchmarks[i]) << ", revision "
@@ -839,11 +838,11 @@ std::vector<Command> history_commands(CLI::App& app) {
              if (all.empty()) std::cout << "no benchmark of the lab has 3 experiments or more yet\n";
              return latest_regression ? 1 : 0;
            }},
-          {r, [report, analyse, lab_of] {
+          {r, [report, analyse] {
              const auto all = analyse(*report);
              const HistoryReport written = report->lab.empty() || !report->benchmark.empty()
                                                ? write_history_report(all.front().second, report->out)
-                                               : write_lab_report(all, lab_shown(lab_of(report->lab)), report->out);
+                                               : write_lab_report(all, lab_shown(resolve_lab(report->lab)), report->out);
              for (auto& w : written.warnings) std::cerr << "warning: " << w << "\n";
              std::cout << "history report: " << written.index.string() << "\n";
              return 0;

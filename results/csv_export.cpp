@@ -1,16 +1,10 @@
 #include "results/csv_export.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
-
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
-#include <memory>
 #include <set>
 
 #include "common/error.h"

@@ -52,10 +52,6 @@ std::string default_lab() {
   return (fs::path(home && *home ? home : ".") / ".local" / "share" / "fanout" / "lab.sqlite").string();
 }
 
-namespace {
-
-}  // namespace
-
 std::string lab_shown(const std::string& where) {
   if (!lab_is_postgres(where)) return where;
   const size_t scheme = where.find("://") + 3, at = where.find('@', scheme), colon = where.find(':', scheme);

@@ -30,13 +30,12 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name,
   ExperimentStats out;
   out.name = name;
   auto runs = db.runs();
-  std::map<int64_t, const StoredRun*> by_id;
-  std::map<int64_t, SharedParameters> parameters_of;  // each run's, made once for all its rows
+  // Each run, and its parameters made once for all its rows.
+  std::map<int64_t, std::pair<const StoredRun*, SharedParameters>> by_id;
   std::map<std::string, std::set<std::string>> values_of;
   std::vector<std::string> all;
   for (auto& r : runs) {
-    by_id[r.id] = &r;
-    parameters_of[r.id] = SharedParameters(r.parameters);
+    by_id[r.id] = {&r, SharedParameters(r.parameters)};
     ++out.runs_by_status[r.status];
     for (auto& [k, v] : r.parameters)
       if (values_of[k].insert(v).second && values_of[k].size() == 1) all.push_back(k);
@@ -65,20 +64,20 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name,
     if (with_density) m.density = kernel_density(values);
     return m;
   };
-  auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id)) ? out.stats : out.superseded).push_back(std::move(done)); };
+  auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id).first) ? out.stats : out.superseded).push_back(std::move(done)); };
   const auto declared = db.metric_declarations();
   // Every group a run declares is a row: the rows grown by doubling held up to half as much again (and both
   // copies while growing), 85 MB at the peak of a 10,000-run sweep's driver.
   out.stats.reserve(declared.size());
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
-    const StoredRun* r = by_id.at(g.run_id);
+    const auto& [r, parameters] = by_id.at(g.run_id);
     m.run_id = g.run_id;
     m.session = r->session;
     m.status = r->status;
     m.repeat = r->repeat;
     m.param_hash = r->param_hash;
-    m.parameters = parameters_of.at(g.run_id);
+    m.parameters = parameters;
     m.role = g.role;
     m.metric = g.metric;
     m.unit = g.unit;
