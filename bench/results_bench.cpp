@@ -78,8 +78,7 @@ int main(int argc, char** argv) {
 
   t0 = Clock::now();
   size_t rows = write_samples_csv(db, root / "samples.csv", false);
-  write_statistics_csv(stats, root / "statistics.csv");
-  write_runs_csv(stats, root / "runs.csv");
+  write_statistics_files(stats, root);
   double csv_s = since(t0);
 
   // Anchor for ingestion: a plain write() of as many bytes as the database holds, then fsync, in 1 MiB writes.
@@ -87,7 +86,7 @@ int main(int argc, char** argv) {
   const fs::path wal = root / "fanout.sqlite-wal";
   const uintmax_t db_bytes = fs::file_size(root / "fanout.sqlite") + (fs::exists(wal) ? fs::file_size(wal) : 0);
   uintmax_t csv_bytes = 0;
-  for (const char* f : {"samples.csv", "statistics.csv", "runs.csv"}) csv_bytes += fs::file_size(root / f);
+  for (const char* f : {"samples.csv", "statistics.csv", "runs.csv", "across_runs.csv"}) csv_bytes += fs::file_size(root / f);
   // write() of `bytes` in 1 MiB writes, then fsync unless told not to: seconds, or -1.
   auto write_fsync = [&](const fs::path& file, uintmax_t bytes, bool sync = true) {
     const std::string chunk(1 << 20, 'x');

@@ -390,10 +390,28 @@ void check_setting_references(const std::vector<StepTemplate>& steps, const std:
 
 namespace {
 
+// What a run's identity hash reads after its head and kind: every parameter, sorted, and the resolved steps.
+// Made again when a repeat's identity is made, rather than kept in every plan (a third of a planned run's memory).
+std::string identity_body(const ParameterPoint& point, const std::vector<StepSpec>& steps) {
+  std::string canon;
+  auto sorted = point.values;
+  std::sort(sorted.begin(), sorted.end());
+  for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
+  for (auto& step : steps)
+    canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) +
+             (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") +
+             (step.gpus_per_task ? "g" + std::to_string(step.gpus_per_task) : "") +
+             (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
+             (step.exclusive ? "x" : "") + (step.mpi_program ? "p" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
+             (step.settings.empty() ? "" : " settings " + step.settings) + "\n";
+  return canon;
+}
+
 // Each run `repeat` times, in the asked order. Runs that share a service stay together (a service serves one
 // block of consecutive runs): the order applies within each such block.
-std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st) {
+std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st, const std::string& identity_head) {
   std::vector<RunPlan> out;
+  out.reserve(runs.size() * size_t(st.repeat));  // grown by doubling, the last copy held both: 16 MB at 100,000 runs
   std::mt19937_64 rng(std::stoull(fnv1a_hex(st.exp_name).substr(0, 15), nullptr, 16));  // the same order on a resume
   for (size_t begin = 0; begin < runs.size();) {
     size_t end = begin + 1;
@@ -407,7 +425,7 @@ std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSe
         for (size_t r = begin; r < end; ++r) order.emplace_back(r, k);
       if (st.repeat_order == "random") std::shuffle(order.begin(), order.end(), rng);
     }
-    for (auto [r, k] : order) out.push_back(repeat_of(runs[r], k));
+    for (auto [r, k] : order) out.push_back(repeat_of(identity_head, runs[r], k));
     begin = end;
   }
   return out;
@@ -415,12 +433,13 @@ std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSe
 
 }  // namespace
 
-RunPlan repeat_of(const RunPlan& base, int k) {
+RunPlan repeat_of(const std::string& identity_head, const RunPlan& base, int k) {
   RunPlan run = base;
   run.repeat = k;
   // Repeat 1 is the run without --repeat: the same identity, so that a sweep repeated later extends it.
-  run.param_hash = fnv1a_hex(run.identity_head + (k ? "repeat " + std::to_string(k) + "\n" : "") + run.identity_body);
+  run.param_hash = fnv1a_hex(identity_head + (k ? "repeat " + std::to_string(k) + "\n" : "") + identity_body(run.point, run.steps));
   run.session = run.session_stem + "-r" + std::to_string(k + 1) + "-" + run.param_hash.substr(0, 8);
+  if (k > 0) std::string().swap(run.session_stem);  // later repeats are made from repeat 0 (--repeat=auto): one stem each
   return run;
 }
 
@@ -598,22 +617,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   plan.revision = revision_provenance(request.settings.revision, request.settings.source);  // before anything is written
 
   // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
-  auto identify = [&](RunPlan& run, const std::string& kind) {
-    run.identity_head = plugin.name() + "\n" + request.subcommand + "\n";
-    std::string canon;
-    auto sorted = run.point.values;
-    std::sort(sorted.begin(), sorted.end());
-    for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
-    for (auto& step : run.steps)
-      canon += "step " + step.role + " " + std::to_string(step.nodes) + "x" + std::to_string(step.tasks_per_node) +
-               (step.cpus_per_task != 1 ? "c" + std::to_string(step.cpus_per_task) : "") +
-               (step.gpus_per_task ? "g" + std::to_string(step.gpus_per_task) : "") +
-               (step.memory_mb ? "m" + std::to_string(step.memory_mb) : "") + (step.binding.empty() ? "" : "b" + step.binding) +
-               (step.exclusive ? "x" : "") + (step.mpi_program ? "p" : "") + " " + step.placement + (step.entry.empty() ? "" : " entry " + step.entry) +
-               (step.settings.empty() ? "" : " settings " + step.settings) + "\n";
-    run.identity_body = canon;
-    run.param_hash = fnv1a_hex(run.identity_head + kind + canon);
-  };
+  plan.identity_head = plugin.name() + "\n" + request.subcommand + "\n";
+  auto identify = [&](RunPlan& run, const std::string& kind) { run.param_hash = fnv1a_hex(plan.identity_head + kind + identity_body(run.point, run.steps)); };
   auto validate = [&](const RunPlan& run) {
     JobSpec probe;
     probe.name = run.session;
@@ -690,6 +695,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   };
   check_permutation_count(plan.space, request.settings.max_runs);
   uint64_t kept = 0;
+  if (auto n = plan.space.cardinality()) plan.runs.reserve(size_t(std::min<uint64_t>(*n, uint64_t(request.settings.max_runs))));
   plan.space.for_each([&](ParameterPoint&& point) {
     if (++kept > uint64_t(request.settings.max_runs))
       throw UserError("more than " + std::to_string(request.settings.max_runs) +
@@ -721,6 +727,8 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       if (sharing && s.label() == shared_role) shared = step, shared_command = command;
       else run.steps.push_back(step), run.step_commands.push_back(command);
     }
+    // What each rank runs, kept for --dry-run only when some plugin said it (a string per run otherwise for nothing).
+    if (std::all_of(run.step_commands.begin(), run.step_commands.end(), [](const std::string& c) { return c.empty(); })) std::vector<std::string>().swap(run.step_commands);
     identify(run, "");
     run.session_stem = filename_safe(session_name(tmpl ? tmpl->session_name : "", request.subcommand == "run" ? plugin.name() : request.subcommand,
                                                   point, varied), 160);
@@ -756,7 +764,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       throw UserError(std::to_string(plan.runs.size()) + " permutations x " +
                       (request.settings.repeat_auto ? "--max_repeat=" : "--repeat=") + std::to_string(most) +
                       " exceed --max_runs=" + std::to_string(request.settings.max_runs) + "; narrow the lists or raise --max_runs");
-    plan.runs = repeated_runs(std::move(plan.runs), request.settings);
+    plan.runs = repeated_runs(std::move(plan.runs), request.settings, plan.identity_head);
   }
   return plan;
 }

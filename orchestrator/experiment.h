@@ -119,10 +119,11 @@ struct RunPlan {
   std::vector<StepSpec> steps;
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
   int repeat = 0;    // which of the permutation's --repeat runs (0-based); part of its identity, not a parameter
-  // What the identity hash reads, before and after the kind ("repeat 3"): a later repeat's is made from them.
-  std::string identity_head, identity_body, session_stem;
+  // Its session name before the repeat and hash: a later repeat's is made from it, so only repeat 0 keeps it.
+  std::string session_stem;
   const Plugin* plugin = nullptr;  // a service's own plugin when its step names another (ExperimentPlan::step_plugins)
-  std::vector<std::string> step_commands;  // per step: what each rank runs, as its plugin's plan_step says ("" unsaid)
+  // Per step: what each rank runs, as its plugin's plan_step says ("" unsaid); empty when no step's plugin said.
+  std::vector<std::string> step_commands;
 };
 
 struct ExperimentPlan {
@@ -130,6 +131,7 @@ struct ExperimentPlan {
   std::vector<StepTemplate> steps;
   ParameterSpace space;
   std::vector<RunPlan> runs;
+  std::string identity_head;  // what every run's identity hash reads first: the plugin and the experiment template
   // The shared step's services (fanout_plugin.h, shared_step): one per group of consecutive runs that agree
   // on the template's shared_by parameters; each carries that step only, with the group's parameters.
   std::vector<RunPlan> services;
@@ -151,7 +153,8 @@ ExperimentRequest parse_experiment_text(std::string_view toml, const std::filesy
 ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& plugin);
 
 // Run k (0-based) of the permutation `base` (its repeat 0): the identity and session name --repeat gives it.
-RunPlan repeat_of(const RunPlan& base, int k);
+// identity_head: ExperimentPlan::identity_head.
+RunPlan repeat_of(const std::string& identity_head, const RunPlan& base, int k);
 
 // "--exclude" text: "a=1,b=[2,3]" (all conditions must match to exclude a point).
 Exclusion parse_exclude_flag(const std::string& text, const std::string& origin);

@@ -96,15 +96,22 @@ std::vector<JobSpec> service_jobs(const ExperimentPlan& plan, const Plugin& plug
 // Tells a shared step's service that its group is done (its ranks watch for this file).
 void stop_service(const fs::path& dir) { write_file_atomic(dir / layout::kServiceStop, "", 0644); }
 
-std::string host_name() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
+// Read once per driver (every run's provenance names them): getpwuid reads the user database each time.
+const std::string& host_name() {
+  static const std::string name = [] {
+    char buf[256] = {0};
+    gethostname(buf, sizeof buf - 1);
+    return std::string(buf);
+  }();
+  return name;
 }
 
-std::string user_name() {
-  if (auto* pw = getpwuid(getuid())) return pw->pw_name;
-  return std::to_string(getuid());
+const std::string& user_name() {
+  static const std::string name = [] {
+    if (auto* pw = getpwuid(getuid())) return std::string(pw->pw_name);
+    return std::to_string(getuid());
+  }();
+  return name;
 }
 
 // The command line in every run's provenance, bounded: a sweep's list flags grow with its number of runs, and
@@ -190,7 +197,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   return m;
 }
 
-RunStatusRecord status_record(const JobStatus& s, const JobSpec& job) {
+RunStatusRecord status_record(const JobStatus& s, const std::vector<StepSpec>& steps) {
   RunStatusRecord r;
   r.state = job_state_name(s.state);
   r.job_id = s.job_id;
@@ -200,7 +207,7 @@ RunStatusRecord status_record(const JobStatus& s, const JobSpec& job) {
   r.signal = s.signal;
   r.start_wall_ns = s.start_wall_ns;
   r.end_wall_ns = s.end_wall_ns;
-  for (auto& e : s.ranks) r.ranks.push_back({job.steps[e.step].role, e.rank, e.exit_code, e.signal});
+  for (auto& e : s.ranks) r.ranks.push_back({steps[e.step].role, e.rank, e.exit_code, e.signal});
   return r;
 }
 
@@ -577,7 +584,7 @@ class ExperimentSession {
       int& planned = auto_planned_.try_emplace(base.param_hash, st_.repeat).first->second;
       auto it = wide.find(parameters_key(base.point.values));
       if (it == wide.end() || !it->second || planned >= st_.max_repeat) continue;  // precise, at the cap, or never completed
-      auto_extra_.push_back(repeat_of(base, planned++));
+      auto_extra_.push_back(repeat_of(plan_.identity_head, base, planned++));
       round.push_back(&auto_extra_.back());
     }
     if (round.empty()) return 0;
@@ -605,12 +612,16 @@ class ExperimentSession {
     log() << "\n";
   }
 
+  // What the driver still reads of a run while the sweep goes on. Its job and its run.toml's metadata are made
+  // again from its plan when needed (slot_job, slot_metadata), not held: a copy of each per slot (provenance,
+  // parameters, steps) was 5 KiB a run, 537 MB while a 100,000-run sweep was laid out.
   struct Slot {
     const RunPlan* run;
     int attempt;
     fs::path dir;
-    JobSpec job;
-    RunMetadata meta;
+    int64_t created_wall_ns = 0;  // its run.toml's created time, kept as laid out
+    size_t served = 0;            // a service: the runs it serves (its wall time covers them)
+    std::shared_ptr<const RunMetadata> adopted;  // a dead driver's run followed again: its run.toml as that driver wrote it
     std::string job_id;
     JobState state = JobState::Pending;
     int64_t started_ns = 0;
@@ -681,11 +692,18 @@ class ExperimentSession {
     {
       // Before anything is written or submitted: can every run go where it is asked to, with what it asks for?
       refuse_unhonoured(plan_, scheduler_->name());
+      // Checked in batches: a job per run held at once was 100 MB for 100,000 runs.
       std::vector<JobSpec> probe = service_jobs(plan_, plugin_, opts_, outcome_.exp_dir);
-      for (const auto& r : plan_.runs) probe.push_back(job(r, outcome_.exp_dir / r.session));
-      scheduler_->check(probe);
+      std::optional<JobSpec> first;
+      for (const auto& r : plan_.runs) {
+        probe.push_back(job(r, outcome_.exp_dir / r.session));
+        if (!first) first = probe.front();
+        if (probe.size() >= 4096) scheduler_->check(probe), probe.clear();
+      }
+      if (!probe.empty() || !first) scheduler_->check(probe);
+      if (!first && !probe.empty()) first = probe.front();
       // A script the scheduler refuses to write (a --step_launcher it cannot start steps with) is refused now.
-      if (!probe.empty()) scheduler_->render_script(probe.front());
+      if (first) scheduler_->render_script(*first);
     }
     refuse_a_folder_fanout_did_not_make(outcome_.exp_dir);
     make_private_dirs(outcome_.exp_dir);
@@ -752,8 +770,11 @@ class ExperimentSession {
     outcome_.run_root = unique_run_root(outcome_.exp_dir);
     make_private_dirs(outcome_.run_root);
     for (auto& [r, sg] : adopted_) {
-      Slot s{r, 0, sg.dir, job(*r, sg.dir), sg.meta, sg.job_id, JobState::Pending, monotonic_ns()};
-      if (auto a = parse_int(s.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
+      Slot s{r, 0, sg.dir};
+      s.adopted = std::make_shared<const RunMetadata>(sg.meta);
+      s.job_id = sg.job_id;
+      s.started_ns = monotonic_ns();
+      if (auto a = parse_int(sg.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
       slots_.push_back(std::move(s));
       active_[sg.job_id] = next_++;
     }
@@ -790,28 +811,46 @@ class ExperimentSession {
     }
   }
 
+  // What a slot's job is: a service's covers the runs it serves (service_job_for), a run's is its plan's.
+  JobSpec slot_job(const Slot& s) const {
+    return s.service ? service_job_for(plan_, *s.run, s.served, plugin_, opts_, s.dir) : job(*s.run, s.dir);
+  }
+
+  // A slot's run.toml without its status: its plan's metadata as this attempt in this folder.
+  RunMetadata slot_metadata(const Slot& s) const {
+    if (s.adopted) return *s.adopted;
+    RunMetadata m = metadata(*s.run);
+    m.created_wall_ns = s.created_wall_ns;
+    m.session = s.dir.filename().string();
+    m.provenance["attempt"] = std::to_string(s.attempt + 1);
+    if (s.service) {
+      m.provenance["shared_step"] = s.run->steps[0].role;
+      m.service_dir = s.dir.string();
+      m.service_provider = true;
+      m.walltime_s = slot_job(s).walltime_s;
+    } else if (s.group >= 0) {
+      m.service_dir = slots_[groups_[size_t(s.group)].service].dir.string();
+      m.provenance["service"] = fs::absolute(m.service_dir).lexically_normal().string();  // its runs.path
+    }
+    return m;
+  }
+
   // A slot's folder: private, with its run.toml and job.sh.
   // Before the first submission every folder is laid out: deferred, then one sync_filesystem() for them all.
-  void lay_out(const Slot& s) {
+  void lay_out(Slot& s) {
     const Durability d = queued_ ? Durability::Now : Durability::Deferred;
+    s.created_wall_ns = wall_ns();
     make_private_dirs(s.dir);
-    write_run_metadata(s.dir, s.meta, d);
-    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(s.job), 0755, d);
+    write_run_metadata(s.dir, slot_metadata(s), d);
+    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(slot_job(s)), 0755, d);
   }
 
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
   void add_slot(const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
-    Slot s{&r, attempt, outcome_.run_root / folder, {}, metadata(r), "", JobState::Pending, 0};
-    s.meta.session = folder;
-    s.meta.provenance["attempt"] = std::to_string(attempt + 1);
-    s.job = job(r, s.dir);
+    Slot s{&r, attempt, outcome_.run_root / folder};
     s.group = group;
-    if (group >= 0) {
-      ++groups_[size_t(group)].runs_left;
-      s.meta.service_dir = slots_[groups_[size_t(group)].service].dir.string();
-      s.meta.provenance["service"] = fs::absolute(s.meta.service_dir).lexically_normal().string();  // its runs.path
-    }
+    if (group >= 0) ++groups_[size_t(group)].runs_left;
     lay_out(s);
     if (at >= slots_.size()) {
       slots_.push_back(std::move(s));
@@ -824,13 +863,8 @@ class ExperimentSession {
 
   // The service of the group that `runs` (consecutive, same service) use.
   void add_service(const RunPlan& service, size_t runs) {
-    Slot s{&service, 0, outcome_.run_root / service.session, {}, metadata(service), "", JobState::Pending, 0};
-    s.meta.provenance["attempt"] = "1";
-    s.meta.provenance["shared_step"] = service.steps[0].role;
-    s.meta.service_dir = s.dir.string();
-    s.meta.service_provider = true;
-    s.job = service_job_for(plan_, service, runs, plugin_, opts_, s.dir);
-    s.meta.walltime_s = s.job.walltime_s;
+    Slot s{&service, 0, outcome_.run_root / service.session};
+    s.served = runs;
     s.service = true;
     s.group = int(groups_.size());
     groups_.push_back({slots_.size()});
@@ -905,8 +939,9 @@ class ExperimentSession {
     s.ended = true;
     if (s.service && !s.job_id.empty()) --active_services_;
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
-    s.meta.status = status_record(js, s.job);
-    write_run_metadata(s.dir, s.meta);
+    RunMetadata meta = slot_metadata(s);
+    meta.status = status_record(js, s.run->steps);
+    write_run_metadata(s.dir, meta);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir); });
@@ -963,8 +998,8 @@ class ExperimentSession {
       const Slot& service = slots_[groups_[size_t(slots_[next_].group)].service];
       JobStatus js;
       js.state = JobState::Failed;
-      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.meta.session + " ended (" +
-                  service.meta.status->state + "); logs: " + service.dir.string();
+      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.dir.filename().string() + " ended (" +
+                  job_state_name(service.state) + "); logs: " + service.dir.string();
       slots_[next_].started_ns = monotonic_ns();
       finish(slots_[next_], js);
     }
@@ -1000,7 +1035,7 @@ class ExperimentSession {
     while (!cancelling_ && next_ < slots_.size() && next_gate() == Gate::Go) {
       if (slots_[next_].service) {
         std::string id;
-        timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
+        timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
         ++active_services_;
         log() << "fanout: submitted " << slots_[next_].run->steps[0].role << " service " << slots_[next_].run->session << " (job " << id << ")\n";
         track_submitted(next_++, id);
@@ -1010,7 +1045,7 @@ class ExperimentSession {
         for (size_t i = next_; i < slots_.size() && !slots_[i].service && gate(i) == Gate::Go &&
                                (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
              ++i)
-          jobs.push_back(slots_[i].job);
+          jobs.push_back(slot_job(slots_[i]));
         std::vector<std::string> ids;
         timed(cost_.submit_s, [&] { ids = scheduler_->submit_array(jobs, st_.max_parallel); });
         if (!ids.empty())
@@ -1020,7 +1055,7 @@ class ExperimentSession {
         if (!ids.empty()) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
       } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
         std::string id;
-        timed(cost_.submit_s, [&] { id = scheduler_->submit(slots_[next_].job); });
+        timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
         // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
         if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir.filename().string() << " (job " << id << ")\n";
         track_submitted(next_++, id);

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <unistd.h>
+#include <cerrno>
 #include <set>
 
 #include "common/error.h"
@@ -96,10 +99,13 @@ std::string header_prefix(const std::vector<std::string>& names, std::set<std::s
 }  // namespace
 
 size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
-  auto runs = db.runs();
-  const std::vector<std::string> names = shown_parameters(runs);
-  std::map<int64_t, std::string> prefix;
-  for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.repeat, r.parameters, names);
+  std::vector<std::string> names;
+  std::map<int64_t, std::string> prefix;  // each run's columns: all the rows need of the runs, which are let go
+  {
+    const auto runs = db.runs();
+    names = shown_parameters(runs);
+    for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.repeat, r.parameters, names);
+  }
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
   StagedFile out(file, gzip);
@@ -133,92 +139,150 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   return rows;
 }
 
-size_t write_statistics_csv(const ExperimentStats& stats, const fs::path& file) {
-  StagedFile out(file, false);
-  std::set<std::string> own = {"role", "metric", "unit", "metric_ranks", "nan_samples"};
-  for (auto& c : summary_columns()) own.insert(c);
-  std::string head = header_prefix(stats.parameter_names, own) + ",role,metric,unit,metric_ranks,nan_samples";
-  for (auto& c : summary_columns()) head += "," + c;
-  out.line(head);
-  for (auto& m : stats.stats) {
-    std::string row = run_prefix(m.session, m.status, m.repeat, m.parameters, stats.parameter_names) + "," + csv_field(m.role) + "," +
-                      csv_field(m.metric) + "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
-    for (double v : summary_values(m.summary)) row += "," + csv_number(v);
-    out.line(row);
-  }
-  out.commit();
-  return stats.stats.size();
+// The summary columns' cells of one run's metric: ",<value>" each, empty where a value is not a number.
+std::string summary_cells(const Summary* s) {
+  std::string cells;
+  if (!s) return std::string(summary_columns().size(), ',');
+  for (double v : summary_values(*s)) cells += "," + (std::isnan(v) ? std::string() : csv_number(v));
+  return cells;
 }
 
-size_t write_runs_csv(const ExperimentStats& stats, const fs::path& file) {
-  // Metric columns: "<metric>" or "<role>:<metric>" when the name is recorded by more than one role.
-  std::map<std::string, std::set<std::string>> roles_of;
-  for (auto* list : {&stats.stats, &stats.superseded})
-    for (auto& m : *list) roles_of[m.metric].insert(m.role);
-  auto key = [&](const MetricStats& m) { return roles_of[m.metric].size() > 1 ? m.role + ":" + m.metric : m.metric; };
-  std::vector<std::string> keys;
-  std::set<std::string> seen;
-  std::map<int64_t, std::map<std::string, const MetricStats*>> by_run;
-  std::vector<int64_t> order;
-  // Every attempt, superseded ones too (runs.csv is the list of runs; statistics.csv has the ones that count).
-  std::vector<const MetricStats*> all;
-  for (auto* list : {&stats.stats, &stats.superseded})
-    for (auto& m : *list) all.push_back(&m);
-  std::stable_sort(all.begin(), all.end(), [](const MetricStats* a, const MetricStats* b) { return a->run_id < b->run_id; });
-  for (const MetricStats* mp : all) {
-    const MetricStats& m = *mp;
-    if (seen.insert(key(m)).second) keys.push_back(key(m));
-    if (!by_run.count(m.run_id)) order.push_back(m.run_id);
-    by_run[m.run_id][key(m)] = &m;
+StatisticsFiles::StatisticsFiles(const fs::path& dir, std::vector<std::string> parameter_names)
+    : dir_(dir), names_(std::move(parameter_names)), statistics_(std::make_unique<StagedFile>(dir / "statistics.csv", false)) {
+  std::set<std::string> own = {"role", "metric", "unit", "metric_ranks", "nan_samples"};
+  for (auto& c : summary_columns()) own.insert(c);
+  std::string head = header_prefix(names_, own) + ",role,metric,unit,metric_ranks,nan_samples";
+  for (auto& c : summary_columns()) head += "," + c;
+  statistics_->line(head);
+  // runs.csv's rows wait in an unnamed file beside it until its columns (every metric of every run) are known.
+  std::string tmpl = (dir / ".runs.csv.rows-XXXXXX").string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0 || ::unlink(tmpl.c_str()) != 0 || !(run_rows_ = ::fdopen(fd, "w+")))
+    throw UserError(tmpl + ": cannot write runs.csv's rows aside: " + std::strerror(errno));
+}
+
+StatisticsFiles::~StatisticsFiles() {
+  if (run_rows_) std::fclose(run_rows_);
+}
+
+void StatisticsFiles::add(const MetricStats& m, bool counts) {
+  if (counts) {
+    std::string row = run_prefix(m.session, m.status, m.repeat, m.parameters, names_) + "," + csv_field(m.role) + "," + csv_field(m.metric) +
+                      "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
+    for (double v : summary_values(m.summary)) row += "," + csv_number(v);
+    statistics_->line(row);
+    ++statistic_rows_;
+    across_.add(m);
   }
-  StagedFile out(file, false);
+  // runs.csv: every attempt, superseded ones too (it is the list of runs; statistics.csv has the ones that count).
+  if (m.run_id != run_ || run_prefix_.empty()) {
+    end_run();
+    run_ = m.run_id;
+    run_prefix_ = run_prefix(m.session, m.status, m.repeat, m.parameters, names_);
+  }
+  roles_of_[m.metric].insert(m.role);
+  auto [col, fresh] = column_.try_emplace({m.role, m.metric}, columns_.size());
+  if (fresh) columns_.push_back({m.role, m.metric});
+  run_cells_[col->second] = summary_cells(&m.summary);  // a metric in two units: the last, as one column holds one
+}
+
+// The run's row with a cell group for every column known so far; columns first seen later are padded at commit.
+void StatisticsFiles::end_run() {
+  if (run_prefix_.empty()) return;
+  std::string row = run_prefix_;
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    auto it = run_cells_.find(c);
+    row += it == run_cells_.end() ? summary_cells(nullptr) : it->second;
+  }
+  row += '\n';
+  if (std::fwrite(row.data(), 1, row.size(), run_rows_) != row.size()) throw UserError("runs.csv: cannot write its rows aside: " + std::string(std::strerror(errno)));
+  if (columns_at_.empty() || columns_at_.back().second != columns_.size()) columns_at_.push_back({run_rows_written_, columns_.size()});
+  ++run_rows_written_;
+  run_cells_.clear();
+  run_prefix_.clear();
+}
+
+CsvFiles StatisticsFiles::commit() {
+  end_run();
+  statistics_->commit();
+  // Metric columns: "<metric>" or "<role>:<metric>" when the name is recorded by more than one role.
+  std::vector<std::string> keys;
+  for (auto& [role, metric] : columns_) keys.push_back(roles_of_[metric].size() > 1 ? role + ":" + metric : metric);
+  StagedFile runs(dir_ / "runs.csv", false);
   std::set<std::string> own;
   for (auto& k : keys)
     for (auto& c : summary_columns()) own.insert(k + "." + c);
-  std::string head = header_prefix(stats.parameter_names, own);
+  std::string head = header_prefix(names_, own);
   for (auto& k : keys)
     for (auto& c : summary_columns()) head += "," + csv_field(k + "." + c);
-  out.line(head);
-  for (int64_t run : order) {
-    const MetricStats* any = by_run[run].begin()->second;
-    std::string row = run_prefix(any->session, any->status, any->repeat, any->parameters, stats.parameter_names);
-    for (auto& k : keys) {
-      auto it = by_run[run].find(k);
-      for (double v : it == by_run[run].end() ? std::vector<double>(summary_columns().size(), NAN) : summary_values(it->second->summary))
-        row += "," + (std::isnan(v) ? std::string() : csv_number(v));
+  runs.line(head);
+  if (std::fflush(run_rows_) != 0 || std::fseek(run_rows_, 0, SEEK_SET) != 0) throw UserError("runs.csv: cannot read its rows back: " + std::string(std::strerror(errno)));
+  char* line = nullptr;
+  size_t cap = 0;
+  std::string row;
+  auto at = columns_at_.begin();
+  size_t known = 0;
+  for (size_t r = 0; r < run_rows_written_; ++r) {
+    for (; at != columns_at_.end() && at->first <= r; ++at) known = at->second;
+    const ssize_t n = ::getline(&line, &cap, run_rows_);
+    if (n <= 0) {
+      std::free(line);
+      throw UserError("runs.csv: its rows set aside could not be read back");
     }
-    out.line(row);
+    row.assign(line, size_t(n) - 1);
+    for (size_t c = known; c < columns_.size(); ++c) row += summary_cells(nullptr);
+    runs.line(row);
   }
-  out.commit();
-  return order.size();
+  std::free(line);
+  runs.commit();
+  // across_runs.csv: per permutation and figure, its runs' medians summarised.
+  StagedFile across(dir_ / "across_runs.csv", false);
+  const std::vector<std::string> cols = {"role", "metric", "unit", "runs", "samples", "median", "low", "high", "coverage"};
+  std::string across_head = parameter_header(names_, std::set<std::string>(cols.begin(), cols.end()));
+  for (size_t i = 0; i < cols.size(); ++i) across_head += (i ? "," : "") + cols[i];
+  across.line(across_head);
+  for (auto& a : across_.finish()) {
+    std::string r = parameter_cells(a.parameters, names_);
+    r += csv_field(a.role) + "," + csv_field(a.metric) + "," + csv_field(a.unit) + "," + std::to_string(a.runs.runs) + "," +
+         std::to_string(a.samples) + "," + csv_number(a.runs.median) + "," + csv_number(a.runs.low) + "," + csv_number(a.runs.high) + "," + csv_number(a.runs.coverage);
+    across.line(r);
+  }
+  across.commit();
+  CsvFiles out;
+  out.statistics = dir_ / "statistics.csv";
+  out.runs = dir_ / "runs.csv";
+  out.statistic_rows = statistic_rows_;
+  out.run_rows = run_rows_written_;
+  return out;
 }
 
-size_t write_across_runs_csv(const ExperimentStats& stats, const fs::path& file) {
-  StagedFile out(file, false);
-  const std::vector<std::string> cols = {"role", "metric", "unit", "runs", "samples", "median", "low", "high", "coverage"};
-  std::string head = parameter_header(stats.parameter_names, std::set<std::string>(cols.begin(), cols.end()));
-  for (size_t i = 0; i < cols.size(); ++i) head += (i ? "," : "") + cols[i];
-  out.line(head);
-  const auto rows = across_runs(stats);
-  for (auto& a : rows) {
-    std::string row = parameter_cells(a.parameters, stats.parameter_names);
-    row += csv_field(a.role) + "," + csv_field(a.metric) + "," + csv_field(a.unit) + "," + std::to_string(a.runs.runs) + "," +
-           std::to_string(a.samples) + "," + csv_number(a.runs.median) + "," + csv_number(a.runs.low) + "," + csv_number(a.runs.high) + "," + csv_number(a.runs.coverage);
-    out.line(row);
-  }
-  out.commit();
-  return rows.size();
+CsvFiles write_statistics_files(const ExperimentStats& stats, const fs::path& dir) {
+  // In run order, as a pass makes them: statistics.csv keeps the counted rows' order, runs.csv every attempt's.
+  std::vector<std::pair<const MetricStats*, bool>> rows;
+  for (auto& m : stats.stats) rows.push_back({&m, true});
+  for (auto& m : stats.superseded) rows.push_back({&m, false});
+  std::stable_sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first->run_id < b.first->run_id; });
+  StatisticsFiles files(dir, stats.parameter_names);
+  for (auto& [m, counts] : rows) files.add(*m, counts);
+  return files.commit();
 }
 
 CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
   fs::create_directories(out_dir);
-  CsvFiles out{out_dir / (gzip ? "samples.csv.gz" : "samples.csv"), out_dir / "statistics.csv", out_dir / "runs.csv"};
   ResultsDb::ReadSnapshot snapshot(db);  // statistics and samples of the same runs, whatever other drivers store
-  ExperimentStats stats = compute_statistics(db, out_dir.parent_path().filename().string());
-  out.sample_rows = write_samples_csv(db, out.samples, gzip);
-  out.statistic_rows = write_statistics_csv(stats, out.statistics);
-  out.run_rows = write_runs_csv(stats, out.runs);
-  write_across_runs_csv(stats, out_dir / "across_runs.csv");
+  const fs::path samples = out_dir / (gzip ? "samples.csv.gz" : "samples.csv");
+  const size_t sample_rows = write_samples_csv(db, samples, gzip);
+  // Each statistic written as it is made: a 100,000-run sweep's driver held every one at once (2 GB) to write them.
+  ExperimentStats head;
+  std::optional<StatisticsFiles> files;
+  for_each_statistic(db, out_dir.parent_path().filename().string(), false, head, [&](MetricStats&& m, bool counts) {
+    if (!files) files.emplace(out_dir, head.parameter_names);
+    files->add(m, counts);
+  });
+  if (!files) files.emplace(out_dir, head.parameter_names);
+  CsvFiles out = files->commit();
+  out.samples = samples;
+  out.sample_rows = sample_rows;
   return out;
 }
 

@@ -1,14 +1,20 @@
 // CSV writers: they format what the store and metric_stats.h compute, nothing more. Each file appears whole
 // or not at all (written aside, then renamed).
 #pragma once
+#include <cstdio>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "results/metric_stats.h"
 
 namespace fanout {
 
 class ResultsDb;
-struct ExperimentStats;
+class StagedFile;
 
 struct CsvFiles {
   std::filesystem::path samples, statistics, runs;
@@ -17,16 +23,46 @@ struct CsvFiles {
 
 // Long format: one row per sample with the run's session, status and parameters. gzip: samples.csv.gz.
 size_t write_samples_csv(const ResultsDb& db, const std::filesystem::path& file, bool gzip);
-// One row per run and metric: parameters, role, metric, unit and every summary column (warmup excluded).
-size_t write_statistics_csv(const ExperimentStats& stats, const std::filesystem::path& file);
-// One row per run: parameters, then <metric>.<stat> columns for every metric (role-qualified when a metric
-// name is recorded by several roles).
-size_t write_runs_csv(const ExperimentStats& stats, const std::filesystem::path& file);
-// across_runs.csv: per permutation and metric, the median of its runs' medians with the interval across them,
-// and the runs and samples it rests on (metric_stats.h across_runs).
-size_t write_across_runs_csv(const ExperimentStats& stats, const std::filesystem::path& file);
+// The statistics files of a folder, written row by row as a statistics pass makes them (metric_stats.h
+// for_each_statistic), rows in run order; each appears at commit(), whole:
+//   statistics.csv   one row per counted run and metric: parameters, role, metric, unit, every summary column
+//                    (warmup excluded)
+//   runs.csv         one row per attempt: parameters, then <metric>.<stat> columns for every metric (role-qualified
+//                    when a metric name is recorded by several roles); its rows wait in an unnamed file beside it
+//                    until the columns are known
+//   across_runs.csv  per permutation and metric, the median of its runs' medians with the interval across them, and
+//                    the runs and samples it rests on (metric_stats.h across_runs)
+// What it holds is a row and the permutations' run medians, never the experiment's statistics.
+class StatisticsFiles {
+ public:
+  StatisticsFiles(const std::filesystem::path& dir, std::vector<std::string> parameter_names);
+  ~StatisticsFiles();
+  StatisticsFiles(const StatisticsFiles&) = delete;
+  StatisticsFiles& operator=(const StatisticsFiles&) = delete;
+  void add(const MetricStats& m, bool counts);  // counts: a row of ExperimentStats::stats, else superseded
+  CsvFiles commit();                            // statistics, runs and their rows
 
-// All three into out_dir: samples.csv[.gz], statistics.csv, runs.csv.
+ private:
+  void end_run();
+  std::filesystem::path dir_;
+  std::vector<std::string> names_;
+  std::unique_ptr<StagedFile> statistics_;
+  size_t statistic_rows_ = 0;
+  AcrossRunsBuilder across_;
+  std::FILE* run_rows_ = nullptr;
+  size_t run_rows_written_ = 0;
+  std::vector<std::pair<std::string, std::string>> columns_;  // runs.csv's metric columns, (role, metric), first seen first
+  std::map<std::pair<std::string, std::string>, size_t> column_;
+  std::map<std::string, std::set<std::string>> roles_of_;
+  std::vector<std::pair<size_t, size_t>> columns_at_;  // (first row, columns known when it was written), as they grew
+  int64_t run_ = -1;
+  std::string run_prefix_;
+  std::map<size_t, std::string> run_cells_;  // the current run's cells by column
+};
+// The same three files of statistics already held (process_scaling_results, which plots them too).
+CsvFiles write_statistics_files(const ExperimentStats& stats, const std::filesystem::path& dir);
+
+// All four into out_dir: samples.csv[.gz], statistics.csv, runs.csv, across_runs.csv.
 CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, bool gzip = false);
 
 // RFC 4180 quoting of one field; text a spreadsheet would run as a formula (=, +, -, @ first, not a number)

@@ -26,21 +26,30 @@ std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
   return out;
 }
 
-ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name, bool with_density) {
-  ExperimentStats out;
-  out.name = name;
-  auto runs = db.runs();
-  // Each run, and its parameters made once for all its rows.
-  std::map<int64_t, std::pair<const StoredRun*, SharedParameters>> by_id;
+namespace {
+
+// What the pass keeps of a run while its groups are read: what every row of it copies, and whether it counts
+// (the stored runs themselves, paths and reasons and all, are let go first). Repeats of a permutation share one
+// parameter list (a 100,000-run sweep of 1,000 permutations holds 1,000).
+struct RunRow {
+  std::string session, status, repeat, param_hash;
+  SharedParameters parameters;
+  bool counts = false;
+};
+
+// The runs' rows by id, and head's run-level fields.
+std::map<int64_t, RunRow> run_rows(const ResultsDb& db, ExperimentStats& head) {
+  const auto runs = db.runs();
   std::map<std::string, std::set<std::string>> values_of;
   std::vector<std::string> all;
   for (auto& r : runs) {
-    by_id[r.id] = {&r, SharedParameters(r.parameters)};
-    ++out.runs_by_status[r.status];
+    ++head.runs_by_status[r.status];
     for (auto& [k, v] : r.parameters)
       if (values_of[k].insert(v).second && values_of[k].size() == 1) all.push_back(k);
   }
-  out.parameter_names = shown_parameters(runs);
+  head.parameter_names = shown_parameters(runs);
+  for (auto& n : all)
+    if (values_of[n].size() > 1) head.varied.push_back(n);
   // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
   // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
   // complete beside a completed one are superseded.
@@ -50,12 +59,23 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name,
     b.first = b.first || r.status == "COMPLETED";
     b.second = std::max(b.second, r.id);
   }
-  auto counts = [&](const StoredRun& r) {
+  std::map<ParameterList, SharedParameters> lists;
+  std::map<int64_t, RunRow> by_id;
+  for (auto& r : runs) {
     const auto& b = best.at(r.param_hash);
-    return r.param_hash.empty() || r.status == "COMPLETED" || (!b.first && b.second == r.id);
-  };
-  for (auto& n : all)
-    if (values_of[n].size() > 1) out.varied.push_back(n);
+    SharedParameters& shared = lists.try_emplace(r.parameters, r.parameters).first->second;
+    by_id[r.id] = {r.session, r.status, r.repeat, r.param_hash, shared,
+                   r.param_hash.empty() || r.status == "COMPLETED" || (!b.first && b.second == r.id)};
+  }
+  return by_id;
+}
+
+}  // namespace
+
+void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
+                        const std::function<void(MetricStats&&, bool counts)>& row) {
+  head.name = name;
+  const std::map<int64_t, RunRow> by_id = run_rows(db, head);
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
   // two halves of the cost); small ones inline, where a thread would cost more than it saves.
   std::future<MetricStats> pending;
@@ -64,31 +84,39 @@ ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name,
     if (with_density) m.density = kernel_density(values);
     return m;
   };
-  auto keep = [&](MetricStats done) { (counts(*by_id.at(done.run_id).first) ? out.stats : out.superseded).push_back(std::move(done)); };
-  const auto declared = db.metric_declarations();
-  // Every group a run declares is a row: the rows grown by doubling held up to half as much again (and both
-  // copies while growing), 85 MB at the peak of a 10,000-run sweep's driver.
-  out.stats.reserve(declared.size());
+  auto keep = [&](MetricStats done) {
+    const bool counts = by_id.at(done.run_id).counts;
+    row(std::move(done), counts);
+  };
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
-    const auto& [r, parameters] = by_id.at(g.run_id);
+    const RunRow& r = by_id.at(g.run_id);
     m.run_id = g.run_id;
-    m.session = r->session;
-    m.status = r->status;
-    m.repeat = r->repeat;
-    m.param_hash = r->param_hash;
-    m.parameters = parameters;
+    m.session = r.session;
+    m.status = r.status;
+    m.repeat = r.repeat;
+    m.param_hash = r.param_hash;
+    m.parameters = r.parameters;
     m.role = g.role;
     m.metric = g.metric;
     m.unit = g.unit;
     m.ranks = g.ranks;
     m.not_a_number = g.not_a_number;
-    if (auto d = declared.find({g.run_id, g.role, g.metric}); d != declared.end()) m.better = d->second.better, m.setup_cost = d->second.setup_cost;
+    m.better = std::move(g.better);
+    m.setup_cost = g.setup_cost;
     if (pending.valid()) keep(pending.get());
     if (g.values.size() < 10000) keep(summarise(std::move(m), std::move(g.values)));
     else pending = std::async(std::launch::async, summarise, std::move(m), std::move(g.values));
   });
   if (pending.valid()) keep(pending.get());
+}
+
+ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name, bool with_density) {
+  ExperimentStats out;
+  // Every group a run declares is a row: the rows grown by doubling held up to half as much again (and both
+  // copies while growing), 85 MB at the peak of a 10,000-run sweep's driver.
+  out.stats.reserve(db.metric_declaration_count());
+  for_each_statistic(db, name, with_density, out, [&](MetricStats&& m, bool counts) { (counts ? out.stats : out.superseded).push_back(std::move(m)); });
   return out;
 }
 
@@ -99,23 +127,29 @@ ExperimentStats load_experiment_stats(const std::filesystem::path& dir) {
   return compute_statistics(db, dir.filename().string());
 }
 
+void AcrossRunsBuilder::add(const MetricStats& m) {
+  if (!m.summary.count || m.status != "COMPLETED") return;  // a failed attempt's partial median is no run's figure
+  std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
+  for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
+  auto [it, fresh] = at_.try_emplace(std::move(key), out_.size());
+  if (fresh) out_.push_back({m.parameters, m.role, m.metric, m.unit, {}, {}, 0, m.better, m.setup_cost});
+  AcrossRuns& a = out_[it->second];
+  if (a.better.empty()) a.better = m.better;
+  a.setup_cost = a.setup_cost || m.setup_cost;
+  a.run_medians.push_back(m.summary.median);
+  a.samples += m.summary.count;
+}
+
+std::vector<AcrossRuns> AcrossRunsBuilder::finish() {
+  for (AcrossRuns& a : out_) a.runs = summarize_runs(a.run_medians);
+  at_.clear();
+  return std::move(out_);
+}
+
 std::vector<AcrossRuns> across_runs(const ExperimentStats& stats) {
-  std::map<std::string, size_t> at;
-  std::vector<AcrossRuns> out;
-  std::vector<std::vector<double>> medians;
-  for (auto& m : stats.stats) {
-    if (!m.summary.count || m.status != "COMPLETED") continue;  // a failed attempt's partial median is no run's figure
-    std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
-    for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
-    auto [it, fresh] = at.try_emplace(key, out.size());
-    if (fresh) out.push_back({m.parameters, m.role, m.metric, m.unit, {}, {}, 0, m.better, m.setup_cost}), medians.emplace_back();
-    if (out[it->second].better.empty()) out[it->second].better = m.better;
-    out[it->second].setup_cost = out[it->second].setup_cost || m.setup_cost;
-    medians[it->second].push_back(m.summary.median);
-    out[it->second].samples += m.summary.count;
-  }
-  for (size_t i = 0; i < out.size(); ++i) out[i].runs = summarize_runs(medians[i]), out[i].run_medians = std::move(medians[i]);
-  return out;
+  AcrossRunsBuilder b;
+  for (auto& m : stats.stats) b.add(m);
+  return b.finish();
 }
 
 bool is_resource_metric(const std::string& metric) { return metric.rfind(FANOUT_RESOURCE_METRIC_PREFIX, 0) == 0; }

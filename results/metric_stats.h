@@ -3,6 +3,7 @@
 // CSV, plots, the HTML report and compare all format or compare what this returns.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,7 +70,14 @@ struct StoredRun;
 // value in all of them. A setting that varies is a column like any parameter; run.toml and the database keep all.
 std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs);
 
-// with_density: each group's kernel density too (64 points: what the violin plots draw, and nothing else reads).
+// The pass that makes them: `head` gets the experiment's run-level fields (name, runs_by_status, parameter_names,
+// varied) before the first row, then `row` gets each group's statistics in (run, metric) order with whether it
+// counts (stats) or is superseded. Memory is the runs' names and the largest group, never the rows: what writes a
+// row as it comes (export_csv) holds no experiment's statistics at once.
+void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
+                        const std::function<void(MetricStats&&, bool counts)>& row);
+// Every row of that pass held. with_density: each group's kernel density too (64 points: what the violin plots
+// draw, and nothing else reads).
 ExperimentStats compute_statistics(const ResultsDb& db, const std::string& name, bool with_density = false);
 // The same for an experiment folder (its fanout.sqlite, named by the folder). Throws UserError when there is none.
 ExperimentStats load_experiment_stats(const std::filesystem::path& exp_dir);
@@ -86,6 +94,16 @@ struct AcrossRuns {
   bool setup_cost = false;
 };
 std::vector<AcrossRuns> across_runs(const ExperimentStats& stats);
+// The same made row by row, from the rows that count (ExperimentStats::stats) in their order, as a pass makes them.
+class AcrossRunsBuilder {
+ public:
+  void add(const MetricStats& m);
+  std::vector<AcrossRuns> finish();
+
+ private:
+  std::map<std::string, size_t> at_;  // role, metric, unit and parameters -> index in out_
+  std::vector<AcrossRuns> out_;
+};
 
 // A setup cost (rendezvous, database start): its plugin declared it so (FANOUT_SETUP_METRIC). Such a group is shown
 // as a table, not as distributions, and has no reference. One sample per rank is no reason: a program run once per

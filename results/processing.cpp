@@ -60,9 +60,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   const fs::path csv_dir = dir / layout::kCsvDir;
   fs::create_directories(csv_dir);
   write_samples_csv(db, csv_dir / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
-  write_statistics_csv(stats, csv_dir / "statistics.csv");
-  write_runs_csv(stats, csv_dir / "runs.csv");
-  write_across_runs_csv(stats, csv_dir / "across_runs.csv");
+  write_statistics_files(stats, csv_dir);
   for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
     report.files.push_back(csv_dir / name);
   phase_done("csv");

@@ -680,11 +680,9 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
   return report;
 }
 
-std::map<std::tuple<int64_t, std::string, std::string>, ResultsDb::Declaration> ResultsDb::metric_declarations() const {
-  std::map<std::tuple<int64_t, std::string, std::string>, Declaration> out;
-  Stmt q(db_, "SELECT run_id, role, metric, better, setup_cost FROM metric_declarations");
-  while (q.step()) out[{q.i64(0), q.text(1), q.text(2)}] = Declaration{q.text(3), q.i64(4) != 0};
-  return out;
+size_t ResultsDb::metric_declaration_count() const {
+  Stmt q(db_, "SELECT count(*) FROM metric_declarations");
+  return q.step() ? size_t(q.i64(0)) : 0;
 }
 
 std::vector<std::string> ResultsDb::provenance_values(const std::string& key) const {
@@ -783,6 +781,10 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
     }
     if (finished && !finished->values.empty()) fn(*finished);
   };
+  // The declarations of the run whose groups are being read, (role, metric) -> (better, setup cost).
+  Stmt declared(db_, "SELECT role, metric, better, setup_cost FROM metric_declarations WHERE run_id = ?");
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> of_run;
+  int64_t declared_run = -1;
   auto start_group = [&](int64_t run, int64_t metric) {
     MetricChunk c;
     const MetricInfo& info = names.at(metric);
@@ -790,6 +792,14 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
     c.row.role = info.role;
     c.row.metric = info.name;
     c.row.unit = info.unit;
+    if (run != declared_run) {
+      of_run.clear();
+      declared.reset();
+      declared.bind(1, run);
+      while (declared.step()) of_run[{declared.text(0), declared.text(1)}] = {declared.text(2), declared.i64(3) != 0};
+      declared_run = run;
+    }
+    if (auto d = of_run.find({info.role, info.name}); d != of_run.end()) c.row.better = d->second.first, c.row.setup_cost = d->second.second;
     return c;
   };
   MetricChunk cur;

@@ -38,6 +38,9 @@ struct MetricSummaryRow {
   int ranks = 0;               // distinct ranks among them
   std::vector<double> values;  // non-warmup sample values of this run and metric
   uint64_t not_a_number = 0;   // non-warmup samples recorded as NaN (stored as null): not in values
+  // What the run's ranks declared of the metric: "lower", "higher", "none", or "" (undeclared); a setup cost.
+  std::string better;
+  bool setup_cost = false;
 };
 
 // What `fanout ls` shows of one experiment's database, read without writing to it (another driver may be running
@@ -99,19 +102,15 @@ class ResultsDb {
   std::vector<StoredRun> runs() const;
   // The distinct values of one provenance key over the runs, the first run's first ("" values left out).
   std::vector<std::string> provenance_values(const std::string& key) const;
-  // Calls fn for each (run, role, metric) with its non-warmup values, one group at a time (bounded memory).
+  // Calls fn for each (run, role, metric) with its non-warmup values and its declaration, one group at a time
+  // (bounded memory: a run's declarations are read as its groups come, never the whole table).
   void for_each_metric(const std::function<void(MetricSummaryRow&)>& fn) const;  // fn may take the values
   struct MetricInfo {
     std::string role, name, unit;
   };
   std::map<int64_t, MetricInfo> metrics() const;  // id -> names
-  // What runs' ranks declared of their metrics: (run, role, metric) -> (better, setup cost). better is "lower",
-  // "higher" or "none".
-  struct Declaration {
-    std::string better;
-    bool setup_cost = false;
-  };
-  std::map<std::tuple<int64_t, std::string, std::string>, Declaration> metric_declarations() const;
+  // How many (run, role, metric) groups the runs declared: the rows their statistics will have.
+  size_t metric_declaration_count() const;
   // Calls fn for every sample, ordered by run, metric, rank, then as recorded (metric by id: see metrics()), with
   // the fields as stored (sample_block.h).
   void for_each_sample(const std::function<void(int64_t run_id, int rank, int64_t metric_id, const struct SampleRowText&)>& fn) const;

@@ -11,11 +11,13 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "results/csv_export.h"
 #include "results/figures.h"
+#include "results/metric_stats.h"
 #include "results/run_folder.h"
 #include "results/sample_block.h"
 #include "results/sample_file.h"
@@ -140,6 +142,100 @@ TEST(Store, CsvExportHasOneRowPerSampleAndPerRunMetric) {
   EXPECT_EQ(test::line_count_summary(read_file(files.samples)), "19");
   for (auto& e : std::filesystem::directory_iterator(d.path / "csv"))  // no staging file left behind
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+namespace {
+
+// A run whose ranks record one sample of each (role, metric, value), one rank per role.
+std::filesystem::path make_figures_run(const std::filesystem::path& root, const std::string& session, int n,
+                                       const std::vector<std::tuple<std::string, std::string, double>>& figures) {
+  auto dir = root / session;
+  std::filesystem::create_directories(samples_dir(dir));
+  RunMetadata m;
+  m.session = session;
+  m.experiment = "exp";
+  m.subcommand = "run";
+  m.plugin = "exec";
+  m.param_hash = "h-" + session;
+  m.parameters = {{"n", std::to_string(n)}};
+  std::map<std::string, int> rank_of;
+  for (auto& [role, metric, v] : figures) rank_of.try_emplace(role, int(rank_of.size()));
+  m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {}};
+  for (auto& [role, rank] : rank_of) {
+    m.steps.push_back({role, 1, 1, "disjoint", 1, 0, 0, "", false, "", ""});
+    m.status->ranks.push_back({role, 0, 0, 0});
+  }
+  write_run_metadata(dir, m);
+  for (auto& [role, rank] : rank_of) {
+    SampleWriter w(samples_dir(dir) / (role + ".0.samples"), 0, role, "node0", 0, 0);
+    for (auto& [r, metric, v] : figures)
+      if (r == role) w.record(metric, "ms", 0, 0, v, false);
+  }
+  return dir;
+}
+
+// The cells of a CSV line (no quoted commas in these files).
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out(1);
+  for (char c : line) {
+    if (c == ',') out.emplace_back();
+    else out.back().push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+// runs.csv is written as the statistics are made, its rows set aside until every column is known: a metric first
+// recorded by a later run is a column whose cells stay empty in the earlier rows, and a metric name that a later
+// run's other role records too renames the earlier column "<role>:<metric>". The same bytes come out of statistics
+// held at once (process_scaling_results) and of the driver's pass.
+TEST(Store, RunsCsvColumnsFirstSeenLaterArePaddedAndRenamed) {
+  test::TempDir d;
+  std::filesystem::create_directories(d.path / "exp");
+  ResultsDb db(d.path / "exp" / "fanout.sqlite");
+  db.ingest_run(make_figures_run(d.path, "a", 1, {{"client", "x", 1}}));
+  db.ingest_run(make_figures_run(d.path, "b", 2, {{"client", "x", 2}, {"client", "y", 20}}));
+  db.ingest_run(make_figures_run(d.path, "c", 3, {{"client", "x", 3}, {"server", "x", 300}}));
+  auto files = export_csv(db, d.path / "exp" / "csv");
+  EXPECT_EQ(files.run_rows, 3u);
+  EXPECT_EQ(files.statistic_rows, 5u);
+  std::istringstream in(read_file(files.runs));
+  std::string head, a, b, c, more;
+  std::getline(in, head), std::getline(in, a), std::getline(in, b), std::getline(in, c);
+  EXPECT_FALSE(std::getline(in, more)) << more;
+  const size_t stats = summary_columns().size();
+  const std::vector<std::string> h = cells(head);
+  ASSERT_EQ(h.size(), 4 + 3 * stats) << head;
+  EXPECT_EQ(std::vector<std::string>(h.begin(), h.begin() + 4), (std::vector<std::string>{"session", "status", "repeat", "n"}));
+  EXPECT_EQ(h[4], "client:x.count");
+  EXPECT_EQ(h[4 + stats], "y.count");
+  EXPECT_EQ(h[4 + 2 * stats], "server:x.count");
+  const size_t median = size_t(std::find(summary_columns().begin(), summary_columns().end(), "median") - summary_columns().begin());
+  auto at = [&](const std::vector<std::string>& row, size_t column, size_t stat) { return row.at(4 + column * stats + stat); };
+  for (const std::string* line : {&a, &b, &c}) ASSERT_EQ(cells(*line).size(), h.size()) << *line;
+  const auto ra = cells(a), rb = cells(b), rc = cells(c);
+  EXPECT_EQ(ra[0], "a");
+  EXPECT_EQ(at(ra, 0, median), "1");
+  for (size_t column : {1, 2})
+    for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(ra, column, k), "") << "a: column " << column << " (first seen later) holds " << a;
+  EXPECT_EQ(at(rb, 1, median), "20");
+  for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(rb, 2, k), "") << b;
+  EXPECT_EQ(at(rc, 0, median), "3");
+  EXPECT_EQ(at(rc, 1, 0), "");
+  EXPECT_EQ(at(rc, 2, median), "300");
+  // across_runs.csv: one row per permutation and figure.
+  EXPECT_EQ(test::line_count_summary(read_file(d.path / "exp" / "csv" / "across_runs.csv")), "6");
+  // The same three files from statistics held at once.
+  const std::string streamed = read_file(files.runs), streamed_stats = read_file(files.statistics),
+                    streamed_across = read_file(d.path / "exp" / "csv" / "across_runs.csv");
+  std::filesystem::create_directories(d.path / "held");
+  write_statistics_files(compute_statistics(db, "exp"), d.path / "held");
+  EXPECT_EQ(read_file(d.path / "held" / "runs.csv"), streamed);
+  EXPECT_EQ(read_file(d.path / "held" / "statistics.csv"), streamed_stats);
+  EXPECT_EQ(read_file(d.path / "held" / "across_runs.csv"), streamed_across);
+  for (auto& e : std::filesystem::directory_iterator(d.path / "exp" / "csv"))  // the rows set aside left nothing
+    EXPECT_EQ(e.path().filename().string().find(".runs.csv.rows"), std::string::npos) << e.path();
 }
 
 TEST(Store, CsvQuotesFields) {
