@@ -437,7 +437,7 @@ RunPlan repeat_of(const std::string& identity_head, const RunPlan& base, int k) 
   RunPlan run = base;
   run.repeat = k;
   // Repeat 1 is the run without --repeat: the same identity, so that a sweep repeated later extends it.
-  run.param_hash = fnv1a_hex(identity_head + (k ? "repeat " + std::to_string(k) + "\n" : "") + identity_body(run.point, run.steps));
+  run.param_hash = fnv1a_hex(identity_head + (k ? "repeat " + std::to_string(k) + "\n" : "") + identity_body(*run.point, run.steps));
   run.session = run.session_stem + "-r" + std::to_string(k + 1) + "-" + run.param_hash.substr(0, 8);
   if (k > 0) std::string().swap(run.session_stem);  // later repeats are made from repeat 0 (--repeat=auto): one stem each
   return run;
@@ -618,7 +618,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
 
   // A run's identity: the plugin, the experiment, every parameter and the resolved steps.
   plan.identity_head = plugin.name() + "\n" + request.subcommand + "\n";
-  auto identify = [&](RunPlan& run, const std::string& kind) { run.param_hash = fnv1a_hex(plan.identity_head + kind + identity_body(run.point, run.steps)); };
+  auto identify = [&](RunPlan& run, const std::string& kind) { run.param_hash = fnv1a_hex(plan.identity_head + kind + identity_body(*run.point, run.steps)); };
   auto validate = [&](const RunPlan& run) {
     JobSpec probe;
     probe.name = run.session;
@@ -706,7 +706,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       throw UserError("plugin " + plugin.name() + " refuses the permutation" + (where.empty() ? "" : " (" + where + ")") + ": " + why);
     }
     RunPlan run;
-    run.point = point;
+    run.point = std::make_shared<const ParameterPoint>(point);
     StepSpec shared;
     std::string shared_command;
     for (auto& s : plan.steps) {
@@ -740,8 +740,10 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       for (auto& n : shared_by) key += n + "=" + *point.find(n) + "\n";
       if (plan.services.empty() || key != group_key) {
         RunPlan service;
+        ParameterPoint served;
         for (auto& [k, v] : point.values)
-          if (!is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k)) service.point.values.emplace_back(k, v);
+          if (!is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k)) served.values.emplace_back(k, v);
+        service.point = std::make_shared<const ParameterPoint>(std::move(served));
         service.steps = {shared};
         service.step_commands = {shared_command};
         service.plugin = shared_plugin;

@@ -114,7 +114,9 @@ struct ExperimentRequest {
 
 // One run of the experiment: a point of the parameter space with its steps resolved.
 struct RunPlan {
-  ParameterPoint point;  // every parameter of the plugin (and the file's placement parameters)
+  // Every parameter of the plugin (and the file's placement parameters): one copy for all the --repeat runs of a
+  // permutation (half a planned run's memory was its own copy).
+  std::shared_ptr<const ParameterPoint> point;
   std::string param_hash, session;
   std::vector<StepSpec> steps;
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1

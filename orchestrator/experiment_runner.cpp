@@ -169,7 +169,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.scheduler = scheduler;  // what --launcher resolved to (auto -> slurm or local)
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
-  m.parameters = run.point.values;
+  m.parameters = run.point->values;
   for (auto& s : run.steps)
     m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive, s.entry, s.settings, s.mpi_program});
   m.provenance = {{"host", host_name()},
@@ -450,7 +450,7 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
       out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
           << ", shared by the runs below until the next service)\n";
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << printable(r.session);
-    for (auto& [k, v] : r.point.values) out << " " << k << "=" << printable(v);  // the plan holds what the experiment uses
+    for (auto& [k, v] : r.point->values) out << " " << k << "=" << printable(v);  // the plan holds what the experiment uses
     out << "\n";
     // What each rank of each step will run, placeholders filled (the plugin's plan_step; the step's own
     // variables stay {FANOUT_RANK}), before the job scripts that start fanout-rank.
@@ -519,7 +519,7 @@ class ExperimentSession {
   ~ExperimentSession() {
     try {
       for (auto& g : groups_)
-        if (!slots_[g.service].ended && !slots_[g.service].job_id.empty()) stop_service(slots_[g.service].dir);
+        if (!slots_[g.service].ended && !slots_[g.service].job_id.empty()) stop_service(slots_[g.service].dir());
     } catch (...) {
     }
   }
@@ -582,7 +582,7 @@ class ExperimentSession {
     for (const RunPlan& base : plan_.runs) {
       if (base.repeat != 0) continue;
       int& planned = auto_planned_.try_emplace(base.param_hash, st_.repeat).first->second;
-      auto it = wide.find(parameters_key(base.point.values));
+      auto it = wide.find(parameters_key(base.point->values));
       if (it == wide.end() || !it->second || planned >= st_.max_repeat) continue;  // precise, at the cap, or never completed
       auto_extra_.push_back(repeat_of(plan_.identity_head, base, planned++));
       round.push_back(&auto_extra_.back());
@@ -618,7 +618,8 @@ class ExperimentSession {
   struct Slot {
     const RunPlan* run;
     int attempt;
-    fs::path dir;
+    std::string folder;  // its folder, absolute (a filesystem::path keeps each component apart: 585 B a run)
+    fs::path dir() const { return folder; }
     int64_t created_wall_ns = 0;  // its run.toml's created time, kept as laid out
     size_t served = 0;            // a service: the runs it serves (its wall time covers them)
     std::shared_ptr<const RunMetadata> adopted;  // a dead driver's run followed again: its run.toml as that driver wrote it
@@ -770,7 +771,7 @@ class ExperimentSession {
     outcome_.run_root = unique_run_root(outcome_.exp_dir);
     make_private_dirs(outcome_.run_root);
     for (auto& [r, sg] : adopted_) {
-      Slot s{r, 0, sg.dir};
+      Slot s{r, 0, sg.dir.string()};
       s.adopted = std::make_shared<const RunMetadata>(sg.meta);
       s.job_id = sg.job_id;
       s.started_ns = monotonic_ns();
@@ -813,7 +814,7 @@ class ExperimentSession {
 
   // What a slot's job is: a service's covers the runs it serves (service_job_for), a run's is its plan's.
   JobSpec slot_job(const Slot& s) const {
-    return s.service ? service_job_for(plan_, *s.run, s.served, plugin_, opts_, s.dir) : job(*s.run, s.dir);
+    return s.service ? service_job_for(plan_, *s.run, s.served, plugin_, opts_, s.dir()) : job(*s.run, s.dir());
   }
 
   // A slot's run.toml without its status: its plan's metadata as this attempt in this folder.
@@ -821,15 +822,15 @@ class ExperimentSession {
     if (s.adopted) return *s.adopted;
     RunMetadata m = metadata(*s.run);
     m.created_wall_ns = s.created_wall_ns;
-    m.session = s.dir.filename().string();
+    m.session = s.dir().filename().string();
     m.provenance["attempt"] = std::to_string(s.attempt + 1);
     if (s.service) {
       m.provenance["shared_step"] = s.run->steps[0].role;
-      m.service_dir = s.dir.string();
+      m.service_dir = s.dir().string();
       m.service_provider = true;
       m.walltime_s = slot_job(s).walltime_s;
     } else if (s.group >= 0) {
-      m.service_dir = slots_[groups_[size_t(s.group)].service].dir.string();
+      m.service_dir = slots_[groups_[size_t(s.group)].service].dir().string();
       m.provenance["service"] = fs::absolute(m.service_dir).lexically_normal().string();  // its runs.path
     }
     return m;
@@ -840,15 +841,15 @@ class ExperimentSession {
   void lay_out(Slot& s) {
     const Durability d = queued_ ? Durability::Now : Durability::Deferred;
     s.created_wall_ns = wall_ns();
-    make_private_dirs(s.dir);
-    write_run_metadata(s.dir, slot_metadata(s), d);
-    write_file_atomic(s.dir / layout::kJobScript, scheduler_->render_script(slot_job(s)), 0755, d);
+    make_private_dirs(s.dir());
+    write_run_metadata(s.dir(), slot_metadata(s), d);
+    write_file_atomic(s.dir() / layout::kJobScript, scheduler_->render_script(slot_job(s)), 0755, d);
   }
 
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
   void add_slot(const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
     const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
-    Slot s{&r, attempt, outcome_.run_root / folder};
+    Slot s{&r, attempt, (outcome_.run_root / folder).string()};
     s.group = group;
     if (group >= 0) ++groups_[size_t(group)].runs_left;
     lay_out(s);
@@ -863,7 +864,7 @@ class ExperimentSession {
 
   // The service of the group that `runs` (consecutive, same service) use.
   void add_service(const RunPlan& service, size_t runs) {
-    Slot s{&service, 0, outcome_.run_root / service.session};
+    Slot s{&service, 0, (outcome_.run_root / service.session).string()};
     s.served = runs;
     s.service = true;
     s.group = int(groups_.size());
@@ -877,7 +878,7 @@ class ExperimentSession {
     if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
     slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
-    write_file_atomic(slots_[i].dir / kJobIdFile, id + "\n", 0644, durability);
+    write_file_atomic(slots_[i].dir() / kJobIdFile, id + "\n", 0644, durability);
     slots_[i].state = JobState::Pending;
     active_[id] = i;
   }
@@ -917,9 +918,9 @@ class ExperimentSession {
   void record_scheduler_usage(const Slot& s, const JobStatus& js) {
     if (!js.usage_note.empty() && usage_notes_.insert(js.usage_note).second) log() << "fanout: " << js.usage_note << "\n";
     try {
-      write_scheduler_usage(s.dir, js);
+      write_scheduler_usage(s.dir(), js);
     } catch (const std::exception& e) {  // UserError, or the filesystem's own
-      log() << "fanout: " << s.dir.filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
+      log() << "fanout: " << s.dir().filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
     }
   }
 
@@ -932,19 +933,19 @@ class ExperimentSession {
     if (s.stalled && js.state != JobState::Completed) {
       js.state = JobState::Timeout;
       js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
-                  s.dir.string();
+                  s.dir().string();
     }
-    if (js.state != JobState::Completed) js.reason += first_rank_error(s.dir);
+    if (js.state != JobState::Completed) js.reason += first_rank_error(s.dir());
     set_state(s, js.state);
     s.ended = true;
     if (s.service && !s.job_id.empty()) --active_services_;
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     RunMetadata meta = slot_metadata(s);
     meta.status = status_record(js, s.run->steps);
-    write_run_metadata(s.dir, meta);
+    write_run_metadata(s.dir(), meta);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
-    timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir); });
+    timed(cost_.ingest_s, [&] { report = db_->ingest_run(s.dir()); });
     ++done_;
     last_done_ns_ = monotonic_ns();
     // A service is not retried; the runs of its group are, next in order and against the same service, while
@@ -955,7 +956,7 @@ class ExperimentSession {
     if (js.state == JobState::Completed) ++outcome_.completed;
     else if (!retry) ++outcome_.failed, s.failed = true;
     const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
-    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : s.dir.filename().string();
+    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : s.dir().filename().string();
     const std::string nodes = !js.node_list.empty() ? js.node_list : s.node_list;
     log() << "fanout: " << name << " " << job_state_name(js.state) << " in " << format_duration(dur) << ", " << report.samples << " samples"
           << " (job " << s.job_id << (nodes.empty() ? "" : " on " + nodes) << ")";
@@ -963,7 +964,7 @@ class ExperimentSession {
     log() << "\n";
     if (js.state != JobState::Completed) {
       // Its reason was printed above as it ended: the recap names it and where its logs are, once.
-      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + s.dir.string());
+      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + s.dir().string());
     }
     for (auto& w : report.warnings) log() << "  warning: " << w << "\n";
     const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
@@ -976,7 +977,7 @@ class ExperimentSession {
     }
     if (run_of_group && --groups_[size_t(group)].runs_left == 0) {
       // The group's last run has ended: its service may stop (rank runners watch for this file).
-      stop_service(slots_[groups_[size_t(group)].service].dir);
+      stop_service(slots_[groups_[size_t(group)].service].dir());
     }
   }
 
@@ -985,7 +986,7 @@ class ExperimentSession {
     if (s.group < 0 || s.service) return Gate::Go;
     Group& g = groups_[size_t(s.group)];
     const Slot& service = slots_[g.service];
-    if (!g.ready && fs::exists(service.dir / layout::kServiceReady)) g.ready = true;
+    if (!g.ready && fs::exists(service.dir() / layout::kServiceReady)) g.ready = true;
     if (service.ended) return Gate::Gone;
     return g.ready && !g.run_active ? Gate::Go : Gate::Wait;
   }
@@ -998,8 +999,8 @@ class ExperimentSession {
       const Slot& service = slots_[groups_[size_t(slots_[next_].group)].service];
       JobStatus js;
       js.state = JobState::Failed;
-      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.dir.filename().string() + " ended (" +
-                  job_state_name(service.state) + "); logs: " + service.dir.string();
+      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.dir().filename().string() + " ended (" +
+                  job_state_name(service.state) + "); logs: " + service.dir().string();
       slots_[next_].started_ns = monotonic_ns();
       finish(slots_[next_], js);
     }
@@ -1057,7 +1058,7 @@ class ExperimentSession {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
         // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
-        if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir.filename().string() << " (job " << id << ")\n";
+        if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir().filename().string() << " (job " << id << ")\n";
         track_submitted(next_++, id);
       } else {
         break;
@@ -1089,7 +1090,7 @@ class ExperimentSession {
         JobStatus lost = js;
         lost.state = JobState::Failed;
         lost.reason = "the scheduler could not say the state of job " + js.job_id + " for " + std::to_string(st_.unknown_timeout_s) +
-                      " s (its queries failed; --unknown_timeout): recorded FAILED, cancelled if it still runs; logs: " + slot.dir.string();
+                      " s (its queries failed; --unknown_timeout): recorded FAILED, cancelled if it still runs; logs: " + slot.dir().string();
         scheduler_->cancel({js.job_id});
         active_.erase(js.job_id);
         slot.never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see
@@ -1104,7 +1105,7 @@ class ExperimentSession {
           if (js.state == JobState::Running && slot.state != JobState::Running) {
             slot.node_list = js.node_list;
             if (st_.verbose)
-              log() << "fanout: " << slot.dir.filename().string() << " running (job " << js.job_id << ")"
+              log() << "fanout: " << slot.dir().filename().string() << " running (job " << js.job_id << ")"
                     << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
           }
           changed |= slot.state != js.state;
@@ -1128,7 +1129,7 @@ class ExperimentSession {
     for (auto& [id, i] : active_) {
       Slot& s = slots_[i];
       if (s.state != JobState::Running || s.stalled || s.service) continue;  // a service records nothing while it serves
-      const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir));
+      const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir()));
       if (wall_ns() - last < st_.stall_timeout_s * 1000000000) continue;
       s.stalled = true;
       stalled.push_back(id);

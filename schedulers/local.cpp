@@ -256,6 +256,8 @@ std::vector<JobStatus> LocalScheduler::poll(const std::vector<std::string>& job_
     }
     advance(*it->second, now);
     out.push_back(it->second->status);
+    // An ended job is answered from its status alone: what started it goes (a 100,000-run sweep kept every spec).
+    if (job_state_final(it->second->status.state)) it->second->spec = JobSpec{};
   }
   return out;
 }

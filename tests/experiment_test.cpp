@@ -69,12 +69,12 @@ ranks_per_node = 2
   auto plan = plan_experiment(req, *calibration());
   ASSERT_EQ(plan.runs.size(), 9u);  // (2 x 2 - 1 excluded) x 3 zipped
   for (auto& r : plan.runs) {
-    auto us = std::stoi(*r.point.find("sleep_us")), it = std::stoi(*r.point.find("iterations"));
+    auto us = std::stoi(*r.point->find("sleep_us")), it = std::stoi(*r.point->find("iterations"));
     EXPECT_EQ(it, us / 10) << "zipped values must advance together";
-    EXPECT_FALSE(*r.point.find("n") == "2" && *r.point.find("ranks_per_node") == "2");
-    EXPECT_EQ(r.steps[0].nodes, std::stoi(*r.point.find("n")));
-    EXPECT_EQ(r.steps[0].tasks_per_node, std::stoi(*r.point.find("ranks_per_node")));
-    EXPECT_EQ(r.point.find("copy_bytes") ? *r.point.find("copy_bytes") : "", "1048576") << "defaults are recorded";
+    EXPECT_FALSE(*r.point->find("n") == "2" && *r.point->find("ranks_per_node") == "2");
+    EXPECT_EQ(r.steps[0].nodes, std::stoi(*r.point->find("n")));
+    EXPECT_EQ(r.steps[0].tasks_per_node, std::stoi(*r.point->find("ranks_per_node")));
+    EXPECT_EQ(r.point->find("copy_bytes") ? *r.point->find("copy_bytes") : "", "1048576") << "defaults are recorded";
   }
 }
 
@@ -241,7 +241,7 @@ TEST(Experiment, RepeatsAreRunsOfTheirOwnInTheAskedOrder) {
   const auto inter = plan_experiment(req, *calibration());
   ASSERT_EQ(inter.runs.size(), 6u);
   std::vector<std::string> order;
-  for (auto& r : inter.runs) order.push_back(*r.point.find("sleep_us") + "/" + std::to_string(r.repeat));
+  for (auto& r : inter.runs) order.push_back(*r.point->find("sleep_us") + "/" + std::to_string(r.repeat));
   EXPECT_EQ(order, (std::vector<std::string>{"1/0", "2/0", "1/1", "2/1", "1/2", "2/2"}));
   EXPECT_EQ(inter.runs[0].param_hash, once.runs[0].param_hash) << "repeat 1 is the run without --repeat";
   std::set<std::string> hashes, sessions;
@@ -251,7 +251,7 @@ TEST(Experiment, RepeatsAreRunsOfTheirOwnInTheAskedOrder) {
   EXPECT_NE(inter.runs[2].session.find("-r2-"), std::string::npos) << inter.runs[2].session;
   req.settings.repeat_order = "grouped";
   order.clear();
-  for (auto& r : plan_experiment(req, *calibration()).runs) order.push_back(*r.point.find("sleep_us") + "/" + std::to_string(r.repeat));
+  for (auto& r : plan_experiment(req, *calibration()).runs) order.push_back(*r.point->find("sleep_us") + "/" + std::to_string(r.repeat));
   EXPECT_EQ(order, (std::vector<std::string>{"1/0", "1/1", "1/2", "2/0", "2/1", "2/2"}));
   req.settings.repeat_order = "random";
   auto r1 = plan_experiment(req, *calibration()), r2 = plan_experiment(req, *calibration());
