@@ -99,13 +99,10 @@ std::string header_prefix(const std::vector<std::string>& names, std::set<std::s
 }  // namespace
 
 size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
-  std::vector<std::string> names;
+  ExperimentStats head;
   std::map<int64_t, std::string> prefix;  // each run's columns: all the rows need of the runs, which are let go
-  {
-    const auto runs = db.runs();
-    names = shown_parameters(runs);
-    for (auto& r : runs) prefix[r.id] = run_prefix(r.session, r.status, r.repeat, r.parameters, names);
-  }
+  for (auto& [id, r] : run_rows(db, head)) prefix[id] = run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names);
+  const std::vector<std::string>& names = head.parameter_names;
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
   StagedFile out(file, gzip);

@@ -11,66 +11,63 @@
 
 namespace fanout {
 
-std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
-  std::vector<std::string> names;
-  std::map<std::string, std::set<std::string>> values_of;
-  std::map<std::string, size_t> setting_in;  // how many runs' plugins call it a setting
-  for (auto& r : runs) {
-    for (auto& [k, v] : r.parameters)
-      if (values_of[k].insert(v).second && values_of[k].size() == 1) names.push_back(k);
-    for (auto& s : r.settings) ++setting_in[s];
+void ParameterColumns::add(const StoredRun& run) {
+  ++runs_;
+  for (auto& [k, v] : run.parameters) {
+    Column& c = seen_[k];
+    if (!c.named) c.named = true, order_.push_back(k), c.first = v;
+    else c.varies = c.varies || v != c.first;
   }
+  for (auto& s : run.settings) ++seen_[s].setting_in;
+}
+
+std::vector<std::string> ParameterColumns::shown() const {
   std::vector<std::string> out;
-  for (auto& n : names)
-    if (!(setting_in[n] == runs.size() && values_of[n].size() == 1)) out.push_back(n);
+  for (auto& n : order_) {
+    const Column& c = seen_.at(n);
+    if (!(c.setting_in == runs_ && !c.varies)) out.push_back(n);
+  }
   return out;
 }
 
-namespace {
+std::vector<std::string> ParameterColumns::varied() const {
+  std::vector<std::string> out;
+  for (auto& n : order_)
+    if (seen_.at(n).varies) out.push_back(n);
+  return out;
+}
 
-// What the pass keeps of a run while its groups are read: what every row of it copies, and whether it counts
-// (the stored runs themselves, paths and reasons and all, are let go first). Repeats of a permutation share one
-// parameter list (a 100,000-run sweep of 1,000 permutations holds 1,000).
-struct RunRow {
-  std::string session, status, repeat, param_hash;
-  SharedParameters parameters;
-  bool counts = false;
-};
+std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
+  ParameterColumns columns;
+  for (auto& r : runs) columns.add(r);
+  return columns.shown();
+}
 
-// The runs' rows by id, and head's run-level fields.
 std::map<int64_t, RunRow> run_rows(const ResultsDb& db, ExperimentStats& head) {
-  const auto runs = db.runs();
-  std::map<std::string, std::set<std::string>> values_of;
-  std::vector<std::string> all;
-  for (auto& r : runs) {
-    ++head.runs_by_status[r.status];
-    for (auto& [k, v] : r.parameters)
-      if (values_of[k].insert(v).second && values_of[k].size() == 1) all.push_back(k);
-  }
-  head.parameter_names = shown_parameters(runs);
-  for (auto& n : all)
-    if (values_of[n].size() > 1) head.varied.push_back(n);
+  ParameterColumns columns;
   // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
   // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
   // complete beside a completed one are superseded.
   std::map<std::string, std::pair<bool, int64_t>> best;  // param_hash -> (any completed, last attempt's id)
-  for (auto& r : runs) {
+  std::map<ParameterList, SharedParameters> lists;
+  std::map<int64_t, RunRow> by_id;
+  db.for_each_run([&](StoredRun&& r) {
+    ++head.runs_by_status[r.status];
+    columns.add(r);
     auto& b = best[r.param_hash];
     b.first = b.first || r.status == "COMPLETED";
     b.second = std::max(b.second, r.id);
-  }
-  std::map<ParameterList, SharedParameters> lists;
-  std::map<int64_t, RunRow> by_id;
-  for (auto& r : runs) {
-    const auto& b = best.at(r.param_hash);
     SharedParameters& shared = lists.try_emplace(r.parameters, r.parameters).first->second;
-    by_id[r.id] = {r.session, r.status, r.repeat, r.param_hash, shared,
-                   r.param_hash.empty() || r.status == "COMPLETED" || (!b.first && b.second == r.id)};
+    by_id[r.id] = {std::move(r.session), std::move(r.status), std::move(r.repeat), std::move(r.param_hash), shared};
+  });
+  for (auto& [id, row] : by_id) {
+    const auto& b = best.at(row.param_hash);
+    row.counts = row.param_hash.empty() || row.status == "COMPLETED" || (!b.first && b.second == id);
   }
+  head.parameter_names = columns.shown();
+  head.varied = columns.varied();
   return by_id;
 }
-
-}  // namespace
 
 void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
                         const std::function<void(MetricStats&&, bool counts)>& row) {

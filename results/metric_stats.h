@@ -68,7 +68,36 @@ struct StoredRun;
 // The parameters the results' CSV files have columns for, in first-seen order: every parameter of the runs, less
 // the plugin's settings of how it runs (FANOUT_PARAM_SETTING: exec's command, parser, environment) that hold one
 // value in all of them. A setting that varies is a column like any parameter; run.toml and the database keep all.
+// Made run by run (a first value and whether another differs), never holding the runs.
+class ParameterColumns {
+ public:
+  void add(const StoredRun& run);
+  std::vector<std::string> shown() const;   // the columns, as above
+  std::vector<std::string> varied() const;  // the parameters whose value differs between runs, first seen first
+
+ private:
+  struct Column {
+    std::string first;  // its first value
+    bool named = false;  // seen as a parameter (not only as a setting's name)
+    bool varies = false;
+    size_t setting_in = 0;  // runs whose plugin calls it a setting
+  };
+  std::vector<std::string> order_;
+  std::map<std::string, Column> seen_;
+  size_t runs_ = 0;
+};
 std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs);
+
+// What a pass over an experiment keeps of each run: what every row of it copies (the stored runs themselves,
+// paths and reasons and all, are read one at a time and let go), and whether it counts (ExperimentStats::stats).
+// Repeats of a permutation share one parameter list (a 100,000-run sweep of 1,000 permutations holds 1,000).
+struct RunRow {
+  std::string session, status, repeat, param_hash;
+  SharedParameters parameters;
+  bool counts = false;
+};
+// Every run's row by id, and head's run-level fields: runs_by_status, parameter_names, varied.
+std::map<int64_t, RunRow> run_rows(const ResultsDb& db, ExperimentStats& head);
 
 // The pass that makes them: `head` gets the experiment's run-level fields (name, runs_by_status, parameter_names,
 // varied) before the first row, then `row` gets each group's statistics in (run, metric) order with whether it

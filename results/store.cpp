@@ -695,25 +695,28 @@ std::vector<std::string> ResultsDb::provenance_values(const std::string& key) co
 
 std::vector<StoredRun> ResultsDb::runs() const {
   std::vector<StoredRun> out;
+  for_each_run([&](StoredRun&& r) { out.push_back(std::move(r)); });
+  return out;
+}
+
+void ResultsDb::for_each_run(const std::function<void(StoredRun&&)>& fn) const {
   // The repeat index is the provenance's "k/N" (or "k/auto"): its k.
   Stmt q(db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason, "
               "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'repeat'), "
               "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling'), "
               "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'plugin_settings') FROM runs ORDER BY id");
+  Stmt p(db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal");
   while (q.step()) {
     const std::string repeat = q.text(8), settings = q.text(10);
-    out.push_back({q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
-                   repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9), {}});
+    StoredRun r{q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
+                repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9), {}};
     for (auto& name : split(settings, ','))
-      if (!name.empty()) out.back().settings.insert(name);
-  }
-  Stmt p(db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal");
-  for (auto& r : out) {
+      if (!name.empty()) r.settings.insert(name);
     p.bind(1, r.id);
     while (p.step()) r.parameters.emplace_back(p.text(0), p.text(1));
     p.reset();
+    fn(std::move(r));
   }
-  return out;
 }
 
 namespace {

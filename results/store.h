@@ -100,6 +100,8 @@ class ResultsDb {
                          const std::vector<RankPlace>& ranks = {});
 
   std::vector<StoredRun> runs() const;
+  // The same one run at a time, in id order: what reads every run of a large experiment without holding them.
+  void for_each_run(const std::function<void(StoredRun&&)>& fn) const;
   // The distinct values of one provenance key over the runs, the first run's first ("" values left out).
   std::vector<std::string> provenance_values(const std::string& key) const;
   // Calls fn for each (run, role, metric) with its non-warmup values and its declaration, one group at a time

@@ -49,6 +49,7 @@ class LocalScheduler : public Scheduler {
   KvService kv_;
   int next_id_ = 1;
   std::map<std::string, std::unique_ptr<LocalJob>> jobs_;
+  std::map<std::string, JobStatus> ended_;  // jobs that ended and were reported, by id
   std::map<pid_t, LocalJob*> by_pid_;
 };
 
