@@ -39,16 +39,23 @@ int64_t count(const ResultsDb& db, const std::string& sql) {
 }
 
 // A run folder as fanout-rank and the driver leave it: run.toml with a status, and one sample file per rank.
-std::filesystem::path make_run(const std::filesystem::path& root, const std::string& session, int ranks, int samples_per_rank) {
-  auto dir = root / session;
+// A run's metadata with its folder made: one of experiment "exp" of `plugin`, its hash made from its session.
+RunMetadata new_run(const std::filesystem::path& dir, const std::string& subcommand, const std::string& plugin,
+                    std::vector<std::pair<std::string, std::string>> parameters) {
   std::filesystem::create_directories(samples_dir(dir));
   RunMetadata m;
-  m.session = session;
+  m.session = dir.filename().string();
   m.experiment = "exp";
-  m.subcommand = "calibration_sleep";
-  m.plugin = "calibration";
-  m.param_hash = "h-" + session;
-  m.parameters = {{"sleep_us", "100"}, {"ranks", std::to_string(ranks)}};
+  m.subcommand = subcommand;
+  m.plugin = plugin;
+  m.param_hash = "h-" + m.session;
+  m.parameters = std::move(parameters);
+  return m;
+}
+
+std::filesystem::path make_run(const std::filesystem::path& root, const std::string& session, int ranks, int samples_per_rank) {
+  auto dir = root / session;
+  RunMetadata m = new_run(dir, "calibration_sleep", "calibration", {{"sleep_us", "100"}, {"ranks", std::to_string(ranks)}});
   m.steps = {{"sleep", 1, ranks, "disjoint", 1, 0, 0, "", false, "", ""}};
   m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {{"sleep", 0, 0, 0}}};
   write_run_metadata(dir, m);
@@ -150,14 +157,7 @@ namespace {
 std::filesystem::path make_figures_run(const std::filesystem::path& root, const std::string& session, int n,
                                        const std::vector<std::tuple<std::string, std::string, double>>& figures) {
   auto dir = root / session;
-  std::filesystem::create_directories(samples_dir(dir));
-  RunMetadata m;
-  m.session = session;
-  m.experiment = "exp";
-  m.subcommand = "run";
-  m.plugin = "exec";
-  m.param_hash = "h-" + session;
-  m.parameters = {{"n", std::to_string(n)}};
+  RunMetadata m = new_run(dir, "run", "exec", {{"n", std::to_string(n)}});
   std::map<std::string, int> rank_of;
   for (auto& [role, metric, v] : figures) rank_of.try_emplace(role, int(rank_of.size()));
   m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {}};
