@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -50,7 +51,7 @@ void Executor::stop() {
   loaded_.clear();
 }
 
-std::string Executor::call(const std::string& request, const Executable& e) {
+std::string Executor::call(const std::string& request, const Executable& e, Bound bound) {
   if (pid_ < 0) start();
   const char* what = e.is_model ? "model" : "script";
   // The process is gone (its end of the socket closed): reaped with its signal (it is exiting: a second at
@@ -71,14 +72,17 @@ std::string Executor::call(const std::string& request, const Executable& e) {
   const uint64_t length = request.size();
   if (!send_all(fd_, reinterpret_cast<const char*>(&length), sizeof length) || !send_all(fd_, request.data(), request.size()))
     throw lost("could not be handed to its executor");
-  // The reply, within the execution limit: status, then a length-prefixed body.
-  const auto deadline = Clock::now() + std::chrono::seconds(options_.timeout_s);
+  // The reply, within its limit: status, then a length-prefixed body.
+  const int limit_s = bound == Bound::Run ? options_.timeout_s : std::max(kLoadTimeoutS, options_.timeout_s);
+  const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
   std::string in;
   auto read_exact = [&](size_t n) {
     while (in.size() < n) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
         stop();
+        if (bound == Bound::Load)
+          throw BackendError(std::string("ERR the ") + what + "'s executor did not load it within " + std::to_string(limit_s) + " s and was stopped");
         throw BackendError(std::string("ERR the ") + what + " ran longer than EXECUTION_TIMEOUT (" + std::to_string(options_.timeout_s) +
                            " s) and was stopped");
       }
@@ -119,7 +123,7 @@ void Executor::ensure_loaded(const Executable& e) {
       it = loaded_.erase(it);
       Executable gone = e;
       gone.id = id;
-      call(w.out, gone);
+      call(w.out, gone, Bound::Load);
       if (pid_ < 0) return ensure_loaded(e);  // replaced meanwhile
     }
   if (pid_ >= 0 && loaded_.count(e.id)) return;
@@ -130,7 +134,7 @@ void Executor::ensure_loaded(const Executable& e) {
   w.str(e.device);
   w.str(*e.payload);
   if (!e.is_model) w.strings(e.entry_points ? *e.entry_points : std::vector<std::string>{});
-  call(w.out, e);
+  call(w.out, e, Bound::Load);
   if (pid_ >= 0) loaded_[e.id] = e.alive;
 }
 
@@ -141,7 +145,7 @@ std::vector<std::vector<TensorValue>> Executor::run_model(const Executable& mode
   w.num<uint64_t>(model.id);
   w.num<uint32_t>(uint32_t(requests.size()));
   for (const auto* r : requests) w.tensors(*r);
-  const std::string reply = call(w.out, model);
+  const std::string reply = call(w.out, model, Bound::Run);
   wire::Reader r{reply};
   std::vector<std::vector<TensorValue>> out(r.count());
   for (auto& o : out) o = r.tensors();
@@ -159,7 +163,7 @@ std::vector<TensorValue> Executor::run_script(const Executable& script, const st
   w.tensors(inputs);
   w.strings(keys);
   w.strings(args);
-  const std::string reply = call(w.out, script);
+  const std::string reply = call(w.out, script, Bound::Run);
   wire::Reader r{reply};
   return r.tensors();
 }

@@ -55,8 +55,13 @@ class Executor {
   void start();
   void stop();
   void ensure_loaded(const Executable& e);
+  // What bounds a request's wait for its reply. A run: EXECUTION_TIMEOUT. A load or drop: kLoadTimeoutS, for a
+  // wedged executor only; its time is a fresh executor's start (libtorch) and a script's compilation, which are no
+  // run (a 2 s EXECUTION_TIMEOUT stopped a load on a loaded machine, saying the script "ran" too long).
+  enum class Bound { Run, Load };
+  static constexpr int kLoadTimeoutS = 300;
   // Sends a request and reads its reply (past the status and the body's length); throws BackendError.
-  std::string call(const std::string& request, const Executable& e);
+  std::string call(const std::string& request, const Executable& e, Bound bound);
   ExecutorOptions options_;
   pid_t pid_ = -1;
   int fd_ = -1;

@@ -14,6 +14,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,27 +142,41 @@ static int scheduler(int servers, int workers) {
 }
 
 /* A server: takes each worker's pushes (values in, a 4-byte ack out) and pulls (a length in, the values out) until
- * the scheduler says to end. */
+ * the scheduler says to end. Every worker is served at once, as ps-lite's server does: one worker at a time
+ * deadlocked two workers against two servers that had each taken a different worker first (each worker waited for
+ * the ack of the server serving the other). */
 static int server(int workers) {
   int bound = 0, lfd = listen_on(0, &bound);
   int sched = connect_to(getenv("DMLC_PS_ROOT_URI"), env_int("DMLC_PS_ROOT_PORT"));
   send_all(sched, "S", 1);
   send_u32(sched, (uint32_t)bound);
+  struct pollfd* fds = calloc((size_t)workers, sizeof(struct pollfd));
+  float** stores = calloc((size_t)workers, sizeof(float*));
   for (int w = 0; w < workers; ++w) {
-    int fd = accept(lfd, NULL, NULL), one = 1;
-    if (fd < 0) die("accept failed");
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    float* store = NULL;
-    for (;;) {
-      const uint32_t op = recv_u32(fd), count = recv_u32(fd);
-      if (op == 0) break; /* this worker is done */
-      store = realloc(store, (size_t)count * sizeof(float));
-      if (op == 1) recv_all(fd, store, (size_t)count * sizeof(float)), send_u32(fd, count);
-      else send_all(fd, store, (size_t)count * sizeof(float));
-    }
-    free(store);
-    close(fd);
+    int one = 1;
+    fds[w].fd = accept(lfd, NULL, NULL);
+    if (fds[w].fd < 0) die("accept failed");
+    fds[w].events = POLLIN;
+    setsockopt(fds[w].fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  for (int open = workers; open > 0;) {
+    if (poll(fds, (nfds_t)workers, -1) < 0) die("poll failed");
+    for (int w = 0; w < workers; ++w) {
+      if (fds[w].fd < 0 || !(fds[w].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const int fd = fds[w].fd;
+      const uint32_t op = recv_u32(fd), count = recv_u32(fd);
+      if (op == 0) { /* this worker is done */
+        close(fd);
+        fds[w].fd = -1;
+        --open;
+        continue;
+      }
+      stores[w] = realloc(stores[w], (size_t)count * sizeof(float));
+      if (op == 1) recv_all(fd, stores[w], (size_t)count * sizeof(float)), send_u32(fd, count);
+      else send_all(fd, stores[w], (size_t)count * sizeof(float));
+    }
+  }
+  for (int w = 0; w < workers; ++w) free(stores[w]);
   recv_u32(sched); /* the final barrier */
   return 0;
 }
