@@ -4,10 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
+
+#include <cerrno>
 #include <map>
 #include <optional>
-#include <unistd.h>
-#include <cerrno>
 #include <set>
 
 #include "common/error.h"
@@ -191,8 +192,10 @@ void StatisticsFiles::end_run() {
     auto it = run_cells_.find(c);
     row += it == run_cells_.end() ? summary_cells(nullptr) : it->second;
   }
-  row += '\n';
-  if (std::fwrite(row.data(), 1, row.size(), run_rows_) != row.size()) throw UserError("runs.csv: cannot write its rows aside: " + std::string(std::strerror(errno)));
+  // Length first: a quoted field may hold a newline (a parameter's value), so lines would not part the rows.
+  const uint64_t length = row.size();
+  if (std::fwrite(&length, sizeof length, 1, run_rows_) != 1 || std::fwrite(row.data(), 1, row.size(), run_rows_) != row.size())
+    throw UserError("runs.csv: cannot write its rows aside: " + std::string(std::strerror(errno)));
   if (columns_at_.empty() || columns_at_.back().second != columns_.size()) columns_at_.push_back({run_rows_written_, columns_.size()});
   ++run_rows_written_;
   run_cells_.clear();
@@ -214,23 +217,18 @@ CsvFiles StatisticsFiles::commit() {
     for (auto& c : summary_columns()) head += "," + csv_field(k + "." + c);
   runs.line(head);
   if (std::fflush(run_rows_) != 0 || std::fseek(run_rows_, 0, SEEK_SET) != 0) throw UserError("runs.csv: cannot read its rows back: " + std::string(std::strerror(errno)));
-  char* line = nullptr;
-  size_t cap = 0;
   std::string row;
   auto at = columns_at_.begin();
   size_t known = 0;
   for (size_t r = 0; r < run_rows_written_; ++r) {
     for (; at != columns_at_.end() && at->first <= r; ++at) known = at->second;
-    const ssize_t n = ::getline(&line, &cap, run_rows_);
-    if (n <= 0) {
-      std::free(line);
-      throw UserError("runs.csv: its rows set aside could not be read back");
-    }
-    row.assign(line, size_t(n) - 1);
+    uint64_t length = 0;
+    if (std::fread(&length, sizeof length, 1, run_rows_) != 1) throw UserError("runs.csv: its rows set aside could not be read back");
+    row.resize(size_t(length));
+    if (std::fread(row.data(), 1, row.size(), run_rows_) != row.size()) throw UserError("runs.csv: its rows set aside could not be read back");
     for (size_t c = known; c < columns_.size(); ++c) row += summary_cells(nullptr);
     runs.line(row);
   }
-  std::free(line);
   runs.commit();
   // across_runs.csv: per permutation and figure, its runs' medians summarised.
   StagedFile across(dir_ / "across_runs.csv", false);

@@ -77,7 +77,8 @@ TEST_F(Resources, PeakMemoryOfAProgramAndOfTheChildItWaitedFor) {
 }
 
 // User CPU of a program that spins for a known CPU time is that time (within 10 % of the program's own clock);
-// a program that sleeps uses next to none.
+// a program that sleeps uses next to none: under a twentieth of the spinning one's (a fixed 5 ms failed on a machine
+// where starting the program alone cost 5.7 ms).
 TEST_F(Resources, CpuTimeOfASpinningAndOfASleepingProgram) {
   auto spin = exec("spin", {"--command=" + probe() + " cpu 300", "--parse", "regex:cpu_s=(?<value>\\S+)", "--metric=own_cpu", "--unit=s"});
   ASSERT_EQ(spin.exit_code, 0) << spin.err;
@@ -87,7 +88,7 @@ TEST_F(Resources, CpuTimeOfASpinningAndOfASleepingProgram) {
   EXPECT_NEAR(user, own, 0.1 * own) << "user " << user << " s against the program's own " << own << " s";
   auto nap = exec("nap", {"--command=" + probe() + " sleep 200"});
   ASSERT_EQ(nap.exit_code, 0) << nap.err;
-  EXPECT_LT(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'resource.user_cpu'")), 0.005);
+  EXPECT_LT(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'resource.user_cpu'")), own / 20);
   EXPECT_GE(std::stod(sql_one(db("nap"), "SELECT value FROM samples WHERE metric = 'wall_time'")), 0.2);
 }
 

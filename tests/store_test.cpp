@@ -155,9 +155,10 @@ namespace {
 
 // A run whose ranks record one sample of each (role, metric, value), one rank per role.
 std::filesystem::path make_figures_run(const std::filesystem::path& root, const std::string& session, int n,
-                                       const std::vector<std::tuple<std::string, std::string, double>>& figures) {
+                                       const std::vector<std::tuple<std::string, std::string, double>>& figures,
+                                       const std::string& label = "plain") {
   auto dir = root / session;
-  RunMetadata m = new_run(dir, "run", "exec", {{"n", std::to_string(n)}});
+  RunMetadata m = new_run(dir, "run", "exec", {{"n", std::to_string(n)}, {"label", label}});
   std::map<std::string, int> rank_of;
   for (auto& [role, metric, v] : figures) rank_of.try_emplace(role, int(rank_of.size()));
   m.status = RunStatusRecord{"COMPLETED", "local-1", "host", "", 0, 0, 1, 2, {}};
@@ -174,12 +175,18 @@ std::filesystem::path make_figures_run(const std::filesystem::path& root, const 
   return dir;
 }
 
-// The cells of a CSV line (no quoted commas in these files).
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out(1);
-  for (char c : line) {
-    if (c == ',') out.emplace_back();
-    else out.back().push_back(c);
+// A CSV file's records, each a list of fields: RFC 4180 quotes ("" inside), so a field may hold commas and newlines.
+std::vector<std::vector<std::string>> records(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  std::vector<std::string> record(1);
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted && c == '"' && i + 1 < text.size() && text[i + 1] == '"') record.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (!quoted && c == ',') record.emplace_back();
+    else if (!quoted && c == '\n') out.push_back(std::move(record)), record.assign(1, "");
+    else record.back() += c;
   }
   return out;
 }
@@ -187,45 +194,45 @@ std::vector<std::string> cells(const std::string& line) {
 }  // namespace
 
 // runs.csv is written as the statistics are made, its rows set aside until every column is known: a metric first
-// recorded by a later run is a column whose cells stay empty in the earlier rows, and a metric name that a later
-// run's other role records too renames the earlier column "<role>:<metric>". The same bytes come out of statistics
-// held at once (process_scaling_results) and of the driver's pass.
+// recorded by a later run is a column whose cells stay empty in the earlier rows, a metric name that a later run's
+// other role records too renames the earlier column "<role>:<metric>", and a parameter's value holding a newline
+// and a comma stays one quoted field of one row. The same bytes come out of statistics held at once
+// (process_scaling_results) and of the driver's pass.
 TEST(Store, RunsCsvColumnsFirstSeenLaterArePaddedAndRenamed) {
   test::TempDir d;
   std::filesystem::create_directories(d.path / "exp");
   ResultsDb db(d.path / "exp" / "fanout.sqlite");
-  db.ingest_run(make_figures_run(d.path, "a", 1, {{"client", "x", 1}}));
+  db.ingest_run(make_figures_run(d.path, "a", 1, {{"client", "x", 1}}, "two\nlines, quoted"));
   db.ingest_run(make_figures_run(d.path, "b", 2, {{"client", "x", 2}, {"client", "y", 20}}));
   db.ingest_run(make_figures_run(d.path, "c", 3, {{"client", "x", 3}, {"server", "x", 300}}));
   auto files = export_csv(db, d.path / "exp" / "csv");
   EXPECT_EQ(files.run_rows, 3u);
   EXPECT_EQ(files.statistic_rows, 5u);
-  std::istringstream in(read_file(files.runs));
-  std::string head, a, b, c, more;
-  std::getline(in, head), std::getline(in, a), std::getline(in, b), std::getline(in, c);
-  EXPECT_FALSE(std::getline(in, more)) << more;
+  const auto rows = records(read_file(files.runs));
+  ASSERT_EQ(rows.size(), 4u) << read_file(files.runs);  // the header and a row per run: a field's newline parts no row
+  const std::vector<std::string>& h = rows[0];
   const size_t stats = summary_columns().size();
-  const std::vector<std::string> h = cells(head);
-  ASSERT_EQ(h.size(), 4 + 3 * stats) << head;
-  EXPECT_EQ(std::vector<std::string>(h.begin(), h.begin() + 4), (std::vector<std::string>{"session", "status", "repeat", "n"}));
-  EXPECT_EQ(h[4], "client:x.count");
-  EXPECT_EQ(h[4 + stats], "y.count");
-  EXPECT_EQ(h[4 + 2 * stats], "server:x.count");
+  ASSERT_EQ(h.size(), 5 + 3 * stats);
+  EXPECT_EQ(std::vector<std::string>(h.begin(), h.begin() + 5), (std::vector<std::string>{"session", "status", "repeat", "n", "label"}));
+  EXPECT_EQ(h[5], "client:x.count");
+  EXPECT_EQ(h[5 + stats], "y.count");
+  EXPECT_EQ(h[5 + 2 * stats], "server:x.count");
   const size_t median = size_t(std::find(summary_columns().begin(), summary_columns().end(), "median") - summary_columns().begin());
-  auto at = [&](const std::vector<std::string>& row, size_t column, size_t stat) { return row.at(4 + column * stats + stat); };
-  for (const std::string* line : {&a, &b, &c}) ASSERT_EQ(cells(*line).size(), h.size()) << *line;
-  const auto ra = cells(a), rb = cells(b), rc = cells(c);
+  auto at = [&](const std::vector<std::string>& row, size_t column, size_t stat) { return row.at(5 + column * stats + stat); };
+  for (size_t r = 1; r < rows.size(); ++r) ASSERT_EQ(rows[r].size(), h.size()) << "row " << r;
+  const auto &ra = rows[1], &rb = rows[2], &rc = rows[3];
   EXPECT_EQ(ra[0], "a");
+  EXPECT_EQ(ra[4], "two\nlines, quoted");
   EXPECT_EQ(at(ra, 0, median), "1");
   for (size_t column : {1, 2})
-    for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(ra, column, k), "") << "a: column " << column << " (first seen later) holds " << a;
+    for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(ra, column, k), "") << "a: column " << column << " (first seen later)";
   EXPECT_EQ(at(rb, 1, median), "20");
-  for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(rb, 2, k), "") << b;
+  for (size_t k = 0; k < stats; ++k) EXPECT_EQ(at(rb, 2, k), "");
   EXPECT_EQ(at(rc, 0, median), "3");
   EXPECT_EQ(at(rc, 1, 0), "");
   EXPECT_EQ(at(rc, 2, median), "300");
   // across_runs.csv: one row per permutation and figure.
-  EXPECT_EQ(test::line_count_summary(read_file(d.path / "exp" / "csv" / "across_runs.csv")), "6");
+  EXPECT_EQ(records(read_file(d.path / "exp" / "csv" / "across_runs.csv")).size(), 6u);
   // The same three files from statistics held at once.
   const std::string streamed = read_file(files.runs), streamed_stats = read_file(files.statistics),
                     streamed_across = read_file(d.path / "exp" / "csv" / "across_runs.csv");
