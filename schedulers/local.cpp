@@ -1,6 +1,5 @@
 #include "schedulers/local.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,6 +12,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/gpus.h"
+#include "common/new_processes.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 
@@ -24,6 +24,7 @@ struct LocalScheduler::LocalJob {
   std::string id, token;
   JobSpec spec;
   pid_t pgid = 0;
+  ProcessMark started;  // before its first rank: whatever the job makes comes after
   std::map<pid_t, RankExit> running;  // pid -> which rank
   std::vector<RankExit> exits;
   std::optional<RankExit> first_failure;
@@ -108,6 +109,7 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
   job->status.state = JobState::Running;
   job->status.start_wall_ns = wall_ns();
   job->deadline_ns = monotonic_ns() + spec.walltime_s * 1000000000;
+  job->started = mark_processes();
 
   for (auto& r : processes(spec, {{"FANOUT_KV", kv_.address()}, {"FANOUT_KV_TOKEN", job->token}})) {
     std::string out = r.out.string(), err = r.err.string();
@@ -157,29 +159,24 @@ void LocalScheduler::signal_job(LocalJob& job, int sig) {
 
 namespace {
 
-// Kills every process of this user whose environment holds `entry` ("NAME=value") exactly: what a job's ranks
-// started in process groups of their own (exec puts each program in one), a program that ignores SIGTERM, or a
-// daemon that left with setsid, all still carry the job's token. Rounds until none is found (one may have forked
-// while we looked), at most 10.
-void kill_by_environment(const std::string& entry) {
+// Kills every process of this user made since `since` whose environment holds `entry` ("NAME=value") exactly: what
+// a job's ranks started in process groups of their own (exec puts each program in one), a program that ignores
+// SIGTERM, or a daemon that left with setsid, all still carry the job's token. Rounds until none is found (one may
+// have forked while we looked), at most 10.
+void kill_by_environment(const std::string& entry, const ProcessMark& since) {
   const std::string needle = std::string(1, '\0') + entry + std::string(1, '\0');
   for (int round = 0; round < 10; ++round) {
     int found = 0;
-    DIR* proc = ::opendir("/proc");
-    if (!proc) return;
-    while (dirent* e = ::readdir(proc)) {
-      const pid_t pid = pid_t(std::atol(e->d_name));
-      if (pid <= 1 || pid == ::getpid()) continue;
-      const int fd = ::open(("/proc/" + std::string(e->d_name) + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;  // gone, or another user's
+    for_each_process_since(since, [&](pid_t pid) {
+      const int fd = ::open(("/proc/" + std::to_string(pid) + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return;  // gone, or another user's
       std::string env(1, '\0');
       char buf[65536];
       for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) env.append(buf, size_t(n));
       ::close(fd);
       env.push_back('\0');
       if (env.find(needle) != std::string::npos && ::kill(pid, SIGKILL) == 0) ++found;
-    }
-    ::closedir(proc);
+    });
     if (!found) return;
   }
 }
@@ -219,7 +216,7 @@ void LocalScheduler::advance(LocalJob& job, int64_t now) {
   // Every rank has exited: any processes the ranks left behind in the group go too, and those that left the group
   // (a program exec started in a group of its own and that ignored SIGTERM, a setsid daemon) by the job's token.
   signal_job(job, SIGKILL);
-  kill_by_environment("FANOUT_KV_TOKEN=" + job.token);
+  kill_by_environment("FANOUT_KV_TOKEN=" + job.token, job.started);
   kv_.close_job(job.token);
   JobStatus& s = job.status;
   s.end_wall_ns = wall_ns();

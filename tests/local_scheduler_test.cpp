@@ -7,12 +7,15 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/new_processes.h"
 #include "common/text.h"
 #include "rendezvous/kv_service.h"
 #include "schedulers/local.h"
@@ -119,6 +122,65 @@ TEST(LocalScheduler, WallTimeKillsTheWholeProcessGroup) {
   for (int r = 0; r < 2; ++r) {
     pid_t child = std::stoi(read_file(d.path / ("child." + std::to_string(r))));
     EXPECT_TRUE(test::wait_for([&] { return kill(child, 0) != 0; }, 10)) << "grandchild " << child << " survived";
+  }
+}
+
+TEST(LocalScheduler, ADaemonARankLeftWithSetsidGoesWhenTheJobEnds) {
+  test::TempDir d;
+  // The daemon leaves the job's process group and session, so only its token (FANOUT_KV_TOKEN) finds it; the job's
+  // ranks are done before the daemon has written its pid, so the scan of processes made since the job began
+  // must see it however long the host took.
+  auto exe = script(d, "setsid sh -c 'echo $$ > daemon.tmp; mv daemon.tmp daemon; exec sleep 300' &\n"
+                       "while [ ! -e daemon ]; do sleep 0.01; done");
+  LocalScheduler s(0.5);
+  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 1)})));
+  EXPECT_EQ(st.state, JobState::Completed) << st.reason;
+  const pid_t daemon = std::stoi(read_file(d.path / "daemon"));
+  EXPECT_TRUE(test::wait_for([&] { return kill(daemon, 0) != 0; }, 10)) << "daemon " << daemon << " survived";
+}
+
+// What a job's end looks at: the processes made since its start (the pid ring after the mark), not the host's.
+TEST(NewProcesses, OnlyProcessesMadeSinceTheMarkAreVisitedUnlessTheRingCannotBeTrusted) {
+  auto start_sleeper = [] {
+    const pid_t p = ::fork();
+    if (p == 0) {
+      ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return p;
+  };
+  const pid_t before = start_sleeper();
+  const ProcessMark mark = mark_processes();
+  ASSERT_TRUE(mark.known) << "/proc/loadavg or /proc/stat unreadable";
+  const pid_t after = start_sleeper();
+  auto visited = [](const ProcessMark& m) {
+    std::set<pid_t> seen;
+    for_each_process_since(m, [&](pid_t p) { seen.insert(p); });
+    return seen;
+  };
+  const auto since_mark = visited(mark);
+  EXPECT_TRUE(since_mark.count(after)) << "a process made after the mark, pid " << after;
+  EXPECT_FALSE(since_mark.count(before)) << "a process made before the mark, pid " << before;
+  EXPECT_FALSE(since_mark.count(1));
+  EXPECT_FALSE(since_mark.count(::getpid()));
+  // No mark (/proc did not tell): every process.
+  const auto unknown = visited(ProcessMark{});
+  EXPECT_TRUE(unknown.count(before) && unknown.count(after));
+  // A mark whose last pid lies past the current one: the ring wrapped since, and what follows the wrap counts.
+  ProcessMark wrapped = mark;
+  wrapped.last_pid = pid_t(std::atol(read_file("/proc/sys/kernel/pid_max").c_str()) - 1);
+  const auto after_wrap = visited(wrapped);
+  EXPECT_TRUE(after_wrap.count(before) && after_wrap.count(after));
+  // More pids handed out since the mark than the ring holds: it may have come round past it, so every process.
+  ProcessMark lapped = mark;
+  lapped.forks = 0;
+  lapped.threads = 0;
+  if (mark.forks >= uint64_t(std::atol(read_file("/proc/sys/kernel/pid_max").c_str()))) {
+    EXPECT_TRUE(visited(lapped).count(before)) << "a mark " << mark.forks << " forks ago";
+  }
+  for (pid_t p : {before, after}) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
   }
 }
 

@@ -1,0 +1,77 @@
+#include "common/new_processes.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace fanout {
+
+namespace {
+
+// A small /proc file's text, or empty.
+std::string read_small(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[8192];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+constexpr pid_t kReservedPids = 300;  // the kernel's RESERVED_PIDS: the ring restarts above them
+
+}  // namespace
+
+ProcessMark mark_processes() {
+  ProcessMark m;
+  // loadavg: "0.28 0.80 2.96 1/82 11941": running/threads alive, then the last pid handed out.
+  long running = 0, threads = 0, last = 0;
+  const std::string load = read_small("/proc/loadavg");
+  if (std::sscanf(load.c_str(), "%*f %*f %*f %ld/%ld %ld", &running, &threads, &last) != 3) return m;
+  const std::string stat = read_small("/proc/stat");
+  const size_t at = stat.find("\nprocesses ");
+  if (at == std::string::npos) return m;
+  m.forks = std::strtoull(stat.c_str() + at + 11, nullptr, 10);
+  m.last_pid = pid_t(last);
+  m.threads = threads;
+  m.known = true;
+  return m;
+}
+
+void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f) {
+  const ProcessMark now = mark_processes();
+  const long pid_max = std::atol(read_small("/proc/sys/kernel/pid_max").c_str());
+  // The ring came round past the mark only if it handed out at least the pids it had free; forks counts more than
+  // our namespace hands out (threads and other namespaces too), so this errs towards looking at every process.
+  const bool window = since.known && now.known && pid_max > kReservedPids && now.forks >= since.forks &&
+                      now.forks - since.forks + uint64_t(now.threads) < uint64_t(pid_max - kReservedPids);
+  const pid_t from = since.last_pid, to = now.last_pid;
+  const pid_t self = ::getpid();
+  auto wanted = [&](pid_t p) { return p > 1 && p != self; };
+  // A window shorter than the host's table of threads is visited pid by pid (a pid that is gone, or a thread's,
+  // costs one failed open or a look at the same process again); a longer one by listing /proc.
+  const long length = from <= to ? long(to - from) : long(pid_max - 1 - from) + long(to - (kReservedPids - 1));
+  if (window && length <= now.threads) {
+    for (long i = 1; i <= length; ++i) {
+      long p = long(from) + i;
+      if (p >= pid_max) p = p - pid_max + kReservedPids;
+      if (wanted(pid_t(p))) f(pid_t(p));
+    }
+    return;
+  }
+  auto in_window = [&](pid_t p) { return from <= to ? (p > from && p <= to) : (p > from || p <= to); };
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return;
+  while (dirent* e = ::readdir(proc)) {
+    const pid_t pid = pid_t(std::atol(e->d_name));
+    if (wanted(pid) && (!window || in_window(pid))) f(pid);
+  }
+  ::closedir(proc);
+}
+
+}  // namespace fanout

@@ -1,0 +1,28 @@
+// The processes made since a moment: what a job may have left running on this host is among them. Linux hands out
+// pids in a ring (each after the last one given, wrapping at pid_max), so the processes made since a mark hold the
+// pids after the mark's last pid up to the current last one; looking at those alone, not every process of the host,
+// keeps the cost of a job's end from growing with how busy the host is (a login node runs thousands).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+
+namespace fanout {
+
+struct ProcessMark {
+  pid_t last_pid = 0;  // the pid handed out last (/proc/loadavg), in our pid namespace
+  uint64_t forks = 0;  // processes and threads made since boot, in every namespace (/proc/stat "processes")
+  int64_t threads = 0;  // threads alive (/proc/loadavg), each holding a pid the ring skips
+  bool known = false;   // false when /proc did not tell: then every process counts as new
+};
+
+ProcessMark mark_processes();
+
+// Calls `f` with each pid (other than this process's and init's) that may be a process made since `since`: those in
+// the ring after since.last_pid up to the current last pid, or every process when the ring may have come round
+// past the mark (as many pids handed out since as the ring has free) or /proc does not tell. A pid given may be
+// gone already, or a thread's (its process's files answer for it).
+void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f);
+
+}  // namespace fanout
