@@ -12,6 +12,7 @@
 #include <vector>
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace fanout {
 
@@ -99,6 +100,15 @@ class ResultsDb {
                          const std::function<void(const SampleSink&, IngestReport&)>& emit,
                          const std::vector<RankPlace>& ranks = {});
 
+  // Runs stored between begin_batch() and commit_batch() are committed together: a driver storing each run as it
+  // ends, milliseconds apart, writes the pages they share once per batch rather than once per run (32 KiB pages,
+  // dozens a run). Readers see a batch when it is committed; a batch still open when the database closes is
+  // committed then. A run that fails to store takes the batch back with it (as SQLite does on a full disk), and its
+  // error says how many runs went.
+  void begin_batch();
+  void commit_batch();
+  bool in_batch() const;
+
   std::vector<StoredRun> runs() const;
   // The same one run at a time, in id order: what reads every run of a large experiment without holding them.
   void for_each_run(const std::function<void(StoredRun&&)>& fn) const;
@@ -132,6 +142,7 @@ class ResultsDb {
 
    private:
     const ResultsDb& db_;
+    bool own_;  // false inside a batch, which is the snapshot already
   };
 
  private:
@@ -146,7 +157,11 @@ class ResultsDb {
   int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
   int64_t metric_id(const std::string& role, const std::string& name, const std::string& unit);
   sqlite3* db_ = nullptr;
+  size_t batch_runs_ = 0;  // runs stored in the open batch
   std::filesystem::path file_;
+  // Statements every stored run executes, prepared once per connection (by their text's address: literals).
+  sqlite3_stmt* prepared(const char* sql) const;
+  mutable std::map<const char*, sqlite3_stmt*> prepared_;
 };
 
 }  // namespace fanout

@@ -89,6 +89,58 @@ TEST(Store, IngestStoresEverythingOnceAndReingestReplaces) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
 }
 
+// How the driver stores runs as they end: a batch commits them together; another connection (a second driver, a
+// report) sees them once it is committed, and a run that fails to store takes the batch back and says so.
+TEST(Store, ABatchIsSeenWhenCommittedAndARunThatFailsTakesItBack) {
+  test::TempDir d;
+  std::vector<std::filesystem::path> runs;
+  for (int i = 0; i < 3; ++i) runs.push_back(make_run(d.path, "b" + std::to_string(i), 2, 10));
+  ResultsDb db(d.path / "fanout.sqlite");
+  db.begin_batch();
+  ASSERT_TRUE(db.in_batch());
+  db.ingest_run(runs[0]);
+  db.ingest_run(runs[1]);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2) << "the batch sees its own runs";
+  {
+    ResultsDb other(d.path / "fanout.sqlite", ResultsDb::ReadOnly{});
+    EXPECT_EQ(count(other, "SELECT count(*) FROM runs"), 0) << "not yet committed";
+  }
+  db.commit_batch();
+  EXPECT_FALSE(db.in_batch());
+  {
+    ResultsDb other(d.path / "fanout.sqlite", ResultsDb::ReadOnly{});
+    EXPECT_EQ(count(other, "SELECT count(*) FROM runs"), 2);
+    EXPECT_EQ(count(other, "SELECT count(*) FROM samples"), 44);
+  }
+  // The next batch: one run stored, then one whose storing fails half-way (its samples' producer throws).
+  db.begin_batch();
+  db.ingest_run(runs[2]);
+  RunMetadata broken = read_run_metadata(runs[2]);
+  broken.session = "broken";
+  EXPECT_THROW_WITH(db.store_run(broken, d.path / "broken",
+                                 [](const ResultsDb::SampleSink& sink, IngestReport&) {
+                                   sink.sample(0, sink.metric("sleep", "sleep", "us"), 0, 0, 1, false);
+                                   throw UserError("the disk is full");
+                                 }),
+                    UserError, "the disk is full (storing " + (d.path / "broken").string() + "; the 1 run(s) stored before it");
+  EXPECT_FALSE(db.in_batch());
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2) << "the failed batch left nothing";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 44);
+  // Outside a batch a failing run takes only itself back, as it always did.
+  EXPECT_THROW_WITH(db.store_run(broken, d.path / "broken", [](const ResultsDb::SampleSink&, IngestReport&) { throw UserError("again"); }),
+                    UserError, "again");
+  db.ingest_run(runs[2]);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 3);
+  // A batch left open when the database closes is kept.
+  {
+    ResultsDb last(d.path / "fanout.sqlite");
+    last.begin_batch();
+    last.ingest_run(make_run(d.path, "b3", 1, 5));
+  }
+  ResultsDb again(d.path / "fanout.sqlite", ResultsDb::ReadOnly{});
+  EXPECT_EQ(count(again, "SELECT count(*) FROM runs"), 4);
+}
+
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
   test::TempDir d;
   auto run = make_run(d.path, "s1", 2, 10);
