@@ -387,6 +387,8 @@ sqlite3_stmt* ResultsDb::prepared(const char* sql) const {
   return it->second;
 }
 
+void ResultsDb::cap_page_cache(int mib) { exec("PRAGMA cache_size=-" + std::to_string(mib * 1024) + ";"); }
+
 void ResultsDb::begin_batch() {
   if (sqlite3_get_autocommit(db_)) exec("BEGIN IMMEDIATE;");
   batch_runs_ = 0;

@@ -105,6 +105,9 @@ class ResultsDb {
   // dozens a run). Readers see a batch when it is committed; a batch still open when the database closes is
   // committed then. A run that fails to store takes the batch back with it (as SQLite does on a full disk), and its
   // error says how many runs went.
+  // SQLite's page cache for this connection, at most `mib` MiB (64 by default: a large run's ingest stays in memory
+  // until its commit). A driver storing many small runs caps it lower, as the cache would grow with the database.
+  void cap_page_cache(int mib);
   void begin_batch();
   void commit_batch();
   bool in_batch() const;
