@@ -15,10 +15,11 @@ namespace fanout {
 
 namespace {
 
-// A small /proc file's text, or empty. Each is opened once and read again from its start (a seq_file makes its
-// text anew on every read at offset 0): a job's start and end read three, and opening them was 7 % of the
-// driver's CPU a run.
-std::string read_small(const char* path) {
+// A /proc file's text, or empty. Each is opened once and read again from its start (a seq_file makes its text
+// anew on every read at offset 0): a job's start and end read three, and opening them was 7 % of the driver's CPU
+// a run. Read whole: /proc/stat's "processes" line follows one line per CPU and the interrupt counts, past 8 KiB
+// on a large host.
+std::string read_proc_file(const char* path) {
   static std::mutex mu;
   static std::map<std::string, int> open_files;
   int fd = -1;
@@ -29,9 +30,10 @@ std::string read_small(const char* path) {
     fd = it->second;
   }
   if (fd < 0) return {};
+  std::string text;
   char buf[8192];
-  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, off_t(text.size()))) > 0;) text.append(buf, size_t(n));
+  return text;
 }
 
 constexpr pid_t kReservedPids = 300;  // the kernel's RESERVED_PIDS: the ring restarts above them
@@ -42,9 +44,9 @@ ProcessMark mark_processes() {
   ProcessMark m;
   // loadavg: "0.28 0.80 2.96 1/82 11941": running/threads alive, then the last pid handed out.
   long running = 0, threads = 0, last = 0;
-  const std::string load = read_small("/proc/loadavg");
+  const std::string load = read_proc_file("/proc/loadavg");
   if (std::sscanf(load.c_str(), "%*f %*f %*f %ld/%ld %ld", &running, &threads, &last) != 3) return m;
-  const std::string stat = read_small("/proc/stat");
+  const std::string stat = read_proc_file("/proc/stat");
   const size_t at = stat.find("\nprocesses ");
   if (at == std::string::npos) return m;
   m.forks = std::strtoull(stat.c_str() + at + 11, nullptr, 10);
@@ -56,7 +58,7 @@ ProcessMark mark_processes() {
 
 void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f) {
   const ProcessMark now = mark_processes();
-  const long pid_max = std::atol(read_small("/proc/sys/kernel/pid_max").c_str());
+  const long pid_max = std::atol(read_proc_file("/proc/sys/kernel/pid_max").c_str());
   // The ring came round past the mark only if it handed out at least the pids it had free; forks counts more than
   // our namespace hands out (threads and other namespaces too), so this errs towards looking at every process.
   const bool window = since.known && now.known && pid_max > kReservedPids && now.forks >= since.forks &&

@@ -962,7 +962,10 @@ class ExperimentSession {
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] {
-      if (!db_->in_batch()) db_->begin_batch(), batch_since_ns_ = monotonic_ns();
+      if (!db_->in_batch()) {
+        db_->begin_batch();
+        batch_since_ns_ = monotonic_ns();
+      }
       report = db_->ingest_run(s.dir());
     });
     ++done_;

@@ -100,14 +100,14 @@ class ResultsDb {
                          const std::function<void(const SampleSink&, IngestReport&)>& emit,
                          const std::vector<RankPlace>& ranks = {});
 
-  // Runs stored between begin_batch() and commit_batch() are committed together: a driver storing each run as it
-  // ends, milliseconds apart, writes the pages they share once per batch rather than once per run (32 KiB pages,
-  // dozens a run). Readers see a batch when it is committed; a batch still open when the database closes is
-  // committed then. A run that fails to store takes the batch back with it (as SQLite does on a full disk), and its
-  // error says how many runs went.
   // SQLite's page cache for this connection, at most `mib` MiB (64 by default: a large run's ingest stays in memory
   // until its commit). A driver storing many small runs caps it lower, as the cache would grow with the database.
   void cap_page_cache(int mib);
+  // Runs stored between begin_batch() and commit_batch() are committed together: a driver storing each run as it
+  // ends, milliseconds apart, writes the pages they share once per batch rather than once per run (32 KiB pages,
+  // about ten a run). Readers see a batch when it is committed; a batch still open when the database closes is
+  // committed then. A run that fails to store takes the batch back with it (as SQLite does on a full disk), and its
+  // error says how many runs went.
   void begin_batch();
   void commit_batch();
   bool in_batch() const;
