@@ -15,7 +15,10 @@
 #include <arpa/inet.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <functional>
 #include <thread>
@@ -23,6 +26,7 @@
 #include "plugins/pslite/kv.h"
 #include "plugins/pslite/node.h"
 #include "plugins/pslite/scheduler.h"
+#include "plugins/pslite/value_buffer.h"
 #include "plugins/pslite/wire.h"
 #include "plugins/sdk/fanout_sdk.hpp"
 #include "tests/expect_throw.h"
@@ -132,6 +136,42 @@ TEST(PsliteKeys, RangesCoverTheKeySpace) {
     }
     EXPECT_EQ(server_of(~0ull, n), n - 1);
   }
+}
+
+namespace {
+
+// What /proc/self/smaps says of the mapping holding `p`: its "THPeligible:" value ("" when not found).
+std::string thp_eligible_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find('-')) inside = at >= lo && at < hi;
+    else if (inside && line.rfind("THPeligible:", 0) == 0) return line.substr(line.find_first_not_of(" ", 12));
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(PsliteValues, LargeValuesLieOnMemoryAdvisedForHugePages) {
+  ValueBuffer large(size_t(4) << 20, 'v');
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data()) % (size_t(2) << 20), 0u);
+  EXPECT_EQ(large[0], 'v');
+  EXPECT_EQ(large.back(), 'v');
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes((std::istreambuf_iterator<char>(mode)), std::istreambuf_iterator<char>());
+  if (!modes.empty() && modes.find("[never]") == std::string::npos) {
+    // In "madvise" mode only the advice makes memory eligible; in "always" it is eligible either way.
+    EXPECT_EQ(thp_eligible_of(large.data()), "1") << modes;
+  }
+  ValueBuffer small(64 << 10, 's');  // below a huge page: the ordinary allocator
+  EXPECT_EQ(small[65535], 's');
+  large.resize(size_t(6) << 20, 'w');  // regrows onto a new advised allocation, the contents kept
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data()) % (size_t(2) << 20), 0u);
+  EXPECT_EQ(large[(size_t(4) << 20) - 1], 'v');
+  EXPECT_EQ(large.back(), 'w');
 }
 
 TEST(PsliteKv, ManyKeysOverThreeServersByTcp) { round_trip_many_keys(Transport::Tcp, 0); }

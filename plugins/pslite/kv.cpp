@@ -62,7 +62,7 @@ int server_of(uint64_t key, int servers) {
 
 struct KVServer::Peer {
   std::shared_ptr<Link> link;
-  std::shared_ptr<std::vector<char>> spare;  // where the next pushed value is received
+  std::shared_ptr<ValueBuffer> spare;  // where the next pushed value is received
   uint64_t max_value = 0;                    // the largest value the worker declared it pushes
   bool refused = false;                      // it pushed more: its link is closing, nothing of it is stored
 };
@@ -172,14 +172,14 @@ void KVServer::serve(std::shared_ptr<Link> link, uint64_t max_value) {
       peer->link->close();
       return nullptr;
     }
-    if (!peer->spare || peer->spare.use_count() > 1) peer->spare = std::make_shared<std::vector<char>>();
+    if (!peer->spare || peer->spare.use_count() > 1) peer->spare = std::make_shared<ValueBuffer>();
     peer->spare->resize(size_t(h.len));
     return peer->spare->data();
   };
   auto on_message = [this, peer, l](const Header& h) {
     if (peer->refused) return;
     ++messages_;
-    std::shared_ptr<std::vector<char>> value;
+    std::shared_ptr<ValueBuffer> value;
     if (h.type == MsgType::Push || h.type == MsgType::PushPull) {
       std::lock_guard<std::mutex> lock(store_mu_);
       auto& slot = store_[h.key];

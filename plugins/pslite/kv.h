@@ -13,6 +13,7 @@
 
 #include "receiver.h"
 #include "scheduler.h"
+#include "value_buffer.h"
 
 namespace pslite {
 
@@ -51,7 +52,7 @@ class KVServer {
   uint32_t id_ = 0;
   Transport transport_;
   std::mutex store_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<std::vector<char>>> store_;
+  std::unordered_map<uint64_t, std::shared_ptr<ValueBuffer>> store_;
   std::unique_ptr<Receiver> receiver_;
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};

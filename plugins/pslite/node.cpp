@@ -57,7 +57,7 @@ struct ThreadResult {
 
 // The values pushed in an iteration: a pattern per key, with the iteration stamped in front so that a pull
 // returning an older value is caught by the checksum.
-void fill(std::vector<char>& v, uint64_t key, int64_t iteration) {
+void fill(ValueBuffer& v, uint64_t key, int64_t iteration) {
   uint64_t x = key * 0x9e3779b97f4a7c15ull + 1;
   for (size_t i = 0; i + 8 <= v.size(); i += 8) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -102,7 +102,7 @@ ThreadResult run_thread(const SchedulerClient& sc, const BenchConfig& cfg, int s
   const bool sync = cfg.mode == "sync";
   std::vector<uint64_t> keys = keys_of(rank, thread, cfg, kv.servers());
   if (sync) keys.resize(1);
-  std::vector<std::vector<char>> vals(keys.size(), std::vector<char>(cfg.len)), outs(keys.size(), std::vector<char>(cfg.len));
+  std::vector<ValueBuffer> vals(keys.size(), ValueBuffer(cfg.len)), outs(keys.size(), ValueBuffer(cfg.len));
   std::vector<size_t> out_lens(keys.size());
   std::vector<KVItem> items(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
