@@ -394,7 +394,7 @@ namespace {
 // Made again when a repeat's identity is made, rather than kept in every plan (a third of a planned run's memory).
 std::string identity_body(const ParameterPoint& point, const std::vector<StepSpec>& steps) {
   std::string canon;
-  auto sorted = point.values;
+  auto sorted = point.pairs();
   std::sort(sorted.begin(), sorted.end());
   for (auto& [k, v] : sorted) canon += k + "=" + v + "\n";
   for (auto& step : steps)
@@ -680,7 +680,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     for (auto& other : plan.steps) r.run_steps.emplace_back(other.label(), other.settings_json);
     r.ranks = int64_t(step.nodes) * step.tasks_per_node;
     const Plugin& p = step_plugin(s);
-    r.values = &p == &plugin ? roles_values : point.values;
+    r.values = &p == &plugin ? roles_values : point.pairs();
     if (&p != &plugin)  // another plugin's step: its parameters the point does not give, at their defaults
       for (auto& ps : p.params())
         if (!point.find(ps.name)) r.values.emplace_back(ps.name, ps.default_value);
@@ -700,7 +700,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     if (++kept > uint64_t(request.settings.max_runs))
       throw UserError("more than " + std::to_string(request.settings.max_runs) +
                       " permutations remain after the exclusions; narrow the lists or raise --max_runs");
-    const auto roles_values = plugin.values_for_roles(request.subcommand, point.values);
+    const auto roles_values = plugin.values_for_roles(request.subcommand, point.pairs());
     if (auto why = plugin.check(roles_values); !why.empty()) {
       const std::string where = permutation_text(point);
       throw UserError("plugin " + plugin.name() + " refuses the permutation" + (where.empty() ? "" : " (" + where + ")") + ": " + why);
@@ -741,8 +741,11 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       if (plan.services.empty() || key != group_key) {
         RunPlan service;
         ParameterPoint served;
-        for (auto& [k, v] : point.values)
-          if (!is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k)) served.values.emplace_back(k, v);
+        auto served_names = std::make_shared<std::vector<std::string>>();
+        for (size_t i = 0; i < point.size(); ++i)
+          if (const std::string& k = point.name(i); !is_varied(k) || std::count(shared_by.begin(), shared_by.end(), k))
+            served_names->push_back(k), served.values.push_back(point.values[i]);
+        served.names = std::move(served_names);
         service.point = std::make_shared<const ParameterPoint>(std::move(served));
         service.steps = {shared};
         service.step_commands = {shared_command};

@@ -169,7 +169,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
   m.scheduler = scheduler;  // what --launcher resolved to (auto -> slurm or local)
   m.walltime_s = plan.request.settings.walltime_s;
   m.created_wall_ns = wall_ns();
-  m.parameters = run.point->values;
+  m.parameters = run.point->pairs();
   for (auto& s : run.steps)
     m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive, s.entry, s.settings, s.mpi_program});
   m.provenance = {{"host", host_name()},
@@ -450,7 +450,7 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
       out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
           << ", shared by the runs below until the next service)\n";
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << printable(r.session);
-    for (auto& [k, v] : r.point->values) out << " " << k << "=" << printable(v);  // the plan holds what the experiment uses
+    for (size_t k = 0; k < r.point->size(); ++k) out << " " << r.point->name(k) << "=" << printable(r.point->values[k]);  // the plan holds what the experiment uses
     out << "\n";
     // What each rank of each step will run, placeholders filled (the plugin's plan_step; the step's own
     // variables stay {FANOUT_RANK}), before the job scripts that start fanout-rank.
@@ -591,7 +591,7 @@ class ExperimentSession {
     for (const RunPlan& base : plan_.runs) {
       if (base.repeat != 0) continue;
       int& planned = auto_planned_.try_emplace(base.param_hash, st_.repeat).first->second;
-      auto it = wide.find(parameters_key(base.point->values));
+      auto it = wide.find(parameters_key(base.point->pairs()));
       if (it == wide.end() || !it->second || planned >= st_.max_repeat) continue;  // precise, at the cap, or never completed
       auto_extra_.push_back(repeat_of(plan_.identity_head, base, planned++));
       round.push_back(&auto_extra_.back());

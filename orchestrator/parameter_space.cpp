@@ -7,9 +7,16 @@
 namespace fanout {
 
 const std::string* ParameterPoint::find(const std::string& name) const {
-  for (auto& [n, v] : values)
-    if (n == name) return &v;
+  for (size_t i = 0; i < values.size(); ++i)
+    if ((*names)[i] == name) return &values[i];
   return nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> ParameterPoint::pairs() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out.emplace_back((*names)[i], values[i]);
+  return out;
 }
 
 int ParameterSpace::axis_of(const std::string& name) const {
@@ -75,11 +82,16 @@ std::optional<uint64_t> ParameterSpace::cardinality() const {
 void ParameterSpace::for_each(const std::function<void(ParameterPoint&&)>& visit) const {
   const auto total = cardinality();
   if (!total) throw UserError("the parameter lists give more than 2^64 permutations");
+  auto all_names = std::make_shared<std::vector<std::string>>();
+  for (auto& a : axes_) all_names->insert(all_names->end(), a.names.begin(), a.names.end());
+  const std::shared_ptr<const std::vector<std::string>> names = std::move(all_names);
   std::vector<size_t> pos(axes_.size(), 0);
   for (uint64_t k = 0; k < *total; ++k) {
     ParameterPoint p;
+    p.names = names;
+    p.values.reserve(names->size());
     for (size_t a = 0; a < axes_.size(); ++a)
-      for (size_t j = 0; j < axes_[a].names.size(); ++j) p.values.emplace_back(axes_[a].names[j], axes_[a].values[pos[a]][j]);
+      for (size_t j = 0; j < axes_[a].names.size(); ++j) p.values.push_back(axes_[a].values[pos[a]][j]);
     bool excluded = std::any_of(exclusions_.begin(), exclusions_.end(), [&](const Exclusion& e) {
       return std::all_of(e.conditions.begin(), e.conditions.end(), [&](const auto& c) {
         const std::string* v = p.find(c.first);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,10 +26,15 @@ struct Exclusion {
   std::filesystem::path base;  // where a relative file value is found: the experiment file's folder ("" : the cwd)
 };
 
-// One concrete point: parameter values in declaration order.
+// One concrete point: a value per parameter, in declaration order. The names are the space's, one list shared by
+// every point it makes (they were half of a planned run's memory when each point held its own).
 struct ParameterPoint {
-  std::vector<std::pair<std::string, std::string>> values;
+  std::shared_ptr<const std::vector<std::string>> names;
+  std::vector<std::string> values;  // values[i] is name(i)'s
+  size_t size() const { return values.size(); }
+  const std::string& name(size_t i) const { return (*names)[i]; }
   const std::string* find(const std::string& name) const;
+  std::vector<std::pair<std::string, std::string>> pairs() const;  // (name, value) in order, as runs store them
 };
 
 class ParameterSpace {

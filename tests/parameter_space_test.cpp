@@ -11,7 +11,7 @@ std::vector<std::string> render(const std::vector<ParameterPoint>& pts) {
   std::vector<std::string> out;
   for (auto& p : pts) {
     std::string s;
-    for (auto& [k, v] : p.values) s += k + "=" + v + " ";
+    for (auto& [k, v] : p.pairs()) s += k + "=" + v + " ";
     out.push_back(s);
   }
   return out;
