@@ -82,9 +82,13 @@ int main(int argc, char** argv) {
   };
   if (baseline_first) sbatch_s = sbatch_loop();
 
+  // As the driver submits runs that may start together: Scheduler::submit_each, kSubmitters requests in flight.
   auto t0 = Clock::now();
   std::vector<std::string> ids;
-  for (auto& j : jobs) ids.push_back(slurm.submit(j));
+  for (auto& s : slurm.submit_each(jobs)) {
+    if (s.error) std::rethrow_exception(s.error);
+    ids.push_back(s.id);
+  }
   double api_s = seconds_since(t0);
 
   uint64_t q0 = slurm.queries();

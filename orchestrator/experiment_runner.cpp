@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <thread>
 
@@ -1077,11 +1078,7 @@ class ExperimentSession {
         for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k], Durability::Deferred);
         if (!ids.empty()) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
       } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
-        std::string id;
-        timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
-        // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
-        if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir().filename().string() << " (job " << id << ")\n";
-        track_submitted(next_++, id);
+        submit_runs_together();
       } else {
         break;
       }
@@ -1089,6 +1086,37 @@ class ExperimentSession {
     }
     if (next_ == slots_.size() && cost_.cpu_submitted_s < 0) cost_.cpu_submitted_s = process_cpu_s();
     return changed;
+  }
+
+  // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
+  // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
+  // run's job at once. A refused run stops the sweep as a failing submit() does; runs after it that went anyway
+  // are cancelled, so that what the driver tracks stays the runs before it, in order.
+  static constexpr size_t kSubmitTogether = 64;
+  void submit_runs_together() {
+    const size_t room = size_t(max_parallel_) - (active_.size() - active_services_);
+    std::vector<JobSpec> jobs;
+    std::set<int> groups_taken;  // a group's runs go one at a time
+    for (size_t i = next_; i < slots_.size() && jobs.size() < std::min(room, kSubmitTogether) && !slots_[i].service &&
+                           gate(i) == Gate::Go && (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
+         ++i)
+      jobs.push_back(slot_job(slots_[i]));
+    std::vector<Scheduler::Submitted> got;
+    timed(cost_.submit_s, [&] { got = scheduler_->submit_each(jobs); });
+    size_t k = 0;
+    for (; k < got.size() && !got[k].id.empty(); ++k, ++next_) {
+      // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
+      if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir().filename().string() << " (job " << got[k].id << ")\n";
+      track_submitted(next_, got[k].id);
+    }
+    if (k == got.size()) return;
+    std::vector<std::string> went_anyway;
+    for (size_t j = k + 1; j < got.size(); ++j)
+      if (!got[j].id.empty()) went_anyway.push_back(got[j].id);
+    if (!went_anyway.empty()) scheduler_->cancel(went_anyway);
+    // The first run without an id is the refused one: a scheduler tries none after a refusal without trying it.
+    if (!got[k].error) throw std::logic_error(scheduler_->name() + ": a run neither submitted nor refused");
+    std::rethrow_exception(got[k].error);
   }
 
   // One scheduler query for every active job. True when any job changed state.

@@ -1,6 +1,7 @@
 // How to get an allocation and run a job in it (local processes, Slurm, PBS). Separate from how the ranks
 // of a step are started inside it (launcher argv: local, srun, mpirun): they meet only in JobSpec.
 #pragma once
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,25 @@ class Scheduler {
     std::vector<std::string> ids;
     for (auto& j : jobs) ids.push_back(submit(j));
     return ids;
+  }
+  // Several jobs, each its own (the runs that may start now, in order): per job its id, or what its submit() threw,
+  // or neither (not tried: a job before it was refused). By default one submit() after another, stopping at the first
+  // refusal; a scheduler whose submissions wait on its controller overlaps them (Slurm).
+  struct Submitted {
+    std::string id;
+    std::exception_ptr error;
+  };
+  virtual std::vector<Submitted> submit_each(const std::vector<JobSpec>& jobs) {
+    std::vector<Submitted> out(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      try {
+        out[i].id = submit(jobs[i]);
+      } catch (...) {
+        out[i].error = std::current_exception();
+        break;
+      }
+    }
+    return out;
   }
   // How many jobs the driver keeps submitted at once unless told otherwise (a queueing scheduler: all).
   virtual int default_max_parallel() const { return 1; }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -333,6 +335,39 @@ std::string SlurmScheduler::submit(const JobSpec& job) {
   std::string id = submit_script(job, slurm_job_script(job), "");
   tracked_[id] = {job};
   return id;
+}
+
+std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<JobSpec>& jobs) {
+  std::vector<Submitted> out(jobs.size());
+  // Checked and rendered here, in order: a job that is not valid is refused before any job after it is submitted.
+  std::vector<std::string> scripts;
+  size_t n = 0;
+  for (; n < jobs.size(); ++n) {
+    try {
+      jobs[n].validate();
+      scripts.push_back(slurm_job_script(jobs[n]));
+    } catch (...) {
+      out[n].error = std::current_exception();
+      break;
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto submitter = [&] {
+    for (size_t i; (i = next++) < n;) {
+      try {
+        out[i].id = submit_script(jobs[i], scripts[i], "");
+      } catch (...) {
+        out[i].error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < std::min<size_t>(kSubmitters, n); ++t) helpers.emplace_back(submitter);
+  submitter();
+  for (auto& t : helpers) t.join();
+  for (size_t i = 0; i < n; ++i)
+    if (!out[i].id.empty()) tracked_[out[i].id] = {jobs[i]};
+  return out;
 }
 
 std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {

@@ -32,6 +32,21 @@ TEST(ParameterSpace, ProductFirstAxisOutermost) {
   EXPECT_EQ(pts[5], "a=2 b=z c=k ");
 }
 
+// A point keeps its values; the names are one list for the whole space (a planned run's memory was half names).
+TEST(ParameterSpace, PointsShareOneListOfNames) {
+  ParameterSpace s;
+  s.add("a", {"1", "2"});
+  s.add("b", {"x", "y"});
+  auto pts = s.expand();
+  ASSERT_EQ(pts.size(), 4u);
+  ASSERT_TRUE(pts[0].names);
+  for (auto& p : pts) EXPECT_EQ(p.names.get(), pts[0].names.get());
+  EXPECT_EQ(pts[3].name(1), "b");
+  ASSERT_NE(pts[3].find("b"), nullptr);
+  EXPECT_EQ(*pts[3].find("b"), "y");
+  EXPECT_EQ(pts[3].find("c"), nullptr);
+}
+
 TEST(ParameterSpace, ZipAdvancesTogether) {
   ParameterSpace s;
   s.add("nodes", {"1", "2", "4"});

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
 #include "schedulers/batch_script.h"
@@ -250,6 +251,38 @@ TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
   }, 120);
   EXPECT_TRUE(all_final);
   EXPECT_EQ(s.queries() - before, uint64_t(polls)) << "each poll of 12 jobs must be one slurm_load_jobs";
+}
+
+// The driver's runs that may start go to the controller together (several requests in flight): each gets its own
+// job, and one the controller refuses gets its reason without taking the others with it.
+TEST_F(Slurm, JobsSubmittedTogetherGetTheirOwnIdsAndARefusedOneItsReason) {
+  SlurmScheduler s;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back(test::trivial_job(d.path, "t" + std::to_string(i)));
+  jobs[4].options.partition = "no_such_partition";
+  auto got = s.submit_each(jobs);
+  ASSERT_EQ(got.size(), jobs.size());
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i == 4) continue;
+    EXPECT_FALSE(got[i].id.empty()) << "job " << i;
+    EXPECT_FALSE(got[i].error) << "job " << i;
+    ids.push_back(got[i].id);
+  }
+  EXPECT_TRUE(got[4].id.empty());
+  ASSERT_TRUE(got[4].error);
+  try {
+    std::rethrow_exception(got[4].error);
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("Slurm refused run t4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "every job its own id";
+  bool all_completed = test::wait_for([&] {
+    for (auto& st : s.poll(ids))
+      if (st.state != JobState::Completed) return false;
+    return true;
+  }, 120);
+  EXPECT_TRUE(all_completed) << "the jobs submitted together are tracked and run";
 }
 
 TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
