@@ -1064,12 +1064,7 @@ class ExperimentSession {
         log() << "fanout: submitted " << slots_[next_].run->steps[0].role << " service " << slots_[next_].run->session << " (job " << id << ")\n";
         track_submitted(next_++, id);
       } else if (st_.array) {
-        std::vector<JobSpec> jobs;
-        std::set<int> groups_taken;  // a group's runs go one at a time: one of each per submission
-        for (size_t i = next_; i < slots_.size() && !slots_[i].service && gate(i) == Gate::Go &&
-                               (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
-             ++i)
-          jobs.push_back(slot_job(slots_[i]));
+        std::vector<JobSpec> jobs = jobs_that_may_go(slots_.size());
         std::vector<std::string> ids;
         timed(cost_.submit_s, [&] { ids = scheduler_->submit_array(jobs, st_.max_parallel); });
         if (!ids.empty())
@@ -1088,6 +1083,18 @@ class ExperimentSession {
     return changed;
   }
 
+  // The jobs of the runs from next_ that may start now (at most `limit`): runs, not services, whose gate is open,
+  // and one run of each group (a group's runs go one at a time).
+  std::vector<JobSpec> jobs_that_may_go(size_t limit) {
+    std::vector<JobSpec> jobs;
+    std::set<int> groups_taken;
+    for (size_t i = next_; i < slots_.size() && jobs.size() < limit && !slots_[i].service && gate(i) == Gate::Go &&
+                           (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
+         ++i)
+      jobs.push_back(slot_job(slots_[i]));
+    return jobs;
+  }
+
   // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
   // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
   // run's job at once. A refused run stops the sweep as a failing submit() does; runs after it that went anyway
@@ -1095,12 +1102,7 @@ class ExperimentSession {
   static constexpr size_t kSubmitTogether = 64;
   void submit_runs_together() {
     const size_t room = size_t(max_parallel_) - (active_.size() - active_services_);
-    std::vector<JobSpec> jobs;
-    std::set<int> groups_taken;  // a group's runs go one at a time
-    for (size_t i = next_; i < slots_.size() && jobs.size() < std::min(room, kSubmitTogether) && !slots_[i].service &&
-                           gate(i) == Gate::Go && (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
-         ++i)
-      jobs.push_back(slot_job(slots_[i]));
+    const std::vector<JobSpec> jobs = jobs_that_may_go(std::min(room, kSubmitTogether));
     std::vector<Scheduler::Submitted> got;
     timed(cost_.submit_s, [&] { got = scheduler_->submit_each(jobs); });
     size_t k = 0;
