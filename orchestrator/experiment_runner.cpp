@@ -1097,28 +1097,37 @@ class ExperimentSession {
 
   // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
   // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
-  // run's job at once. A refused run stops the sweep as a failing submit() does; runs after it that went anyway
-  // are cancelled, so that what the driver tracks stays the runs before it, in order.
+  // run's job at once. A run the scheduler refuses (UserError: more memory than a node has, a program that cannot
+  // start) is recorded FAILED with the refusal and the sweep goes on, as a job pending on a reason no wait cures:
+  // stopping the sweep there left the runs submitted before it queued with no driver to record them.
   static constexpr size_t kSubmitTogether = 64;
   void submit_runs_together() {
     const size_t room = size_t(max_parallel_) - (active_.size() - active_services_);
     const std::vector<JobSpec> jobs = jobs_that_may_go(std::min(room, kSubmitTogether));
     std::vector<Scheduler::Submitted> got;
     timed(cost_.submit_s, [&] { got = scheduler_->submit_each(jobs); });
-    size_t k = 0;
-    for (; k < got.size() && !got[k].id.empty(); ++k, ++next_) {
+    for (size_t k = 0; k < got.size() && (!got[k].id.empty() || got[k].error); ++k, ++next_) {
+      if (got[k].error) {
+        record_refused(slots_[next_], got[k].error);
+        continue;
+      }
       // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
       if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir().filename().string() << " (job " << got[k].id << ")\n";
       track_submitted(next_, got[k].id);
     }
-    if (k == got.size()) return;
-    std::vector<std::string> went_anyway;
-    for (size_t j = k + 1; j < got.size(); ++j)
-      if (!got[j].id.empty()) went_anyway.push_back(got[j].id);
-    if (!went_anyway.empty()) scheduler_->cancel(went_anyway);
-    // The first run without an id is the refused one: a scheduler tries none after a refusal without trying it.
-    if (!got[k].error) throw std::logic_error(scheduler_->name() + ": a run neither submitted nor refused");
-    std::rethrow_exception(got[k].error);
+  }
+
+  // A run whose submission was refused: FAILED with the scheduler's words. Anything but a refusal propagates.
+  void record_refused(Slot& slot, const std::exception_ptr& error) {
+    JobStatus js;
+    js.state = JobState::Failed;
+    try {
+      std::rethrow_exception(error);
+    } catch (const UserError& e) {
+      js.reason = std::string("not submitted: ") + e.what();
+    }
+    slot.started_ns = monotonic_ns();
+    finish(slot, js);
   }
 
   // One scheduler query for every active job. True when any job changed state.

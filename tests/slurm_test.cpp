@@ -285,6 +285,23 @@ TEST_F(Slurm, JobsSubmittedTogetherGetTheirOwnIdsAndARefusedOneItsReason) {
   EXPECT_TRUE(all_completed) << "the jobs submitted together are tracked and run";
 }
 
+// A permutation the controller refuses at submission (more memory than any node has: check() does not know node
+// memory) is recorded FAILED with Slurm's words; the runs around it, submitted with it, run and are recorded, and
+// no job of the sweep is left queued (the sweep used to stop there, leaving the runs before it with no driver).
+TEST_F(Slurm, ARunTheControllerRefusesIsRecordedFailedAndTheSweepGoesOn) {
+  std::ofstream(d.path / "mem.toml") << "[experiment]\nplugin = \"exec\"\nname = \"mem\"\nlauncher = \"slurm\"\n"
+                                     << "[parameters]\nmem = [100, 200, 8000, 300, 400]\n"
+                                     << "[[steps]]\nname = \"s\"\ncommand = \"true\"\nmemory_mb = \"{mem}\"\n";
+  auto r = fanout({"run", "mem.toml"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(one("mem", "SELECT group_concat(status, ' ') FROM (SELECT status FROM runs ORDER BY status)"),
+            "COMPLETED COMPLETED COMPLETED COMPLETED FAILED");
+  const std::string reason = one("mem", "SELECT reason FROM runs WHERE status = 'FAILED'");
+  EXPECT_NE(reason.find("not submitted: Slurm refused run exec-sess-mem8000"), std::string::npos) << reason;
+  auto q = test::run_command({"/usr/bin/squeue", "-h", "-o", "%j"}, "/", {}, 20);
+  EXPECT_EQ(q.out.find("exec-sess-mem"), std::string::npos) << "a job of the sweep is still queued:\n" << q.out;
+}
+
 TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
   SlurmScheduler s;
   JobSpec j = test::trivial_job(d.path, "gone");
