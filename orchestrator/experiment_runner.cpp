@@ -451,7 +451,8 @@ void print_dry_run(const ExperimentPlan& plan, const Plugin& plugin, const Runne
       out << "service " << plan.services[size_t(r.service)].session << " (step " << plan.services[size_t(r.service)].steps[0].role
           << ", shared by the runs below until the next service)\n";
     out << "[" << (i + 1) << "/" << plan.runs.size() << "] " << printable(r.session);
-    for (size_t k = 0; k < r.point->size(); ++k) out << " " << r.point->name(k) << "=" << printable(r.point->values[k]);  // the plan holds what the experiment uses
+    // The plan holds what the experiment uses.
+    for (size_t k = 0; k < r.point->size(); ++k) out << " " << r.point->name(k) << "=" << printable(r.point->values[k]);
     out << "\n";
     // What each rank of each step will run, placeholders filled (the plugin's plan_step; the step's own
     // variables stay {FANOUT_RANK}), before the job scripts that start fanout-rank.

@@ -331,10 +331,9 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
 }
 
 std::string SlurmScheduler::submit(const JobSpec& job) {
-  job.validate();
-  std::string id = submit_script(job, slurm_job_script(job), "");
-  tracked_[id] = {job};
-  return id;
+  Submitted got = submit_each({job}).front();
+  if (got.error) std::rethrow_exception(got.error);
+  return got.id;
 }
 
 std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<JobSpec>& jobs) {

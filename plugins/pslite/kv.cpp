@@ -63,8 +63,8 @@ int server_of(uint64_t key, int servers) {
 struct KVServer::Peer {
   std::shared_ptr<Link> link;
   std::shared_ptr<ValueBuffer> spare;  // where the next pushed value is received
-  uint64_t max_value = 0;                    // the largest value the worker declared it pushes
-  bool refused = false;                      // it pushed more: its link is closing, nothing of it is stored
+  uint64_t max_value = 0;              // the largest value the worker declared it pushes
+  bool refused = false;                // it pushed more: its link is closing, nothing of it is stored
 };
 
 namespace {
