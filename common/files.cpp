@@ -15,10 +15,10 @@
 
 namespace fanout {
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode, Durability durability) {
-  std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
+namespace {
+
+// Writes all of `content` to fd; on failure closes fd, removes `written` and throws naming it.
+void write_all(int fd, std::string_view content, const std::string& written) {
   size_t off = 0;
   while (off < content.size()) {
     ssize_t n = ::write(fd, content.data() + off, content.size() - off);
@@ -26,11 +26,20 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      throw UserError("cannot write " + tmp + ": " + std::strerror(e));
+      ::unlink(written.c_str());
+      throw UserError("cannot write " + written + ": " + std::strerror(e));
     }
     off += static_cast<size_t>(n);
   }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, int mode, Durability durability) {
+  std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
+  write_all(fd, content, tmp);
   if (durability == Durability::Now) ::fsync(fd);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -38,6 +47,13 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     ::unlink(tmp.c_str());
     throw UserError("cannot rename " + tmp + " to " + path.string() + ": " + std::strerror(e));
   }
+}
+
+void write_new_file(const std::filesystem::path& path, std::string_view content, int mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) throw UserError("cannot write " + path.string() + ": " + std::strerror(errno));
+  write_all(fd, content, path.string());
+  ::close(fd);
 }
 
 // read() into a string sized from fstat (a stream copied through an ostringstream cost more than decoding the

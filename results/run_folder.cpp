@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSamplesDir; }
 
-void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durability durability) {
+std::string run_metadata_text(const RunMetadata& m) {
   toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
                   {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
                   {"param_hash", m.param_hash}, {"launcher", m.scheduler},   {"walltime_s", m.walltime_s},
@@ -60,7 +60,11 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
   }
   std::ostringstream out;
   out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
-  write_file_atomic(run_dir / kRunMetadataFile, out.str(), 0644, durability);
+  return out.str();
+}
+
+void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durability durability) {
+  write_file_atomic(run_dir / kRunMetadataFile, run_metadata_text(m), 0644, durability);
 }
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {

@@ -64,6 +64,7 @@ constexpr const char* kRunMetadataFile = "run.toml";
 constexpr size_t kMaxRunMetadataBytes = size_t(64) << 20;
 
 // Atomic; Deferred leaves the fsync to the caller's sync_filesystem() (common/files.h).
+std::string run_metadata_text(const RunMetadata& m);  // run.toml's bytes
 void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m, Durability durability = Durability::Now);
 RunMetadata read_run_metadata(const std::filesystem::path& run_dir);                  // throws UserError
 std::filesystem::path samples_dir(const std::filesystem::path& run_dir);

@@ -557,9 +557,10 @@ void read_plugin_provenance(const fs::path& run_dir, RunMetadata& meta, std::vec
   }
 }
 
-PackedRun pack_run(const fs::path& run_dir) {
+// A run folder whose run.toml says `meta`, packed for storing.
+PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
   PackedRun run;
-  run.meta = read_run_metadata(run_dir);
+  run.meta = std::move(meta);
   run.dir = run_dir;
   read_plugin_provenance(run_dir, run.meta, run.warnings);
   std::vector<fs::path> files;
@@ -596,6 +597,8 @@ PackedRun pack_run(const fs::path& run_dir) {
   }
   return run;
 }
+
+PackedRun pack_run(const fs::path& run_dir) { return pack_run_as(run_dir, read_run_metadata(run_dir)); }
 
 // Stores a packed run in one transaction.
 IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
@@ -634,6 +637,9 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
 }  // namespace
 
 IngestReport ResultsDb::ingest_run(const fs::path& run_dir) { return store_packed(*this, pack_run(run_dir)); }
+IngestReport ResultsDb::ingest_run(const fs::path& run_dir, RunMetadata meta) {
+  return store_packed(*this, pack_run_as(run_dir, std::move(meta)));
+}
 
 void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
                             const std::function<void(const fs::path&, const IngestReport&)>& stored,

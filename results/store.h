@@ -16,6 +16,8 @@ struct sqlite3_stmt;
 
 namespace fanout {
 
+struct RunMetadata;
+
 constexpr int kResultsSchemaVersion = 2;  // 1 (a row per sample) is migrated on open
 
 struct IngestReport {
@@ -72,6 +74,8 @@ class ResultsDb {
 
   // Reads a run folder (run.toml + samples/) and stores it, replacing any earlier copy of the same folder.
   IngestReport ingest_run(const std::filesystem::path& run_dir);
+  // The same, for a folder whose run.toml the caller has just written as `meta` (the driver: not read back).
+  IngestReport ingest_run(const std::filesystem::path& run_dir, RunMetadata meta);
   // Run folders in order, each as ingest_run stores it, the next one read while this one is stored; `stored` is
   // called after each. A folder ingest_run would refuse (an unreadable run.toml): with `skipped`, reported to it
   // and passed over, the rest stored; without, it stops there with the runs before it stored.

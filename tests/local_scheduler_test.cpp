@@ -354,3 +354,20 @@ TEST(Schedulers, EveryNameHasABackend) {
     EXPECT_NE(std::string(e.what()).find("known: slurm, pbs, sge, local, auto"), std::string::npos) << e.what();
   }
 }
+
+// A job of one rank is given no rendezvous address (nothing to meet, no connection to make), only the token
+// that marks its processes; a job of two is given both.
+TEST(LocalScheduler, OnlyAJobOfSeveralRanksIsGivenTheRendezvousService) {
+  for (int ranks : {1, 2}) {
+    test::TempDir d;
+    auto exe = script(d, "echo \"kv=${FANOUT_KV-unset} token=${FANOUT_KV_TOKEN:+set}\" > \"$FANOUT_RANK.kv\"");
+    LocalScheduler s;
+    auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, ranks)})));
+    ASSERT_EQ(st.state, JobState::Completed) << st.reason;
+    for (int r = 0; r < ranks; ++r) {
+      const std::string seen = read_file(d.path / (std::to_string(r) + ".kv"));
+      if (ranks == 1) EXPECT_EQ(seen, "kv=unset token=set\n");
+      else EXPECT_TRUE(starts_with(seen, "kv=127.0.0.1:") && seen.find(" token=set\n") != std::string::npos) << seen;
+    }
+  }
+}
