@@ -395,7 +395,12 @@ void ResultsDb::begin_batch() {
 }
 
 void ResultsDb::commit_batch() {
-  if (!sqlite3_get_autocommit(db_)) exec("COMMIT;");
+  try {
+    if (!sqlite3_get_autocommit(db_)) exec("COMMIT;");
+  } catch (...) {
+    rollback();  // and the ids it cached go with the rows
+    throw;
+  }
   batch_runs_ = 0;
 }
 
@@ -426,6 +431,8 @@ void ResultsDb::rollback() const {
   // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR): a second ROLLBACK
   // would fail with "no transaction is active" and hide the real error, which is what propagates.
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK;", nullptr, nullptr, nullptr);
+  experiment_ids_.clear();  // rows the transaction made may be gone with it
+  metric_ids_.clear();
 }
 
 void ResultsDb::exec(const std::string& sql) const {
@@ -444,7 +451,32 @@ void ResultsDb::exec(const std::string& sql) const {
   }
 }
 
+namespace {
+
+std::string id_key(const std::string& a, const std::string& b, const std::string& c) {
+  std::string key = a;
+  key += '\0';
+  key += b;
+  key += '\0';
+  key += c;
+  return key;
+}
+
+}  // namespace
+
 int64_t ResultsDb::experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand) {
+  int64_t& id = experiment_ids_[id_key(name, plugin, subcommand)];
+  if (id == 0) id = experiment_row(name, plugin, subcommand);
+  return id;
+}
+
+int64_t ResultsDb::metric_id(const std::string& role, const std::string& name, const std::string& unit) {
+  int64_t& id = metric_ids_[id_key(role, name, unit)];
+  if (id == 0) id = metric_row(role, name, unit);
+  return id;
+}
+
+int64_t ResultsDb::experiment_row(const std::string& name, const std::string& plugin, const std::string& subcommand) {
   Stmt ins(db_, prepared("INSERT OR IGNORE INTO experiments(name, plugin, subcommand, created_at) VALUES(?,?,?,?)"));
   ins.bind(1, name).bind(2, plugin).bind(3, subcommand).bind(4, iso8601_utc(wall_ns())).run();
   Stmt q(db_, prepared("SELECT id FROM experiments WHERE name=? AND plugin=? AND subcommand=?"));
@@ -453,7 +485,7 @@ int64_t ResultsDb::experiment_id(const std::string& name, const std::string& plu
   return q.i64(0);
 }
 
-int64_t ResultsDb::metric_id(const std::string& role, const std::string& name, const std::string& unit) {
+int64_t ResultsDb::metric_row(const std::string& role, const std::string& name, const std::string& unit) {
   Stmt ins(db_, prepared("INSERT OR IGNORE INTO metrics(role, name, unit) VALUES(?,?,?)"));
   ins.bind(1, role).bind(2, name).bind(3, unit).run();
   Stmt q(db_, prepared("SELECT id FROM metrics WHERE role=? AND name=? AND unit=?"));

@@ -161,8 +161,14 @@ class ResultsDb {
                       const std::function<void(int64_t, int64_t, int, std::string_view)>& fn) const;
   // fn(run, metric, rank, row) for each stored sample of those blocks, in the same order.
   void for_each_row(const std::string& where, const std::function<void(int64_t, int64_t, int, const struct SampleRowText&)>& fn) const;
+  // Row ids of experiments and metrics, made when first asked for; rows neither deleted nor changed, so the ids
+  // are kept (by their key's fields joined with NUL) until a rollback may have taken the rows back. Every stored
+  // run asked for 11 of them, 22 statements.
   int64_t experiment_id(const std::string& name, const std::string& plugin, const std::string& subcommand);
   int64_t metric_id(const std::string& role, const std::string& name, const std::string& unit);
+  int64_t experiment_row(const std::string& name, const std::string& plugin, const std::string& subcommand);
+  int64_t metric_row(const std::string& role, const std::string& name, const std::string& unit);
+  mutable std::map<std::string, int64_t> experiment_ids_, metric_ids_;
   sqlite3* db_ = nullptr;
   size_t batch_runs_ = 0;  // runs stored in the open batch
   std::filesystem::path file_;

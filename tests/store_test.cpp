@@ -141,6 +141,34 @@ TEST(Store, ABatchIsSeenWhenCommittedAndARunThatFailsTakesItBack) {
   EXPECT_EQ(count(again, "SELECT count(*) FROM runs"), 4);
 }
 
+// The ids of experiments and metrics are kept across runs; a batch that goes back takes the rows it made
+// with it, and the ids with them: the next run of that experiment and metric makes them again.
+TEST(Store, AnExperimentAndMetricMadeInABatchThatWentBackAreMadeAgain) {
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  db.ingest_run(make_run(d.path, "s1", 1, 3));  // known before the batch: the same id after it
+  RunMetadata fresh = new_run(d.path / "fresh", "calibration_sleep", "calibration", {{"sleep_us", "1"}});
+  fresh.experiment = "made-in-the-batch";
+  auto samples = [](const std::string& metric, bool fail) {
+    return [=](const ResultsDb::SampleSink& sink, IngestReport&) {
+      sink.sample(0, sink.metric("sleep", "sleep", "us"), 0, 0, 1, false);
+      sink.sample(0, sink.metric("sleep", metric, "us"), 0, 0, 2, false);
+      if (fail) throw UserError("the disk is full");
+    };
+  };
+  db.begin_batch();
+  db.store_run(fresh, d.path / "fresh", samples("new_metric", false));
+  RunMetadata broken = fresh;
+  broken.session = "broken";
+  EXPECT_THROW(db.store_run(broken, d.path / "broken", samples("new_metric", true)), UserError);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM experiments WHERE name = 'made-in-the-batch'"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metrics WHERE name = 'new_metric'"), 0);
+  db.store_run(fresh, d.path / "fresh", samples("new_metric", false));  // the ids it had would name no row
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = 'made-in-the-batch'"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric IN ('sleep', 'new_metric') AND run_id = (SELECT id FROM runs WHERE session = 'fresh')"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks b LEFT JOIN metrics m ON m.id = b.metric_id WHERE m.id IS NULL"), 0);
+}
+
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
   test::TempDir d;
   auto run = make_run(d.path, "s1", 2, 10);
