@@ -743,14 +743,8 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     }
 
     BlockPacker packer(db_);
-    std::map<std::tuple<std::string, std::string, std::string>, int64_t> ids;  // (role, metric, unit) -> id
     SampleSink sink;
-    sink.metric = [&](const std::string& role, const std::string& metric, const std::string& unit) {
-      auto key = std::make_tuple(role, metric, unit);
-      auto it = ids.find(key);
-      if (it == ids.end()) it = ids.emplace(key, metric_id(role, metric, unit)).first;
-      return it->second;
-    };
+    sink.metric = [&](const std::string& role, const std::string& metric, const std::string& unit) { return metric_id(role, metric, unit); };
     sink.sample = [&](int rank, int64_t mid, int64_t iteration, double t_start, double value, bool warmup) {
       packer.add(report.run_id, mid, rank, iteration, t_start, value, warmup);
       ++report.samples;
