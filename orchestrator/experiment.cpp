@@ -709,6 +709,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
     run.point = std::make_shared<const ParameterPoint>(point);
     StepSpec shared;
     std::string shared_command;
+    std::vector<StepSpec> steps;
     for (auto& s : plan.steps) {
       StepSpec step;
       step.role = s.label();
@@ -725,8 +726,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       step.mpi_program = s.mpi_program || request.settings.mpi_program;  // the step's own, else the run's --mpi_program
       const std::string command = plan_step(s, step, point, roles_values);
       if (sharing && s.label() == shared_role) shared = step, shared_command = command;
-      else run.steps.push_back(step), run.step_commands.push_back(command);
+      else steps.push_back(step), run.step_commands.push_back(command);
     }
+    run.steps = std::move(steps);
     // What each rank runs, kept for --dry-run only when some plugin said it (a string per run otherwise for nothing).
     if (std::all_of(run.step_commands.begin(), run.step_commands.end(), [](const std::string& c) { return c.empty(); })) std::vector<std::string>().swap(run.step_commands);
     identify(run, "");
@@ -747,7 +749,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
             served_names->push_back(k), served.values.push_back(point.values[i]);
         served.names = std::move(served_names);
         service.point = std::make_shared<const ParameterPoint>(std::move(served));
-        service.steps = {shared};
+        service.steps = std::vector<StepSpec>{shared};
         service.step_commands = {shared_command};
         service.plugin = shared_plugin;
         // Groups with equal values stay apart; another plugin's service is that plugin's.

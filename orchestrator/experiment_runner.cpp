@@ -521,7 +521,7 @@ class ExperimentSession {
   ~ExperimentSession() {
     try {
       for (auto& g : groups_)
-        if (!slots_[g.service].ended && !slots_[g.service].job_id.empty()) stop_service(slots_[g.service].dir());
+        if (!slots_[g.service].ended && !slots_[g.service].job_id.empty()) stop_service(dir_of(slots_[g.service]));
     } catch (...) {
     }
   }
@@ -628,26 +628,45 @@ class ExperimentSession {
   // parameters, steps) was 5 KiB a run, 537 MB while a 100,000-run sweep was laid out.
   struct Slot {
     const RunPlan* run;
-    int attempt;
-    std::string folder;  // its folder, absolute (a filesystem::path keeps each component apart: 585 B a run)
-    fs::path dir() const { return folder; }
+    int attempt;  // its folder is named after its run and attempt (dir_of): a path a slot was 100 B more a run
     int64_t created_wall_ns = 0;  // its run.toml's created time, kept as laid out
     size_t served = 0;            // a service: the runs it serves (its wall time covers them)
-    std::shared_ptr<const RunMetadata> adopted{};  // a dead driver's run followed again: its run.toml as that driver wrote it
+    // A dead driver's run followed again: its folder, and its run.toml as that driver wrote it.
+    struct Adopted {
+      fs::path dir;
+      RunMetadata meta;
+    };
+    std::shared_ptr<const Adopted> adopted{};
     std::string job_id{};
-    JobState state = JobState::Pending;
     int64_t started_ns = 0;
     int64_t running_since_wall_ns = 0;
-    bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
     int64_t queued_since_ns = 0;  // when --max_pending's clock started: submission, or the end of fanout's own holds
-    std::string never_started{};  // cancelled while pending (--max_pending, a fatal reason): recorded FAILED with this
+    int64_t unknown_since_ns = 0;  // first of an unbroken series of polls that could not say its state (0: none)
+    JobState state = JobState::Pending;
     int group = -1;        // the shared-step group this slot belongs to (its service or one of its runs)
     bool service = false;  // the slot is the group's service
     bool ended = false;
     bool failed = false;   // ended without completing, and not retried
-    std::string waiting{};  // why the scheduler keeps it pending, when it says
-    std::string node_list{};  // where it ran, as the scheduler said when it started
-    int64_t unknown_since_ns = 0;  // first of an unbroken series of polls that could not say its state (0: none)
+    bool stalled = false;  // cancelled by --stall_timeout: its end is recorded as TIMEOUT with that reason
+    // What is said of it while the scheduler has it: made when first said, gone as it ends (every ended slot of a
+    // 100,000-run sweep kept these three strings, 96 B a run).
+    struct Notes {
+      std::string waiting;        // why the scheduler keeps it pending, when it says
+      std::string node_list;      // where it runs, as the scheduler said when it started
+      std::string never_started;  // cancelled while pending (--max_pending, a fatal reason): recorded FAILED with this
+    };
+    std::unique_ptr<Notes> notes{};
+    Notes& note() {
+      if (!notes) notes = std::make_unique<Notes>();
+      return *notes;
+    }
+    const std::string& waiting() const { return notes ? notes->waiting : nothing(); }
+    const std::string& node_list() const { return notes ? notes->node_list : nothing(); }
+    const std::string& never_started() const { return notes ? notes->never_started : nothing(); }
+    static const std::string& nothing() {
+      static const std::string none;
+      return none;
+    }
   };
   // A shared step's group: its service slot, started first; its runs start once the service has written
   // <dir>/ready, one at a time (as SmartSim-Scaling's inner loop: runs measured against one database must not
@@ -690,9 +709,16 @@ class ExperimentSession {
       const double to_last_s = double(last_done_ns_ - t0_) / 1e9, since_s = double(monotonic_ns() - last_done_ns_) / 1e9;
       c.eta_s = std::max(0.0, to_last_s / double(c.done) * double(c.runs - c.done) - since_s);
     }
-    if (oldest_pending && !oldest_pending->waiting.empty())
-      c.waiting = oldest_pending->run->session + " (job " + oldest_pending->job_id + "): " + oldest_pending->waiting;
+    if (oldest_pending && !oldest_pending->waiting().empty())
+      c.waiting = oldest_pending->run->session + " (job " + oldest_pending->job_id + "): " + oldest_pending->waiting();
     return c;
+  }
+
+  // A slot's folder: its run's session, and its attempt after a retry, under this sweep's run root; an adopted run's
+  // is where the driver before laid it out.
+  fs::path dir_of(const Slot& s) const {
+    if (s.adopted) return s.adopted->dir;
+    return outcome_.run_root / (s.attempt == 0 ? s.run->session : s.run->session + "-retry" + std::to_string(s.attempt));
   }
 
   JobSpec job(const RunPlan& r, const fs::path& dir) const { return job_for(plan_, r, plugin_, opts_, dir); }
@@ -785,8 +811,8 @@ class ExperimentSession {
     outcome_.run_root = unique_run_root(outcome_.exp_dir);
     make_private_dirs(outcome_.run_root);
     for (auto& [r, sg] : adopted_) {
-      Slot s{r, 0, sg.dir.string()};
-      s.adopted = std::make_shared<const RunMetadata>(sg.meta);
+      Slot s{r, 0};
+      s.adopted = std::make_shared<const Slot::Adopted>(Slot::Adopted{sg.dir, sg.meta});
       s.job_id = sg.job_id;
       s.started_ns = monotonic_ns();
       if (auto a = parse_int(sg.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
@@ -828,23 +854,23 @@ class ExperimentSession {
 
   // What a slot's job is: a service's covers the runs it serves (service_job_for), a run's is its plan's.
   JobSpec slot_job(const Slot& s) const {
-    return s.service ? service_job_for(plan_, *s.run, s.served, plugin_, opts_, s.dir()) : job(*s.run, s.dir());
+    return s.service ? service_job_for(plan_, *s.run, s.served, plugin_, opts_, dir_of(s)) : job(*s.run, dir_of(s));
   }
 
   // A slot's run.toml without its status: its plan's metadata as this attempt in this folder.
   RunMetadata slot_metadata(const Slot& s) const {
-    if (s.adopted) return *s.adopted;
+    if (s.adopted) return s.adopted->meta;
     RunMetadata m = metadata(*s.run);
     m.created_wall_ns = s.created_wall_ns;
-    m.session = s.dir().filename().string();
+    m.session = dir_of(s).filename().string();
     m.provenance["attempt"] = std::to_string(s.attempt + 1);
     if (s.service) {
       m.provenance["shared_step"] = s.run->steps[0].role;
-      m.service_dir = s.dir().string();
+      m.service_dir = dir_of(s).string();
       m.service_provider = true;
       m.walltime_s = slot_job(s).walltime_s;
     } else if (s.group >= 0) {
-      m.service_dir = slots_[groups_[size_t(s.group)].service].dir().string();
+      m.service_dir = dir_of(slots_[groups_[size_t(s.group)].service]).string();
       m.provenance["service"] = fs::absolute(m.service_dir).lexically_normal().string();  // its runs.path
     }
     return m;
@@ -856,21 +882,20 @@ class ExperimentSession {
   // again); later ones (retries, --repeat=auto's rounds) each durable at once.
   void lay_out(Slot& s) {
     s.created_wall_ns = wall_ns();
-    make_private_dirs(s.dir());
+    make_private_dirs(dir_of(s));
     const std::string script = scheduler_->render_script(slot_job(s));
     if (queued_) {
-      write_run_metadata(s.dir(), slot_metadata(s));
-      write_file_atomic(s.dir() / layout::kJobScript, script, 0755);
+      write_run_metadata(dir_of(s), slot_metadata(s));
+      write_file_atomic(dir_of(s) / layout::kJobScript, script, 0755);
     } else {
-      write_new_file(s.dir() / kRunMetadataFile, run_metadata_text(slot_metadata(s)));
-      write_new_file(s.dir() / layout::kJobScript, script, 0755);
+      write_new_file(dir_of(s) / kRunMetadataFile, run_metadata_text(slot_metadata(s)));
+      write_new_file(dir_of(s) / layout::kJobScript, script, 0755);
     }
   }
 
   // A run's slot, last in order; or, for a retry of a group's run, next in order (its service is waiting for it).
   void add_slot(const RunPlan& r, int attempt, int group, size_t at = SIZE_MAX) {
-    const std::string folder = attempt == 0 ? r.session : r.session + "-retry" + std::to_string(attempt);
-    Slot s{&r, attempt, (outcome_.run_root / folder).string()};
+    Slot s{&r, attempt};
     s.group = group;
     if (group >= 0) ++groups_[size_t(group)].runs_left;
     lay_out(s);
@@ -885,7 +910,7 @@ class ExperimentSession {
 
   // The service of the group that `runs` (consecutive, same service) use.
   void add_service(const RunPlan& service, size_t runs) {
-    Slot s{&service, 0, (outcome_.run_root / service.session).string()};
+    Slot s{&service, 0};
     s.served = runs;
     s.service = true;
     s.group = int(groups_.size());
@@ -903,7 +928,7 @@ class ExperimentSession {
     slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
     if (jobs_end_with_this_host_) durability = Durability::Deferred;
-    write_file_atomic(slots_[i].dir() / kJobIdFile, id + "\n", 0644, durability);
+    write_file_atomic(dir_of(slots_[i]) / kJobIdFile, id + "\n", 0644, durability);
     slots_[i].state = JobState::Pending;
     active_[id] = i;
   }
@@ -943,24 +968,24 @@ class ExperimentSession {
   void record_scheduler_usage(const Slot& s, const JobStatus& js) {
     if (!js.usage_note.empty() && usage_notes_.insert(js.usage_note).second) log() << "fanout: " << js.usage_note << "\n";
     try {
-      write_scheduler_usage(s.dir(), js);
+      write_scheduler_usage(dir_of(s), js);
     } catch (const std::exception& e) {  // UserError, or the filesystem's own
-      log() << "fanout: " << s.dir().filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
+      log() << "fanout: " << dir_of(s).filename().string() << ": the scheduler's accounting was not stored: " << e.what() << "\n";
     }
   }
 
   // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
   void finish(Slot& s, JobStatus js) {
-    if (!s.never_started.empty() && js.state != JobState::Completed) {
+    if (!s.never_started().empty() && js.state != JobState::Completed) {
       js.state = JobState::Failed;
-      js.reason = s.never_started;
+      js.reason = s.never_started();
     }
     if (s.stalled && js.state != JobState::Completed) {
       js.state = JobState::Timeout;
       js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
-                  s.dir().string();
+                  dir_of(s).string();
     }
-    if (js.state != JobState::Completed) js.reason += first_rank_error(s.dir());
+    if (js.state != JobState::Completed) js.reason += first_rank_error(dir_of(s));
     set_state(s, js.state);
     s.ended = true;
     if (s.service && !s.job_id.empty()) --active_services_;
@@ -971,7 +996,7 @@ class ExperimentSession {
     // sample files were never synced either, and a crash of this host leaves a folder that `fanout resume` runs
     // again (what it cannot read, it reruns); a driver that dies leaves the write to the kernel. Its fsync was
     // 18 % of the driver's CPU a local run (2026-12-02).
-    write_run_metadata(s.dir(), meta, jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now);
+    write_run_metadata(dir_of(s), meta, jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] {
@@ -979,7 +1004,7 @@ class ExperimentSession {
         db_->begin_batch();
         batch_since_ns_ = monotonic_ns();
       }
-      report = db_->ingest_run(s.dir(), std::move(meta));  // as written: not read back
+      report = db_->ingest_run(dir_of(s), std::move(meta));  // as written: not read back
     });
     ++done_;
     last_done_ns_ = monotonic_ns();
@@ -987,12 +1012,12 @@ class ExperimentSession {
     // it is up (its wall time allows for their retries).
     const bool service_gone = s.group >= 0 && !s.service && slots_[groups_[size_t(s.group)].service].ended;
     const bool retry = !s.service && !service_gone && worth_a_retry(js.state) && s.attempt < st_.max_retries && !cancelling_ &&
-                       s.never_started.empty();  // it would wait again on what stopped it
+                       s.never_started().empty();  // it would wait again on what stopped it
     if (js.state == JobState::Completed) ++outcome_.completed;
     else if (!retry) ++outcome_.failed, s.failed = true;
     const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
-    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : s.dir().filename().string();
-    const std::string nodes = !js.node_list.empty() ? js.node_list : s.node_list;
+    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : dir_of(s).filename().string();
+    const std::string nodes = !js.node_list.empty() ? js.node_list : s.node_list();
     // One write (stderr is unbuffered: a write per piece was 5 % of the driver's CPU a run).
     std::string line = "fanout: " + name + " " + job_state_name(js.state) + " in " + format_duration(dur) + ", " +
                        std::to_string(report.samples) + " samples (job " + s.job_id + (nodes.empty() ? "" : " on " + nodes) + ")";
@@ -1000,9 +1025,10 @@ class ExperimentSession {
     log() << line + "\n";
     if (js.state != JobState::Completed) {
       // Its reason was printed above as it ended: the recap names it and where its logs are, once.
-      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + s.dir().string());
+      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + dir_of(s).string());
     }
     for (auto& w : report.warnings) log() << "  warning: " << w << "\n";
+    s.notes.reset();
     const int group = s.group;  // `s` may move below: a group's retry is inserted ahead of the slots not yet submitted
     const bool run_of_group = group >= 0 && !s.service;
     if (retry) {
@@ -1013,7 +1039,7 @@ class ExperimentSession {
     }
     if (run_of_group && --groups_[size_t(group)].runs_left == 0) {
       // The group's last run has ended: its service may stop (rank runners watch for this file).
-      stop_service(slots_[groups_[size_t(group)].service].dir());
+      stop_service(dir_of(slots_[groups_[size_t(group)].service]));
     }
   }
 
@@ -1022,7 +1048,7 @@ class ExperimentSession {
     if (s.group < 0 || s.service) return Gate::Go;
     Group& g = groups_[size_t(s.group)];
     const Slot& service = slots_[g.service];
-    if (!g.ready && fs::exists(service.dir() / layout::kServiceReady)) g.ready = true;
+    if (!g.ready && fs::exists(dir_of(service) / layout::kServiceReady)) g.ready = true;
     if (service.ended) return Gate::Gone;
     return g.ready && !g.run_active ? Gate::Go : Gate::Wait;
   }
@@ -1035,8 +1061,8 @@ class ExperimentSession {
       const Slot& service = slots_[groups_[size_t(slots_[next_].group)].service];
       JobStatus js;
       js.state = JobState::Failed;
-      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + service.dir().filename().string() + " ended (" +
-                  job_state_name(service.state) + "); logs: " + service.dir().string();
+      js.reason = "not started: its shared " + service.run->steps[0].role + " service " + dir_of(service).filename().string() + " ended (" +
+                  job_state_name(service.state) + "); logs: " + dir_of(service).string();
       slots_[next_].started_ns = monotonic_ns();
       finish(slots_[next_], js);
     }
@@ -1125,7 +1151,7 @@ class ExperimentSession {
         continue;
       }
       // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
-      if (st_.verbose) log() << "fanout: submitted " << slots_[next_].dir().filename().string() << " (job " << got[k].id << ")\n";
+      if (st_.verbose) log() << "fanout: submitted " << dir_of(slots_[next_]).filename().string() << " (job " << got[k].id << ")\n";
       track_submitted(next_, got[k].id);
     }
   }
@@ -1153,6 +1179,7 @@ class ExperimentSession {
     timed(cost_.poll_s, [&] { states = scheduler_->poll(ids); });
     cost_.last_poll_s = cost_.poll_s - before;
     ++cost_.polls;
+    std::vector<std::string> ended;  // seen final here: the scheduler need not answer for them again
     for (const auto& js : states) {
       // A scheduler that cannot say a job's state (its queries fail) is asked again, for a bounded time: then the
       // run is recorded FAILED, saying so, rather than waited on for ever.
@@ -1164,10 +1191,10 @@ class ExperimentSession {
         JobStatus lost = js;
         lost.state = JobState::Failed;
         lost.reason = "the scheduler could not say the state of job " + js.job_id + " for " + std::to_string(st_.unknown_timeout_s) +
-                      " s (its queries failed; --unknown_timeout): recorded FAILED, cancelled if it still runs; logs: " + slot.dir().string();
+                      " s (its queries failed; --unknown_timeout): recorded FAILED, cancelled if it still runs; logs: " + dir_of(slot).string();
         scheduler_->cancel({js.job_id});
         active_.erase(js.job_id);
-        slot.never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see
+        slot.note().never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see
         finish(slot, lost);
         changed = true;
         continue;
@@ -1177,13 +1204,14 @@ class ExperimentSession {
         if (js.state == JobState::Running || js.state == JobState::Pending) {
           auto& slot = slots_[active_.at(js.job_id)];
           if (js.state == JobState::Running && slot.state != JobState::Running) {
-            slot.node_list = js.node_list;
+            if (js.node_list != slot.node_list()) slot.note().node_list = js.node_list;
             if (st_.verbose)
-              log() << "fanout: " << slot.dir().filename().string() << " running (job " << js.job_id << ")"
+              log() << "fanout: " << dir_of(slot).filename().string() << " running (job " << js.job_id << ")"
                     << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
           }
           changed |= slot.state != js.state;
-          slot.waiting = js.state == JobState::Pending ? js.reason : "";
+          const std::string& waiting = js.state == JobState::Pending ? js.reason : Slot::nothing();
+          if (waiting != slot.waiting()) slot.note().waiting = waiting;
           set_state(slot, js.state);
         }
         continue;
@@ -1191,8 +1219,10 @@ class ExperimentSession {
       size_t slot = active_.at(js.job_id);
       active_.erase(js.job_id);
       finish(slots_[slot], js);
+      ended.push_back(js.job_id);
       changed = true;
     }
+    if (!ended.empty()) scheduler_->forget(ended);
     return changed;
   }
 
@@ -1203,7 +1233,7 @@ class ExperimentSession {
     for (auto& [id, i] : active_) {
       Slot& s = slots_[i];
       if (s.state != JobState::Running || s.stalled || s.service) continue;  // a service records nothing while it serves
-      const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(s.dir()));
+      const int64_t last = std::max(s.running_since_wall_ns, newest_sample_write_ns(dir_of(s)));
       if (wall_ns() - last < st_.stall_timeout_s * 1000000000) continue;
       s.stalled = true;
       stalled.push_back(id);
@@ -1219,19 +1249,19 @@ class ExperimentSession {
     std::vector<std::string> hopeless;
     for (auto& [id, i] : active_) {
       Slot& s = slots_[i];
-      if (s.state != JobState::Pending || !s.never_started.empty()) continue;
+      if (s.state != JobState::Pending || !s.never_started().empty()) continue;
       // Waits fanout itself asked for (an array's throttle, a dependency) are not the queue's: the clock restarts.
       for (const char* own : {"JobArrayTaskLimit", "Dependency", "BeginTime"})
-        if (starts_with(s.waiting, own)) s.queued_since_ns = monotonic_ns();
+        if (starts_with(s.waiting(), own)) s.queued_since_ns = monotonic_ns();
       const bool fatal = std::any_of(st_.fatal_pending.begin(), st_.fatal_pending.end(),
-                                     [&](const std::string& f) { return !f.empty() && starts_with(s.waiting, f); });
+                                     [&](const std::string& f) { return !f.empty() && starts_with(s.waiting(), f); });
       const double waited = double(monotonic_ns() - s.queued_since_ns) / 1e9;
       if (!fatal && (st_.max_pending_s <= 0 || waited < double(st_.max_pending_s))) continue;
-      s.never_started = "never started: pending " + std::string(fatal ? "on '" + s.waiting + "', which --fatal_pending lists" :
+      s.note().never_started = "never started: pending " + std::string(fatal ? "on '" + s.waiting() + "', which --fatal_pending lists" :
                                                                    "for " + std::to_string(st_.max_pending_s) + " s (--max_pending)" +
-                                                                       (s.waiting.empty() ? "" : ", last reason '" + s.waiting + "'")) +
+                                                                       (s.waiting().empty() ? "" : ", last reason '" + s.waiting() + "'")) +
                         "; job " + id + " cancelled";
-      log() << "fanout: " << s.run->session << ": " << s.never_started << "\n";
+      log() << "fanout: " << s.run->session << ": " << s.never_started() << "\n";
       hopeless.push_back(id);
     }
     if (!hopeless.empty()) scheduler_->cancel(hopeless);

@@ -21,6 +21,9 @@ class LocalScheduler : public Scheduler {
   std::string submit(const JobSpec& job) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
+  void forget(const std::vector<std::string>& job_ids) override {
+    for (auto& id : job_ids) ended_.erase(id);
+  }
   double max_poll_interval_s() const override { return 0.2; }
   // Refuses steps asking more GPUs per node than this host shows (each rank takes its share: rank/main.cpp).
   void check(const std::vector<JobSpec>& jobs) override;

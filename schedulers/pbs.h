@@ -42,6 +42,9 @@ class PbsScheduler : public Scheduler {
   std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
+  void forget(const std::vector<std::string>& job_ids) override {
+    for (auto& id : job_ids) tracked_.erase(id);
+  }
   double max_poll_interval_s() const override { return 5.0; }
   int default_max_parallel() const override { return 1 << 30; }
   uint64_t queries() const override { return queries_; }

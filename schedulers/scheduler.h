@@ -21,6 +21,9 @@ class Scheduler {
   // The state of every given job, from ONE query of the scheduler per call.
   virtual std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) = 0;
   virtual void cancel(const std::vector<std::string>& job_ids) = 0;
+  // The driver has these jobs' final states and will not ask again: what was kept to answer for them goes (a
+  // 100,000-run sweep held every ended job's status, or its whole JobSpec on a batch scheduler, to its end).
+  virtual void forget(const std::vector<std::string>& job_ids) = 0;
   // Follows a job that an earlier driver submitted (fanout resume after the driver died) as if submitted
   // here, so that it is polled, not submitted again. False where jobs do not outlive their driver (local).
   virtual bool adopt(const std::string& job_id, const JobSpec& job) { return false; }

@@ -56,6 +56,9 @@ class SgeScheduler : public Scheduler {
   std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
+  void forget(const std::vector<std::string>& job_ids) override {
+    for (auto& id : job_ids) tracked_.erase(id);
+  }
   bool adopt(const std::string& job_id, const JobSpec& job) override;
   double max_poll_interval_s() const override { return 5.0; }
   int default_max_parallel() const override { return 1 << 30; }

@@ -58,6 +58,9 @@ class SlurmScheduler : public Scheduler {
   std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
+  void forget(const std::vector<std::string>& job_ids) override {
+    for (auto& id : job_ids) tracked_.erase(id);
+  }
   void check(const std::vector<JobSpec>& jobs) override;
   double max_poll_interval_s() const override { return 2.0; }
   int default_max_parallel() const override { return 1 << 30; }
