@@ -1,6 +1,6 @@
 // A list that copies share rather than duplicate: read-only once made, so a copy costs a reference count.
-// RunPlan's steps are one list for all the --repeat runs of a permutation (a copy each was 270 B a run of a
-// one-step sweep: 27 MB of a 100,000-run sweep's driver).
+// Planned runs whose steps are equal (a permutation's --repeat runs among them) hold one list (a copy each was
+// 270 B a run of a one-step sweep: 27 MB of a 100,000-run sweep's driver).
 #pragma once
 #include <memory>
 #include <vector>

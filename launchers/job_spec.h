@@ -29,6 +29,7 @@ struct StepSpec {
   bool mpi_program = false;  // the program joins the launcher's PMIx, not fanout-rank (StepTemplate::mpi_program)
   const std::string& plugin_role() const { return entry.empty() ? role : entry; }
   int ranks() const { return nodes * tasks_per_node; }
+  bool operator==(const StepSpec&) const = default;
 };
 
 struct SchedulerOptions {  // allocation requests; the local scheduler ignores what it cannot honour

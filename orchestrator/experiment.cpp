@@ -407,6 +407,17 @@ std::string identity_body(const ParameterPoint& point, const std::vector<StepSpe
   return canon;
 }
 
+// `steps` as one of the lists made before when equal to it (the 16 latest are looked at: a sweep has a few step
+// shapes, and a sweep of thousands is not searched), else as a new list, which joins them.
+SharedList<StepSpec> shared_steps(std::vector<SharedList<StepSpec>>& made, std::vector<StepSpec> steps) {
+  constexpr size_t kLooked = 16;
+  for (size_t i = made.size(); i-- > 0 && made.size() - i <= kLooked;)
+    if (made[i].get() == steps) return made[i];
+  if (made.size() == 2 * kLooked) made.erase(made.begin(), made.begin() + kLooked);
+  made.emplace_back(std::move(steps));
+  return made.back();
+}
+
 // Each run `repeat` times, in the asked order. Runs that share a service stay together (a service serves one
 // block of consecutive runs): the order applies within each such block.
 std::vector<RunPlan> repeated_runs(std::vector<RunPlan> runs, const ExperimentSettings& st, const std::string& identity_head) {
@@ -695,6 +706,9 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
   };
   check_permutation_count(plan.space, request.settings.max_runs);
   uint64_t kept = 0;
+  // The step lists made so far, the latest last: a permutation whose steps equal one of them shares it (most sweeps
+  // vary what the ranks do, not how many there are: a list each was a quarter of a planned run).
+  std::vector<SharedList<StepSpec>> step_lists;
   if (auto n = plan.space.cardinality()) plan.runs.reserve(size_t(std::min<uint64_t>(*n, uint64_t(request.settings.max_runs))));
   plan.space.for_each([&](ParameterPoint&& point) {
     if (++kept > uint64_t(request.settings.max_runs))
@@ -728,7 +742,7 @@ ExperimentPlan plan_experiment(const ExperimentRequest& request, const Plugin& p
       if (sharing && s.label() == shared_role) shared = step, shared_command = command;
       else steps.push_back(step), run.step_commands.push_back(command);
     }
-    run.steps = std::move(steps);
+    run.steps = shared_steps(step_lists, std::move(steps));
     // What each rank runs, kept for --dry-run only when some plugin said it (a string per run otherwise for nothing).
     if (std::all_of(run.step_commands.begin(), run.step_commands.end(), [](const std::string& c) { return c.empty(); })) std::vector<std::string>().swap(run.step_commands);
     identify(run, "");

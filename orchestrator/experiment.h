@@ -119,7 +119,7 @@ struct RunPlan {
   // permutation (half a planned run's memory was its own copy).
   std::shared_ptr<const ParameterPoint> point;
   std::string param_hash, session;
-  SharedList<StepSpec> steps;  // the same list for every --repeat run of the permutation
+  SharedList<StepSpec> steps;  // one list for the runs whose steps are equal (a permutation's repeats among them)
   int service = -1;  // index into ExperimentPlan::services of the shared step this run uses, or -1
   int repeat = 0;    // which of the permutation's --repeat runs (0-based); part of its identity, not a parameter
   // Its session name before the repeat and hash: a later repeat's is made from it, so only repeat 0 keeps it.

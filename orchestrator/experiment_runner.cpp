@@ -628,7 +628,7 @@ class ExperimentSession {
   // parameters, steps) was 5 KiB a run, 537 MB while a 100,000-run sweep was laid out.
   struct Slot {
     const RunPlan* run;
-    int attempt;  // its folder is named after its run and attempt (dir_of): a path a slot was 100 B more a run
+    int attempt;  // its folder is named after its run and attempt (dir_of): a path held was 100 B a run
     int64_t created_wall_ns = 0;  // its run.toml's created time, kept as laid out
     size_t served = 0;            // a service: the runs it serves (its wall time covers them)
     // A dead driver's run followed again: its folder, and its run.toml as that driver wrote it.
@@ -718,7 +718,9 @@ class ExperimentSession {
   // is where the driver before laid it out.
   fs::path dir_of(const Slot& s) const {
     if (s.adopted) return s.adopted->dir;
-    return outcome_.run_root / (s.attempt == 0 ? s.run->session : s.run->session + "-retry" + std::to_string(s.attempt));
+    fs::path dir = outcome_.run_root / s.run->session;
+    if (s.attempt > 0) dir += "-retry" + std::to_string(s.attempt);
+    return dir;
   }
 
   JobSpec job(const RunPlan& r, const fs::path& dir) const { return job_for(plan_, r, plugin_, opts_, dir); }
@@ -812,10 +814,10 @@ class ExperimentSession {
     make_private_dirs(outcome_.run_root);
     for (auto& [r, sg] : adopted_) {
       Slot s{r, 0};
-      s.adopted = std::make_shared<const Slot::Adopted>(Slot::Adopted{sg.dir, sg.meta});
+      if (auto a = parse_int(sg.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
+      s.adopted = std::make_shared<const Slot::Adopted>(Slot::Adopted{std::move(sg.dir), std::move(sg.meta)});  // adopted_ is not read again
       s.job_id = sg.job_id;
       s.started_ns = monotonic_ns();
-      if (auto a = parse_int(sg.meta.provenance["attempt"])) s.attempt = int(std::max<int64_t>(1, *a)) - 1;
       slots_.push_back(std::move(s));
       active_[sg.job_id] = next_++;
     }
@@ -976,6 +978,7 @@ class ExperimentSession {
 
   // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
   void finish(Slot& s, JobStatus js) {
+    const fs::path dir = dir_of(s);  // `s` may move below (a retry is inserted)
     if (!s.never_started().empty() && js.state != JobState::Completed) {
       js.state = JobState::Failed;
       js.reason = s.never_started();
@@ -983,9 +986,9 @@ class ExperimentSession {
     if (s.stalled && js.state != JobState::Completed) {
       js.state = JobState::Timeout;
       js.reason = "no rank recorded a sample for " + std::to_string(st_.stall_timeout_s) + " s (--stall_timeout): stopped; logs: " +
-                  dir_of(s).string();
+                  dir.string();
     }
-    if (js.state != JobState::Completed) js.reason += first_rank_error(dir_of(s));
+    if (js.state != JobState::Completed) js.reason += first_rank_error(dir);
     set_state(s, js.state);
     s.ended = true;
     if (s.service && !s.job_id.empty()) --active_services_;
@@ -996,7 +999,7 @@ class ExperimentSession {
     // sample files were never synced either, and a crash of this host leaves a folder that `fanout resume` runs
     // again (what it cannot read, it reruns); a driver that dies leaves the write to the kernel. Its fsync was
     // 18 % of the driver's CPU a local run (2026-12-02).
-    write_run_metadata(dir_of(s), meta, jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now);
+    write_run_metadata(dir, meta, jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] {
@@ -1004,7 +1007,7 @@ class ExperimentSession {
         db_->begin_batch();
         batch_since_ns_ = monotonic_ns();
       }
-      report = db_->ingest_run(dir_of(s), std::move(meta));  // as written: not read back
+      report = db_->ingest_run(dir, std::move(meta));  // as written: not read back
     });
     ++done_;
     last_done_ns_ = monotonic_ns();
@@ -1016,7 +1019,7 @@ class ExperimentSession {
     if (js.state == JobState::Completed) ++outcome_.completed;
     else if (!retry) ++outcome_.failed, s.failed = true;
     const double dur = double(monotonic_ns() - s.started_ns) / 1e9;
-    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : dir_of(s).filename().string();
+    const std::string name = s.service ? s.run->steps[0].role + " service " + s.run->session : dir.filename().string();
     const std::string nodes = !js.node_list.empty() ? js.node_list : s.node_list();
     // One write (stderr is unbuffered: a write per piece was 5 % of the driver's CPU a run).
     std::string line = "fanout: " + name + " " + job_state_name(js.state) + " in " + format_duration(dur) + ", " +
@@ -1025,7 +1028,7 @@ class ExperimentSession {
     log() << line + "\n";
     if (js.state != JobState::Completed) {
       // Its reason was printed above as it ended: the recap names it and where its logs are, once.
-      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + dir_of(s).string());
+      failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + dir.string());
     }
     for (auto& w : report.warnings) log() << "  warning: " << w << "\n";
     s.notes.reset();
@@ -1196,6 +1199,7 @@ class ExperimentSession {
         active_.erase(js.job_id);
         slot.note().never_started = lost.reason;  // not retried: the first copy may still run where the scheduler cannot see
         finish(slot, lost);
+        ended.push_back(js.job_id);
         changed = true;
         continue;
       }
@@ -1210,7 +1214,7 @@ class ExperimentSession {
                     << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
           }
           changed |= slot.state != js.state;
-          const std::string& waiting = js.state == JobState::Pending ? js.reason : Slot::nothing();
+          const std::string waiting = js.state == JobState::Pending ? js.reason : "";
           if (waiting != slot.waiting()) slot.note().waiting = waiting;
           set_state(slot, js.state);
         }

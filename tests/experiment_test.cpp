@@ -76,6 +76,12 @@ ranks_per_node = 2
     EXPECT_EQ(r.steps[0].tasks_per_node, std::stoi(*r.point->find("ranks_per_node")));
     EXPECT_EQ(r.point->find("copy_bytes") ? *r.point->find("copy_bytes") : "", "1048576") << "defaults are recorded";
   }
+  // Runs whose steps are equal share one list; no run shares another's that differs.
+  for (auto& a : plan.runs)
+    for (auto& b : plan.runs)
+      EXPECT_EQ(&a.steps.get() == &b.steps.get(), *a.point->find("n") == *b.point->find("n") &&
+                                                       *a.point->find("ranks_per_node") == *b.point->find("ranks_per_node"))
+          << a.session << " " << b.session;
 }
 
 TEST(Experiment, BadTomlNamesTheLine) {
@@ -249,6 +255,10 @@ TEST(Experiment, RepeatsAreRunsOfTheirOwnInTheAskedOrder) {
   EXPECT_EQ(hashes.size(), 6u);
   EXPECT_EQ(sessions.size(), 6u);
   EXPECT_NE(inter.runs[2].session.find("-r2-"), std::string::npos) << inter.runs[2].session;
+  // A permutation's repeats share its list of steps (a copy each was most of a planned run), and so do
+  // permutations whose steps are equal (FileWithStepsProductZipAndExclude: those that differ do not).
+  for (auto& r : inter.runs) EXPECT_EQ(&r.steps.get(), &inter.runs[0].steps.get()) << r.session;
+  EXPECT_FALSE(inter.runs[0].steps.empty());
   req.settings.repeat_order = "grouped";
   order.clear();
   for (auto& r : plan_experiment(req, *calibration()).runs) order.push_back(*r.point->find("sleep_us") + "/" + std::to_string(r.repeat));

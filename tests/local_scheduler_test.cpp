@@ -371,3 +371,19 @@ TEST(LocalScheduler, OnlyAJobOfSeveralRanksIsGivenTheRendezvousService) {
     }
   }
 }
+
+// The driver forgets a job once it has its end: its status goes (a 100,000-run sweep kept every one), and only
+// that job's.
+TEST(LocalScheduler, AForgottenJobIsNoLongerAnsweredForAndOthersStay) {
+  test::TempDir d;
+  auto quick = script(d, "exit 3");
+  LocalScheduler s;
+  const std::string a = s.submit(job(d, quick, {step("w", 1, 1)})), b = s.submit(job(d, quick, {step("w", 1, 1)}));
+  ASSERT_EQ(wait_final(s, a).exit_code, 3);
+  ASSERT_EQ(wait_final(s, b).exit_code, 3);
+  s.forget({a});
+  EXPECT_EQ(s.poll({a})[0].state, JobState::Unknown);
+  const JobStatus other = s.poll({b})[0];
+  EXPECT_EQ(other.state, JobState::Failed);
+  EXPECT_EQ(other.exit_code, 3);
+}
