@@ -539,7 +539,12 @@ class ExperimentSession {
     if (progress_.terminal()) progress_.status(counts(), monotonic_ns(), true);  // the last state stays on screen
     progress_.end_status();
     outcome_.interrupted = cancelling_;
-    report();
+    // Every slot has ended: they go before the CSV pass reads every run back (together they were the peak of a
+    // 100,000-run sweep's driver).
+    const size_t slots = slots_.size();
+    std::deque<Slot>().swap(slots_);
+    groups_.clear();
+    report(slots);
     return outcome_;
   }
 
@@ -1280,7 +1285,7 @@ class ExperimentSession {
     if (done_ < slots_.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
   }
 
-  void report() {
+  void report(size_t slots) {
     double csv_s = 0;
     CsvFiles csv;
     timed(csv_s, [&] { csv = write_csv(); });
@@ -1309,7 +1314,7 @@ class ExperimentSession {
     std::snprintf(line, sizeof line,
                   "fanout: driver   %zu runs: submit %.3f s, %llu polls %.3f s (%llu scheduler queries), ingest %.3f s, csv %.3f s, "
                   "cpu %.3f s (until all submitted %s s), peak memory %.1f MiB\n",
-                  slots_.size(), cost_.submit_s, (unsigned long long)cost_.polls, cost_.poll_s, (unsigned long long)scheduler_->queries(),
+                  slots, cost_.submit_s, (unsigned long long)cost_.polls, cost_.poll_s, (unsigned long long)scheduler_->queries(),
                   cost_.ingest_s, csv_s, process_cpu_s(), submitted, double(ru.ru_maxrss) / 1024);
     log() << line;
   }

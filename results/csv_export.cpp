@@ -101,8 +101,9 @@ std::string header_prefix(const std::vector<std::string>& names, std::set<std::s
 
 size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   ExperimentStats head;
-  std::map<int64_t, std::string> prefix;  // each run's columns: all the rows need of the runs, which are let go
-  for (auto& [id, r] : run_rows(db, head)) prefix[id] = run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names);
+  // Each run's columns, in the order of its id: all the rows need of the runs, which are let go.
+  std::vector<std::pair<int64_t, std::string>> prefix;
+  for (auto& [id, r] : run_rows(db, head)) prefix.emplace_back(id, run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names));
   const std::vector<std::string>& names = head.parameter_names;
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
@@ -114,7 +115,7 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   int64_t last_run = -1;
   const std::string* run_cols = nullptr;
   db.for_each_sample([&](int64_t run, int rank, int64_t metric, const SampleRowText& s) {
-    if (run != last_run) run_cols = &prefix.at(run), last_run = run;
+    if (run != last_run) run_cols = &find_run(prefix, run), last_run = run;
     const auto& m = metric_cols.at(metric);
     row = *run_cols;
     row += ',';

@@ -43,36 +43,46 @@ std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
   return columns.shown();
 }
 
-std::map<int64_t, RunRow> run_rows(const ResultsDb& db, ExperimentStats& head) {
+RunRows run_rows(const ResultsDb& db, ExperimentStats& head) {
   ParameterColumns columns;
-  // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
-  // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
-  // complete beside a completed one are superseded.
-  std::map<std::string, std::pair<bool, int64_t>> best;  // param_hash -> (any completed, last attempt's id)
   std::map<ParameterList, SharedParameters> lists;
-  std::map<int64_t, RunRow> by_id;
+  RunRows rows;
   db.for_each_run([&](StoredRun&& r) {
     ++head.runs_by_status[r.status];
     columns.add(r);
-    auto& b = best[r.param_hash];
-    b.first = b.first || r.status == "COMPLETED";
-    b.second = std::max(b.second, r.id);
     SharedParameters& shared = lists.try_emplace(r.parameters, r.parameters).first->second;
-    by_id[r.id] = {std::move(r.session), std::move(r.status), std::move(r.repeat), std::move(r.param_hash), shared};
+    rows.push_back({r.id, {std::move(r.session), std::move(r.status), std::move(r.repeat), std::move(r.param_hash), shared}});
   });
-  for (auto& [id, row] : by_id) {
-    const auto& b = best.at(row.param_hash);
-    row.counts = row.param_hash.empty() || row.status == "COMPLETED" || (!b.first && b.second == id);
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; });  // read in id order already
+  rows.shrink_to_fit();
+  // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
+  // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
+  // complete beside a completed one are superseded. Found over the rows in the order of their permutation (an
+  // index each, not a map of every permutation: a 100,000-run sweep's repeats are 100,000 permutations' hashes).
+  std::vector<uint32_t> order(rows.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return rows[a].second.param_hash < rows[b].second.param_hash; });
+  for (size_t begin = 0, end; begin < order.size(); begin = end) {
+    const std::string& hash = rows[order[begin]].second.param_hash;
+    bool any_completed = false;
+    for (end = begin; end < order.size() && rows[order[end]].second.param_hash == hash; ++end)
+      any_completed = any_completed || rows[order[end]].second.status == "COMPLETED";
+    for (size_t k = begin; k < end; ++k) {
+      RunRow& row = rows[order[k]].second;
+      // The group's last is its highest id: stable, so the last of the group in id order.
+      row.counts = hash.empty() || row.status == "COMPLETED" || (!any_completed && k == end - 1);
+    }
   }
   head.parameter_names = columns.shown();
   head.varied = columns.varied();
-  return by_id;
+  return rows;
 }
+
 
 void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
                         const std::function<void(MetricStats&&, bool counts)>& row) {
   head.name = name;
-  const std::map<int64_t, RunRow> by_id = run_rows(db, head);
+  const RunRows by_id = run_rows(db, head);
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
   // two halves of the cost); small ones inline, where a thread would cost more than it saves.
   std::future<MetricStats> pending;
@@ -82,12 +92,12 @@ void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_
     return m;
   };
   auto keep = [&](MetricStats done) {
-    const bool counts = by_id.at(done.run_id).counts;
+    const bool counts = find_run(by_id, done.run_id).counts;
     row(std::move(done), counts);
   };
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
-    const RunRow& r = by_id.at(g.run_id);
+    const RunRow& r = find_run(by_id, g.run_id);
     m.run_id = g.run_id;
     m.session = r.session;
     m.status = r.status;

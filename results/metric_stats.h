@@ -2,10 +2,13 @@
 // database, read one group at a time (memory bounded by the largest group), summarised by statistics.h.
 // CSV, plots, the HTML report and compare all format or compare what this returns.
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -96,8 +99,17 @@ struct RunRow {
   SharedParameters parameters;
   bool counts = false;
 };
-// Every run's row by id, and head's run-level fields: runs_by_status, parameter_names, varied.
-std::map<int64_t, RunRow> run_rows(const ResultsDb& db, ExperimentStats& head);
+// Every run's row, in the order of its id (a map's node was a fifth of a row), and head's run-level fields:
+// runs_by_status, parameter_names, varied.
+using RunRows = std::vector<std::pair<int64_t, RunRow>>;
+RunRows run_rows(const ResultsDb& db, ExperimentStats& head);
+// Run `id`'s entry in a list in the order of run ids; std::out_of_range when there is none.
+template <class T>
+const T& find_run(const std::vector<std::pair<int64_t, T>>& rows, int64_t id) {
+  auto it = std::lower_bound(rows.begin(), rows.end(), id, [](const auto& row, int64_t key) { return row.first < key; });
+  if (it == rows.end() || it->first != id) throw std::out_of_range("no run " + std::to_string(id));
+  return it->second;
+}
 
 // The pass that makes them: `head` gets the experiment's run-level fields (name, runs_by_status, parameter_names,
 // varied) before the first row, then `row` gets each group's statistics in (run, metric) order with whether it

@@ -5,10 +5,12 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -658,4 +660,28 @@ TEST(StagedFile, TheSameBytesThroughTheCacheOrAroundIt) {
   for (auto& e : std::filesystem::directory_iterator(d.path)) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"out-0.csv", "out-18446744073709551615.csv", "out-5242880.csv", "zipped.csv.gz"}));
+}
+
+// Which attempts the statistics count (ExperimentStats::stats), the rest superseded: every COMPLETED run; of a
+// permutation that never completed, its last attempt only; a run stored without a permutation's hash, always.
+TEST(Store, CompletedRunsAndThoseOfPermutationsThatNeverCompletedTheirLastAttemptCount) {
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  // (session, hash, status), stored in this order: ids grow with it. Hash "b"'s last attempt comes after "c"'s runs.
+  const std::vector<std::array<std::string, 3>> runs = {{"a1", "a", "FAILED"},    {"a2", "a", "COMPLETED"}, {"b1", "b", "FAILED"},
+                                                        {"c1", "c", "COMPLETED"}, {"c2", "c", "COMPLETED"}, {"b2", "b", "TIMEOUT"},
+                                                        {"n1", "", "FAILED"},     {"a3", "a", "FAILED"}};
+  for (auto& [session, hash, status] : runs) {
+    auto dir = make_run(d.path, session, 1, 3);
+    RunMetadata m = read_run_metadata(dir);
+    m.param_hash = hash;
+    m.status->state = status;
+    write_run_metadata(dir, m);
+    db.ingest_run(dir);
+  }
+  std::set<std::string> counted, superseded;
+  for (auto& m : compute_statistics(db, "exp").stats) counted.insert(m.session);
+  for (auto& m : compute_statistics(db, "exp").superseded) superseded.insert(m.session);
+  EXPECT_EQ(counted, (std::set<std::string>{"a2", "c1", "c2", "b2", "n1"}));
+  EXPECT_EQ(superseded, (std::set<std::string>{"a1", "b1", "a3"}));
 }
