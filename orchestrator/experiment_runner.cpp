@@ -967,6 +967,9 @@ class ExperimentSession {
 
   CsvFiles write_csv() {
     outcome_.csv_dir = outcome_.exp_dir / layout::kCsvDir;
+    // The pass reads the database once, in order, through the kernel's cache: the 16 MiB of pages kept for storing
+    // go (its peak was the sweep's, 14 MiB of 125 at 100,000 runs).
+    db_->cap_page_cache(2);
     return export_csv(*db_, outcome_.csv_dir);
   }
 

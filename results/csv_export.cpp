@@ -103,7 +103,13 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   ExperimentStats head;
   // Each run's columns, in the order of its id: all the rows need of the runs, which are let go.
   std::vector<std::pair<int64_t, std::string>> prefix;
-  for (auto& [id, r] : run_rows(db, head)) prefix.emplace_back(id, run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names));
+  RunRows runs = run_rows(db, head);
+  prefix.reserve(runs.size());
+  for (auto& [id, r] : runs) {
+    prefix.emplace_back(id, run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names));
+    r = RunRow{};  // its strings go as its columns are made: both lists at once were this pass's peak
+  }
+  RunRows().swap(runs);
   const std::vector<std::string>& names = head.parameter_names;
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
