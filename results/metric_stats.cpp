@@ -1,6 +1,7 @@
 #include "results/metric_stats.h"
 
 #include <algorithm>
+#include <cassert>
 #include <future>
 #include <set>
 
@@ -53,8 +54,7 @@ RunRows run_rows(const ResultsDb& db, ExperimentStats& head) {
     SharedParameters& shared = lists.try_emplace(r.parameters, r.parameters).first->second;
     rows.push_back({r.id, {std::move(r.session), std::move(r.status), std::move(r.repeat), std::move(r.param_hash), shared}});
   });
-  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; });  // read in id order already
-  rows.shrink_to_fit();
+  assert(std::is_sorted(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; }));  // for_each_run's order
   // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
   // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
   // complete beside a completed one are superseded. Found over the rows in the order of their permutation (an
@@ -77,7 +77,6 @@ RunRows run_rows(const ResultsDb& db, ExperimentStats& head) {
   head.varied = columns.varied();
   return rows;
 }
-
 
 void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
                         const std::function<void(MetricStats&&, bool counts)>& row) {

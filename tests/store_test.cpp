@@ -670,7 +670,7 @@ TEST(Store, CompletedRunsAndThoseOfPermutationsThatNeverCompletedTheirLastAttemp
   // (session, hash, status), stored in this order: ids grow with it. Hash "b"'s last attempt comes after "c"'s runs.
   const std::vector<std::array<std::string, 3>> runs = {{"a1", "a", "FAILED"},    {"a2", "a", "COMPLETED"}, {"b1", "b", "FAILED"},
                                                         {"c1", "c", "COMPLETED"}, {"c2", "c", "COMPLETED"}, {"b2", "b", "TIMEOUT"},
-                                                        {"n1", "", "FAILED"},     {"a3", "a", "FAILED"}};
+                                                        {"n1", "", "FAILED"},     {"a3", "a", "FAILED"}, {"n0", "", "FAILED"}};
   for (auto& [session, hash, status] : runs) {
     auto dir = make_run(d.path, session, 1, 3);
     RunMetadata m = read_run_metadata(dir);
@@ -682,6 +682,6 @@ TEST(Store, CompletedRunsAndThoseOfPermutationsThatNeverCompletedTheirLastAttemp
   std::set<std::string> counted, superseded;
   for (auto& m : compute_statistics(db, "exp").stats) counted.insert(m.session);
   for (auto& m : compute_statistics(db, "exp").superseded) superseded.insert(m.session);
-  EXPECT_EQ(counted, (std::set<std::string>{"a2", "c1", "c2", "b2", "n1"}));
+  EXPECT_EQ(counted, (std::set<std::string>{"a2", "c1", "c2", "b2", "n1", "n0"}));
   EXPECT_EQ(superseded, (std::set<std::string>{"a1", "b1", "a3"}));
 }
