@@ -868,12 +868,13 @@ class ExperimentSession {
   RunMetadata slot_metadata(const Slot& s) const {
     if (s.adopted) return s.adopted->meta;
     RunMetadata m = metadata(*s.run);
+    const fs::path dir = dir_of(s);
     m.created_wall_ns = s.created_wall_ns;
-    m.session = dir_of(s).filename().string();
+    m.session = dir.filename().string();
     m.provenance["attempt"] = std::to_string(s.attempt + 1);
     if (s.service) {
       m.provenance["shared_step"] = s.run->steps[0].role;
-      m.service_dir = dir_of(s).string();
+      m.service_dir = dir.string();
       m.service_provider = true;
       m.walltime_s = slot_job(s).walltime_s;
     } else if (s.group >= 0) {
@@ -889,14 +890,15 @@ class ExperimentSession {
   // again); later ones (retries, --repeat=auto's rounds) each durable at once.
   void lay_out(Slot& s) {
     s.created_wall_ns = wall_ns();
-    make_private_dirs(dir_of(s));
+    const fs::path dir = dir_of(s);
+    make_private_dirs(dir);
     const std::string script = scheduler_->render_script(slot_job(s));
     if (queued_) {
-      write_run_metadata(dir_of(s), slot_metadata(s));
-      write_file_atomic(dir_of(s) / layout::kJobScript, script, 0755);
+      write_run_metadata(dir, slot_metadata(s));
+      write_file_atomic(dir / layout::kJobScript, script, 0755);
     } else {
-      write_new_file(dir_of(s) / kRunMetadataFile, run_metadata_text(slot_metadata(s)));
-      write_new_file(dir_of(s) / layout::kJobScript, script, 0755);
+      write_new_file(dir / kRunMetadataFile, run_metadata_text(slot_metadata(s)));
+      write_new_file(dir / layout::kJobScript, script, 0755);
     }
   }
 
@@ -1222,7 +1224,7 @@ class ExperimentSession {
                     << (js.node_list.empty() ? "" : " on " + js.node_list) << "\n";
           }
           changed |= slot.state != js.state;
-          const std::string waiting = js.state == JobState::Pending ? js.reason : "";
+          const std::string& waiting = js.state == JobState::Pending ? js.reason : Slot::nothing();  // no copy each poll
           if (waiting != slot.waiting()) slot.note().waiting = waiting;
           set_state(slot, js.state);
         }
