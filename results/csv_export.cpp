@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <map>
-#include <optional>
 #include <set>
 
 #include "common/error.h"
@@ -101,16 +100,13 @@ std::string header_prefix(const std::vector<std::string>& names, std::set<std::s
 
 size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   ExperimentStats head;
-  // Each run's columns, in the order of its id: all the rows need of the runs, which are let go.
-  std::vector<std::pair<int64_t, std::string>> prefix;
-  RunRows runs = run_rows(db, head);
-  prefix.reserve(runs.size());
-  for (auto& [id, r] : runs) {
-    prefix.emplace_back(id, run_prefix(r.session, r.status, r.repeat, r.parameters, head.parameter_names));
-    r = RunRow{};  // its strings go as its columns are made: both lists at once were this pass's peak
-  }
-  RunRows().swap(runs);
-  const std::vector<std::string>& names = head.parameter_names;
+  count_runs(db, head);
+  return write_samples_csv(db, file, gzip, head.parameter_names);
+}
+
+size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip, const std::vector<std::string>& names) {
+  // Each run's columns made as its samples come (in run order), from the run the walk is at.
+  RunWalk runs(db);
   std::map<int64_t, std::pair<std::string, std::string>> metric_cols;  // id -> ("role,metric", "unit")
   for (auto& [id, m] : db.metrics()) metric_cols[id] = {csv_field(m.role) + "," + csv_field(m.name), csv_field(m.unit)};
   StagedFile out(file, gzip);
@@ -119,11 +115,14 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip) {
   size_t rows = 0;
   std::string row;
   int64_t last_run = -1;
-  const std::string* run_cols = nullptr;
+  std::string run_cols;
   db.for_each_sample([&](int64_t run, int rank, int64_t metric, const SampleRowText& s) {
-    if (run != last_run) run_cols = &find_run(prefix, run), last_run = run;
+    if (run != last_run) {
+      const StoredRun& r = runs.at(run);
+      run_cols = run_prefix(r.session, r.status, r.repeat, r.parameters, names), last_run = run;
+    }
     const auto& m = metric_cols.at(metric);
-    row = *run_cols;
+    row = run_cols;
     row += ',';
     append(row, rank);
     row += ',';
@@ -273,16 +272,14 @@ CsvFiles export_csv(const ResultsDb& db, const fs::path& out_dir, bool gzip) {
   fs::create_directories(out_dir);
   ResultsDb::ReadSnapshot snapshot(db);  // statistics and samples of the same runs, whatever other drivers store
   const fs::path samples = out_dir / (gzip ? "samples.csv.gz" : "samples.csv");
-  const size_t sample_rows = write_samples_csv(db, samples, gzip);
-  // Each statistic written as it is made: a 100,000-run sweep's driver held every one at once (2 GB) to write them.
+  // The runs read once for the columns and which runs count; then each pass walks them beside its table.
   ExperimentStats head;
-  std::optional<StatisticsFiles> files;
-  for_each_statistic(db, out_dir.parent_path().filename().string(), false, head, [&](MetricStats&& m, bool counts) {
-    if (!files) files.emplace(out_dir, head.parameter_names);
-    files->add(m, counts);
-  });
-  if (!files) files.emplace(out_dir, head.parameter_names);
-  CsvFiles out = files->commit();
+  const CountedRuns counted = count_runs(db, head);
+  const size_t sample_rows = write_samples_csv(db, samples, gzip, head.parameter_names);
+  // Each statistic written as it is made: a 100,000-run sweep's driver held every one at once (2 GB) to write them.
+  StatisticsFiles files(out_dir, head.parameter_names);
+  for_each_statistic(db, counted, false, [&](MetricStats&& m, bool counts) { files.add(m, counts); });
+  CsvFiles out = files.commit();
   out.samples = samples;
   out.sample_rows = sample_rows;
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <future>
+#include <stdexcept>
 #include <set>
 
 #include "common/error.h"
@@ -44,44 +45,71 @@ std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs) {
   return columns.shown();
 }
 
-RunRows run_rows(const ResultsDb& db, ExperimentStats& head) {
+CountedRuns count_runs(const ResultsDb& db, ExperimentStats& head) {
   ParameterColumns columns;
-  std::map<ParameterList, SharedParameters> lists;
-  RunRows rows;
+  // Each run's hash, while the runs are read: the rule looks at a permutation's attempts together.
+  struct Attempt {
+    std::string hash;
+    bool completed;
+  };
+  std::vector<Attempt> attempts;
+  CountedRuns out;
   db.for_each_run([&](StoredRun&& r) {
     ++head.runs_by_status[r.status];
     columns.add(r);
-    SharedParameters& shared = lists.try_emplace(r.parameters, r.parameters).first->second;
-    rows.push_back({r.id, {std::move(r.session), std::move(r.status), std::move(r.repeat), std::move(r.param_hash), shared}});
+    out.ids_.push_back(r.id);
+    attempts.push_back({std::move(r.param_hash), r.status == "COMPLETED"});
   });
-  assert(std::is_sorted(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; }));  // for_each_run's order
-  // What counts: every COMPLETED run (repeats of a permutation, runs imported from several sessions); a
-  // permutation that never completed, its last attempt (ids grow as runs are stored). Attempts that did not
-  // complete beside a completed one are superseded. Found over the rows in the order of their permutation (an
-  // index each, not a map of every permutation: a 100,000-run sweep's repeats are 100,000 permutations' hashes).
-  std::vector<uint32_t> order(rows.size());
+  assert(std::is_sorted(out.ids_.begin(), out.ids_.end()));  // for_each_run's order
+  // Over the attempts in the order of their permutation: an index each, not a map of every permutation (a
+  // 100,000-run sweep's repeats are 100,000 permutations' hashes).
+  std::vector<uint32_t> order(attempts.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return rows[a].second.param_hash < rows[b].second.param_hash; });
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return attempts[a].hash < attempts[b].hash; });
+  out.counts_.assign(attempts.size(), false);
   for (size_t begin = 0, end; begin < order.size(); begin = end) {
-    const std::string& hash = rows[order[begin]].second.param_hash;
+    const std::string& hash = attempts[order[begin]].hash;
     bool any_completed = false;
-    for (end = begin; end < order.size() && rows[order[end]].second.param_hash == hash; ++end)
-      any_completed = any_completed || rows[order[end]].second.status == "COMPLETED";
+    for (end = begin; end < order.size() && attempts[order[end]].hash == hash; ++end) any_completed = any_completed || attempts[order[end]].completed;
     for (size_t k = begin; k < end; ++k) {
-      RunRow& row = rows[order[k]].second;
       // The group's last is its highest id: stable, so the last of the group in id order.
-      row.counts = hash.empty() || row.status == "COMPLETED" || (!any_completed && k == end - 1);
+      out.counts_[order[k]] = hash.empty() || attempts[order[k]].completed || (!any_completed && k == end - 1);
     }
   }
   head.parameter_names = columns.shown();
   head.varied = columns.varied();
-  return rows;
+  return out;
+}
+
+bool CountedRuns::counts(int64_t run_id) const {
+  auto it = std::lower_bound(ids_.begin(), ids_.end(), run_id);
+  if (it == ids_.end() || *it != run_id) throw std::out_of_range("no run " + std::to_string(run_id));
+  return counts_[size_t(it - ids_.begin())];
+}
+
+const StoredRun& RunWalk::at(int64_t run_id) {
+  while (!started_ || run_.id < run_id) {
+    if (!reader_.next(run_)) throw std::out_of_range("no run " + std::to_string(run_id));
+    started_ = true;
+  }
+  if (run_.id != run_id) throw std::out_of_range("no run " + std::to_string(run_id));
+  return run_;
 }
 
 void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
                         const std::function<void(MetricStats&&, bool counts)>& row) {
   head.name = name;
-  const RunRows by_id = run_rows(db, head);
+  const CountedRuns counted = count_runs(db, head);
+  for_each_statistic(db, counted, with_density, row);
+}
+
+void for_each_statistic(const ResultsDb& db, const CountedRuns& counted, bool with_density,
+                        const std::function<void(MetricStats&&, bool counts)>& row) {
+  RunWalk runs(db);
+  // Repeats of a permutation share one parameter list (a 100,000-run sweep of 1,000 permutations holds 1,000).
+  std::map<ParameterList, SharedParameters> lists;
+  const SharedParameters* parameters = nullptr;
+  int64_t parameters_of = -1;
   // Large groups are summarised on a second thread while the next group is read (sorting and reading are the
   // two halves of the cost); small ones inline, where a thread would cost more than it saves.
   std::future<MetricStats> pending;
@@ -91,18 +119,19 @@ void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_
     return m;
   };
   auto keep = [&](MetricStats done) {
-    const bool counts = find_run(by_id, done.run_id).counts;
+    const bool counts = counted.counts(done.run_id);
     row(std::move(done), counts);
   };
   db.for_each_metric([&](MetricSummaryRow& g) {
     MetricStats m;
-    const RunRow& r = find_run(by_id, g.run_id);
+    const StoredRun& r = runs.at(g.run_id);
+    if (parameters_of != r.id) parameters = &lists.try_emplace(r.parameters, r.parameters).first->second, parameters_of = r.id;
     m.run_id = g.run_id;
     m.session = r.session;
     m.status = r.status;
     m.repeat = r.repeat;
     m.param_hash = r.param_hash;
-    m.parameters = r.parameters;
+    m.parameters = *parameters;
     m.role = g.role;
     m.metric = g.metric;
     m.unit = g.unit;

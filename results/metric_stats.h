@@ -2,7 +2,6 @@
 // database, read one group at a time (memory bounded by the largest group), summarised by statistics.h.
 // CSV, plots, the HTML report and compare all format or compare what this returns.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -13,10 +12,10 @@
 #include <vector>
 
 #include "results/statistics.h"
+#include "results/store.h"
 
 namespace fanout {
 
-class ResultsDb;
 
 using ParameterList = std::vector<std::pair<std::string, std::string>>;
 
@@ -67,7 +66,6 @@ struct ExperimentStats {
   std::vector<std::string> varied;           // parameters whose value differs between runs
 };
 
-struct StoredRun;
 // The parameters the results' CSV files have columns for, in first-seen order: every parameter of the runs, less
 // the plugin's settings of how it runs (FANOUT_PARAM_SETTING: exec's command, parser, environment) that hold one
 // value in all of them. A setting that varies is a column like any parameter; run.toml and the database keep all.
@@ -91,31 +89,42 @@ class ParameterColumns {
 };
 std::vector<std::string> shown_parameters(const std::vector<StoredRun>& runs);
 
-// What a pass over an experiment keeps of each run: what every row of it copies (the stored runs themselves,
-// paths and reasons and all, are read one at a time and let go), and whether it counts (ExperimentStats::stats).
-// Repeats of a permutation share one parameter list (a 100,000-run sweep of 1,000 permutations holds 1,000).
-struct RunRow {
-  std::string session, status, repeat, param_hash;
-  SharedParameters parameters;
-  bool counts = false;
+// Which runs count (ExperimentStats::stats): every COMPLETED run (repeats of a permutation, runs imported from
+// several sessions); of a permutation (param_hash) that never completed, its last attempt; a run without a hash.
+// Attempts that did not complete beside a completed one are superseded. Found in one pass over the runs that also
+// gives head's run-level fields (runs_by_status, parameter_names, varied); held as 9 bytes a run.
+class CountedRuns {
+ public:
+  bool counts(int64_t run_id) const;  // std::out_of_range for a run it was not made with
+
+ private:
+  friend CountedRuns count_runs(const ResultsDb& db, ExperimentStats& head);
+  std::vector<int64_t> ids_;  // in id order
+  std::vector<bool> counts_;  // beside them
 };
-// Every run's row, in the order of its id (a map's node was a fifth of a row), and head's run-level fields:
-// runs_by_status, parameter_names, varied.
-using RunRows = std::vector<std::pair<int64_t, RunRow>>;
-RunRows run_rows(const ResultsDb& db, ExperimentStats& head);
-// Run `id`'s entry in a list in the order of run ids; std::out_of_range when there is none.
-template <class T>
-const T& find_run(const std::vector<std::pair<int64_t, T>>& rows, int64_t id) {
-  auto it = std::lower_bound(rows.begin(), rows.end(), id, [](const auto& row, int64_t key) { return row.first < key; });
-  if (it == rows.end() || it->first != id) throw std::out_of_range("no run " + std::to_string(id));
-  return it->second;
-}
+CountedRuns count_runs(const ResultsDb& db, ExperimentStats& head);
+
+// The runs read in id order beside a table read in run order (its samples, its metric groups): at(id) reads on
+// to that run, so a pass holds the run it is at, never every run. Ids asked for do not decrease.
+class RunWalk {
+ public:
+  explicit RunWalk(const ResultsDb& db) : reader_(db) {}
+  const StoredRun& at(int64_t run_id);  // std::out_of_range when no run has that id
+
+ private:
+  ResultsDb::RunReader reader_;
+  StoredRun run_;
+  bool started_ = false;
+};
 
 // The pass that makes them: `head` gets the experiment's run-level fields (name, runs_by_status, parameter_names,
 // varied) before the first row, then `row` gets each group's statistics in (run, metric) order with whether it
 // counts (stats) or is superseded. Memory is the runs' names and the largest group, never the rows: what writes a
 // row as it comes (export_csv) holds no experiment's statistics at once.
 void for_each_statistic(const ResultsDb& db, const std::string& name, bool with_density, ExperimentStats& head,
+                        const std::function<void(MetricStats&&, bool counts)>& row);
+// The same pass after count_runs (which made head): a caller that reads the runs for more than statistics counts once.
+void for_each_statistic(const ResultsDb& db, const CountedRuns& counted, bool with_density,
                         const std::function<void(MetricStats&&, bool counts)>& row);
 // Every row of that pass held. with_density: each group's kernel density too (64 points: what the violin plots
 // draw, and nothing else reads).

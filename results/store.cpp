@@ -792,24 +792,39 @@ std::vector<StoredRun> ResultsDb::runs() const {
   return out;
 }
 
-void ResultsDb::for_each_run(const std::function<void(StoredRun&&)>& fn) const {
+struct ResultsDb::RunReader::Statements {
   // The repeat index is the provenance's "k/N" (or "k/auto"): its k.
-  Stmt q(db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason, "
-              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'repeat'), "
-              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling'), "
-              "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'plugin_settings') FROM runs ORDER BY id");
-  Stmt p(db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal");
-  while (q.step()) {
-    const std::string repeat = q.text(8), settings = q.text(10);
-    StoredRun r{q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
+  Stmt runs, parameters;
+  bool done = false;
+};
+
+ResultsDb::RunReader::RunReader(const ResultsDb& db)
+    : s_(new Statements{Stmt(db.db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason, "
+                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'repeat'), "
+                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling'), "
+                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'plugin_settings') FROM runs ORDER BY id"),
+                        Stmt(db.db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal")}) {}
+
+ResultsDb::RunReader::~RunReader() = default;
+
+bool ResultsDb::RunReader::next(StoredRun& r) {
+  Stmt& q = s_->runs;
+  if (s_->done || !q.step()) return s_->done = true, false;  // a finished statement stepped again would start over
+  const std::string repeat = q.text(8), settings = q.text(10);
+  r = StoredRun{q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
                 repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9), {}};
-    for (auto& name : split(settings, ','))
-      if (!name.empty()) r.settings.insert(name);
-    p.bind(1, r.id);
-    while (p.step()) r.parameters.emplace_back(p.text(0), p.text(1));
-    p.reset();
-    fn(std::move(r));
-  }
+  for (auto& name : split(settings, ','))
+    if (!name.empty()) r.settings.insert(name);
+  Stmt& p = s_->parameters;
+  p.bind(1, r.id);
+  while (p.step()) r.parameters.emplace_back(p.text(0), p.text(1));
+  p.reset();
+  return true;
+}
+
+void ResultsDb::for_each_run(const std::function<void(StoredRun&&)>& fn) const {
+  RunReader reader(*this);
+  for (StoredRun r; reader.next(r);) fn(std::move(r));
 }
 
 namespace {

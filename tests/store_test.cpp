@@ -685,3 +685,24 @@ TEST(Store, CompletedRunsAndThoseOfPermutationsThatNeverCompletedTheirLastAttemp
   EXPECT_EQ(counted, (std::set<std::string>{"a2", "c1", "c2", "b2", "n1", "n0"}));
   EXPECT_EQ(superseded, (std::set<std::string>{"a1", "b1", "a3"}));
 }
+
+// The CSV and statistics passes read the runs beside the samples, in id order, one run held at a time.
+TEST(Store, ARunWalkReadsOnToTheRunAskedAndRefusesOneItHasPassedOrThatIsNotThere) {
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  for (const char* session : {"w1", "w2", "w3"}) db.ingest_run(make_run(d.path, session, 1, 2));
+  const std::vector<StoredRun> stored = db.runs();
+  ASSERT_EQ(stored.size(), 3u);
+  RunWalk walk(db);
+  EXPECT_EQ(walk.at(stored[1].id).session, "w2");  // w1 read past: it had nothing asked of it
+  EXPECT_EQ(walk.at(stored[1].id).session, "w2");  // the run it is at, not read again
+  EXPECT_EQ(walk.at(stored[1].id).parameters, stored[1].parameters);
+  EXPECT_THROW(walk.at(stored[0].id), std::out_of_range);
+  EXPECT_EQ(RunWalk(db).at(stored[2].id).session, "w3");
+  EXPECT_THROW(RunWalk(db).at(stored[2].id + 1), std::out_of_range);
+  ExperimentStats head;
+  const CountedRuns counted = count_runs(db, head);
+  EXPECT_TRUE(counted.counts(stored[0].id) && counted.counts(stored[2].id));
+  EXPECT_THROW(counted.counts(stored[2].id + 1), std::out_of_range);
+  EXPECT_EQ(head.runs_by_status, (std::map<std::string, int>{{"COMPLETED", 3}}));
+}
