@@ -59,7 +59,7 @@ ProcessReport process_scaling_results(const fs::path& dir_in, const ProcessOptio
   // file is written aside and renamed.
   const fs::path csv_dir = dir / layout::kCsvDir;
   fs::create_directories(csv_dir);
-  write_samples_csv(db, csv_dir / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples);
+  write_samples_csv(db, csv_dir / (opts.gzip_samples ? "samples.csv.gz" : "samples.csv"), opts.gzip_samples, stats.parameter_names);
   write_statistics_files(stats, csv_dir);
   for (const char* name : {opts.gzip_samples ? "samples.csv.gz" : "samples.csv", "statistics.csv", "runs.csv"})
     report.files.push_back(csv_dir / name);
