@@ -23,7 +23,7 @@ struct CsvFiles {
 
 // Long format: one row per sample with the run's session, status and parameters. gzip: samples.csv.gz.
 size_t write_samples_csv(const ResultsDb& db, const std::filesystem::path& file, bool gzip);
-// The same with its parameter columns known (count_runs made them): the runs are not read for them again.
+// The same with its parameter columns known (count_runs or the statistics made them): the runs are not read for them again.
 size_t write_samples_csv(const ResultsDb& db, const std::filesystem::path& file, bool gzip, const std::vector<std::string>& parameter_names);
 // The statistics files of a folder, written row by row as a statistics pass makes them (metric_stats.h
 // for_each_statistic), rows in run order; each appears at commit(), whole:

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <future>
-#include <stdexcept>
 #include <set>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "plugins/sdk/fanout_plugin.h"

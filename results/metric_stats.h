@@ -16,7 +16,6 @@
 
 namespace fanout {
 
-
 using ParameterList = std::vector<std::pair<std::string, std::string>>;
 
 // A run's parameters, held once and shared by every row made of the run (each metric's statistics, each figure

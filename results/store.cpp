@@ -793,7 +793,6 @@ std::vector<StoredRun> ResultsDb::runs() const {
 }
 
 struct ResultsDb::RunReader::Statements {
-  // The repeat index is the provenance's "k/N" (or "k/auto"): its k.
   Stmt runs, parameters;
   bool done = false;
 };
@@ -810,6 +809,7 @@ ResultsDb::RunReader::~RunReader() = default;
 bool ResultsDb::RunReader::next(StoredRun& r) {
   Stmt& q = s_->runs;
   if (s_->done || !q.step()) return s_->done = true, false;  // a finished statement stepped again would start over
+  // The repeat index is the provenance's "k/N" (or "k/auto"): its k.
   const std::string repeat = q.text(8), settings = q.text(10);
   r = StoredRun{q.i64(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7), {},
                 repeat.empty() ? "1" : repeat.substr(0, repeat.find('/')), q.text(9), {}};
