@@ -168,6 +168,7 @@ class ResultsDb {
   };
 
  private:
+  class BulkJournal;  // ingest_runs: a rollback journal while it stores
   void exec(const std::string& sql) const;
   void rollback() const;  // ends an open transaction, if SQLite has not ended it already
   // fn(run, metric, rank, rows) for each stored block matching `where` (SQL over alias b), in key order: run,

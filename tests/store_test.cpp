@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "results/cache_bound.h"
 #include "results/csv_export.h"
 #include "results/figures.h"
 #include "results/metric_stats.h"
@@ -705,4 +709,94 @@ TEST(Store, ARunWalkReadsOnToTheRunAskedAndRefusesOneItHasPassedOrThatIsNotThere
   EXPECT_TRUE(counted.counts(stored[0].id) && counted.counts(stored[2].id));
   EXPECT_THROW(counted.counts(stored[2].id + 1), std::out_of_range);
   EXPECT_EQ(head.runs_by_status, (std::map<std::string, int>{{"COMPLETED", 3}}));
+}
+
+namespace {
+// The journal mode a database file's header says it has: 2 for WAL, 1 for a rollback journal (bytes 18 and 19).
+int header_journal_version(const std::filesystem::path& file) {
+  const std::string head = read_file(file).substr(0, 20);
+  return head.size() == 20 && head[18] == head[19] ? int(head[18]) : -1;
+}
+}  // namespace
+
+TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabaseInWal) {
+  test::TempDir d;
+  const auto file = d.path / "fanout.sqlite";
+  const auto a = make_run(d.path, "a", 2, 3000), b = make_run(d.path, "b", 1, 10), c = make_run(d.path, "c", 3, 5);
+  ResultsDb db(file);
+  ASSERT_EQ(header_journal_version(file), 2);
+  std::vector<std::string> seen;  // what was beside the database as each run was stored
+  auto note = [&](const std::filesystem::path& run, const IngestReport&) {
+    seen.push_back(run.filename().string() + (std::filesystem::exists(file.string() + "-journal") ? " journal" : "") +
+                   (std::filesystem::exists(file.string() + "-wal") ? " wal" : ""));
+  };
+  db.ingest_runs({a, b}, note);
+  EXPECT_EQ(seen, (std::vector<std::string>{"a journal", "b journal"}));
+  EXPECT_EQ(header_journal_version(file), 2) << "back in WAL once the ingest is done";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 6002 + 11);
+  // Another connection open: the switch is refused, not waited for, and the runs go through the write-ahead log.
+  ResultsDb reader(file, ResultsDb::ReadOnly{});
+  EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 2);
+  seen.clear();
+  db.ingest_runs({c}, note);
+  EXPECT_EQ(seen, (std::vector<std::string>{"c wal"}));
+  EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 3);
+  EXPECT_EQ(header_journal_version(file), 2);
+}
+
+namespace {
+// How many of a file's pages are in the kernel's cache: mincore of a mapping never touched reads the cache.
+size_t cached_pages(const std::filesystem::path& file) {
+  const size_t size = std::filesystem::file_size(file), page = size_t(::sysconf(_SC_PAGESIZE));
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  std::vector<unsigned char> in((size + page - 1) / page);
+  const bool ok = map != MAP_FAILED && ::mincore(map, size, in.data()) == 0;
+  if (map != MAP_FAILED) ::munmap(map, size);
+  return ok ? size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; })) : SIZE_MAX;
+}
+}  // namespace
+
+TEST(CacheBound, APassDropsALargeFilesCleanPagesBehindItAndLeavesASmallOneCached) {
+  test::TempDir d;
+  struct statfs fsinfo {};
+  ASSERT_EQ(statfs(d.path.c_str(), &fsinfo), 0);
+  const bool droppable = fsinfo.f_type != 0x01021994;  // tmpfs keeps its pages: they are the file
+  const auto file = d.path / "big.bin";
+  std::string bytes(size_t(8) << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 24);
+  write_file_atomic(file, bytes);
+  {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(::fsync(fd), 0);  // clean pages: the only ones a pass drops
+    ::close(fd);
+  }
+  ASSERT_EQ(read_file(file), bytes);
+  const size_t pages = bytes.size() / size_t(::sysconf(_SC_PAGESIZE));
+  ASSERT_GT(cached_pages(file), pages / 2) << "just read";
+  {
+    CacheBound small(file, /*large=*/size_t(16) << 20, /*every=*/size_t(1) << 20);
+    small.passed(size_t(4) << 20);
+    small.shed();
+  }
+  EXPECT_GT(cached_pages(file), pages / 2) << "a file below the limit stays cached";
+  CacheBound big(file, /*large=*/size_t(4) << 20, /*every=*/size_t(1) << 20);
+  big.passed(size_t(512) << 10);
+  EXPECT_GT(cached_pages(file), pages / 2) << "nothing dropped before `every` bytes have passed";
+  big.passed(size_t(512) << 10);
+  if (droppable) {
+    EXPECT_LT(cached_pages(file), pages / 10) << "dropped once `every` bytes have passed";
+  }
+  EXPECT_EQ(read_file(file), bytes);
+  // Pages not yet written back are never lost: the file reads the same after a shed.
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_EQ(::write(fd, "tail", 4), 4);
+  ::close(fd);
+  big.shed();
+  EXPECT_EQ(read_file(file), bytes + "tail");
+  // A file that is not there is nothing to drop.
+  CacheBound none(d.path / "missing");
+  none.passed(size_t(1) << 30);
+  none.shed();
 }
