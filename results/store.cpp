@@ -686,10 +686,14 @@ class ResultsDb::BulkJournal {
     sqlite3_busy_timeout(db_.db_, 0);
     switched_ = sqlite3_exec(db_.db_, "PRAGMA journal_mode=TRUNCATE;", nullptr, nullptr, nullptr) == SQLITE_OK && mode() == "truncate";
     sqlite3_busy_timeout(db_.db_, 60000);
+    // NORMAL is crash-safe with a write-ahead log, not with a rollback journal (a power cut could leave a journal
+    // that does not match the file): FULL syncs the journal before the file is changed. The journal holds only the
+    // few pages a run changes that were there before, so its sync is small.
+    if (switched_) db_.exec("PRAGMA synchronous=FULL;");
   }
   ~BulkJournal() {
     try {
-      if (switched_) db_.exec("PRAGMA journal_mode=WAL;");  // waits out a reader that came meanwhile
+      if (switched_) db_.exec("PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL;");  // waits out a reader that came meanwhile
     } catch (const UserError&) {
       // Left with its rollback journal: the next writer's open puts it back in WAL.
     }

@@ -728,18 +728,20 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
   std::vector<std::string> seen;  // what was beside the database as each run was stored
   auto note = [&](const std::filesystem::path& run, const IngestReport&) {
     seen.push_back(run.filename().string() + (std::filesystem::exists(file.string() + "-journal") ? " journal" : "") +
-                   (std::filesystem::exists(file.string() + "-wal") ? " wal" : ""));
+                   (std::filesystem::exists(file.string() + "-wal") ? " wal" : "") + " sync " + std::to_string(count(db, "PRAGMA synchronous")));
   };
   db.ingest_runs({a, b}, note);
-  EXPECT_EQ(seen, (std::vector<std::string>{"a journal", "b journal"}));
+  // FULL (2) with the rollback journal: NORMAL is crash-safe only with the log.
+  EXPECT_EQ(seen, (std::vector<std::string>{"a journal sync 2", "b journal sync 2"}));
   EXPECT_EQ(header_journal_version(file), 2) << "back in WAL once the ingest is done";
+  EXPECT_EQ(count(db, "PRAGMA synchronous"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 6002 + 11);
   // Another connection open: the switch is refused, not waited for, and the runs go through the write-ahead log.
   ResultsDb reader(file, ResultsDb::ReadOnly{});
   EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 2);
   seen.clear();
   db.ingest_runs({c}, note);
-  EXPECT_EQ(seen, (std::vector<std::string>{"c wal"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"c wal sync 1"}));
   EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 3);
   EXPECT_EQ(header_journal_version(file), 2);
 }
