@@ -247,6 +247,9 @@ void migrate_1_to_2(sqlite3* db) {
 // changes, kept to undo that statement alone) stays in memory up to 8 MiB rather than 64 KiB. With 32 KiB pages
 // the default sent every statement's second page to a temporary file: 19 page writes a run when runs are stored
 // in batches.
+// How long a writer waits for another process's transaction before it fails.
+constexpr int kWriterBusyTimeoutMs = 60000;
+
 void configure_sqlite_once() {
   static std::once_flag once;
   std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, 8 << 20); });
@@ -263,7 +266,7 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
     throw UserError("cannot open results database " + file.string() + ": " + msg);
   }
   // Writers from several fanout processes wait for each other instead of failing with "database is locked".
-  sqlite3_busy_timeout(db_, 60000);
+  sqlite3_busy_timeout(db_, kWriterBusyTimeoutMs);
   // A new database gets 32 KiB pages (set before WAL, which fixes the page size): a block of samples is about
   // 160 KB of text, on SQLite's default 4 KiB pages a chain of 40 overflow pages, each a WAL frame of its own.
   // Larger pages cost small runs: a commit writes every page it touched whole, about ten per run. Measured with
@@ -322,6 +325,14 @@ static sqlite3* open_to_read(const fs::path& file) {
   std::string why;
   int code = 0;
   if (sqlite3* db = attempt(file.string(), SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, why, code)) return db;
+  // A bulk ingest that was cut short (results ingest stores through a rollback journal) left its journal: the file
+  // holds part of a transaction until a writer rolls it back. A reader cannot, and read as immutable it would see
+  // the half-written transaction: refused, saying what mends it.
+  std::error_code ec;
+  if (fs::file_size(file.string() + "-journal", ec) > 0 && !ec)
+    throw UserError(file.string() + ": a write in progress or cut short left " + file.filename().string() +
+                    "-journal beside it; once no fanout writes it, open it with write access (fanout results ingest, or any command "
+                    "that stores runs) to roll that write back (" + why + ")");
   if (((code & 0xff) == SQLITE_CANTOPEN || (code & 0xff) == SQLITE_READONLY) && ::access(file.parent_path().empty() ? "." : file.parent_path().c_str(), W_OK) != 0) {
     std::string uri = "file:";
     for (char c : fs::absolute(file).string()) {  // percent-encode what a URI path cannot hold as it is
@@ -681,21 +692,25 @@ IngestReport ResultsDb::ingest_run(const fs::path& run_dir, RunMetadata meta) {
 class ResultsDb::BulkJournal {
  public:
   explicit BulkJournal(ResultsDb& db) : db_(db) {
-    if (!sqlite3_get_autocommit(db_.db_)) return;  // inside a batch: its transaction stays as it is
+    // Inside a batch its transaction stays as it is; a read-only connection writes nothing.
+    if (!sqlite3_get_autocommit(db_.db_) || sqlite3_db_readonly(db_.db_, "main") == 1) return;
+    // NORMAL is crash-safe with a write-ahead log, not with a rollback journal (a power cut could leave a journal
+    // that does not match the file): FULL syncs the journal before the file is changed. The journal holds only the
+    // few pages a run changes that were there before, so its sync is small. Set first: no switch without it.
+    db_.exec("PRAGMA synchronous=FULL;");
     // Leaving WAL needs the database to itself: asked once, not waited for (another connection keeps it in WAL).
     sqlite3_busy_timeout(db_.db_, 0);
     switched_ = sqlite3_exec(db_.db_, "PRAGMA journal_mode=TRUNCATE;", nullptr, nullptr, nullptr) == SQLITE_OK && mode() == "truncate";
-    sqlite3_busy_timeout(db_.db_, 60000);
-    // NORMAL is crash-safe with a write-ahead log, not with a rollback journal (a power cut could leave a journal
-    // that does not match the file): FULL syncs the journal before the file is changed. The journal holds only the
-    // few pages a run changes that were there before, so its sync is small.
-    if (switched_) db_.exec("PRAGMA synchronous=FULL;");
+    sqlite3_busy_timeout(db_.db_, kWriterBusyTimeoutMs);
+    if (!switched_) db_.exec("PRAGMA synchronous=NORMAL;");
   }
   ~BulkJournal() {
+    if (!switched_) return;
     try {
-      if (switched_) db_.exec("PRAGMA synchronous=NORMAL; PRAGMA journal_mode=WAL;");  // waits out a reader that came meanwhile
-    } catch (const UserError&) {
-      // Left with its rollback journal: the next writer's open puts it back in WAL.
+      db_.exec("PRAGMA journal_mode=WAL;");  // waits out a reader that came meanwhile
+      if (mode() == "wal") db_.exec("PRAGMA synchronous=NORMAL;");
+    } catch (...) {
+      // Left with its rollback journal, and FULL with it: the next writer's open puts it back in WAL.
     }
   }
   BulkJournal(const BulkJournal&) = delete;

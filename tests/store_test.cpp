@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -736,6 +737,13 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
   EXPECT_EQ(header_journal_version(file), 2) << "back in WAL once the ingest is done";
   EXPECT_EQ(count(db, "PRAGMA synchronous"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 6002 + 11);
+  // An ingest that stops at an unreadable folder leaves it in WAL too, with the runs before it stored.
+  std::filesystem::create_directories(d.path / "bad");  // no run.toml
+  EXPECT_THROW(db.ingest_runs({a, d.path / "bad"}, note), UserError);
+  EXPECT_EQ(header_journal_version(file), 2);
+  EXPECT_EQ(count(db, "PRAGMA synchronous"), 1);
+  EXPECT_FALSE(std::filesystem::exists(file.string() + "-journal"));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
   // Another connection open: the switch is refused, not waited for, and the runs go through the write-ahead log.
   ResultsDb reader(file, ResultsDb::ReadOnly{});
   EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 2);
@@ -747,12 +755,13 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
 }
 
 namespace {
-// How many of a file's pages are in the kernel's cache: mincore of a mapping never touched reads the cache.
-size_t cached_pages(const std::filesystem::path& file) {
+// How many of a file's pages are in the kernel's cache: mincore of a mapping never touched reads the cache. Through
+// `fd` when given: closing a descriptor of its own would release the locks this process holds on the file.
+size_t cached_pages(const std::filesystem::path& file, int fd = -1) {
   const size_t size = std::filesystem::file_size(file), page = size_t(::sysconf(_SC_PAGESIZE));
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
+  const int own = fd < 0 ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd < 0 ? own : fd, 0);
+  if (own >= 0) ::close(own);
   std::vector<unsigned char> in((size + page - 1) / page);
   const bool ok = map != MAP_FAILED && ::mincore(map, size, in.data()) == 0;
   if (map != MAP_FAILED) ::munmap(map, size);
@@ -760,7 +769,27 @@ size_t cached_pages(const std::filesystem::path& file) {
 }
 }  // namespace
 
-TEST(CacheBound, APassDropsALargeFilesCleanPagesBehindItAndLeavesASmallOneCached) {
+namespace {
+// Whether another process finds a lock on [start, start+len) of the file: what this process holds is not seen from
+// inside it (POSIX locks are the process's own). The child only makes system calls.
+bool another_process_sees_a_lock(const std::filesystem::path& file, off_t start, off_t len) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+    struct flock l {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = start;
+    l.l_len = len;
+    ::_exit(fd >= 0 && ::fcntl(fd, F_GETLK, &l) == 0 ? (l.l_type == F_UNLCK ? 1 : 0) : 2);
+  }
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+}  // namespace
+
+TEST(CacheBound, APassDropsALargeFilesCleanPagesThroughTheDescriptorItsOwnerHoldsAndKeepsItsLocks) {
   test::TempDir d;
   struct statfs fsinfo {};
   ASSERT_EQ(statfs(d.path.c_str(), &fsinfo), 0);
@@ -769,36 +798,61 @@ TEST(CacheBound, APassDropsALargeFilesCleanPagesBehindItAndLeavesASmallOneCached
   std::string bytes(size_t(8) << 20, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 24);
   write_file_atomic(file, bytes);
-  {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_EQ(::fsync(fd), 0);  // clean pages: the only ones a pass drops
-    ::close(fd);
-  }
-  ASSERT_EQ(read_file(file), bytes);
   const size_t pages = bytes.size() / size_t(::sysconf(_SC_PAGESIZE));
+  ASSERT_EQ(read_file(file), bytes);
   ASSERT_GT(cached_pages(file), pages / 2) << "just read";
+  // Nobody holds it open: there is no descriptor to drop through, and none is opened.
+  CacheBound(file, /*large=*/size_t(4) << 20).shed();
+  EXPECT_GT(cached_pages(file), pages / 2) << "dropped through a descriptor of its own";
+  // Its owner (SQLite, in the store) holds it open, with a lock on it.
+  const int owner = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(owner, 0);
+  struct flock lock {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 100;
+  lock.l_len = 10;
+  ASSERT_EQ(::fcntl(owner, F_SETLK, &lock), 0);
+  ASSERT_TRUE(another_process_sees_a_lock(file, 100, 10));
   {
     CacheBound small(file, /*large=*/size_t(16) << 20, /*every=*/size_t(1) << 20);
     small.passed(size_t(4) << 20);
     small.shed();
   }
-  EXPECT_GT(cached_pages(file), pages / 2) << "a file below the limit stays cached";
-  CacheBound big(file, /*large=*/size_t(4) << 20, /*every=*/size_t(1) << 20);
-  big.passed(size_t(512) << 10);
-  EXPECT_GT(cached_pages(file), pages / 2) << "nothing dropped before `every` bytes have passed";
-  big.passed(size_t(512) << 10);
-  if (droppable) {
-    EXPECT_LT(cached_pages(file), pages / 10) << "dropped once `every` bytes have passed";
+  EXPECT_GT(cached_pages(file, owner), pages / 2) << "a file below the limit stays cached";
+  {
+    CacheBound big(file, /*large=*/size_t(4) << 20, /*every=*/size_t(1) << 20);
+    big.passed(size_t(512) << 10);
+    EXPECT_GT(cached_pages(file, owner), pages / 2) << "nothing dropped before `every` bytes have passed";
+    big.passed(size_t(512) << 10);
+    if (droppable) {
+      EXPECT_LT(cached_pages(file, owner), pages / 10) << "dropped once `every` bytes have passed";
+    }
   }
+  EXPECT_TRUE(another_process_sees_a_lock(file, 100, 10)) << "closing any descriptor of the file would have released it";
+  ::close(owner);
   EXPECT_EQ(read_file(file), bytes);
-  // Pages not yet written back are never lost: the file reads the same after a shed.
-  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  ASSERT_EQ(::write(fd, "tail", 4), 4);
-  ::close(fd);
-  big.shed();
-  EXPECT_EQ(read_file(file), bytes + "tail");
   // A file that is not there is nothing to drop.
   CacheBound none(d.path / "missing");
   none.passed(size_t(1) << 30);
   none.shed();
+}
+
+// SQLite keeps a WAL database's SHARED lock (the 510 bytes past 0x40000002) for as long as the connection is open,
+// and counts on it: a pass that closed a descriptor of the file would release it, and another process could then
+// take the database from under the connection.
+TEST(Store, TheDatabasesLocksOutliveABulkIngestAndAWholePass) {
+  test::TempDir d;
+  const auto file = d.path / "fanout.sqlite";
+  ResultsDb db(file);
+  db.ingest_run(make_run(d.path, "a", 2, 100));
+  constexpr off_t kSharedFirst = 0x40000002, kSharedSize = 510;
+  ASSERT_TRUE(another_process_sees_a_lock(file, kSharedFirst, kSharedSize)) << "the premise: SQLite holds it";
+  db.ingest_runs({make_run(d.path, "b", 1, 10)}, [](const std::filesystem::path&, const IngestReport&) {});
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);  // back in WAL, the lock is taken again by the first read
+  EXPECT_TRUE(another_process_sees_a_lock(file, kSharedFirst, kSharedSize)) << "after a bulk ingest";
+  uint64_t n = 0;
+  db.for_each_sample([&](int64_t, int, int64_t, const SampleRowText&) { ++n; });
+  EXPECT_EQ(n, 202u + 11u);
+  EXPECT_TRUE(another_process_sees_a_lock(file, kSharedFirst, kSharedSize)) << "after a pass over every block";
 }
