@@ -700,8 +700,9 @@ class ResultsDb::BulkJournal {
     db_.exec("PRAGMA synchronous=FULL;");
     // Leaving WAL needs the database to itself: asked once, not waited for (another connection keeps it in WAL).
     sqlite3_busy_timeout(db_.db_, 0);
-    switched_ = sqlite3_exec(db_.db_, "PRAGMA journal_mode=TRUNCATE;", nullptr, nullptr, nullptr) == SQLITE_OK && mode() == "truncate";
+    const bool asked = sqlite3_exec(db_.db_, "PRAGMA journal_mode=TRUNCATE;", nullptr, nullptr, nullptr) == SQLITE_OK;
     sqlite3_busy_timeout(db_.db_, kWriterBusyTimeoutMs);
+    switched_ = asked && mode() == "truncate";
     if (!switched_) db_.exec("PRAGMA synchronous=NORMAL;");
   }
   ~BulkJournal() {

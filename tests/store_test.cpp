@@ -713,10 +713,11 @@ TEST(Store, ARunWalkReadsOnToTheRunAskedAndRefusesOneItHasPassedOrThatIsNotThere
 }
 
 namespace {
-// The journal mode a database file's header says it has: 2 for WAL, 1 for a rollback journal (bytes 18 and 19).
-int header_journal_version(const std::filesystem::path& file) {
-  const std::string head = read_file(file).substr(0, 20);
-  return head.size() == 20 && head[18] == head[19] ? int(head[18]) : -1;
+// The journal mode a database file's header says it has: 2 for WAL, 1 for a rollback journal (bytes 18 and 19). Read
+// through a descriptor kept open while SQLite has the file: closing one would release SQLite's locks on it.
+int header_journal_version(int fd) {
+  char head[20];
+  return ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) && head[18] == head[19] ? int(head[18]) : -1;
 }
 }  // namespace
 
@@ -724,8 +725,17 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
   test::TempDir d;
   const auto file = d.path / "fanout.sqlite";
   const auto a = make_run(d.path, "a", 2, 3000), b = make_run(d.path, "b", 1, 10), c = make_run(d.path, "c", 3, 5);
+  struct Descriptor {  // declared before the connections: closed after them
+    int fd = -1;
+    ~Descriptor() {
+      if (fd >= 0) ::close(fd);
+    }
+  } kept;
   ResultsDb db(file);
-  ASSERT_EQ(header_journal_version(file), 2);
+  kept.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  const int header = kept.fd;
+  ASSERT_GE(header, 0);
+  ASSERT_EQ(header_journal_version(header), 2);
   std::vector<std::string> seen;  // what was beside the database as each run was stored
   auto note = [&](const std::filesystem::path& run, const IngestReport&) {
     seen.push_back(run.filename().string() + (std::filesystem::exists(file.string() + "-journal") ? " journal" : "") +
@@ -734,13 +744,13 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
   db.ingest_runs({a, b}, note);
   // FULL (2) with the rollback journal: NORMAL is crash-safe only with the log.
   EXPECT_EQ(seen, (std::vector<std::string>{"a journal sync 2", "b journal sync 2"}));
-  EXPECT_EQ(header_journal_version(file), 2) << "back in WAL once the ingest is done";
+  EXPECT_EQ(header_journal_version(header), 2) << "back in WAL once the ingest is done";
   EXPECT_EQ(count(db, "PRAGMA synchronous"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 6002 + 11);
   // An ingest that stops at an unreadable folder leaves it in WAL too, with the runs before it stored.
   std::filesystem::create_directories(d.path / "bad");  // no run.toml
   EXPECT_THROW(db.ingest_runs({a, d.path / "bad"}, note), UserError);
-  EXPECT_EQ(header_journal_version(file), 2);
+  EXPECT_EQ(header_journal_version(header), 2);
   EXPECT_EQ(count(db, "PRAGMA synchronous"), 1);
   EXPECT_FALSE(std::filesystem::exists(file.string() + "-journal"));
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
@@ -751,7 +761,7 @@ TEST(Store, IngestRunsWritesThroughARollbackJournalWhenAloneAndLeavesTheDatabase
   db.ingest_runs({c}, note);
   EXPECT_EQ(seen, (std::vector<std::string>{"c wal sync 1"}));
   EXPECT_EQ(count(reader, "SELECT count(*) FROM runs"), 3);
-  EXPECT_EQ(header_journal_version(file), 2);
+  EXPECT_EQ(header_journal_version(header), 2);
 }
 
 namespace {
@@ -791,14 +801,20 @@ bool another_process_sees_a_lock(const std::filesystem::path& file, off_t start,
 
 TEST(CacheBound, APassDropsALargeFilesCleanPagesThroughTheDescriptorItsOwnerHoldsAndKeepsItsLocks) {
   test::TempDir d;
-  struct statfs fsinfo {};
-  ASSERT_EQ(statfs(d.path.c_str(), &fsinfo), 0);
-  const bool droppable = fsinfo.f_type != 0x01021994;  // tmpfs keeps its pages: they are the file
   const auto file = d.path / "big.bin";
   std::string bytes(size_t(8) << 20, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 24);
   write_file_atomic(file, bytes);
   const size_t pages = bytes.size() / size_t(::sysconf(_SC_PAGESIZE));
+  // Whether this filesystem's cached pages can be dropped at all (tmpfs's pages are the file): asked directly.
+  bool droppable = false;
+  {
+    const int probe = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(read_file(file), bytes);
+    ::posix_fadvise(probe, 0, 0, POSIX_FADV_DONTNEED);
+    droppable = cached_pages(file, probe) < pages / 10;
+    ::close(probe);
+  }
   ASSERT_EQ(read_file(file), bytes);
   ASSERT_GT(cached_pages(file), pages / 2) << "just read";
   // Nobody holds it open: there is no descriptor to drop through, and none is opened.
