@@ -689,6 +689,7 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
   auto hb_start = t0;
   int64_t hb_iters = 0;
   double hb_wait = 0;
+  int hb_workers = -1;  // the loader's workers as the last heartbeat reported them (-1: none sent yet)
   for (int64_t it = start; it < opts.end_iter; ++it) {
     const auto w0 = Clock::now();
     std::optional<Batch> b = loader.next();
@@ -714,13 +715,17 @@ TrainResult train(const TrainOptions& opts, const std::function<bool()>& should_
     ++hb_iters;
 
     const double since_hb = seconds_since(hb_start);
-    if (opts.heartbeat_s > 0 && since_hb >= opts.heartbeat_s && on_heartbeat) {
+    // A loader that was resized is reported at once, not at the next period: a shrink shorter than the period
+    // (while a short application runs) would otherwise never be seen by the master.
+    const bool resized = hb_workers >= 0 && loader.workers() != hb_workers;
+    if (opts.heartbeat_s > 0 && (since_hb >= opts.heartbeat_s || resized) && on_heartbeat) {
       Heartbeat hb;
       hb.iteration = it + 1;
       hb.samples_per_second = static_cast<double>(hb_iters * opts.batch) / since_hb;
       hb.iteration_seconds = since_hb / static_cast<double>(hb_iters);
       hb.loader_wait_seconds = hb_wait;
       hb.workers = loader.workers();
+      hb_workers = hb.workers;
       hb.wall_ns = static_cast<double>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count());
