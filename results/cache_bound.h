@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "results/staged_file.h"
+
 namespace fanout {
 
 class CacheBound {
  public:
-  static constexpr uint64_t kLarge = uint64_t(1) << 30, kEvery = uint64_t(64) << 20;
+  static constexpr uint64_t kLarge = StagedFile::kDirectAfter, kEvery = uint64_t(64) << 20;
   explicit CacheBound(const std::filesystem::path& file, uint64_t large = kLarge, uint64_t every = kEvery);
 
   void shed() const;          // drops the file's clean cached pages now, when it is past `large`

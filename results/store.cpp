@@ -243,13 +243,13 @@ void migrate_1_to_2(sqlite3* db) {
   packer.flush();
 }
 
+// How long a writer waits for another process's transaction before it fails.
+constexpr int kWriterBusyTimeoutMs = 60000;
+
 // Before SQLite's first use in the process: a statement journal (the pages a statement inside a transaction
 // changes, kept to undo that statement alone) stays in memory up to 8 MiB rather than 64 KiB. With 32 KiB pages
 // the default sent every statement's second page to a temporary file: 19 page writes a run when runs are stored
 // in batches.
-// How long a writer waits for another process's transaction before it fails.
-constexpr int kWriterBusyTimeoutMs = 60000;
-
 void configure_sqlite_once() {
   static std::once_flag once;
   std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, 8 << 20); });
@@ -1007,8 +1007,9 @@ void ResultsDb::for_each_block(const std::string& where,
                " ORDER BY b.run_id, b.metric_id, b.rank, b.block").c_str());
   CacheBound cache(file_);
   while (q.step()) {
-    fn(q.i64(0), q.i64(1), int(q.i64(2)), q.view(3));
-    cache.passed(q.view(3).size());
+    const std::string_view rows = q.view(3);
+    fn(q.i64(0), q.i64(1), int(q.i64(2)), rows);
+    cache.passed(rows.size());
   }
 }
 

@@ -777,9 +777,7 @@ size_t cached_pages(const std::filesystem::path& file, int fd = -1) {
   if (map != MAP_FAILED) ::munmap(map, size);
   return ok ? size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; })) : SIZE_MAX;
 }
-}  // namespace
 
-namespace {
 // Whether another process finds a lock on [start, start+len) of the file: what this process holds is not seen from
 // inside it (POSIX locks are the process's own). The child only makes system calls.
 bool another_process_sees_a_lock(const std::filesystem::path& file, off_t start, off_t len) {
