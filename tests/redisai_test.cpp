@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -110,18 +112,18 @@ struct Server {
 };
 
 // redis-cli with the arguments as given; `stdin_file` (with -x) becomes the last argument.
-std::string cli(int port, std::vector<std::string> args, const fs::path& stdin_file = {}) {
+std::string cli(int port, std::vector<std::string> args, const fs::path& stdin_file = {}, int timeout_s = 60) {
   std::vector<std::string> argv = {"/usr/bin/redis-cli", "-p", std::to_string(port), "--no-auth-warning", "-a", "test-password"};
   if (!stdin_file.empty()) {
     // redis-cli -x reads the last argument from stdin: go through sh only to redirect a path we made.
     std::string cmd = "/usr/bin/redis-cli -p " + std::to_string(port) + " --no-auth-warning -a test-password -x";
     for (auto& a : args) cmd += " '" + a + "'";
     cmd += " < '" + stdin_file.string() + "'";
-    auto r = test::run_command({"/bin/sh", "-c", cmd}, "/", {}, 60);
+    auto r = test::run_command({"/bin/sh", "-c", cmd}, "/", {}, timeout_s);
     return r.out + r.err;
   }
   argv.insert(argv.end(), args.begin(), args.end());
-  auto r = test::run_command(argv, "/", {}, 60);
+  auto r = test::run_command(argv, "/", {}, timeout_s);
   return r.out + r.err;
 }
 
@@ -622,10 +624,19 @@ TEST(RedisAiHardening, ConcurrentStoresShareABoundedNumberOfCheckers) {
   Server s(8);
   const int port = s.port();
   const fs::path model = write_blob(s.dir.path, "model.pt", small_model_blob());
+  // A store waits for the checkers ahead of it: its deadline is what one store took here, alone, times the turns
+  // it may wait, with room for a loaded machine (a fixed 60 s failed in CI with the suite running beside it).
+  const auto alone_from = std::chrono::steady_clock::now();
+  ASSERT_EQ(cli(port, {"AI.MODELSTORE", "alone", "TORCH", "CPU", "BLOB"}, model), "OK\n");
+  const double alone_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - alone_from).count();
   std::vector<std::thread> clients;
-  std::vector<std::string> replies(24);
+  std::vector<std::string> replies(8);  // four times the limit of 2: most stores must wait for a checker
+  const int turns = int(replies.size()) / 2;
+  const int deadline_s = std::max(60, int(std::ceil(alone_s * turns * 10)));
   for (size_t c = 0; c < replies.size(); ++c)
-    clients.emplace_back([&, c] { replies[c] = cli(port, {"AI.MODELSTORE", "m" + std::to_string(c), "TORCH", "CPU", "BLOB"}, model); });
+    clients.emplace_back([&, c] {
+      replies[c] = cli(port, {"AI.MODELSTORE", "m" + std::to_string(c), "TORCH", "CPU", "BLOB"}, model, deadline_s);
+    });
   for (auto& t : clients) t.join();
   for (size_t c = 0; c < replies.size(); ++c) EXPECT_EQ(replies[c], "OK\n") << "store " << c;
   const std::string info = cli(port, {"INFO", "ai"});
