@@ -17,20 +17,25 @@ namespace fanout {
 
 namespace {
 
-// Writes all of `content` to fd; on failure closes fd, removes `written` and throws naming it.
-void write_all(int fd, std::string_view content, const std::string& written) {
+// Writes all of `content` to fd: 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view content) {
   size_t off = 0;
   while (off < content.size()) {
     ssize_t n = ::write(fd, content.data() + off, content.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(written.c_str());
-      throw UserError("cannot write " + written + ": " + std::strerror(e));
+      return errno;
     }
     off += static_cast<size_t>(n);
   }
+  return 0;
+}
+
+// A new file's write failed: it is closed and removed, and the error names it.
+[[noreturn]] void discard_written(int fd, const std::string& written, int error) {
+  ::close(fd);
+  ::unlink(written.c_str());
+  throw UserError("cannot write " + written + ": " + std::strerror(error));
 }
 
 }  // namespace
@@ -39,7 +44,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw UserError("cannot write " + tmp + ": " + std::strerror(errno));
-  write_all(fd, content, tmp);
+  if (int e = write_all(fd, content)) discard_written(fd, tmp, e);
   if (durability == Durability::Now) ::fsync(fd);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -52,8 +57,22 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 void write_new_file(const std::filesystem::path& path, std::string_view content, int mode) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) throw UserError("cannot write " + path.string() + ": " + std::strerror(errno));
-  write_all(fd, content, path.string());
+  if (int e = write_all(fd, content)) discard_written(fd, path.string(), e);
   ::close(fd);
+}
+
+void append_to_file(const std::filesystem::path& path, std::string_view content, Durability durability) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) throw UserError("cannot append to " + path.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  int e = ::fstat(fd, &st) == 0 ? write_all(fd, content) : errno;
+  if (e != 0 && st.st_size > 0) {
+    // A short write (a full disk) is cut back: the file is as it was. If even that fails, the error below stands.
+    [[maybe_unused]] const int cut = ::ftruncate(fd, st.st_size);
+  }
+  if (e == 0 && durability == Durability::Now && ::fsync(fd) != 0) e = errno;
+  ::close(fd);
+  if (e != 0) throw UserError("cannot append to " + path.string() + ": " + std::strerror(e));
 }
 
 // read() into a string sized from fstat (a stream copied through an ostringstream cost more than decoding the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string_view>
 #include <toml++/toml.h>
 
 #include "common/error.h"
@@ -15,6 +16,24 @@ namespace fanout {
 namespace fs = std::filesystem;
 
 fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSamplesDir; }
+
+namespace {
+
+toml::table status_table(const RunStatusRecord& s) {
+  toml::array ranks;
+  for (auto& r : s.ranks)
+    ranks.push_back(toml::table{{"role", r.role}, {"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}});
+  return toml::table{{"state", s.state},       {"job_id", s.job_id},         {"node_list", s.node_list},
+                     {"reason", s.reason},     {"exit_code", s.exit_code},   {"signal", s.signal},
+                     {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}};
+}
+
+// An appended [status] lies between these lines; one not closed (a reader in the middle of the write, a crash
+// before the write reached the disk) is not read.
+constexpr std::string_view kStatusOpens = "\n# the run's end, appended as it ended\n";
+constexpr std::string_view kStatusCloses = "\n# end of the run's end\n";
+
+}  // namespace
 
 std::string run_metadata_text(const RunMetadata& m) {
   toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
@@ -49,15 +68,7 @@ std::string run_metadata_text(const RunMetadata& m) {
   toml::table prov;
   for (auto& [k, v] : m.provenance) prov.insert(k, v);
   toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
-  if (m.status) {
-    const auto& s = *m.status;
-    toml::array ranks;
-    for (auto& r : s.ranks)
-      ranks.push_back(toml::table{{"role", r.role}, {"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}});
-    root.insert("status", toml::table{{"state", s.state}, {"job_id", s.job_id}, {"node_list", s.node_list},
-                                      {"reason", s.reason}, {"exit_code", s.exit_code}, {"signal", s.signal},
-                                      {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}});
-  }
+  if (m.status) root.insert("status", status_table(*m.status));
   std::ostringstream out;
   out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
   return out.str();
@@ -67,9 +78,17 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
   write_file_atomic(run_dir / kRunMetadataFile, run_metadata_text(m), 0644, durability);
 }
 
+void append_run_status(const fs::path& run_dir, const RunStatusRecord& s, Durability durability) {
+  std::ostringstream out;
+  out << kStatusOpens << toml::table{{"status", status_table(s)}} << kStatusCloses;
+  append_to_file(run_dir / kRunMetadataFile, out.str(), durability);
+}
+
 RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
-  toml::table root = parse_toml_document(read_input_file(file, kMaxRunMetadataBytes), file.string());
+  std::string text = read_input_file(file, kMaxRunMetadataBytes);
+  if (const size_t at = text.rfind(kStatusOpens); at != std::string::npos && !text.ends_with(kStatusCloses)) text.resize(at);
+  toml::table root = parse_toml_document(text, file.string());
   auto need_str = [&](toml::node_view<toml::node> n, const char* key) {
     auto v = n[key].value<std::string>();
     if (!v) throw UserError(file.string() + ": missing '" + std::string(key) + "'");

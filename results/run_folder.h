@@ -66,6 +66,10 @@ constexpr size_t kMaxRunMetadataBytes = size_t(64) << 20;
 // Atomic; Deferred leaves the fsync to the caller's sync_filesystem() (common/files.h).
 std::string run_metadata_text(const RunMetadata& m);  // run.toml's bytes
 void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m, Durability durability = Durability::Now);
+// The run's end added to the run.toml it was laid out with (one written without a status): its [status] appended in
+// one write, not the whole file written aside and renamed over the old (a new inode and a freed one a run, which
+// ext4 makes the next run's inode allocation pay for). Read back as if written whole; a status cut short is not read.
+void append_run_status(const std::filesystem::path& run_dir, const RunStatusRecord& s, Durability durability = Durability::Now);
 RunMetadata read_run_metadata(const std::filesystem::path& run_dir);                  // throws UserError
 std::filesystem::path samples_dir(const std::filesystem::path& run_dir);
 

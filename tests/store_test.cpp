@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -869,4 +871,67 @@ TEST(Store, TheDatabasesLocksOutliveABulkIngestAndAWholePass) {
   db.for_each_sample([&](int64_t, int, int64_t, const SampleRowText&) { ++n; });
   EXPECT_EQ(n, 202u + 11u);
   EXPECT_TRUE(another_process_sees_a_lock(file, kSharedFirst, kSharedSize)) << "after a pass over every block";
+}
+
+// A run's end is appended to the run.toml it was laid out with (one write: no file aside, no inode made or freed a
+// run). It reads back as the same metadata as a run.toml written whole; a status cut short (a reader in the middle of
+// the write, a crash before all of it reached the disk) is not read, the rest is; an append that fails leaves the
+// file as it was, and one with no run.toml to go to names it.
+TEST(RunFolder, AStatusAppendedReadsAsOneWrittenWholeAndOneCutShortIsNotRead) {
+  test::TempDir d;
+  const auto whole = make_run(d.path, "whole", 2, 1);
+  const RunMetadata written = read_run_metadata(whole);
+  ASSERT_TRUE(written.status);
+  RunStatusRecord st = *written.status;
+  st.ranks.push_back({"sleep", 1, 3, 9});
+  st.reason = "a \"quoted\" reason\nover two lines";
+  RunMetadata laid_out = written;
+  laid_out.status.reset();
+  const auto appended = d.path / "appended";
+  std::filesystem::create_directories(appended);
+  write_run_metadata(appended, laid_out);
+  const std::string before = read_file(appended / kRunMetadataFile);
+  EXPECT_FALSE(read_run_metadata(appended).status);
+  append_run_status(appended, st, Durability::Now);
+  const std::string after = read_file(appended / kRunMetadataFile);
+  ASSERT_EQ(after.compare(0, before.size(), before), 0) << "only added to";
+  RunMetadata expect = written;
+  expect.status = st;
+  std::filesystem::create_directories(d.path / "rewritten");
+  write_run_metadata(d.path / "rewritten", expect);
+  const RunMetadata back = read_run_metadata(appended);
+  ASSERT_TRUE(back.status);
+  EXPECT_EQ(back.status->reason, st.reason);
+  ASSERT_EQ(back.status->ranks.size(), 2u);
+  EXPECT_EQ(back.status->ranks[1].exit_code, 3);
+  EXPECT_EQ(back.status->ranks[1].signal, 9);
+  // The same metadata as written whole: its text again from what was read is the same bytes.
+  EXPECT_EQ(run_metadata_text(back), read_file(d.path / "rewritten" / kRunMetadataFile));
+  for (size_t cut = 1; cut < after.size() - before.size(); cut += 7) {
+    const std::string shorter = after.substr(0, after.size() - cut);
+    write_file_atomic(appended / kRunMetadataFile, shorter);
+    const RunMetadata partial = read_run_metadata(appended);
+    EXPECT_FALSE(partial.status) << "cut " << cut << " bytes short";
+    EXPECT_EQ(partial.parameters, written.parameters);
+  }
+  // A write the file-size limit stops part way (RLIMIT_FSIZE: a real short write, then EFBIG) is cut back off.
+  write_file_atomic(appended / kRunMetadataFile, before);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{rlim_t(before.size() + 10), rlim_t(before.size() + 10)};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      append_run_status(appended, st, Durability::Now);
+    } catch (const UserError& e) {
+      _exit(std::string(e.what()).find(kRunMetadataFile) != std::string::npos ? 3 : 4);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "the append failed with an error naming run.toml";
+  EXPECT_EQ(read_file(appended / kRunMetadataFile), before) << "the part that went in was cut back off";
+  EXPECT_THROW_WITH(append_run_status(d.path / "absent", st), UserError, "absent/run.toml");
 }
