@@ -26,6 +26,7 @@ int write_all(int fd, std::string_view content) {
       if (errno == EINTR) continue;
       return errno;
     }
+    if (n == 0) return EIO;  // no progress: never loop on it
     off += static_cast<size_t>(n);
   }
   return 0;
@@ -62,11 +63,16 @@ void write_new_file(const std::filesystem::path& path, std::string_view content,
 }
 
 void append_to_file(const std::filesystem::path& path, std::string_view content, Durability durability) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  // Not through a link, and never blocking on a FIFO: a rename used to replace whatever stood there.
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) throw UserError("cannot append to " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
-  int e = ::fstat(fd, &st) == 0 ? write_all(fd, content) : errno;
-  if (e != 0 && st.st_size > 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError("cannot append to " + path.string() + ": not a regular file");
+  }
+  int e = write_all(fd, content);
+  if (e != 0) {
     // A short write (a full disk) is cut back: the file is as it was. If even that fails, the error below stands.
     [[maybe_unused]] const int cut = ::ftruncate(fd, st.st_size);
   }

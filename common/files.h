@@ -17,8 +17,9 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 // first submission): a driver killed while writing leaves it cut short, which its readers take as never written.
 void write_new_file(const std::filesystem::path& path, std::string_view content, int mode = 0644);
 // `content` added at the end of an existing file in one write (O_APPEND): no file aside, no rename, so no inode made
-// and none freed. A write that fails is cut back off the file. Not atomic for a concurrent reader the way a rename
-// is: only for what a reader may find cut short and take as not yet written.
+// and none freed. A write that fails is cut back off the file; a link or anything but a regular file is refused. Not
+// atomic for a concurrent reader the way a rename is: only for what a reader may find cut short and take as not yet
+// written.
 void append_to_file(const std::filesystem::path& path, std::string_view content, Durability durability = Durability::Now);
 // Everything written on the filesystem holding `path` reaches the disk (syncfs): one journal commit for a batch.
 void sync_filesystem(const std::filesystem::path& path);

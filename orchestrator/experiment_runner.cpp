@@ -1004,15 +1004,16 @@ class ExperimentSession {
     if (s.service && !s.job_id.empty()) --active_services_;
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     RunMetadata meta = slot_metadata(s);
-    const bool laid_out_without_status = !meta.status;  // always, but for a followed job whose folder says otherwise
     meta.status = status_record(js, s.run->steps);
     // The outcome reaches the disk before the driver goes on, unless the run's ranks ran on this host: then its
     // sample files were never synced either, and a crash of this host leaves a folder that `fanout resume` runs
     // again (what it cannot read, it reruns); a driver that dies leaves the write to the kernel. Its fsync was
     // 18 % of the driver's CPU a local run (2026-12-02).
     const Durability durability = jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now;
-    if (laid_out_without_status) append_run_status(dir, *meta.status, durability);
-    else write_run_metadata(dir, meta, durability);
+    // A followed job's run.toml is written whole: a status its dead driver began to append and never closed (read
+    // as no status) would stand before the one appended now, and the file would no longer parse.
+    if (s.adopted) write_run_metadata(dir, meta, durability);
+    else append_run_status(dir, *meta.status, durability);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] {

@@ -33,6 +33,19 @@ toml::table status_table(const RunStatusRecord& s) {
 constexpr std::string_view kStatusOpens = "\n# the run's end, appended as it ended\n";
 constexpr std::string_view kStatusCloses = "\n# end of the run's end\n";
 
+// run.toml's table without a status appended but not closed. The opening line found inside a value (toml++ writes a
+// value with line breaks as a multi-line string) leaves what precedes it unparseable: then it was not an append's.
+toml::table parse_without_an_open_status(std::string_view text, const std::string& file) {
+  const size_t at = text.rfind(kStatusOpens);
+  if (at != std::string_view::npos && !text.ends_with(kStatusCloses)) {
+    try {
+      return parse_toml_document(text.substr(0, at), file);
+    } catch (const UserError&) {  // the whole text's error below is the one to report
+    }
+  }
+  return parse_toml_document(text, file);
+}
+
 }  // namespace
 
 std::string run_metadata_text(const RunMetadata& m) {
@@ -86,9 +99,8 @@ void append_run_status(const fs::path& run_dir, const RunStatusRecord& s, Durabi
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
-  std::string text = read_input_file(file, kMaxRunMetadataBytes);
-  if (const size_t at = text.rfind(kStatusOpens); at != std::string::npos && !text.ends_with(kStatusCloses)) text.resize(at);
-  toml::table root = parse_toml_document(text, file.string());
+  const std::string text = read_input_file(file, kMaxRunMetadataBytes);
+  toml::table root = parse_without_an_open_status(text, file.string());
   auto need_str = [&](toml::node_view<toml::node> n, const char* key) {
     auto v = n[key].value<std::string>();
     if (!v) throw UserError(file.string() + ": missing '" + std::string(key) + "'");

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -934,4 +935,37 @@ TEST(RunFolder, AStatusAppendedReadsAsOneWrittenWholeAndOneCutShortIsNotRead) {
   EXPECT_EQ(WEXITSTATUS(status), 3) << "the append failed with an error naming run.toml";
   EXPECT_EQ(read_file(appended / kRunMetadataFile), before) << "the part that went in was cut back off";
   EXPECT_THROW_WITH(append_run_status(d.path / "absent", st), UserError, "absent/run.toml");
+}
+
+// The lines that frame an appended status may stand inside a value (a multi-line command): such a run.toml reads
+// whole, with or without a status after it. A run.toml that is a FIFO or a link is refused, not waited on or followed.
+TEST(RunFolder, TheStatusLinesInsideAValueAndARunTomlThatIsNoFileAreNotTakenForAStatus) {
+  test::TempDir d;
+  const auto dir = make_run(d.path, "r", 1, 1);
+  RunMetadata m = read_run_metadata(dir);
+  const RunStatusRecord st = *m.status;
+  m.status.reset();
+  const std::string value = "./run.sh\n# the run's end, appended as it ended\n[status]\nstate = \"COMPLETED\"\n";
+  m.parameters.emplace_back("command", value);
+  write_run_metadata(dir, m);
+  RunMetadata back = read_run_metadata(dir);
+  EXPECT_FALSE(back.status);
+  ASSERT_EQ(back.parameters.size(), 3u);
+  EXPECT_EQ(back.parameters[2].second, value);
+  append_run_status(dir, st);
+  back = read_run_metadata(dir);
+  ASSERT_TRUE(back.status);
+  EXPECT_EQ(back.status->state, "COMPLETED");
+  EXPECT_EQ(back.parameters[2].second, value);
+
+  const auto fifo = d.path / "fifo";
+  std::filesystem::create_directories(fifo);
+  ASSERT_EQ(mkfifo((fifo / kRunMetadataFile).c_str(), 0600), 0);
+  EXPECT_THROW_WITH(append_run_status(fifo, st), UserError, "fifo/run.toml");  // ENXIO: no reader, and not waited for
+  const auto link = d.path / "link";
+  std::filesystem::create_directories(link);
+  std::filesystem::create_symlink(dir / kRunMetadataFile, link / kRunMetadataFile);
+  const std::string target = read_file(dir / kRunMetadataFile);
+  EXPECT_THROW_WITH(append_run_status(link, st), UserError, "link/run.toml");
+  EXPECT_EQ(read_file(dir / kRunMetadataFile), target) << "the link's target is untouched";
 }
