@@ -32,6 +32,19 @@ int write_all(int fd, std::string_view content) {
   return 0;
 }
 
+// A descriptor on `path` opened with `flags`, and its stat, if it is a regular file; else a UserError naming it.
+// O_NONBLOCK: opening a FIFO returns at once (or fails) instead of waiting for its other end. The file checked is the
+// file used (one descriptor): nothing can be swapped in between.
+int open_regular_file(const std::filesystem::path& path, int flags, const char* verb, struct stat& st) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw UserError("cannot " + std::string(verb) + " " + path.string() + ": " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(path.string() + ": not a regular file");
+  }
+  return fd;
+}
+
 // A new file's write failed: it is closed and removed, and the error names it.
 [[noreturn]] void discard_written(int fd, const std::string& written, int error) {
   ::close(fd);
@@ -63,14 +76,9 @@ void write_new_file(const std::filesystem::path& path, std::string_view content,
 }
 
 void append_to_file(const std::filesystem::path& path, std::string_view content, Durability durability) {
-  // Not through a link, and never blocking on a FIFO: a rename used to replace whatever stood there.
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) throw UserError("cannot append to " + path.string() + ": " + std::strerror(errno));
+  // Not through a link: a rename used to replace whatever stood there.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw UserError("cannot append to " + path.string() + ": not a regular file");
-  }
+  const int fd = open_regular_file(path, O_WRONLY | O_APPEND | O_NOFOLLOW, "append to", st);
   int e = write_all(fd, content);
   if (e != 0) {
     // A short write (a full disk) is cut back: the file is as it was. If even that fails, the error below stands.
@@ -120,15 +128,8 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 std::string read_input_file(const std::filesystem::path& path, size_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one. The file checked is the
-  // file read (one descriptor): nothing can be swapped in between.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) throw UserError("cannot read " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw UserError(path.string() + ": not a regular file");
-  }
+  const int fd = open_regular_file(path, O_RDONLY | O_NOCTTY, "read", st);
   if (size_t(st.st_size) > max_bytes) {
     ::close(fd);
     throw UserError(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) + " such a file may have");
