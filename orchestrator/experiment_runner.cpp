@@ -1369,11 +1369,18 @@ class ExperimentSession {
 
 void refuse_a_folder_fanout_did_not_make(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec) || fs::exists(dir / layout::kDatabase, ec) || fs::exists(dir / layout::kDriverLock, ec)) return;
+  auto marked_ours = [&] { return fs::exists(dir / layout::kDatabase, ec) || fs::exists(dir / layout::kDriverLock, ec); };
+  if (!fs::exists(dir, ec) || marked_ours()) return;
   if (fs::is_directory(dir, ec)) {
-    bool only_ours = true;  // empty, or holding only what [build] wrote before the first run
-    for (auto& e : fs::directory_iterator(dir, ec)) only_ours = only_ours && e.path().filename() == layout::kBuildLog;
-    if (only_ours) return;
+    bool only_ours = true;  // empty, or holding only what [build] wrote before the first run (its log, written aside)
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      only_ours = only_ours && (name == layout::kBuildLog || name.rfind(std::string(layout::kBuildLog) + ".tmp.", 0) == 0);
+    }
+    // Asked again after the listing: a driver starting beside this one may have made the folder after the first
+    // question, and the lock is the first thing it puts in it, so whatever else of its own was listed, the lock is
+    // there by now.
+    if (only_ours || marked_ours()) return;
   }
   throw UserError(dir.string() + " exists and is no fanout experiment (it has no " + layout::kDatabase +
                   "): fanout writes only into folders it made; choose another --exp_name or --results_dir");

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "common/error.h"
 #include "orchestrator/experiment.h"
+#include "orchestrator/experiment_runner.h"
 #include "orchestrator/settings.h"
+#include "results/layout.h"
 #include "tests/expect_throw.h"
 #include "tests/test_util.h"
 
@@ -273,4 +276,38 @@ TEST(Experiment, RepeatsAreRunsOfTheirOwnInTheAskedOrder) {
   EXPECT_EQ(all, std::multiset<std::string>(hashes.begin(), hashes.end()));
   req.settings.max_runs = 5;
   EXPECT_NE(error_of([&] { plan_experiment(req, *calibration()); }).find("2 permutations x --repeat=3 exceed --max_runs=5"), std::string::npos);
+}
+
+// CI once saw a second driver, started beside the first on one experiment, refuse the folder the first had just
+// made: its check asked for the database and the lock before the first had made them, then listed the folder after
+// (the lock and a run folder in it). Here a thread makes folders as a driver does (the folder, its lock, its
+// database, a run folder) while this one checks each as soon as it is there: none may be taken for a stranger's.
+// However the two interleave the answer is the same, so the test holds on any machine; on this one the check
+// before the fix refused some of the 300 within the first runs.
+TEST(Experiment, AFolderAnotherDriverIsMakingIsNeverTakenForAStrangersFolder) {
+  test::TempDir d;
+  constexpr int kFolders = 300;
+  auto folder = [&](int i) { return d.path / ("exp" + std::to_string(i)); };
+  std::thread driver([&] {
+    for (int i = 0; i < kFolders; ++i) {
+      std::filesystem::create_directory(folder(i));
+      std::ofstream(folder(i) / layout::kDriverLock) << "pid 1\n";
+      std::ofstream(folder(i) / layout::kDatabase) << "";
+      std::filesystem::create_directory(folder(i) / "run-20261206T000000Z");
+    }
+  });
+  std::vector<std::string> refused;
+  for (int i = 0; i < kFolders; ++i) {
+    while (!std::filesystem::exists(folder(i))) std::this_thread::yield();
+    const std::string why = error_of([&] { refuse_a_folder_fanout_did_not_make(folder(i)); });
+    if (!why.empty()) refused.push_back(why);
+  }
+  driver.join();
+  EXPECT_TRUE(refused.empty()) << refused.size() << " refused, the first: " << refused.front();
+  // A folder of someone else's is still refused, and one holding only [build]'s log (or the log being written) is not.
+  std::filesystem::create_directories(d.path / "theirs" / "csv");
+  EXPECT_NE(error_of([&] { refuse_a_folder_fanout_did_not_make(d.path / "theirs"); }).find("is no fanout experiment"), std::string::npos);
+  std::filesystem::create_directories(d.path / "built");
+  std::ofstream(d.path / "built" / (std::string(layout::kBuildLog) + ".tmp.42")) << "cc ...";
+  EXPECT_EQ(error_of([&] { refuse_a_folder_fanout_did_not_make(d.path / "built"); }), "");
 }
