@@ -34,10 +34,12 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
+// printf's "%.12g", as std::to_chars with a precision is specified to write it, at a sixth of snprintf's cost (a
+// 1,000-run sweep's CSV pass formats some 150,000 of them).
 std::string csv_number(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.12g", v);
-  return buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 12);
+  return std::string(buf, end);
 }
 
 namespace {

@@ -341,6 +341,34 @@ TEST(Store, CsvQuotesFields) {
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
 }
 
+// A number in a CSV is printf's "%.12g", as the files have always had it: the cheaper formatting writes every double
+// the same, its bit patterns drawn at random (fixed seed) and the edges (signed zero and NaN, infinities, subnormals,
+// ties at the twelfth digit).
+TEST(Store, CsvNumbersAreWrittenAsPrintfWritesThem) {
+  auto printf_g12 = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.12g", v);
+    return std::string(buf);
+  };
+  std::vector<double> values = {0.0, -0.0, 1.0, 0.1, 1e21, 1e-7, 123456789012.5, 999999999999.5, 0.5e-4, 1e300, 5e-324,
+                                std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), NAN, -NAN};
+  uint64_t x = 0x9E3779B97F4A7C15ull;  // splitmix64
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double v;
+    std::memcpy(&v, &z, sizeof v);
+    values.push_back(v);
+    values.push_back(double(int64_t(z >> 20)) / 1000.0);  // the everyday kind: milliseconds and counts
+  }
+  size_t differ = 0;
+  for (double v : values)
+    if (csv_number(v) != printf_g12(v) && differ++ < 5) ADD_FAILURE() << csv_number(v) << " where printf writes " << printf_g12(v);
+  EXPECT_EQ(differ, 0u);
+}
+
 TEST(SampleBlock, NumbersComeBackExactAndSqliteReadsThemWithTheirTypes) {
   const double values[] = {30.0, -0.0, 0.1, 1e-300, 5e-324, 1.7976931348623157e308, 1763859371.123456789,
                            std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), NAN};
