@@ -358,7 +358,7 @@ void interrupt_cancels_and_records(int sig) {
   pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--exp_name=int", "--hang_rank=0", "--sleep_us=[1,2]", "--max_retries=2"},
                                  d.path / "err.txt");
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 30));
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 120));
   kill(pid, sig);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 30));
@@ -1022,13 +1022,14 @@ TEST(FirstContact, ValuesFromFilesAreNamedByFileAndLine) {
 
 // After a sweep whose run did not complete and its resume, the statistics, plots and compare read the attempt that
 // counts (the COMPLETED one); runs.csv and the database keep every attempt. The first attempt is stopped by its
-// wall time (3 s) while it sleeps 6,000 x 1 ms (at least 6 s on any machine); ranks write samples out every second.
+// wall time (6 s) while it sleeps 12,000 x 1 ms (at least 12 s on any machine); ranks write samples out every second,
+// so a rank that took a loaded machine's seconds to start has still written some by then.
 // samples.csv's header names every column once: calibration's `warmup` parameter is param.warmup beside the flag.
 TEST(FirstContact, AResumedSweepsStatisticsHoldTheAttemptThatCounts) {
   test::TempDir d;
-  const std::vector<std::string> sweep = {"calibration_sleep", "--exp_name=res", "--iterations=6000", "--sleep_us=1000", "--warmup=2"};
+  const std::vector<std::string> sweep = {"calibration_sleep", "--exp_name=res", "--iterations=12000", "--sleep_us=1000", "--warmup=2"};
   auto args = sweep;
-  args.push_back("--walltime=3");
+  args.push_back("--walltime=6");
   auto first = fanout_cmd(d, args);
   EXPECT_EQ(first.exit_code, 1) << first.err;
   EXPECT_NE(first.err.find("fanout: next:    fanout resume "), std::string::npos) << first.err;

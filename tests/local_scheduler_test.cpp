@@ -116,9 +116,10 @@ TEST(LocalScheduler, WallTimeKillsTheWholeProcessGroup) {
   // The rank leaves a grandchild behind; the timeout must take it too.
   auto exe = script(d, "sleep 300 & echo $! > \"child.$FANOUT_RANK\"\nwait");
   LocalScheduler s(0.5);
-  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 2)}, /*walltime=*/1)), 30);
+  // 4 s: each rank's shell has started and written its grandchild's pid long before, however loaded the machine.
+  auto st = wait_final(s, s.submit(job(d, exe, {step("w", 1, 2)}, /*walltime=*/4)), 60);
   EXPECT_EQ(st.state, JobState::Timeout);
-  EXPECT_NE(st.reason.find("wall time of 1 s"), std::string::npos) << st.reason;
+  EXPECT_NE(st.reason.find("wall time of 4 s"), std::string::npos) << st.reason;
   for (int r = 0; r < 2; ++r) {
     pid_t child = std::stoi(read_file(d.path / ("child." + std::to_string(r))));
     EXPECT_TRUE(test::wait_for([&] { return kill(child, 0) != 0; }, 10)) << "grandchild " << child << " survived";

@@ -505,8 +505,11 @@ TEST(DisplayUnit, TypicalValuesAreShownBetweenOneAndAThousand) {
 // Issue 40: compare decides on run-level evidence (Mann-Whitney U on the run medians), and says when it cannot.
 TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   test::TempDir d;
-  // Five runs a side; 2000 -> 2200 us is +10 % in each run's median, whatever overshoot the machine adds to both.
-  for (auto [name, us] : {std::pair{"base", "2000"}, {"slower", "2200"}})
+  // Five runs a side; 2000 -> 3000 us is +50 % asked of each run's median. The machine adds its wake-up overshoot to
+  // both, and under a neighbour's load not the same to each (one side measured before the other): a step this large
+  // keeps every run of B above every run of A, and the change read within 25..70 % allows 400 us more overshoot on
+  // one side than the other (a +10 % step allowed 27 us, and CI's load is more than that).
+  for (auto [name, us] : {std::pair{"base", "2000"}, {"slower", "3000"}})
     ASSERT_EQ(run(d, {"calibration_sleep", std::string("--exp_name=") + name, std::string("--sleep_us=") + us, "--iterations=20", "--repeat=5"}).exit_code, 0);
   // The same measurements twice (a copy of the experiment): nothing to flag.
   fs::copy(d.path / "results" / "base", d.path / "results" / "again", fs::copy_options::recursive);
@@ -526,8 +529,8 @@ TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   ASSERT_NE(p_at, std::string::npos) << line;
   EXPECT_LT(std::strtod(line.c_str() + p_at + 11, nullptr), 0.01) << line;
   const double change = std::strtod(planted.out.c_str() + planted.out.find_first_of("+-", at), nullptr);
-  EXPECT_GT(change, 5.0) << planted.out;
-  EXPECT_LT(change, 11.0) << planted.out;
+  EXPECT_GT(change, 25.0) << planted.out;
+  EXPECT_LT(change, 70.0) << planted.out;
   auto reverse = run(d, {"results", "compare", "results/slower", "results/base", "--ignore=sleep_us", "--metric=sleep"});
   EXPECT_EQ(reverse.exit_code, 0) << reverse.out;
   EXPECT_NE(reverse.out.find("improvement"), std::string::npos) << reverse.out;
@@ -553,7 +556,7 @@ TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   auto none = run(d, {"results", "compare", "results/base", "results/slower"});
   EXPECT_EQ(none.exit_code, 2) << none.out;
   EXPECT_NE(none.err.find("no run of results/base matches one of results/slower ("), std::string::npos) << none.err;
-  EXPECT_NE(none.err.find("differing: sleep_us: A 2000; B 2200"), std::string::npos) << none.err << ": it names the parameter that differs";
+  EXPECT_NE(none.err.find("differing: sleep_us: A 2000; B 3000"), std::string::npos) << none.err << ": it names the parameter that differs";
   // Where the runs were made is recorded with them, and compare says what differs before its verdicts.
   EXPECT_NE(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT value FROM provenance WHERE key='host_cpus' LIMIT 1"), "<none>");
   EXPECT_EQ(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT count(*) FROM provenance WHERE key='repeat' AND value LIKE '%/5'"), "5");
@@ -585,8 +588,11 @@ TEST(Reference, WrittenFromAResultAndChecked) {
   EXPECT_NE(bad.out.find("FAIL  sleep:sleep sleep_us=2000: 2"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("the runs record it in us, the reference in ms"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("2 reference(s): 0 pass, 2 fail"), std::string::npos) << bad.out;
-  // A sweep checks its own figures at its end.
-  auto sweep_ok = run(d, {"calibration_sleep", "--exp_name=again", "--sleep_us=[2000,4000]", "--iterations=20", "--reference=ref.toml"});
+  // A sweep checks its own figures at its end. Its sleeps are measured at another moment than those the reference
+  // was written from, under whatever load a neighbour then makes: a reference of +-50 % (1 ms at 2000 us of overshoot
+  // that differs between the two moments) keeps the pass a pass.
+  ASSERT_EQ(run(d, {"results", "check", "results/base", "--write-reference=loose.toml", "--tolerance=50"}).exit_code, 0);
+  auto sweep_ok = run(d, {"calibration_sleep", "--exp_name=again", "--sleep_us=[2000,4000]", "--iterations=20", "--reference=loose.toml"});
   EXPECT_EQ(sweep_ok.exit_code, 0) << sweep_ok.err;
   auto sweep_bad = run(d, {"calibration_sleep", "--exp_name=again2", "--sleep_us=2000", "--iterations=20", "--reference=tight.toml"});
   EXPECT_EQ(sweep_bad.exit_code, 1) << sweep_bad.err;

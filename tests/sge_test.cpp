@@ -365,7 +365,7 @@ TEST_F(SgeCell, JobOverItsWallTimeGivesTimeoutFromTheAccounting) {
 TEST_F(SgeCell, InterruptCancelsTheJobThroughQdel) {
   pid_t pid = test::spawn_fanout(d.path, {"calibration_sleep", "--launcher=sge", "--exp_name=cx", "--hang_rank=0"}, d.path / "err.txt");
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 120)) << read_file(d.path / "err.txt");
+  ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 240)) << read_file(d.path / "err.txt");
   kill(pid, SIGINT);
   int st = 0;
   ASSERT_TRUE(test::wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 60));

@@ -241,9 +241,13 @@ TEST(TorchloaderEmulated, AResizedLoaderFollowsTheModelForItsNewCount) {
   l.resize(4);
   const double got = rate(l);
   const double expect = 1.0 / (model.a / 4 + model.b);  // 1,429 samples/s; one worker: 455
-  // A timer only wakes late: at most 5 % over the model. Grown: the model says 3.1x one worker; at least 2x of
-  // the one-worker rate measured beside it, whatever the machine's load does to both.
-  EXPECT_LE(got / expect, 1.05) << got << " samples/s, the model for 4 workers says " << expect;
+  // A timer only wakes late, so faster than the model only by a batch that woke late before the timed window and
+  // whose worker then caught up on its schedule: what a batch's sleep overshoots on this machine now (three times its
+  // p90) against the window (as LoaderThroughputFollowsTheModel bounds it), plus 1 %, never above 10 %. Grown: the
+  // model says 3.1x one worker; at least 2x of the one-worker rate measured beside it, whatever the load does to both.
+  const double batch_s = batch * (model.a + model.b * 4), window_s = n * batch / expect;
+  const double ceiling = std::min(1.1, 1.01 + 3 * fanout::test::sleep_overshoot_s(batch_s, 5) / window_s);
+  EXPECT_LE(got / expect, ceiling) << got << " samples/s, the model for 4 workers says " << expect;
   EXPECT_GE(got / one_worker, 2.0) << got << " samples/s with 4 workers, " << one_worker << " with one";
 }
 
@@ -458,7 +462,9 @@ TEST(TorchloaderEmulated, DeviceIterationsFollowTheModelWithoutCpu) {
   const double late = std::min(0.5, std::max(0.05, 2 * fanout::test::sleep_overshoot_s(per_iteration, 5) / per_iteration));
   EXPECT_GE(median_s / per_iteration, 0.99) << median_s << " s per iteration";
   EXPECT_LE(median_s / per_iteration, 1 + late) << median_s << " s per iteration";
-  EXPECT_LE(r.seconds / 20 / per_iteration, 1.25) << r.seconds / 20 << " s per iteration on average";
+  // The mean also holds the iterations that woke late: 25 %, or three times the lateness measured now (at most 75 %:
+  // a device modelled 2x too slow still fails).
+  EXPECT_LE(r.seconds / 20 / per_iteration, 1 + std::min(0.75, std::max(0.25, 3 * late))) << r.seconds / 20 << " s per iteration on average";
   EXPECT_LT(cpu, 0.25 * r.seconds) << "the training thread used " << cpu << " s of CPU in " << r.seconds << " s";
   // Pause after 5 iterations, resume to the end: the checkpoint carries the iteration, as with a real device.
   const fs::path dir = fs::temp_directory_path() / ("torchloader_emulated_" + std::to_string(::getpid()));

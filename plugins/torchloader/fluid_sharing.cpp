@@ -46,7 +46,9 @@ int64_t steady_now_ns() {
 }
 
 void progress_until_done(double seconds, int64_t started_ns, const std::function<double()>& slowdown, double slice_s) {
-  // Progress is integrated over slices: elapsed wall time / the slowdown seen at the slice's start.
+  // Progress is integrated over slices: elapsed wall time / the larger of the slowdowns seen at the slice's start and
+  // at its end. A slice that woke late may have outlived a change of sharing (another step arriving): counted at the
+  // rate from before it, the step ran ahead of the model; counted at the slower of the two, it never does.
   double remaining = seconds;
   for (int64_t t = started_ns; remaining > 0;) {
     const double by = std::max(1.0, slowdown());
@@ -54,7 +56,7 @@ void progress_until_done(double seconds, int64_t started_ns, const std::function
     std::this_thread::sleep_until(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(t)) +
                                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(slice)));
     const int64_t now = steady_now_ns();
-    remaining -= double(now - t) * 1e-9 / by;
+    remaining -= double(now - t) * 1e-9 / std::max(by, slowdown());
     t = now;
   }
 }
