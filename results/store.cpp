@@ -530,6 +530,9 @@ struct PackedFile {
 // that ingesting it costs a chunk of each file and a block of each metric, not its samples (30 M samples took the
 // driver to 2.0 GB).
 constexpr uintmax_t kPackInMemoryBytes = 64u << 20;
+// Below this a run's files are packed on this thread alone: a thread started for each costs more than the small
+// files of a short run take to pack.
+constexpr uintmax_t kPackOnEveryCoreBytes = 1u << 20;
 
 // Every sample of a file as blocks of one (metric), each handed over when full and the rest at the end, in
 // recording order; `metric` names each of the file's metrics once, as it first comes.
@@ -619,7 +622,7 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
     files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
-  // Every file packed on every core. Memory holds this run's samples (ingest_runs: two runs', this one and the
+  // Every file packed on every core (a run of more than a MiB). Memory holds this run's samples (ingest_runs: two runs', this one and the
   // one being stored), up to kPackInMemoryBytes of files; past it they are streamed when stored.
   uintmax_t bytes = 0;
   for (auto& f : files) {
@@ -628,7 +631,9 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
   }
   const bool stream = bytes > kPackInMemoryBytes;
   run.files.resize(files.size());
-  parallel_for(files.size(), [&](size_t i) { run.files[i] = pack_sample_file(files[i], stream); });
+  auto pack = [&](size_t i) { run.files[i] = pack_sample_file(files[i], stream); };
+  if (bytes >= kPackOnEveryCoreBytes) parallel_for(files.size(), pack);
+  else for (size_t i = 0; i < files.size(); ++i) pack(i);
   for (size_t i = 0; i < files.size(); ++i) {
     const PackedFile& p = run.files[i];
     if (!p.error.empty()) {
