@@ -1,6 +1,6 @@
 // Every name fanout gives a file or folder in an experiment, in one place. An experiment folder is
 //   <results_dir>/<exp_name>/   fanout.sqlite  command.toml  driver.lock  csv/
-//     run-<stamp>/<session>/    run.toml  job.sh  job.id  job.exit  steps.exit  kv.addr  kv.log
+//     run-<stamp>/<session>/    run.toml  job.sh  job.exit  steps.exit  kv.addr  kv.log
 //                               samples/<role>.<rank>.samples  <role>.out/.err
 //     run-<stamp>/<service>/    ready  stop  (a shared step's folder; the names are part of the plugin ABI)
 // Plugins reach the experiment folder through fanout_host_ops.experiment_dir and their run folder through
@@ -20,7 +20,7 @@ inline constexpr const char* kCsvDir = "csv";
 inline constexpr const char* kBuildLog = "build.log";  // [build]'s output, written before the first run
 // In a run folder.
 inline constexpr const char* kJobScript = "job.sh";
-inline constexpr const char* kJobId = "job.id";
+inline constexpr const char* kJobId = "job.id";  // read only: a fanout before 2026-12-06 kept the job's id here (now in run.toml's [job])
 inline constexpr const char* kJobExitMarker = "job.exit";     // the job script's own exit status
 inline constexpr const char* kStepExitMarker = "steps.exit";  // "<role> <status>" per step, as each ends
 inline constexpr const char* kSamplesDir = "samples";

@@ -28,16 +28,30 @@ toml::table status_table(const RunStatusRecord& s) {
                      {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}};
 }
 
-// An appended [status] lies between these lines; one not closed (a reader in the middle of the write, a crash
-// before the write reached the disk) is not read.
-constexpr std::string_view kStatusOpens = "\n# the run's end, appended as it ended\n";
-constexpr std::string_view kStatusCloses = "\n# end of the run's end\n";
+// What is appended to a run.toml as the run goes (its [job] as it is submitted, its [status] as it ends) lies
+// between an opening and a closing line; one not closed (a reader in the middle of the write, a crash before the
+// write reached the disk) is not read. An append not closed can only be the file's last.
+struct Appended {
+  std::string_view opens, closes;
+};
+constexpr Appended kJobAppended{"\n# the run's job, appended as it was submitted\n", "\n# end of the run's job\n"};
+constexpr Appended kStatusAppended{"\n# the run's end, appended as it ended\n", "\n# end of the run's end\n"};
 
-// run.toml's table without a status appended but not closed. The opening line found inside a value (toml++ writes a
-// value with line breaks as a multi-line string) leaves what precedes it unparseable: then it was not an append's.
-toml::table parse_without_an_open_status(std::string_view text, const std::string& file) {
-  const size_t at = text.rfind(kStatusOpens);
-  if (at != std::string_view::npos && !text.ends_with(kStatusCloses)) {
+void append_table(const fs::path& run_dir, const Appended& how, const char* name, const toml::table& t, Durability durability) {
+  std::ostringstream out;
+  out << how.opens << toml::table{{name, t}} << how.closes;
+  append_to_file(run_dir / kRunMetadataFile, out.str(), durability);
+}
+
+// run.toml's table without an append that was opened but not closed (after the last one closed, the start of an
+// opening line is only a comment). An opening line found inside a value (toml++ writes a value with line breaks as a
+// multi-line string) leaves what precedes it unparseable: then it was not an append's.
+toml::table parse_without_an_open_append(std::string_view text, const std::string& file) {
+  const size_t job = text.rfind(kJobAppended.opens), status = text.rfind(kStatusAppended.opens);
+  const bool job_last = job != std::string_view::npos && (status == std::string_view::npos || job > status);
+  const Appended& last = job_last ? kJobAppended : kStatusAppended;
+  const size_t at = job_last ? job : status;
+  if (at != std::string_view::npos && text.find(last.closes, at + last.opens.size()) == std::string_view::npos) {
     try {
       return parse_toml_document(text.substr(0, at), file);
     } catch (const UserError&) {  // the whole text's error below is the one to report
@@ -81,6 +95,7 @@ std::string run_metadata_text(const RunMetadata& m) {
   toml::table prov;
   for (auto& [k, v] : m.provenance) prov.insert(k, v);
   toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
+  if (!m.job_id.empty()) root.insert("job", toml::table{{"id", m.job_id}});
   if (m.status) root.insert("status", status_table(*m.status));
   std::ostringstream out;
   out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
@@ -91,16 +106,18 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
   write_file_atomic(run_dir / kRunMetadataFile, run_metadata_text(m), 0644, durability);
 }
 
+void append_run_job(const fs::path& run_dir, const std::string& job_id, Durability durability) {
+  append_table(run_dir, kJobAppended, "job", toml::table{{"id", job_id}}, durability);
+}
+
 void append_run_status(const fs::path& run_dir, const RunStatusRecord& s, Durability durability) {
-  std::ostringstream out;
-  out << kStatusOpens << toml::table{{"status", status_table(s)}} << kStatusCloses;
-  append_to_file(run_dir / kRunMetadataFile, out.str(), durability);
+  append_table(run_dir, kStatusAppended, "status", status_table(s), durability);
 }
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunMetadataFile;
   const std::string text = read_input_file(file, kMaxRunMetadataBytes);
-  toml::table root = parse_without_an_open_status(text, file.string());
+  toml::table root = parse_without_an_open_append(text, file.string());
   auto need_str = [&](toml::node_view<toml::node> n, const char* key) {
     auto v = n[key].value<std::string>();
     if (!v) throw UserError(file.string() + ": missing '" + std::string(key) + "'");
@@ -144,6 +161,11 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
     }
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());
+  m.job_id = root["job"]["id"].value_or(std::string());
+  if (m.job_id.empty()) {  // a folder a fanout before 2026-12-06 made: the id in a file of its own
+    std::error_code ec;
+    if (fs::is_regular_file(run_dir / layout::kJobId, ec)) m.job_id = trim(read_input_file(run_dir / layout::kJobId, 4096));
+  }
   if (auto st = root["status"]; st.is_table()) {
     RunStatusRecord s;
     s.state = st["state"].value_or(std::string());

@@ -1,5 +1,5 @@
 // A run's folder: results/<exp>/run-<stamp>/<session>/ holding run.toml (every parameter, the steps,
-// provenance, and the final status), job.sh, <role>.out/.err and samples/. The folder alone is enough to
+// provenance, its job's id once submitted, and the final status), job.sh, <role>.out/.err and samples/. The folder alone is enough to
 // rebuild the run's rows in the database.
 #pragma once
 #include <cstdint>
@@ -56,6 +56,7 @@ struct RunMetadata {
   std::string service_dir;
   bool service_provider = false;
   std::map<std::string, std::string> provenance;  // host, user, fanout version, git revision, command line ...
+  std::string job_id;                              // the scheduler's id of its job ([job] id), once submitted
   std::optional<RunStatusRecord> status;           // absent until the run has ended
 };
 
@@ -66,9 +67,11 @@ constexpr size_t kMaxRunMetadataBytes = size_t(64) << 20;
 // Atomic; Deferred leaves the fsync to the caller's sync_filesystem() (common/files.h).
 std::string run_metadata_text(const RunMetadata& m);  // run.toml's bytes
 void write_run_metadata(const std::filesystem::path& run_dir, const RunMetadata& m, Durability durability = Durability::Now);
-// The run's end added to the run.toml it was laid out with (one written without a status): its [status] appended in
-// one write, not the whole file written aside and renamed over the old (a new inode and a freed one a run, which
-// ext4 makes the next run's inode allocation pay for). Read back as if written whole; a status cut short is not read.
+// What a run adds to the run.toml it was laid out with as it goes: its job's id as it is submitted ([job]) and its
+// end ([status]), each appended in one write, not the whole file written aside and renamed over the old nor a file
+// of its own (a new inode a run, and a freed one, which ext4 makes the next inode allocation pay for: most of the
+// driver's CPU a run on a filesystem without a journal). Read back as if written whole; an append cut short is not.
+void append_run_job(const std::filesystem::path& run_dir, const std::string& job_id, Durability durability = Durability::Now);
 void append_run_status(const std::filesystem::path& run_dir, const RunStatusRecord& s, Durability durability = Durability::Now);
 RunMetadata read_run_metadata(const std::filesystem::path& run_dir);                  // throws UserError
 std::filesystem::path samples_dir(const std::filesystem::path& run_dir);

@@ -518,7 +518,7 @@ TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
                                           "--iterations=20", "--warmup=0"},
                                  d.path / "err.txt");
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(test::wait_for([&] { return count_files(d.path / "results" / "kd", "job.id") == 4; }, 120)) << read_file(d.path / "err.txt");
+  ASSERT_TRUE(test::wait_for([&] { return test::submitted_jobs(d.path / "results" / "kd").size() == 4; }, 120)) << read_file(d.path / "err.txt");
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   const std::set<std::string> first_ids = test::submitted_job_ids(d.path / "results" / "kd");
@@ -552,9 +552,8 @@ TEST_F(Slurm, ResumeStopsTheDatabaseAKilledDriverLeftUp) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   std::string db_job;
-  for (auto& e : fs::recursive_directory_iterator(exp))
-    if (e.path().filename() == "job.id" && e.path().parent_path().filename().string().rfind("db-service-", 0) == 0)
-      db_job = trim(read_file(e.path()));
+  for (auto& [folder, id] : test::submitted_jobs(exp))
+    if (folder.filename().string().rfind("db-service-", 0) == 0) db_job = id;
   ASSERT_FALSE(db_job.empty()) << "the database's job id is in its run folder";
   ASSERT_FALSE(test::wait_for_slurm_job_end(db_job, 3)) << "the database outlived its driver (nothing stops it yet)";
 
@@ -580,8 +579,7 @@ TEST_F(Slurm, APreemptedRunIsRetriedAndCompletes) {
   ASSERT_TRUE(test::wait_for_a_running_rank(d.path / "results", 300)) << read_file(d.path / "err.txt");
   // The urgent job asks for the run's own node (the other may be busy with another test's job, not preemptible).
   std::string job_id, node;
-  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "pre"))
-    if (e.path().filename() == "job.id") job_id = trim(read_file(e.path()));
+  for (auto& [folder, id] : test::submitted_jobs(d.path / "results" / "pre")) job_id = id;
   ASSERT_FALSE(job_id.empty());
   node = trim(test::run_command({"/usr/bin/squeue", "-h", "-j", job_id, "-o", "%N"}, "/", {}, 20).out);
   ASSERT_TRUE(node == "n9" || node == "n10") << "'" << node << "'";

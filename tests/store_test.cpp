@@ -902,6 +902,14 @@ TEST(Store, TheDatabasesLocksOutliveABulkIngestAndAWholePass) {
   EXPECT_TRUE(another_process_sees_a_lock(file, kSharedFirst, kSharedSize)) << "after a pass over every block";
 }
 
+// A run folder at `dir` whose run.toml is `m` as the driver lays it out: without its status.
+std::filesystem::path laid_out_without_status(RunMetadata m, const std::filesystem::path& dir) {
+  m.status.reset();
+  std::filesystem::create_directories(dir);
+  write_run_metadata(dir, m);
+  return dir;
+}
+
 // A run's end is appended to the run.toml it was laid out with (one write: no file aside, no inode made or freed a
 // run). It reads back as the same metadata as a run.toml written whole; a status cut short (a reader in the middle of
 // the write, a crash before all of it reached the disk) is not read, the rest is; an append that fails leaves the
@@ -914,11 +922,7 @@ TEST(RunFolder, AStatusAppendedReadsAsOneWrittenWholeAndOneCutShortIsNotRead) {
   RunStatusRecord st = *written.status;
   st.ranks.push_back({"sleep", 1, 3, 9});
   st.reason = "a \"quoted\" reason\nover two lines";
-  RunMetadata laid_out = written;
-  laid_out.status.reset();
-  const auto appended = d.path / "appended";
-  std::filesystem::create_directories(appended);
-  write_run_metadata(appended, laid_out);
+  const auto appended = laid_out_without_status(written, d.path / "appended");
   const std::string before = read_file(appended / kRunMetadataFile);
   EXPECT_FALSE(read_run_metadata(appended).status);
   append_run_status(appended, st, Durability::Now);
@@ -963,6 +967,48 @@ TEST(RunFolder, AStatusAppendedReadsAsOneWrittenWholeAndOneCutShortIsNotRead) {
   EXPECT_EQ(WEXITSTATUS(status), 3) << "the append failed with an error naming run.toml";
   EXPECT_EQ(read_file(appended / kRunMetadataFile), before) << "the part that went in was cut back off";
   EXPECT_THROW_WITH(append_run_status(d.path / "absent", st), UserError, "absent/run.toml");
+}
+
+// A run's job id is appended as it is submitted ([job]), its end after it ([status]): read back as the same
+// metadata written whole; cut anywhere in either append, what was closed before the cut is read and nothing of the
+// rest. A folder an older fanout made keeps the id in job.id: still read.
+TEST(RunFolder, AJobIdAppendedThenAStatusReadAsWrittenWholeAndACutAppendIsNotRead) {
+  test::TempDir d;
+  const auto whole = make_run(d.path, "whole", 1, 1);
+  const RunMetadata written = read_run_metadata(whole);
+  ASSERT_TRUE(written.status);
+  const auto dir = laid_out_without_status(written, d.path / "appended");
+  const std::string laid = read_file(dir / kRunMetadataFile);
+  EXPECT_EQ(read_run_metadata(dir).job_id, "");
+  append_run_job(dir, "4711_3", Durability::Deferred);
+  const std::string submitted = read_file(dir / kRunMetadataFile);
+  EXPECT_EQ(read_run_metadata(dir).job_id, "4711_3");
+  EXPECT_FALSE(read_run_metadata(dir).status);
+  append_run_status(dir, *written.status, Durability::Deferred);
+  const std::string ended = read_file(dir / kRunMetadataFile);
+  ASSERT_EQ(ended.compare(0, submitted.size(), submitted), 0) << "only added to";
+  const RunMetadata back = read_run_metadata(dir);
+  EXPECT_EQ(back.job_id, "4711_3");
+  ASSERT_TRUE(back.status);
+  RunMetadata expect = written;
+  expect.job_id = "4711_3";
+  std::filesystem::create_directories(d.path / "rewritten");
+  write_run_metadata(d.path / "rewritten", expect);
+  EXPECT_EQ(run_metadata_text(back), read_file(d.path / "rewritten" / kRunMetadataFile)) << "the same as written whole";
+  // Every cut: inside [job], nothing of it; inside [status], the job and no status.
+  for (size_t keep = laid.size(); keep < ended.size(); keep += 5) {
+    write_file_atomic(dir / kRunMetadataFile, ended.substr(0, keep));
+    const RunMetadata partial = read_run_metadata(dir);
+    EXPECT_EQ(partial.job_id, keep >= submitted.size() ? "4711_3" : "") << "kept " << keep << " bytes";
+    EXPECT_FALSE(partial.status) << "kept " << keep << " bytes";
+    EXPECT_EQ(partial.parameters, written.parameters);
+  }
+  // Before 2026-12-06 a folder kept its job's id in job.id; [job] wins where both are.
+  write_file_atomic(dir / kRunMetadataFile, laid);
+  write_file_atomic(dir / "job.id", "991\n");
+  EXPECT_EQ(read_run_metadata(dir).job_id, "991");
+  append_run_job(dir, "992", Durability::Deferred);
+  EXPECT_EQ(read_run_metadata(dir).job_id, "992");
 }
 
 // The lines that frame an appended status may stand inside a value (a multi-line command): such a run.toml reads

@@ -19,8 +19,10 @@
 #include <map>
 #include <thread>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "results/run_folder.h"
 
 extern char** environ;
 
@@ -39,11 +41,23 @@ std::string git(const fs::path& repo, std::vector<std::string> args) {
   return trim(r.out);
 }
 
+std::map<fs::path, std::string> submitted_jobs(const fs::path& dir) {
+  std::map<fs::path, std::string> jobs;
+  std::error_code ec;
+  for (auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (e.path().filename() != kRunMetadataFile) continue;
+    try {
+      const RunMetadata m = read_run_metadata(e.path().parent_path());
+      if (!m.job_id.empty()) jobs[e.path().parent_path()] = m.job_id;
+    } catch (const UserError&) {  // being written: not submitted yet
+    }
+  }
+  return jobs;
+}
+
 std::set<std::string> submitted_job_ids(const fs::path& dir) {
   std::set<std::string> ids;
-  std::error_code ec;
-  for (auto& e : fs::recursive_directory_iterator(dir, ec))
-    if (e.path().filename() == "job.id") ids.insert(trim(read_file(e.path())));
+  for (auto& [folder, id] : submitted_jobs(dir)) ids.insert(id);
   return ids;
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,9 +61,10 @@ std::vector<std::string> processes_left(const std::string& needle, double timeou
 // True once a Slurm job is neither pending nor running, within timeout_s.
 bool wait_for_slurm_job_end(const std::string& job_id, double timeout_s);
 
-// The scheduler job ids the runs below dir were submitted as (their job.id files), e.g. to check that a resume
-// followed the same jobs instead of submitting again.
+// The scheduler job ids the runs below dir were submitted as (their run.toml's [job]), e.g. to check that a resume
+// followed the same jobs instead of submitting again; and each by its run folder.
 std::set<std::string> submitted_job_ids(const std::filesystem::path& dir);
+std::map<std::filesystem::path, std::string> submitted_jobs(const std::filesystem::path& dir);
 
 // Runs the fanout driver in cwd.
 CommandResult run_fanout(const std::filesystem::path& cwd, std::vector<std::string> args, double timeout_s = 300);
