@@ -2,7 +2,7 @@
 // out, done for each of n runs by a program that does nothing else. Per run it makes the run's folder and writes
 // the files the driver writes before a submission (its job script, 648 B, and run.toml, 2,251 B: a
 // calibration_sleep run's), starts /bin/true with its output going to files of the folder (posix_spawn, as the
-// local launcher does) and writes the job's id, waits for it (blocking: no polling at all), reads a file of the
+// local launcher does) and appends the job's id to run.toml, waits for it (blocking: no polling at all), reads a file of the
 // folder as the driver reads the rank's samples, appends the run's end to run.toml, and stores one row of the run
 // in SQLite (committed once a second, as the driver batches). Its own CPU (user + system, not the children's) per
 // run is printed: what this machine charges for that much file, process and database work now.
@@ -31,6 +31,11 @@ namespace {
 
 void write_new(const std::string& path, const std::string& text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != ssize_t(text.size()) || ::close(fd) != 0) fail(path);
+}
+
+void append(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0 || ::write(fd, text.data(), text.size()) != ssize_t(text.size()) || ::close(fd) != 0) fail(path);
 }
 
@@ -80,13 +85,12 @@ int main(int argc, char** argv) {
     const double started = now_s(CLOCK_REALTIME);
     if (posix_spawn(&pid, "/bin/true", &io, nullptr, child_argv, environ) != 0) fail("posix_spawn");
     posix_spawn_file_actions_destroy(&io);
-    write_new(dir + "/job.id", std::to_string(pid) + "\n");
+    append(dir + "/run.toml", "\n[job]\nid = '" + std::to_string(pid) + "'\n");
     int st = 0;
     if (::waitpid(pid, &st, 0) != pid) fail("waitpid");
     const int in = ::open((dir + "/job.sh").c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0 || ::read(in, buf, sizeof buf) <= 0 || ::close(in) != 0) fail(dir + "/job.sh");
-    const int out = ::open((dir + "/run.toml").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (out < 0 || ::write(out, status.data(), status.size()) != ssize_t(status.size()) || ::close(out) != 0) fail(dir + "/run.toml");
+    append(dir + "/run.toml", status);
     sqlite3_bind_text(insert, 1, dir.c_str(), int(dir.size()), SQLITE_TRANSIENT);
     sqlite3_bind_text(insert, 2, "COMPLETED", -1, SQLITE_STATIC);
     sqlite3_bind_double(insert, 3, started);
