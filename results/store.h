@@ -171,6 +171,7 @@ class ResultsDb {
   class BulkJournal;  // ingest_runs: a rollback journal while it stores
   void exec(const std::string& sql) const;
   void rollback() const;  // ends an open transaction, if SQLite has not ended it already
+  void forget_orphans_of(int64_t run_id);  // rows a run deleted without foreign keys left under the id given again
   // fn(run, metric, rank, rows) for each stored block matching `where` (SQL over alias b), in key order: run,
   // metric, rank, block (recording order within a rank). rows is valid until fn returns.
   void for_each_block(const std::string& where,

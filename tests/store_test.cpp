@@ -335,6 +335,36 @@ TEST(Store, RunsCsvColumnsFirstSeenLaterArePaddedAndRenamed) {
     EXPECT_EQ(e.path().filename().string().find(".runs.csv.rows"), std::string::npos) << e.path();
 }
 
+// A run deleted by a connection without foreign keys (the sqlite3 shell's default) leaves its rows; SQLite gives
+// its id to the next run stored, which gets none of them and stores whole. A provenance key the plugin's version
+// would repeat is stored once, as the run's plugin version.
+TEST(Store, TheRowsOfARunDeletedWithoutForeignKeysAreNotTheNextRunsAndEachKeyIsStoredOnce) {
+  test::TempDir d;
+  const auto a = make_run(d.path, "a", 2, 3), b = make_run(d.path, "b", 2, 3);
+  RunMetadata c = read_run_metadata(make_run(d.path, "c", 1, 3));
+  c.provenance["plugin_version"] = "what run.toml's provenance said";
+  c.plugin_version = "7.1";
+  {
+    ResultsDb db(d.path / "fanout.sqlite");
+    db.ingest_run(a);
+    db.ingest_run(b);
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open((d.path / "fanout.sqlite").c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "DELETE FROM runs WHERE session = 'b'", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  ResultsDb db(d.path / "fanout.sqlite");
+  ASSERT_GT(count(db, "SELECT count(*) FROM provenance WHERE run_id NOT IN (SELECT id FROM runs)"), 0) << "b's rows are left";
+  const auto stored = db.ingest_run(d.path / "c", c);
+  EXPECT_EQ(count(db, "SELECT max(id) FROM runs"), stored.run_id);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM parameters WHERE run_id = " + std::to_string(stored.run_id)), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM rank_nodes WHERE run_id = " + std::to_string(stored.run_id)), 1) << "c has one rank, b had two";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE run_id = " + std::to_string(stored.run_id)), int64_t(stored.samples));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE key = 'plugin_version' AND value = '7.1' AND run_id = " +
+                          std::to_string(stored.run_id)), 1);
+}
+
 TEST(Store, CsvQuotesFields) {
   EXPECT_EQ(csv_field("plain"), "plain");
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
