@@ -13,6 +13,7 @@ build=${1:-build}
 n=100000
 [ "${QUICK:-0}" = 1 ] && n=1000
 exe=$(readlink -f "$build/fanout")
+[ -x "$build/run_floor" ] || { echo "sweep_scale_bench: no $build/run_floor (build the project's bench targets)" >&2; exit 1; }
 work=$(mktemp -d /var/tmp/fanout-sweep-scale-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 list=$(seq -s, 0 999)
@@ -37,7 +38,8 @@ timed run "$exe" "${args[@]}" --max_parallel=2 --exp_name=s$n --verbose >/dev/nu
 line=$(grep '^fanout: driver' "$work/run.log") || { echo "sweep_scale_bench: no 'fanout: driver' line" >&2; tail -20 "$work/run.log" >&2; exit 1; }
 grep -q "^fanout: $n/$n run(s) COMPLETED" "$work/run.log" || { echo "sweep_scale_bench: not every run completed" >&2; grep '^fanout: [0-9]*/' "$work/run.log" >&2; exit 1; }
 "$build/run_floor" "$work/floor" "$n" >"$work/floor.log" || { echo "sweep_scale_bench: run_floor failed" >&2; cat "$work/floor.log" >&2; exit 1; }
-floor_cpu=$(awk '/^floor:/ { for (i = 1; i <= NF; i++) if ($i == "cpu") print $(i+1) }' "$work/floor.log")
+floor_cpu=$(awk '/^floor:/ { for (i = 1; i <= NF; i++) if ($i == "cpu" && $(i+1) + 0 > 0) print $(i+1) }' "$work/floor.log")
+[ -n "$floor_cpu" ] || { echo "sweep_scale_bench: run_floor printed no CPU figure" >&2; cat "$work/floor.log" >&2; exit 1; }
 read -r cpu peak_mib < <(awk '{ for (i = 1; i <= NF; i++) { if ($i == "cpu") c = $(i+1); if ($i == "memory") m = $(i+1) } print c, m }' <<<"$line")
 wall=$(grep -E "^fanout: $n/$n run\(s\) COMPLETED" "$work/run.log" | awk '{print $NF}')
 awk -v n="$n" -v pw="$plan_wall" -v pu="$plan_user" -v ps="$plan_sys" -v pk="$plan_kib" -v one="$one_kib" -v dk="$distinct_kib" -v cpu="$cpu" -v peak="$peak_mib" -v wall="$wall" -v fc="$floor_cpu" 'BEGIN {
@@ -54,4 +56,4 @@ figure "driver_cpu_ms_per_run.$n" "$(awk -v c="$cpu" -v n="$n" 'BEGIN { printf "
 figure "driver_peak_mib.$n" "$peak_mib" MiB
 figure "driver_kib_per_run.$n" "$(awk -v p="$peak_mib" -v b="$one_kib" -v n="$n" 'BEGIN { printf "%.3f", (p * 1024 - b) / n }')" KiB
 figure "floor_cpu_ms_per_run.$n" "$(awk -v c="$floor_cpu" -v n="$n" 'BEGIN { printf "%.4f", c / n * 1000 }')" ms
-figure "driver_vs_floor.$n" "$(awk -v c="$cpu" -v f="$floor_cpu" 'BEGIN { if (f > 0) printf "%.3f", c / f }')" x
+figure "driver_vs_floor.$n" "$(awk -v c="$cpu" -v f="$floor_cpu" 'BEGIN { printf "%.3f", c / f }')" x

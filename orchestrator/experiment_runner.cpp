@@ -260,9 +260,6 @@ void save_command(const fs::path& exp_dir, const RunnerOptions& opts) {
   write_file_atomic(exp_dir / kCommandFile, out.str(), 0600);
 }
 
-// A run's job id, written when it is submitted, so that a later `fanout resume` can follow the job if this
-// driver dies while the job runs.
-
 // A run folder of an earlier driver, not in the database and without a status: its job was live when
 // that driver stopped.
 struct Straggler {
@@ -270,6 +267,17 @@ struct Straggler {
   RunMetadata meta;
   std::string job_id;
 };
+
+// The job id a fanout before 2026-12-06 kept in job.id beside run.toml (now run.toml's [job]), or "": a folder
+// whose id cannot be read is not followed, its permutation runs again.
+std::string legacy_job_id(const fs::path& dir) {
+  try {
+    std::error_code ec;
+    return fs::is_regular_file(dir / layout::kJobId, ec) ? trim(read_input_file(dir / layout::kJobId, 4096)) : std::string();
+  } catch (const UserError&) {
+    return "";
+  }
+}
 
 // Run folders the database does not know: those whose run ended (status recorded, the driver died
 // between the two) are ingested now; those still unfinished are returned for adoption.
@@ -290,9 +298,10 @@ std::vector<Straggler> recover_stragglers(const fs::path& exp_dir, ResultsDb& db
       if (meta.status) {
         db.ingest_run(dir);
         ++ingested;
-      } else if (!meta.job_id.empty()) {
+      } else {
+        if (meta.job_id.empty()) meta.job_id = legacy_job_id(dir);
         std::string id = meta.job_id;
-        live.push_back({dir, std::move(meta), std::move(id)});
+        if (!id.empty()) live.push_back({dir, std::move(meta), std::move(id)});
       }
     } catch (const UserError&) {
       continue;  // not a readable run folder: its permutation runs again

@@ -43,15 +43,16 @@ void append_table(const fs::path& run_dir, const Appended& how, const char* name
   append_to_file(run_dir / kRunMetadataFile, out.str(), durability);
 }
 
-// run.toml's table without an append that was opened but not closed (after the last one closed, the start of an
-// opening line is only a comment). An opening line found inside a value (toml++ writes a value with line breaks as a
-// multi-line string) leaves what precedes it unparseable: then it was not an append's.
+// run.toml's table without an append that was opened but not closed: the first opening line after the last closing
+// one starts it (one inside the torn append's own values comes later; the start of an opening line cut short is only
+// a comment). An opening line found inside a value (toml++ writes a value with line breaks as a multi-line string)
+// leaves what precedes it unparseable: then it was not an append's.
 toml::table parse_without_an_open_append(std::string_view text, const std::string& file) {
-  const size_t job = text.rfind(kJobAppended.opens), status = text.rfind(kStatusAppended.opens);
-  const bool job_last = job != std::string_view::npos && (status == std::string_view::npos || job > status);
-  const Appended& last = job_last ? kJobAppended : kStatusAppended;
-  const size_t at = job_last ? job : status;
-  if (at != std::string_view::npos && text.find(last.closes, at + last.opens.size()) == std::string_view::npos) {
+  size_t closed_to = 0, at = std::string_view::npos;
+  for (const Appended* a : {&kJobAppended, &kStatusAppended})
+    if (const size_t p = text.rfind(a->closes); p != std::string_view::npos) closed_to = std::max(closed_to, p + a->closes.size());
+  for (const Appended* a : {&kJobAppended, &kStatusAppended}) at = std::min(at, text.find(a->opens, closed_to));
+  if (at != std::string_view::npos) {
     try {
       return parse_toml_document(text.substr(0, at), file);
     } catch (const UserError&) {  // the whole text's error below is the one to report
@@ -162,10 +163,6 @@ RunMetadata read_run_metadata(const fs::path& run_dir) {
   if (auto* prov = root["provenance"].as_table())
     for (auto& [k, v] : *prov) m.provenance[std::string(k.str())] = v.value_or(std::string());
   m.job_id = root["job"]["id"].value_or(std::string());
-  if (m.job_id.empty()) {  // a folder a fanout before 2026-12-06 made: the id in a file of its own
-    std::error_code ec;
-    if (fs::is_regular_file(run_dir / layout::kJobId, ec)) m.job_id = trim(read_input_file(run_dir / layout::kJobId, 4096));
-  }
   if (auto st = root["status"]; st.is_table()) {
     RunStatusRecord s;
     s.state = st["state"].value_or(std::string());

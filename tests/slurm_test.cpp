@@ -523,6 +523,14 @@ TEST_F(Slurm, ResumeAfterTheDriverIsKilledFollowsItsJobsInsteadOfResubmitting) {
   waitpid(pid, nullptr, 0);
   const std::set<std::string> first_ids = test::submitted_job_ids(d.path / "results" / "kd");
   ASSERT_EQ(first_ids.size(), 4u);
+  // One folder as a fanout before 2026-12-06 left it: the job's id in job.id, not appended to run.toml.
+  const auto [legacy, legacy_id] = *test::submitted_jobs(d.path / "results" / "kd").begin();
+  const std::string toml = read_file(legacy / "run.toml");
+  const size_t job_at = toml.find("\n# the run's job, appended as it was submitted\n");
+  ASSERT_NE(job_at, std::string::npos) << toml;
+  write_file_atomic(legacy / "run.toml", toml.substr(0, job_at + 1));
+  write_file_atomic(legacy / "job.id", legacy_id + "\n");
+  ASSERT_EQ(test::submitted_jobs(d.path / "results" / "kd").count(legacy), 0u);
 
   auto r = fanout({"resume", "results/kd"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1001,7 +1001,7 @@ TEST(RunFolder, AStatusAppendedReadsAsOneWrittenWholeAndOneCutShortIsNotRead) {
 
 // A run's job id is appended as it is submitted ([job]), its end after it ([status]): read back as the same
 // metadata written whole; cut anywhere in either append, what was closed before the cut is read and nothing of the
-// rest. A folder an older fanout made keeps the id in job.id: still read.
+// rest; an opening line inside the torn append's own value does not hide where it began.
 TEST(RunFolder, AJobIdAppendedThenAStatusReadAsWrittenWholeAndACutAppendIsNotRead) {
   test::TempDir d;
   const auto whole = make_run(d.path, "whole", 1, 1);
@@ -1026,19 +1026,25 @@ TEST(RunFolder, AJobIdAppendedThenAStatusReadAsWrittenWholeAndACutAppendIsNotRea
   write_run_metadata(d.path / "rewritten", expect);
   EXPECT_EQ(run_metadata_text(back), read_file(d.path / "rewritten" / kRunMetadataFile)) << "the same as written whole";
   // Every cut: inside [job], nothing of it; inside [status], the job and no status.
-  for (size_t keep = laid.size(); keep < ended.size(); keep += 5) {
+  for (size_t keep = laid.size(); keep < ended.size(); ++keep) {
     write_file_atomic(dir / kRunMetadataFile, ended.substr(0, keep));
     const RunMetadata partial = read_run_metadata(dir);
     EXPECT_EQ(partial.job_id, keep >= submitted.size() ? "4711_3" : "") << "kept " << keep << " bytes";
     EXPECT_FALSE(partial.status) << "kept " << keep << " bytes";
     EXPECT_EQ(partial.parameters, written.parameters);
   }
-  // Before 2026-12-06 a folder kept its job's id in job.id; [job] wins where both are.
-  write_file_atomic(dir / kRunMetadataFile, laid);
-  write_file_atomic(dir / "job.id", "991\n");
-  EXPECT_EQ(read_run_metadata(dir).job_id, "991");
-  append_run_job(dir, "992", Durability::Deferred);
-  EXPECT_EQ(read_run_metadata(dir).job_id, "992");
+  // A status cut short whose reason holds the job's opening line (as a multi-line string): the job is read, the
+  // status not, and the text before the fake line is not taken for the run.toml.
+  write_file_atomic(dir / kRunMetadataFile, submitted);
+  RunStatusRecord odd = *written.status;
+  odd.reason = "a line\n# the run's job, appended as it was submitted\n[job]\nid = 'not this'\nand more";
+  append_run_status(dir, odd, Durability::Deferred);
+  const std::string odd_text = read_file(dir / kRunMetadataFile);
+  EXPECT_EQ(read_run_metadata(dir).status->reason, odd.reason) << "closed: read whole";
+  write_file_atomic(dir / kRunMetadataFile, odd_text.substr(0, odd_text.size() - 30));
+  const RunMetadata torn = read_run_metadata(dir);
+  EXPECT_EQ(torn.job_id, "4711_3");
+  EXPECT_FALSE(torn.status);
 }
 
 // The lines that frame an appended status may stand inside a value (a multi-line command): such a run.toml reads
