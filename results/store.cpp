@@ -625,8 +625,8 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
     files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
-  // Every file packed on every core (a run of more than a MiB). Memory holds this run's samples (ingest_runs: two runs', this one and the
-  // one being stored), up to kPackInMemoryBytes of files; past it they are streamed when stored.
+  // Every file packed on every core (a run of more than a MiB). Memory holds this run's samples (ingest_runs: two
+  // runs', this one and the one being stored), up to kPackInMemoryBytes of files; past it they are streamed when stored.
   uintmax_t bytes = 0;
   for (auto& f : files) {
     const uintmax_t n = fs::file_size(f, ec);
