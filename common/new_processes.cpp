@@ -52,13 +52,17 @@ ProcessMark mark_processes() {
   m.forks = std::strtoull(stat.c_str() + at + 11, nullptr, 10);
   m.last_pid = pid_t(last);
   m.threads = threads;
+  m.pid_max = std::atol(read_proc_file("/proc/sys/kernel/pid_max").c_str());
   m.known = true;
   return m;
 }
 
 void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f) {
-  const ProcessMark now = mark_processes();
-  const long pid_max = std::atol(read_proc_file("/proc/sys/kernel/pid_max").c_str());
+  for_each_process_between(since, mark_processes(), f);
+}
+
+void for_each_process_between(const ProcessMark& since, const ProcessMark& now, const std::function<void(pid_t)>& f) {
+  const long pid_max = now.pid_max;
   // The ring came round past the mark only if it handed out at least the pids it had free; forks counts more than
   // our namespace hands out (threads and other namespaces too), so this errs towards looking at every process.
   const bool window = since.known && now.known && pid_max > kReservedPids && now.forks >= since.forks &&

@@ -14,6 +14,7 @@ struct ProcessMark {
   pid_t last_pid = 0;  // the pid handed out last (/proc/loadavg), in our pid namespace
   uint64_t forks = 0;  // processes and threads made since boot, in every namespace (/proc/stat "processes")
   int64_t threads = 0;  // threads alive (/proc/loadavg), each holding a pid the ring skips
+  long pid_max = 0;     // the ring's size (/proc/sys/kernel/pid_max)
   bool known = false;   // false when /proc did not tell: then every process counts as new
 };
 
@@ -24,5 +25,7 @@ ProcessMark mark_processes();
 // past the mark (as many pids handed out since as the ring has free) or /proc does not tell. A pid given may be
 // gone already, or a thread's (its process's files answer for it).
 void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f);
+// The same up to `now`, a mark taken after `since` (one mark can serve every job that ends in a poll).
+void for_each_process_between(const ProcessMark& since, const ProcessMark& now, const std::function<void(pid_t)>& f);
 
 }  // namespace fanout

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <map>
+#include <string_view>
 
 #include "common/files.h"
 #include "plugins/sdk/fanout_process.hpp"
@@ -16,15 +16,24 @@ extern char** environ;
 namespace fanout {
 
 std::vector<std::string> environment_with(const EnvVars& add) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (auto& [k, v] : add) env[k] = v;
+  // Ours in its order, less the names `add` sets, then `add` (the last of a name wins): one string a variable, as
+  // every rank a sweep starts pays for it.
+  auto set_by_add = [&](std::string_view name) {
+    for (auto& kv : add)
+      if (kv.first == name) return true;
+    return false;
+  };
   std::vector<std::string> out;
-  for (auto& [k, v] : env) out.push_back(k + "=" + v);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string_view::npos && !set_by_add(kv.substr(0, eq))) out.emplace_back(kv);
+  }
+  for (size_t i = 0; i < add.size(); ++i) {
+    bool later = false;
+    for (size_t j = i + 1; j < add.size() && !later; ++j) later = add[j].first == add[i].first;
+    if (!later) out.push_back(add[i].first + "=" + add[i].second);
+  }
   return out;
 }
 

@@ -1115,6 +1115,11 @@ void on_sigpipe(int) {}
 int main(int argc, char** argv) {
   fanout::never_group_or_world_writable();
   std::signal(SIGPIPE, on_sigpipe);
+  // A line is one write: stderr unbuffered and std::cerr's unitbuf made one write(2) of each `<<`, ten a run's
+  // line, which a sweep's log on a disk paid for every run. A partial line (the terminal's status) is flushed by
+  // whoever writes it.
+  std::setvbuf(stderr, nullptr, _IOLBF, BUFSIZ);
+  std::cerr.unsetf(std::ios_base::unitbuf);
   // The rendezvous service holds a socket per rank: the soft limit of open files goes up to the hard one.
   if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
     r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);

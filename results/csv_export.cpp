@@ -36,10 +36,16 @@ std::string csv_field(const std::string& text) {
 
 // printf's "%.12g", as std::to_chars with a precision is specified to write it, at a sixth of snprintf's cost (a
 // 1,000-run sweep's CSV pass formats some 150,000 of them).
-std::string csv_number(double v) {
+void append_csv_number(std::string& s, double v) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 12);
-  return std::string(buf, end);
+  s.append(buf, end);
+}
+
+std::string csv_number(double v) {
+  std::string s;
+  append_csv_number(s, v);
+  return s;
 }
 
 namespace {
@@ -149,7 +155,10 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip, c
 std::string summary_cells(const Summary* s) {
   std::string cells;
   if (!s) return std::string(summary_columns().size(), ',');
-  for (double v : summary_values(*s)) cells += "," + (std::isnan(v) ? std::string() : csv_number(v));
+  for (double v : summary_values(*s)) {
+    cells += ',';
+    if (!std::isnan(v)) append_csv_number(cells, v);
+  }
   return cells;
 }
 
@@ -172,19 +181,21 @@ StatisticsFiles::~StatisticsFiles() {
 }
 
 void StatisticsFiles::add(const MetricStats& m, bool counts) {
-  if (counts) {
-    std::string row = run_prefix(m.session, m.status, m.repeat, m.parameters, names_) + "," + csv_field(m.role) + "," + csv_field(m.metric) +
-                      "," + csv_field(m.unit) + "," + std::to_string(m.ranks) + "," + std::to_string(m.not_a_number);
-    for (double v : summary_values(m.summary)) row += "," + csv_number(v);
-    statistics_->line(row);
-    ++statistic_rows_;
-    across_.add(m);
-  }
   // runs.csv: every attempt, superseded ones too (it is the list of runs; statistics.csv has the ones that count).
+  // The run's columns are made once for both files.
   if (m.run_id != run_ || run_prefix_.empty()) {
     end_run();
     run_ = m.run_id;
     run_prefix_ = run_prefix(m.session, m.status, m.repeat, m.parameters, names_);
+  }
+  if (counts) {
+    std::string row = run_prefix_;
+    for (const std::string* field : {&m.role, &m.metric, &m.unit}) row += ',', row += csv_field(*field);
+    row += ',', row += std::to_string(m.ranks), row += ',', row += std::to_string(m.not_a_number);
+    for (double v : summary_values(m.summary)) row += ',', append_csv_number(row, v);
+    statistics_->line(row);
+    ++statistic_rows_;
+    across_.add(m);
   }
   roles_of_[m.metric].insert(m.role);
   auto [col, fresh] = column_.try_emplace({m.role, m.metric}, columns_.size());

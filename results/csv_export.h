@@ -72,5 +72,6 @@ CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, b
 std::string csv_field(const std::string& s);
 // A figure as the CSV files write it (12 significant digits).
 std::string csv_number(double v);
+void append_csv_number(std::string& s, double v);  // the same, added to s
 
 }  // namespace fanout

@@ -964,22 +964,19 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
   // computing statistics.
   const auto names = metrics();
   const std::string what = file_.string();
-  std::future<MetricChunk> parsing;
+  std::future<MetricChunk> parsing;  // a large chunk's, on its thread
+  std::optional<MetricChunk> parsed;  // or a small one's, parsed here: a thread costs more than its parsing
   auto hand_over = [&](MetricChunk next) {
     std::optional<MetricSummaryRow> finished;
-    if (parsing.valid()) {
-      MetricChunk done = parsing.get();
+    if (parsing.valid()) parsed = parsing.get();
+    if (parsed) {
+      MetricChunk done = std::move(*parsed);
+      parsed.reset();
       if (done.ends_group) finished = std::move(done.row);
       else next.row = std::move(done.row), next.last_rank = done.last_rank;  // the same group goes on
     }
-    // A small chunk is parsed here: a thread costs more than its parsing.
-    if (next.bytes < (256u << 10)) {
-      std::promise<MetricChunk> ready;
-      ready.set_value(parse_chunk(std::move(next), what));
-      parsing = ready.get_future();
-    } else {
-      parsing = std::async(std::launch::async, parse_chunk, std::move(next), std::cref(what));
-    }
+    if (next.bytes < (256u << 10)) parsed = parse_chunk(std::move(next), what);
+    else parsing = std::async(std::launch::async, parse_chunk, std::move(next), std::cref(what));
     if (finished && !finished->values.empty()) fn(*finished);
   };
   // The declarations of the run whose groups are being read, (role, metric) -> (better, setup cost).

@@ -109,7 +109,7 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
   job->status.state = JobState::Running;
   job->status.start_wall_ns = wall_ns();
   job->deadline_ns = monotonic_ns() + spec.walltime_s * 1000000000;
-  job->started = mark_processes();
+  job->started = cycle_mark();
 
   // A job of one rank has no one to meet: it gets no service address (its rank keeps its own keys and makes no
   // connection; the connection and its AUTH were 17 % of the driver's CPU a run), only the token that marks its
@@ -168,11 +168,13 @@ namespace {
 // a job's ranks started in process groups of their own (exec puts each program in one), a program that ignores
 // SIGTERM, or a daemon that left with setsid, all still carry the job's token. Rounds until none is found (one may
 // have forked while we looked), at most 10.
-void kill_by_environment(const std::string& entry, const ProcessMark& since) {
+void kill_by_environment(const std::string& entry, const ProcessMark& since, const ProcessMark& reaped) {
   const std::string needle = std::string(1, '\0') + entry + std::string(1, '\0');
   for (int round = 0; round < 10; ++round) {
     int found = 0;
-    for_each_process_since(since, [&](pid_t pid) {
+    // The first round up to the mark taken after the ranks were reaped; later ones up to now, for what forked since.
+    const ProcessMark now = round == 0 ? reaped : mark_processes();
+    for_each_process_between(since, now, [&](pid_t pid) {
       const int fd = ::open(("/proc/" + std::to_string(pid) + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) return;  // gone, or another user's
       std::string env(1, '\0');
@@ -221,7 +223,7 @@ void LocalScheduler::advance(LocalJob& job, int64_t now) {
   // Every rank has exited: any processes the ranks left behind in the group go too, and those that left the group
   // (a program exec started in a group of its own and that ignored SIGTERM, a setsid daemon) by the job's token.
   signal_job(job, SIGKILL);
-  kill_by_environment("FANOUT_KV_TOKEN=" + job.token, job.started);
+  kill_by_environment("FANOUT_KV_TOKEN=" + job.token, job.started, cycle_mark());
   kv_.close_job(job.token);
   JobStatus& s = job.status;
   s.end_wall_ns = wall_ns();
@@ -243,7 +245,13 @@ void LocalScheduler::advance(LocalJob& job, int64_t now) {
   finish_status(job.spec, s);
 }
 
+const ProcessMark& LocalScheduler::cycle_mark() {
+  if (!cycle_mark_) cycle_mark_ = mark_processes();
+  return *cycle_mark_;
+}
+
 std::vector<JobStatus> LocalScheduler::poll(const std::vector<std::string>& job_ids) {
+  cycle_mark_.reset();
   reap();
   int64_t now = monotonic_ns();
   std::vector<JobStatus> out;

@@ -3,7 +3,9 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 
+#include "common/new_processes.h"
 #include "rendezvous/kv_service.h"
 #include "schedulers/scheduler.h"
 
@@ -48,6 +50,12 @@ class LocalScheduler : public Scheduler {
   void reap();
   void advance(LocalJob& job, int64_t now);
   void signal_job(LocalJob& job, int sig);
+  // The processes' mark of this poll cycle, taken when first asked and dropped when the next poll begins: each job
+  // started before the next poll holds it as its start (an earlier mark only widens what its end looks at), and each
+  // job that ends in it as the moment its ranks were all reaped. Reading /proc/stat, which grows with the host's
+  // CPUs and interrupts, once a cycle instead of at every job's start and end.
+  const ProcessMark& cycle_mark();
+  std::optional<ProcessMark> cycle_mark_;
   double kill_grace_s_;
   KvService kv_;
   int next_id_ = 1;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/new_processes.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "rendezvous/kv_service.h"
 #include "schedulers/local.h"
@@ -86,6 +88,26 @@ TEST(LocalScheduler, RanksGetTheirPlaceAndEnvironment) {
   EXPECT_EQ(read_place(2, "client"), "2 3 2 3 0 7 x y");  // colocated: on the first step's first node
   EXPECT_NE(read_file(d.path / "db.out").find("out-3"), std::string::npos);
   EXPECT_NE(read_file(d.path / "client.err").find("err-1"), std::string::npos);
+}
+
+// What every rank starts with: the driver's environment, each name once, with what the job sets in place of ours.
+TEST(LocalScheduler, ARanksEnvironmentIsOursWithTheJobsVariablesSetOnce) {
+  for (const char* n : {"FANOUT_TEST_KEPT", "FANOUT_TEST_SET", "FANOUT_TEST_NEW"}) ::unsetenv(n);
+  const auto before = environment_with({}).size();
+  ::setenv("FANOUT_TEST_KEPT", "kept=value", 1);
+  ::setenv("FANOUT_TEST_SET", "ours", 1);
+  const auto env = environment_with({{"FANOUT_TEST_SET", "first"}, {"FANOUT_TEST_NEW", "n"}, {"FANOUT_TEST_SET", "last"}});
+  ::unsetenv("FANOUT_TEST_KEPT");
+  ::unsetenv("FANOUT_TEST_SET");
+  auto count = [&](const std::string& prefix) {
+    return std::count_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_EQ(count("FANOUT_TEST_KEPT=kept=value"), 1);  // the value holds '=': the name ends at the first
+  EXPECT_EQ(count("FANOUT_TEST_SET="), 1);
+  EXPECT_EQ(count("FANOUT_TEST_SET=last"), 1);  // the last of a name given twice wins
+  EXPECT_EQ(count("FANOUT_TEST_NEW=n"), 1);
+  EXPECT_EQ(count("PATH="), 1);
+  EXPECT_EQ(env.size(), size_t(before + 3));  // ours (FANOUT_TEST_SET among them, replaced) and FANOUT_TEST_NEW
 }
 
 TEST(LocalScheduler, CrashingRankIsReportedWithItsSignalAndPeersAreStopped) {
