@@ -59,6 +59,12 @@ struct ExperimentSummary {
 };
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
 
+// When ResultsDb::ingest_runs commits the runs it has stored: after `seconds`, or sooner once they hold `samples`.
+struct IngestBatch {
+  double seconds = 1;
+  uint64_t samples = 1u << 17;  // about 4 MiB of samples' text: a large run is committed alone, its pages then let go
+};
+
 class ResultsDb {
  public:
   explicit ResultsDb(const std::filesystem::path& file);  // creates the schema when new
@@ -78,11 +84,14 @@ class ResultsDb {
   // The same, for a folder whose run.toml the caller has just written as `meta` (the driver: not read back).
   IngestReport ingest_run(const std::filesystem::path& run_dir, RunMetadata meta);
   // Run folders in order, each as ingest_run stores it, the next one read while this one is stored; `stored` is
-  // called after each. A folder ingest_run would refuse (an unreadable run.toml): with `skipped`, reported to it
-  // and passed over, the rest stored; without, it stops there with the runs before it stored.
+  // called for each once it is committed. A folder ingest_run would refuse (an unreadable run.toml): with `skipped`,
+  // reported to it and passed over, the rest stored; without, it stops there with the runs before it stored.
+  // Runs are committed together, a batch ending after `batch` (a commit a run synced the journal and the file each
+  // time: 1.9 ms a run re-ingesting small folders); a run that cannot be stored takes its batch's runs back with it.
   void ingest_runs(const std::vector<std::filesystem::path>& run_dirs,
                    const std::function<void(const std::filesystem::path&, const IngestReport&)>& stored,
-                   const std::function<void(const std::filesystem::path&, const std::string& why)>& skipped = nullptr);
+                   const std::function<void(const std::filesystem::path&, const std::string& why)>& skipped = nullptr,
+                   IngestBatch batch = {});
 
   // Where samples go while a run is stored: metric() resolves a metric's id once, sample() stores one sample,
   // block() a block of them already packed (sample_block.h) for one (metric, rank), after that pair's earlier ones.

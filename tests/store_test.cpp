@@ -640,6 +640,24 @@ TEST(Store, IngestRunsStoresEachInOrderAndStopsAtAnUnreadableFolder) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
 }
 
+// `fanout results ingest` commits runs together, as the driver does, and reports a run once it is committed: another
+// connection sees it by then. The batch's bounds are the caller's; here one batch for all, then one a run.
+TEST(Store, IngestedRunsAreCommittedTogetherAndReportedOnceCommitted) {
+  test::TempDir d;
+  std::vector<std::filesystem::path> runs;
+  for (int i = 0; i < 4; ++i) runs.push_back(make_run(d.path, "r" + std::to_string(i), 1, 10));
+  for (const uint64_t samples_a_batch : {uint64_t(1) << 40, uint64_t(1)}) {
+    const auto file = d.path / ("batch" + std::to_string(samples_a_batch) + ".sqlite");
+    ResultsDb db(file);
+    ResultsDb reader(file, ResultsDb::ReadOnly{});
+    std::vector<int64_t> seen;  // the runs another connection sees as each is reported
+    db.ingest_runs(runs, [&](const std::filesystem::path&, const IngestReport&) { seen.push_back(count(reader, "SELECT count(*) FROM runs")); },
+                   nullptr, {1e9, samples_a_batch});
+    if (samples_a_batch > 1) EXPECT_EQ(seen, (std::vector<int64_t>{4, 4, 4, 4})) << "one batch: committed before the first is reported";
+    else EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4})) << "a batch a run (11 samples each)";
+  }
+}
+
 TEST(Store, NewDatabasesHave32KiBPagesAndOldOnesKeepTheirs) {
   test::TempDir d;
   {
