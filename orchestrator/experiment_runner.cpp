@@ -1357,8 +1357,9 @@ class ExperimentSession {
   int64_t last_done_ns_ = 0;  // monotonic time of the last run's end (for the ETA)
   // Runs ending within a second of the first are stored in one transaction (ResultsDb::begin_batch): a commit per
   // run wrote about ten 32 KiB pages for each, most of the driver's time at a sweep of short runs. A driver that
-  // dies first loses nothing: a resume stores the run folders the database does not know.
-  static constexpr int64_t kBatchNs = 1000000000;
+  // dies first loses nothing: a resume stores the run folders the database does not know. The same second as
+  // `fanout results ingest` commits after (IngestBatch).
+  static constexpr int64_t kBatchNs = int64_t(IngestBatch{}.seconds * 1e9);
   int64_t batch_since_ns_ = 0;
   std::map<std::string, size_t> active_;  // job id -> slot
   DriverCost cost_;

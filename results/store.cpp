@@ -744,7 +744,7 @@ void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
                             const std::function<void(const fs::path&, const IngestReport&)>& stored,
                             const std::function<void(const fs::path&, const std::string&)>& skipped, IngestBatch batch) {
   BulkJournal bulk(*this);
-  // As the driver commits the runs that end within a second together (store.h).
+  // Committed together, as the driver commits the runs that end within a second (IngestBatch, store.h).
   std::vector<std::pair<fs::path, IngestReport>> uncommitted;
   int64_t batch_since_ns = 0;
   uint64_t batch_samples = 0;

@@ -60,6 +60,7 @@ struct ExperimentSummary {
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
 
 // When ResultsDb::ingest_runs commits the runs it has stored: after `seconds`, or sooner once they hold `samples`.
+// The driver commits the runs that end as a sweep goes after the same `seconds`.
 struct IngestBatch {
   double seconds = 1;
   uint64_t samples = 1u << 17;  // about 4 MiB of samples' text: a large run is committed alone, its pages then let go
