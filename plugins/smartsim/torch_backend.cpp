@@ -95,6 +95,7 @@ std::vector<torch::Tensor> tensors_of(const c10::IValue& out) {
 std::string first_line(const std::string& what) {
   size_t at = what.rfind("RuntimeError: ");
   std::string line = at == std::string::npos ? what : what.substr(at + 14);
+  line.erase(0, line.find_first_not_of(" \n"));  // the compiler's messages start on a line of their own
   line = line.substr(0, line.find('\n'));
   if (line.rfind("ERR ", 0) == 0) line = line.substr(4);  // our own error (the memory cap) inside torch's
   return line.empty() ? "torch failed without a message" : line;
@@ -108,6 +109,47 @@ auto guarded(F&& f) -> decltype(f()) {
     throw;
   } catch (const std::exception& e) {
     throw BackendError("ERR " + first_line(e.what()));
+  }
+}
+
+// The op of a graph that reaches memory without the checks ordinary ops make, or "": libtorch runs such ops as
+// told, and a crafted index then writes past a buffer without faulting (a sparse tensor built by
+// _sparse_coo_tensor_unsafe, or given a sparse layout, and made dense), leaving the executor's heap broken for
+// the runs after it. Any op of sparse tensors and any "_unsafe" one but _unsafe_view (a view whose size is
+// checked; traced models have it) is refused, as is a layout other than strided (dense) where an op takes one.
+std::string unchecked_op(const torch::jit::Node& node) {
+  const std::string name = node.kind().toQualString();
+  if (name.rfind("aten::", 0) != 0) return "";
+  if (name.find("sparse") != std::string::npos || (name.find("_unsafe") != std::string::npos && name != "aten::_unsafe_view"))
+    return name;
+  if (const c10::FunctionSchema* schema = node.maybeSchema()) {
+    const auto& args = schema->arguments();
+    for (size_t i = 0; i < args.size() && i < node.inputs().size(); ++i) {
+      if (args[i].name() != "layout") continue;
+      const c10::optional<c10::IValue> layout = torch::jit::toIValue(node.inputs()[i]);
+      const bool dense = layout && (layout->isNone() || (layout->isInt() && layout->toInt() == int64_t(c10::kStrided)));
+      if (!dense) return name + " with a layout other than strided";
+    }
+  }
+  return "";
+}
+
+std::string unchecked_op(const torch::jit::Block& block) {
+  for (const torch::jit::Node* node : block.nodes()) {
+    if (std::string op = unchecked_op(*node); !op.empty()) return op;
+    for (const torch::jit::Block* inner : node->blocks())
+      if (std::string op = unchecked_op(*inner); !op.empty()) return op;
+  }
+  return "";
+}
+
+// Every function of a script, or every method of a model and its submodules, checked before any can run.
+void refuse_unchecked_ops(const torch::jit::CompilationUnit& unit, const std::string& what) {
+  for (torch::jit::Function* fn : unit.get_functions()) {
+    if (!fn->isGraphFunction()) continue;
+    if (std::string op = unchecked_op(*torch::jit::toGraphFunction(*fn).graph()->block()); !op.empty())
+      throw BackendError("ERR " + what + ": " + fn->name() + " calls " + op +
+                         ", which can write outside its tensors' memory; such ops are refused");
   }
 }
 
@@ -202,6 +244,7 @@ std::shared_ptr<TorchModel> TorchModel::load(std::string_view blob, const std::s
     } catch (const std::exception& e) {
       throw BackendError("ERR could not load the TORCH model: " + first_line(e.what()));
     }
+    refuse_unchecked_ops(*impl->module._ivalue()->compilation_unit(), "could not load the TORCH model");
     impl->module.eval();
     return std::shared_ptr<TorchModel>(new TorchModel(std::move(impl)));
   });
@@ -263,6 +306,7 @@ std::shared_ptr<TorchScript> TorchScript::compile(std::string_view source, const
   } catch (const std::exception& e) {
     throw BackendError("ERR could not compile the TorchScript source: " + first_line(e.what()));
   }
+  refuse_unchecked_ops(*impl->unit, "could not compile the TorchScript source");
   std::shared_ptr<TorchScript> script(new TorchScript(std::move(impl)));
   for (const auto& fn : entry_points)
     if (!script->has_function(fn)) throw BackendError("ERR entry point " + fn + " is not a function of the script");

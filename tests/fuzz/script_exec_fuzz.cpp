@@ -55,8 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const auto ok_alive = std::make_shared<int>(0);
   const Executable ok{1, false, "CPU", &ok_source, &no_entry_points, ok_alive};
   // A script that wrote past a buffer without a fault (an unsafe sparse tensor's to_dense at an index in the
-  // executor's heap) returns, and the heap it broke aborts the executor on its next run: that run is answered with
-  // an ERR naming the signal and the executor is replaced, so the run after it is served.
+  // executor's heap, corpus oob_heap) returned, and the heap it broke aborted the executor on its next run. Such
+  // ops are refused at compile now (torch_backend.cpp unchecked_op); for one not yet known, that next run must be
+  // an ERR naming the signal, the executor replaced, and the run after it served.
   std::vector<TensorValue> out;
   try {
     out = executor().run_script(ok, "ok", {input}, {}, {});
