@@ -15,6 +15,8 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -260,24 +262,49 @@ std::map<std::string, SacctJob> parse_sacct(const std::string& text, bool with_e
   return jobs;
 }
 
-// The controller's answers to one poll, indexed by job id ("123", or "123_4" for an array task).
-struct SlurmScheduler::JobTable {
-  std::vector<std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)>> msgs;
-  std::map<std::string, const slurm_job_info_t*> by_id;
-  std::set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
+namespace {
 
-  explicit JobTable(const std::vector<job_info_msg_t*>& answers) {
+// A job's key in one poll's answers: the job id, and for an array task its task id + 1 (0 for a plain job).
+// Numbers, not strings: an array's answer holds every task the controller remembers, thousands in a big sweep.
+uint64_t job_key(uint32_t job_id, uint32_t task_id) { return (uint64_t(job_id) << 32) | (task_id == NO_VAL ? 0 : uint64_t(task_id) + 1); }
+
+std::optional<uint64_t> job_key(const std::string& id) {
+  const size_t u = id.find('_');
+  auto base = parse_int(id.substr(0, u));
+  if (!base || *base <= 0 || *base > int64_t(UINT32_MAX)) return std::nullopt;
+  if (u == std::string::npos) return job_key(uint32_t(*base), NO_VAL);
+  auto task = parse_int(id.substr(u + 1));
+  if (!task || *task < 0 || *task >= int64_t(NO_VAL)) return std::nullopt;
+  return job_key(uint32_t(*base), uint32_t(*task));
+}
+
+// The controller's answers to one poll, indexed by job. Held only while the poll reads them: libslurm's records
+// are kilobytes each, and an array's answer has all its tasks, so keeping them between polls held a second copy of
+// the sweep's jobs at every cycle's peak.
+struct JobAnswers {
+  std::vector<std::unique_ptr<job_info_msg_t, void (*)(job_info_msg_t*)>> msgs;
+  std::unordered_map<uint64_t, const slurm_job_info_t*> by_key;
+  std::unordered_set<uint32_t> pending_arrays;  // arrays whose tasks have not been split off yet
+
+  explicit JobAnswers(const std::vector<job_info_msg_t*>& answers) {
     for (job_info_msg_t* m : answers) {
       msgs.emplace_back(m, slurm_free_job_info_msg);
+      by_key.reserve(by_key.size() + m->record_count);
       for (uint32_t i = 0; i < m->record_count; ++i) {
         const slurm_job_info_t& j = m->job_array[i];
-        if (j.array_task_id != NO_VAL) by_id[std::to_string(j.array_job_id) + "_" + std::to_string(j.array_task_id)] = &j;
-        else by_id[std::to_string(j.job_id)] = &j;
+        by_key[j.array_task_id != NO_VAL ? job_key(j.array_job_id, j.array_task_id) : job_key(j.job_id, NO_VAL)] = &j;
         if (j.array_task_str && (j.job_state & JOB_STATE_BASE) == JOB_PENDING) pending_arrays.insert(j.array_job_id);
       }
     }
   }
+  const slurm_job_info_t* find(std::optional<uint64_t> key) const {
+    if (!key) return nullptr;
+    auto it = by_key.find(*key);
+    return it == by_key.end() ? nullptr : it->second;
+  }
 };
+
+}  // namespace
 
 SlurmScheduler::~SlurmScheduler() = default;
 
@@ -438,17 +465,20 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     return out;
   }
-  table_ = std::make_unique<JobTable>(answers);
-  const auto& by_id = table_->by_id;
-  const auto& pending_arrays = table_->pending_arrays;
+  const JobAnswers table(answers);
   std::vector<JobStatus> out;
+  std::vector<bool> answered;  // in the controller's answer (not yet forgotten by it), per job asked for
+  out.reserve(job_ids.size());
+  answered.reserve(job_ids.size());
   for (auto& id : job_ids) {
     JobStatus s;
     s.job_id = id;
     auto tr = tracked_.find(id);
-    auto it = by_id.find(id);
-    if (it != by_id.end()) {
-      const slurm_job_info_t& j = *it->second;
+    const std::optional<uint64_t> key = job_key(id);
+    answered.push_back(false);
+    if (const slurm_job_info_t* found = table.find(key)) {
+      answered.back() = true;
+      const slurm_job_info_t& j = *found;
       s.state = map_state(j.job_state);
       s.node_list = j.nodes ? j.nodes : "";
       s.start_wall_ns = int64_t(j.start_time) * 1000000000;
@@ -465,7 +495,7 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
         tr->second.seen = true;
         if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());
       }
-    } else if (auto u = id.find('_'); u != std::string::npos && pending_arrays.count(uint32_t(std::stoul(id.substr(0, u))))) {
+    } else if (key && (*key & 0xffffffffu) && table.pending_arrays.count(uint32_t(*key >> 32))) {
       s.state = JobState::Pending;
     } else if (tr != tracked_.end()) {
       // Gone from the controller (MinJobAge): the run folder's exit marker says how it ended.
@@ -475,7 +505,7 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     out.push_back(s);
   }
-  if (record_usage_) attach_usage(out);
+  if (record_usage_) attach_usage(out, answered);
   return out;
 }
 
@@ -492,10 +522,16 @@ constexpr int64_t kAccountingWaitNs = 20'000'000'000;
 
 // Each job seen ending gets its steps' figures from ONE sacct for all of them (MaxRSS, AveRSS, TotalCPU, and
 // ConsumedEnergy where an energy plugin measures), read once the job's own record is final in slurmdbd.
-void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
+void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses, const std::vector<bool>& answered) {
   std::vector<JobStatus*> ended;
-  for (JobStatus& s : statuses)
-    if (auto tr = tracked_.find(s.job_id); job_state_final(s.state) && tr != tracked_.end() && !tr->second.usage_done) ended.push_back(&s);
+  std::vector<bool> ended_answered;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    JobStatus& s = statuses[i];
+    if (auto tr = tracked_.find(s.job_id); job_state_final(s.state) && tr != tracked_.end() && !tr->second.usage_done) {
+      ended.push_back(&s);
+      ended_answered.push_back(answered[i]);
+    }
+  }
   if (ended.empty()) return;
   if (accounting_storage_ != "accounting_storage/slurmdbd") {
     for (JobStatus* s : ended) {
@@ -511,7 +547,8 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
   const bool energy = !energy_plugin_.empty() && energy_plugin_ != "acct_gather_energy/none";
   std::map<std::string, SacctJob> answer = r.exit_code == 0 ? parse_sacct(r.out, energy) : std::map<std::string, SacctJob>{};
   const int64_t now = monotonic_ns();
-  for (JobStatus* s : ended) {
+  for (size_t e = 0; e < ended.size(); ++e) {
+    JobStatus* s = ended[e];
     Tracked& t = tracked_[s->job_id];
     SacctJob acct = std::move(answer[s->job_id]);
     if (acct.final) {
@@ -523,7 +560,7 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
     // A job the controller has forgotten (MinJobAge) ended long ago: a record slurmdbd lacks now will not come. Nor
     // is it waited for when sacct itself failed (slurmdbd down, no permission), nor once a record failed to come in
     // time (a slurmdbd that far behind would add its delay to every run of the sweep).
-    const bool recent = table_ && table_->by_id.count(s->job_id);
+    const bool recent = ended_answered[e];
     if (recent && r.exit_code == 0 && !accounting_late_ && now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
       s->state = JobState::Running;  // ended, its record not yet in slurmdbd: asked again next cycle
       s->reason.clear();

@@ -72,7 +72,7 @@ class SlurmScheduler : public Scheduler {
 
  private:
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec);
-  void attach_usage(std::vector<JobStatus>& statuses);
+  void attach_usage(std::vector<JobStatus>& statuses, const std::vector<bool>& answered);
   struct Tracked {
     JobSpec job;
     int missing_polls = 0;
@@ -81,9 +81,6 @@ class SlurmScheduler : public Scheduler {
     int64_t ended_ns = 0;  // monotonic time its final state was first seen while its accounting was not yet
   };
   std::map<std::string, Tracked> tracked_;
-  // The controller's last answer, kept so that a query can ask "anything changed since?" and reuse it when not.
-  struct JobTable;
-  std::unique_ptr<JobTable> table_;
   uint64_t queries_ = 0;
   int array_count_ = 0;
   // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
