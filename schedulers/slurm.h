@@ -1,7 +1,8 @@
 // Slurm through libslurm: jobs are rendered as batch scripts (#SBATCH lines for people and for sbatch;
 // the same request is passed to slurm_submit_batch_job as a job descriptor), steps start with srun
-// (--mpi=pmix when fanout-rank has PMIx), all jobs are polled with ONE slurm_load_jobs per cycle, and jobs
-// the controller has forgotten (MinJobAge) are resolved from the exit markers in their run folders.
+// (--mpi=pmix when fanout-rank has PMIx), a poll asks only for the sweep's own jobs (one slurm_load_job per job
+// array or plain job, up to 8; past that one slurm_load_job_user) and keeps nothing of the answer past the poll,
+// and jobs the controller has forgotten (MinJobAge) are resolved from the exit markers in their run folders.
 // Inside an allocation (SLURM_JOB_ID set) the registry uses AllocationScheduler (schedulers/allocation.h) with
 // this script instead, so the steps are srun's in the current allocation.
 #pragma once
