@@ -1197,21 +1197,29 @@ class ExperimentSession {
   // One scheduler query for every active job. True when any job changed state.
   bool poll_once() {
     bool changed = false;
-    std::vector<std::string> ids;
-    for (auto& [id, i] : active_) ids.push_back(id);
     std::vector<JobStatus> states;
     const double before = cost_.poll_s;
-    timed(cost_.poll_s, [&] { states = scheduler_->poll(ids); });
+    // Timed with the query: asking for every active job costs the driver time that grows with them (a queued
+    // 100,000-task array), and back_off keeps the polls four times that apart.
+    timed(cost_.poll_s, [&] {
+      std::vector<std::string> ids;
+      ids.reserve(active_.size());
+      for (auto& [id, i] : active_) ids.push_back(id);
+      states = scheduler_->poll(ids);
+    });
     cost_.last_poll_s = cost_.poll_s - before;
     ++cost_.polls;
     std::vector<std::string> ended;  // seen final here: the scheduler need not answer for them again
+    // A scheduler may leave out a job whose state is as it was (scheduler.h): a job's time without a known state
+    // counts from its first Unknown after the last poll that answered for every job it reported.
+    const bool any_unknown = std::any_of(states.begin(), states.end(), [](const JobStatus& js) { return js.state == JobState::Unknown; });
     for (const auto& js : states) {
       // A scheduler that cannot say a job's state (its queries fail) is asked again, for a bounded time: then the
       // run is recorded FAILED, saying so, rather than waited on for ever.
       if (js.state == JobState::Unknown) {
         auto& slot = slots_[active_.at(js.job_id)];
         const int64_t now = monotonic_ns();
-        if (!slot.unknown_since_ns) slot.unknown_since_ns = now;
+        if (!slot.unknown_since_ns || slot.unknown_since_ns < known_since_ns_) slot.unknown_since_ns = now;
         if (now - slot.unknown_since_ns < st_.unknown_timeout_s * 1000000000) continue;
         JobStatus lost = js;
         lost.state = JobState::Failed;
@@ -1249,6 +1257,7 @@ class ExperimentSession {
       changed = true;
     }
     if (!ended.empty()) scheduler_->forget(ended);
+    if (!any_unknown) known_since_ns_ = monotonic_ns();
     return changed;
   }
 
@@ -1271,17 +1280,23 @@ class ExperimentSession {
   // A job that waits on a reason no wait will cure (a partition down, an invalid QOS ...), or longer than
   // --max_pending, is cancelled and recorded FAILED with the scheduler's reason; the sweep goes on.
   void check_pending() {
-    if (cancelling_) return;
+    // Once a second at most, as check_stalls: a pass over every active job, and its limits are in seconds.
+    const int64_t now = monotonic_ns();
+    if (cancelling_ || now - last_pending_check_ns_ < 1000000000) return;
+    last_pending_check_ns_ = now;
     std::vector<std::string> hopeless;
     for (auto& [id, i] : active_) {
       Slot& s = slots_[i];
       if (s.state != JobState::Pending || !s.never_started().empty()) continue;
+      // A queued array task has no reason of its own: only --max_pending can end its wait (a big array queues
+      // thousands of them, and this runs every poll).
+      if (s.waiting().empty() && st_.max_pending_s <= 0) continue;
       // Waits fanout itself asked for (an array's throttle, a dependency) are not the queue's: the clock restarts.
       for (const char* own : {"JobArrayTaskLimit", "Dependency", "BeginTime"})
-        if (starts_with(s.waiting(), own)) s.queued_since_ns = monotonic_ns();
+        if (starts_with(s.waiting(), own)) s.queued_since_ns = now;
       const bool fatal = std::any_of(st_.fatal_pending.begin(), st_.fatal_pending.end(),
                                      [&](const std::string& f) { return !f.empty() && starts_with(s.waiting(), f); });
-      const double waited = double(monotonic_ns() - s.queued_since_ns) / 1e9;
+      const double waited = double(now - s.queued_since_ns) / 1e9;
       if (!fatal && (st_.max_pending_s <= 0 || waited < double(st_.max_pending_s))) continue;
       s.note().never_started = "never started: pending " + std::string(fatal ? "on '" + s.waiting() + "', which --fatal_pending lists" :
                                                                    "for " + std::to_string(st_.max_pending_s) + " s (--max_pending)" +
@@ -1366,10 +1381,11 @@ class ExperimentSession {
   int64_t t0_ = 0;
   int max_parallel_ = 1;
   double interval_ = 0.005;
+  int64_t known_since_ns_ = 0;  // when the last poll answered with no Unknown state
   bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)
   bool cancelling_ = false;
   size_t not_laid_out_ = 0;  // planned runs an interrupt left without a folder
-  int64_t last_stall_check_ns_ = 0;
+  int64_t last_stall_check_ns_ = 0, last_pending_check_ns_ = 0;
   std::set<std::string> usage_notes_;  // the schedulers' reasons for no accounting, each said once
   std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end
 };

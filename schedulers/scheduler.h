@@ -18,7 +18,9 @@ class Scheduler {
   virtual std::string render_script(const JobSpec& job) const = 0;
   // Starts (or queues) the job; returns its id. Throws UserError with the reason when it cannot.
   virtual std::string submit(const JobSpec& job) = 0;
-  // The state of every given job, from ONE query of the scheduler per call.
+  // The state of the given jobs, from ONE query of the scheduler per call. A job whose state is as the last poll
+  // found it (a task still queued in its job array's one record) may be left out: the driver's work per poll is
+  // then what changed, not every job a 100,000-task array still queues.
   virtual std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) = 0;
   virtual void cancel(const std::vector<std::string>& job_ids) = 0;
   // The driver has these jobs' final states and will not ask again: what was kept to answer for them goes (a

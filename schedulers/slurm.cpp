@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -268,11 +269,11 @@ namespace {
 // Numbers, not strings: an array's answer holds every task the controller remembers, thousands in a big sweep.
 uint64_t job_key(uint32_t job_id, uint32_t task_id) { return (uint64_t(job_id) << 32) | (task_id == NO_VAL ? 0 : uint64_t(task_id) + 1); }
 
-std::optional<uint64_t> job_key(const std::string& id) {
+std::optional<uint64_t> job_key(std::string_view id) {
   const size_t u = id.find('_');
   auto base = parse_int(id.substr(0, u));
   if (!base || *base <= 0 || *base > int64_t(UINT32_MAX)) return std::nullopt;
-  if (u == std::string::npos) return job_key(uint32_t(*base), NO_VAL);
+  if (u == std::string_view::npos) return job_key(uint32_t(*base), NO_VAL);
   auto task = parse_int(id.substr(u + 1));
   if (!task || *task < 0 || *task >= int64_t(NO_VAL)) return std::nullopt;
   return job_key(uint32_t(*base), uint32_t(*task));
@@ -435,9 +436,14 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
   // Only this sweep's jobs, never the controller's whole table (on a site: every user's jobs, and the ended ones
   // it remembers for MinJobAge): one query per job array, which answers with all its tasks, or per plain job while
   // there are few; else every job of this user.
+  // Every id is looked at once a poll (a 100,000-task array has that many while queued): parsed once, no copies.
+  std::vector<std::optional<uint64_t>> keys;
+  keys.reserve(job_ids.size());
   std::set<uint32_t> bases;
-  for (auto& id : job_ids)
-    if (auto base = parse_int(id.substr(0, id.find('_'))); base && *base > 0) bases.insert(uint32_t(*base));
+  for (auto& id : job_ids) {
+    keys.push_back(job_key(id));
+    if (keys.back() && (bases.empty() || *bases.rbegin() != uint32_t(*keys.back() >> 32))) bases.insert(uint32_t(*keys.back() >> 32));
+  }
   std::vector<job_info_msg_t*> answers;
   bool failed = false;
   // One query: its answer kept, or the poll marked failed (a job id the controller no longer knows was purged: gone,
@@ -467,16 +473,19 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
   }
   const JobAnswers table(answers);
   std::vector<JobStatus> out;
-  std::vector<bool> answered;  // in the controller's answer (not yet forgotten by it), per job asked for
-  out.reserve(job_ids.size());
-  answered.reserve(job_ids.size());
-  for (auto& id : job_ids) {
+  std::vector<bool> answered;  // in the controller's answer (not yet forgotten by it), per job reported
+  for (size_t k = 0; k < job_ids.size(); ++k) {
+    const std::string& id = job_ids[k];
+    const std::optional<uint64_t> key = keys[k];
+    const slurm_job_info_t* found = table.find(key);
+    // A task still queued in its array's one record (not split off by the controller yet) is as it was: left out,
+    // so that a poll's work on the driver's side is what changed, not every task a big array still queues.
+    if (!found && key && (*key & 0xffffffffu) && table.pending_arrays.count(uint32_t(*key >> 32))) continue;
     JobStatus s;
     s.job_id = id;
     auto tr = tracked_.find(id);
-    const std::optional<uint64_t> key = job_key(id);
     answered.push_back(false);
-    if (const slurm_job_info_t* found = table.find(key)) {
+    if (found) {
       answered.back() = true;
       const slurm_job_info_t& j = *found;
       s.state = map_state(j.job_state);
@@ -495,8 +504,6 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
         tr->second.seen = true;
         if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());
       }
-    } else if (key && (*key & 0xffffffffu) && table.pending_arrays.count(uint32_t(*key >> 32))) {
-      s.state = JobState::Pending;
     } else if (tr != tracked_.end()) {
       // Gone from the controller (MinJobAge): the run folder's exit marker says how it ended.
       s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "the Slurm controller");

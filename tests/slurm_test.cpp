@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -251,6 +252,43 @@ TEST_F(Slurm, OneControllerQueryPerPollWhateverTheNumberOfJobs) {
   }, 120);
   EXPECT_TRUE(all_final);
   EXPECT_EQ(s.queries() - before, uint64_t(polls)) << "each poll of 12 jobs must be one slurm_load_jobs";
+}
+
+// A 100,000-task array queues its tasks in one record of the controller's: a poll leaves out the tasks still queued
+// there (Scheduler::poll may omit a job as it was), so the driver's work per poll is what changed. Task 0 holds the
+// array's one slot (%1) until it is cancelled; then the others run, and each is reported once it has a state.
+TEST_F(Slurm, AnArraysQueuedTasksAreLeftOutOfAPollUntilTheyChange) {
+  SlurmScheduler s;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 5; ++i) {
+    jobs.push_back(test::trivial_job(d.path / "arr", "t" + std::to_string(i)));
+    // Task 0's sleep carries its folder on its command line, so that the end can check it is gone.
+    write_file_atomic(jobs.back().run_dir / "job.sh", i == 0 ? "#!/bin/bash\nexec -a " + jobs.back().run_dir.string() + "/sleep sleep 600\n" : "#!/bin/bash\nexit 0\n");
+  }
+  const std::vector<std::string> ids = s.submit_array(jobs, 1);
+  ASSERT_EQ(ids.size(), 5u);
+  std::map<std::string, JobStatus> last;
+  auto poll = [&] {
+    const auto got = s.poll(ids);
+    for (auto& st : got) last[st.job_id] = st;
+    return got;
+  };
+  ASSERT_TRUE(test::wait_for([&] { return poll(), last.count(ids[0]) && last[ids[0]].state == JobState::Running; }, 300))
+      << "task 0 never ran";
+  const auto got = poll();
+  ASSERT_EQ(got.size(), 1u) << "tasks 1-4 are queued in the array's record: left out";
+  EXPECT_EQ(got[0].job_id, ids[0]);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(last.count(ids[i]), 0u) << ids[i] << " was reported while queued";
+  s.cancel({ids[0]});
+  const bool all_final = test::wait_for([&] {
+    poll();
+    return std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return last.count(id) && job_state_final(last[id].state); });
+  }, 300);
+  ASSERT_TRUE(all_final) << "the queued tasks ran once the slot was free, and were reported";
+  EXPECT_EQ(last[ids[0]].state, JobState::Cancelled);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(last[ids[i]].state, JobState::Completed) << ids[i] << ": " << last[ids[i]].reason;
+  const auto left = test::processes_left(jobs[0].run_dir.string(), 120);
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
 }
 
 // The driver's runs that may start go to the controller together (several requests in flight): each gets its own
