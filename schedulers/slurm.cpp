@@ -200,6 +200,7 @@ SlurmScheduler::SlurmScheduler() {
   if (slurm_load_ctl_conf(0, &conf) == SLURM_SUCCESS) {
     accounting_storage_ = conf->accounting_storage_type ? conf->accounting_storage_type : "";
     energy_plugin_ = conf->acct_gather_energy_type ? conf->acct_gather_energy_type : "";
+    if (conf->max_array_sz > 0) max_array_size_ = conf->max_array_sz;
     slurm_free_ctl_conf(conf);
   }
 }
@@ -309,7 +310,8 @@ struct JobAnswers {
 
 SlurmScheduler::~SlurmScheduler() = default;
 
-std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec) {
+std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
+                                          const std::string& dependency) {
   SlurmRequest r = slurm_request(shape);
   job_desc_msg_t d;
   slurm_init_job_desc_msg(&d);
@@ -345,6 +347,7 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
     else if (k == "comment") d.comment = const_cast<char*>(v.c_str());
   }
   if (!array_spec.empty()) d.array_inx = const_cast<char*>(array_spec.c_str());
+  if (!dependency.empty()) d.dependency = const_cast<char*>(dependency.c_str());
   // The job runs with the submitting environment (PATH, FANOUT_PLUGIN_PATH, ...), as sbatch does.
   uint32_t n = 0;
   while (environ[n]) ++n;
@@ -407,23 +410,33 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     shapes[sbatch_preamble(r)].push_back(i);
   }
   std::vector<std::string> ids(jobs.size());
-  for (auto& [shape, members] : shapes) {
-    const JobSpec& first = jobs[members.front()];
-    std::string body = "case \"$SLURM_ARRAY_TASK_ID\" in\n";
-    for (size_t k = 0; k < members.size(); ++k)
-      body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / layout::kJobScript).string()) + " ;;\n";
-    body += "esac\necho \"fanout: no run for array task $SLURM_ARRAY_TASK_ID\" >&2\nexit 1\n";
-    SlurmRequest r = slurm_request(first);
-    r.name = "fanout-array";
-    r.output = (first.run_dir.parent_path() / "slurm-%A_%a.out").string();
-    const std::string spec = "0-" + std::to_string(members.size() - 1) + (max_parallel > 0 ? "%" + std::to_string(max_parallel) : "");
-    std::string script = sbatch_preamble(r) + "#SBATCH --array=" + spec + "\n" + body;
-    write_file_atomic(first.run_dir.parent_path() / ("array-" + std::to_string(++array_count_) + ".sh"), script, 0755);
-    std::string array_id = submit_script(first, script, spec);
-    for (size_t k = 0; k < members.size(); ++k) {
-      std::string id = array_id + "_" + std::to_string(k);
-      ids[members[k]] = id;
-      tracked_[id] = {jobs[members[k]]};
+  for (auto& [shape, all] : shapes) {
+    // At most MaxArraySize tasks an array (the controller refuses a larger one; Slurm's default is 1001): a shape
+    // with more runs goes as several arrays. Under a throttle each waits for the one before it to end
+    // (afterany), so that --max_parallel still bounds the shape's tasks at once; the cost is the tail of each.
+    std::string previous;
+    for (size_t from = 0; from < all.size(); from += max_array_size_) {
+      const std::vector<size_t> members(all.begin() + long(from), all.begin() + long(std::min(all.size(), from + max_array_size_)));
+      const JobSpec& first = jobs[members.front()];
+      std::string body = "case \"$SLURM_ARRAY_TASK_ID\" in\n";
+      for (size_t k = 0; k < members.size(); ++k)
+        body += std::to_string(k) + ") exec /bin/bash " + shell_quote((jobs[members[k]].run_dir / layout::kJobScript).string()) + " ;;\n";
+      body += "esac\necho \"fanout: no run for array task $SLURM_ARRAY_TASK_ID\" >&2\nexit 1\n";
+      SlurmRequest r = slurm_request(first);
+      r.name = "fanout-array";
+      r.output = (first.run_dir.parent_path() / "slurm-%A_%a.out").string();
+      const std::string spec = "0-" + std::to_string(members.size() - 1) + (max_parallel > 0 ? "%" + std::to_string(max_parallel) : "");
+      const std::string dependency = max_parallel > 0 && !previous.empty() ? "afterany:" + previous : "";
+      std::string script = sbatch_preamble(r) + "#SBATCH --array=" + spec + "\n" +
+                           (dependency.empty() ? "" : "#SBATCH --dependency=" + dependency + "\n") + body;
+      write_file_atomic(first.run_dir.parent_path() / ("array-" + std::to_string(++array_count_) + ".sh"), script, 0755);
+      const std::string array_id = submit_script(first, script, spec, dependency);
+      for (size_t k = 0; k < members.size(); ++k) {
+        std::string id = array_id + "_" + std::to_string(k);
+        ids[members[k]] = id;
+        tracked_[id] = {jobs[members[k]]};
+      }
+      previous = array_id;
     }
   }
   return ids;

@@ -72,7 +72,8 @@ class SlurmScheduler : public Scheduler {
   }
 
  private:
-  std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec);
+  std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
+                            const std::string& dependency = "");
   void attach_usage(std::vector<JobStatus>& statuses, const std::vector<bool>& answered);
   struct Tracked {
     JobSpec job;
@@ -84,6 +85,7 @@ class SlurmScheduler : public Scheduler {
   std::map<std::string, Tracked> tracked_;
   uint64_t queries_ = 0;
   int array_count_ = 0;
+  size_t max_array_size_ = 1001;  // the controller's MaxArraySize (its tasks are numbered 0 .. MaxArraySize - 1)
   // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
   std::string accounting_storage_, energy_plugin_;
   bool accounting_late_ = false;  // a job's record did not reach slurmdbd in time: the rest are not waited for

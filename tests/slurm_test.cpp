@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 #include "common/text.h"
 #include "schedulers/batch_script.h"
 #include "schedulers/slurm.h"
@@ -289,6 +290,38 @@ TEST_F(Slurm, AnArraysQueuedTasksAreLeftOutOfAPollUntilTheyChange) {
   for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(last[ids[i]].state, JobState::Completed) << ids[i] << ": " << last[ids[i]].reason;
   const auto left = test::processes_left(jobs[0].run_dir.string(), 120);
   EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
+}
+
+// The controller refuses an array larger than its MaxArraySize (Slurm's default: 1001 tasks; the test cluster's
+// 10001): a shape with more runs goes as several arrays, each under the throttle and waiting for the one before it
+// (afterany), so --max_parallel still bounds the shape's tasks at once. 10,002 runs: two arrays.
+TEST_F(Slurm, AShapeWithMoreRunsThanMaxArraySizeGoesAsChainedArrays) {
+  const std::string conf = run_process({"scontrol", "show", "config"}, {}, 60).out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(conf, m, std::regex("MaxArraySize\\s*=\\s*(\\d+)"))) << conf;
+  const size_t max_array = std::stoul(m[1]);
+  ASSERT_LE(max_array, 20000u) << "this test lays out MaxArraySize + 2 runs";
+  SlurmScheduler s;
+  std::vector<JobSpec> jobs;
+  for (size_t i = 0; i < max_array + 2; ++i) {
+    JobSpec j = test::trivial_job(d.path / "big", "t" + std::to_string(i));
+    j.options.hold = true;  // nothing runs: the test looks at what was submitted, then cancels it
+    write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
+    jobs.push_back(std::move(j));
+  }
+  const std::vector<std::string> ids = s.submit_array(jobs, 4);
+  ASSERT_EQ(ids.size(), jobs.size());
+  const std::string first = ids.front().substr(0, ids.front().find('_')), second = ids.back().substr(0, ids.back().find('_'));
+  EXPECT_NE(first, second);
+  EXPECT_EQ(ids[max_array - 1], first + "_" + std::to_string(max_array - 1)) << "the first array is full";
+  EXPECT_EQ(ids[max_array], second + "_0");
+  EXPECT_EQ(ids.back(), second + "_1");
+  const std::string shown = run_process({"scontrol", "show", "job", second}, {}, 60).out;
+  EXPECT_NE(shown.find("Dependency=afterany:" + first), std::string::npos) << shown;
+  EXPECT_NE(shown.find("ArrayTaskThrottle=4"), std::string::npos) << shown;
+  EXPECT_NE(read_file(d.path / "big" / "array-2.sh").find("#SBATCH --dependency=afterany:" + first + "\n"), std::string::npos);
+  s.cancel({first, second});
+  EXPECT_TRUE(test::wait_for_slurm_job_end(first, 60) && test::wait_for_slurm_job_end(second, 60)) << "the arrays are still queued";
 }
 
 // The driver's runs that may start go to the controller together (several requests in flight): each gets its own
