@@ -486,7 +486,6 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
   }
   const JobAnswers table(answers);
   std::vector<JobStatus> out;
-  std::vector<bool> answered;  // in the controller's answer (not yet forgotten by it), per job reported
   for (size_t k = 0; k < job_ids.size(); ++k) {
     const std::string& id = job_ids[k];
     const std::optional<uint64_t> key = keys[k];
@@ -497,9 +496,8 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     JobStatus s;
     s.job_id = id;
     auto tr = tracked_.find(id);
-    answered.push_back(false);
+    if (tr != tracked_.end()) tr->second.in_answer = found != nullptr;
     if (found) {
-      answered.back() = true;
       const slurm_job_info_t& j = *found;
       s.state = map_state(j.job_state);
       s.node_list = j.nodes ? j.nodes : "";
@@ -525,7 +523,7 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
     }
     out.push_back(s);
   }
-  if (record_usage_) attach_usage(out, answered);
+  if (record_usage_) attach_usage(out);
   return out;
 }
 
@@ -542,16 +540,10 @@ constexpr int64_t kAccountingWaitNs = 20'000'000'000;
 
 // Each job seen ending gets its steps' figures from ONE sacct for all of them (MaxRSS, AveRSS, TotalCPU, and
 // ConsumedEnergy where an energy plugin measures), read once the job's own record is final in slurmdbd.
-void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses, const std::vector<bool>& answered) {
+void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses) {
   std::vector<JobStatus*> ended;
-  std::vector<bool> ended_answered;
-  for (size_t i = 0; i < statuses.size(); ++i) {
-    JobStatus& s = statuses[i];
-    if (auto tr = tracked_.find(s.job_id); job_state_final(s.state) && tr != tracked_.end() && !tr->second.usage_done) {
-      ended.push_back(&s);
-      ended_answered.push_back(answered[i]);
-    }
-  }
+  for (JobStatus& s : statuses)
+    if (auto tr = tracked_.find(s.job_id); job_state_final(s.state) && tr != tracked_.end() && !tr->second.usage_done) ended.push_back(&s);
   if (ended.empty()) return;
   if (accounting_storage_ != "accounting_storage/slurmdbd") {
     for (JobStatus* s : ended) {
@@ -567,8 +559,7 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses, const std::v
   const bool energy = !energy_plugin_.empty() && energy_plugin_ != "acct_gather_energy/none";
   std::map<std::string, SacctJob> answer = r.exit_code == 0 ? parse_sacct(r.out, energy) : std::map<std::string, SacctJob>{};
   const int64_t now = monotonic_ns();
-  for (size_t e = 0; e < ended.size(); ++e) {
-    JobStatus* s = ended[e];
+  for (JobStatus* s : ended) {
     Tracked& t = tracked_[s->job_id];
     SacctJob acct = std::move(answer[s->job_id]);
     if (acct.final) {
@@ -580,7 +571,7 @@ void SlurmScheduler::attach_usage(std::vector<JobStatus>& statuses, const std::v
     // A job the controller has forgotten (MinJobAge) ended long ago: a record slurmdbd lacks now will not come. Nor
     // is it waited for when sacct itself failed (slurmdbd down, no permission), nor once a record failed to come in
     // time (a slurmdbd that far behind would add its delay to every run of the sweep).
-    const bool recent = ended_answered[e];
+    const bool recent = t.in_answer;
     if (recent && r.exit_code == 0 && !accounting_late_ && now - t.ended_ns < kAccountingWaitNs && !t.cancelled) {
       s->state = JobState::Running;  // ended, its record not yet in slurmdbd: asked again next cycle
       s->reason.clear();

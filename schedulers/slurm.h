@@ -74,12 +74,13 @@ class SlurmScheduler : public Scheduler {
  private:
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
                             const std::string& dependency = "");
-  void attach_usage(std::vector<JobStatus>& statuses, const std::vector<bool>& answered);
+  void attach_usage(std::vector<JobStatus>& statuses);
   struct Tracked {
     JobSpec job;
     int missing_polls = 0;
     bool seen = false;
     bool usage_done = false, cancelled = false;
+    bool in_answer = false;  // in the controller's answer at the last poll (not yet forgotten: MinJobAge)
     int64_t ended_ns = 0;  // monotonic time its final state was first seen while its accounting was not yet
   };
   std::map<std::string, Tracked> tracked_;
