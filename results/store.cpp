@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS runs(
   id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
   session TEXT NOT NULL, path TEXT NOT NULL UNIQUE, status TEXT NOT NULL, param_hash TEXT NOT NULL,
   launcher TEXT, job_id TEXT, node_list TEXT, exit_code INTEGER, signal INTEGER, reason TEXT,
-  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL);
+  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL,
+  provenance_set INTEGER REFERENCES provenance_sets(id), declaration_set INTEGER REFERENCES declaration_sets(id));
 CREATE INDEX IF NOT EXISTS runs_param_hash ON runs(param_hash);
 CREATE TABLE IF NOT EXISTS parameters(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, name TEXT NOT NULL, value TEXT NOT NULL,
@@ -52,18 +53,20 @@ CREATE TABLE IF NOT EXISTS sample_blocks(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL REFERENCES metrics(id),
   rank INTEGER NOT NULL, block INTEGER NOT NULL, count INTEGER NOT NULL, rows TEXT NOT NULL,
   PRIMARY KEY(run_id, metric_id, rank, block)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS provenance(
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
-  PRIMARY KEY(run_id, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS provenance_sets(id INTEGER PRIMARY KEY, content TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS provenance_values(
+  set_id INTEGER NOT NULL REFERENCES provenance_sets(id), key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(set_id, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_resources(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   cpus TEXT NOT NULL, gpus TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_nodes(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   node TEXT NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS metric_declarations(
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, metric TEXT NOT NULL,
-  better TEXT NOT NULL, setup_cost INTEGER NOT NULL, PRIMARY KEY(run_id, role, metric)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS declaration_sets(id INTEGER PRIMARY KEY, content TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS declaration_values(
+  set_id INTEGER NOT NULL REFERENCES declaration_sets(id), role TEXT NOT NULL, metric TEXT NOT NULL,
+  better TEXT NOT NULL, setup_cost INTEGER NOT NULL, PRIMARY KEY(set_id, role, metric)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rank_exits(
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, rank INTEGER NOT NULL,
   exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, PRIMARY KEY(run_id, role, rank)) WITHOUT ROWID;
@@ -75,6 +78,23 @@ CREATE VIEW IF NOT EXISTS samples AS
   SELECT b.run_id, b.rank, m.role, m.name AS metric, j.value ->> 0 AS iteration, j.value ->> 1 AS t_start,
          j.value ->> 2 AS value, m.unit, j.value ->> 3 AS warmup
   FROM sample_blocks b JOIN metrics m ON m.id = b.metric_id, json_each(b.rows) j;
+)SQL";
+// A run's provenance and its metrics' declarations, each row as schema 2 stored it per run: since schema 3 the
+// rows are stored once per distinct set (ResultsDb::row_set), which the run points at.
+const char* kProvenanceView = R"SQL(
+CREATE VIEW IF NOT EXISTS provenance AS
+  SELECT r.id AS run_id, v.key, v.value FROM runs r JOIN provenance_values v ON v.set_id = r.provenance_set;
+)SQL";
+const char* kDeclarationsView = R"SQL(
+CREATE VIEW IF NOT EXISTS metric_declarations AS
+  SELECT r.id AS run_id, d.role, d.metric, d.better, d.setup_cost
+  FROM runs r JOIN declaration_values d ON d.set_id = r.declaration_set;
+)SQL";
+// Schema 2's per-run table, for a database of that version read without upgrading it (it may predate the table).
+const char* kDeclarationsTable2 = R"SQL(
+CREATE TABLE IF NOT EXISTS metric_declarations(
+  run_id INTEGER NOT NULL, role TEXT NOT NULL, metric TEXT NOT NULL,
+  better TEXT NOT NULL, setup_cost INTEGER NOT NULL, PRIMARY KEY(run_id, role, metric)) WITHOUT ROWID;
 )SQL";
 
 // A database is fanout's only as fanout made it: its names are tables (a view named `runs` could be an endless
@@ -97,13 +117,17 @@ std::string normalized_sql(std::string_view sql) {
 }
 
 std::string foreign_schema_reason(sqlite3* db) {
-  // fanout's samples view, and schema 1's (which opening migrates).
-  static const std::string kViews[] = {
-      normalized_sql(kSamplesView),
-      normalized_sql("CREATE VIEW samples AS SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, s.value, m.unit, "
-                     "s.warmup FROM sample_values s JOIN metrics m ON m.id = s.metric_id")};
-  static const char* const kTables[] = {"schema_info", "experiments", "runs", "parameters", "metrics", "sample_blocks", "provenance",
-                                        "rank_resources", "rank_nodes", "metric_declarations", "rank_exits"};
+  // fanout's views, and schema 1's samples (which opening migrates). provenance and metric_declarations were
+  // tables up to schema 2.
+  static const std::pair<std::string, std::string> kViews[] = {
+      {"samples", normalized_sql(kSamplesView)},
+      {"samples", normalized_sql("CREATE VIEW samples AS SELECT s.run_id, s.rank, m.role, m.name AS metric, s.iteration, s.t_start, "
+                                 "s.value, m.unit, s.warmup FROM sample_values s JOIN metrics m ON m.id = s.metric_id")},
+      {"provenance", normalized_sql(kProvenanceView)},
+      {"metric_declarations", normalized_sql(kDeclarationsView)}};
+  static const char* const kTables[] = {"schema_info", "experiments", "runs", "parameters", "metrics", "sample_blocks",
+                                        "provenance_sets", "provenance_values", "declaration_sets", "declaration_values",
+                                        "rank_resources", "rank_nodes", "rank_exits"};
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_master", -1, &s, nullptr) != SQLITE_OK)
     return std::string("its schema cannot be read (") + sqlite3_errmsg(db) + ")";
@@ -112,7 +136,7 @@ std::string foreign_schema_reason(sqlite3* db) {
     const std::string type = reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), name = reinterpret_cast<const char*>(sqlite3_column_text(s, 1)),
                       sql = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
     if (type == "trigger") why = "it has a trigger, '" + printable(name) + "', that fanout never makes";
-    else if (type == "view" && (name != "samples" || std::find(std::begin(kViews), std::end(kViews), normalized_sql(sql)) == std::end(kViews)))
+    else if (type == "view" && std::find(std::begin(kViews), std::end(kViews), std::pair(name, normalized_sql(sql))) == std::end(kViews))
       why = "its view '" + printable(name) + "' is not fanout's";
     else if (type != "table" && std::find(std::begin(kTables), std::end(kTables), name) != std::end(kTables))
       why = "its '" + printable(name) + "' is a " + type + ", not fanout's table";
@@ -289,14 +313,24 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
     }
     if (version == 0) {
       exec("INSERT INTO schema_info(version) VALUES(" + std::to_string(kResultsSchemaVersion) + ")");
-    } else if (version == 1) {
+      version = kResultsSchemaVersion;
+    }
+    if (version == 1) {
       migrate_1_to_2(db_);
       exec("DROP VIEW IF EXISTS samples; DROP TABLE sample_values; UPDATE schema_info SET version = 2;");
-    } else if (version != kResultsSchemaVersion) {
+      version = 2;
+    }
+    if (version == 2) {
+      migrate_2_to_3();
+      exec("UPDATE schema_info SET version = 3;");
+      version = 3;
+    }
+    if (version != kResultsSchemaVersion)
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout uses " +
                       std::to_string(kResultsSchemaVersion));
-    }
     exec(kSamplesView);
+    exec(kProvenanceView);
+    exec(kDeclarationsView);
     exec("COMMIT;");
   } catch (...) {
     rollback();
@@ -363,13 +397,17 @@ ResultsDb::ResultsDb(const fs::path& file, ReadOnly) : db_(open_to_read(file)), 
       Stmt v(db_, "SELECT version FROM schema_info");
       if (v.step()) version = v.i64(0);
     }
-    if (version != kResultsSchemaVersion)
+    // Schema 2 reads as it is: its per-run provenance and metric_declarations tables have the names and columns of
+    // schema 3's views.
+    if (version != kResultsSchemaVersion && version != 2)
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout reads " +
-                      std::to_string(kResultsSchemaVersion) + " (a command that writes it upgrades an older one)");
+                      std::to_string(kResultsSchemaVersion) + " and 2 (a command that writes it upgrades an older one)");
     // Tables added to version 2 later (metric_declarations, rank_exits, rank_resources) are missing from a database
     // an older fanout made, where a writing open adds them: read only, an empty one of each in this connection's TEMP
     // schema stands in (an unqualified name finds TEMP first), and the database is left as it is.
-    for (const auto& statement : split(kSchema, ';')) {
+    std::string tables = kSchema;
+    if (version == 2) tables += kDeclarationsTable2;
+    for (const auto& statement : split(tables, ';')) {
       const std::string create = "CREATE TABLE IF NOT EXISTS ";
       const auto at = statement.find(create);
       if (at == std::string::npos) continue;
@@ -448,6 +486,7 @@ void ResultsDb::rollback() const {
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK;", nullptr, nullptr, nullptr);
   experiment_ids_.clear();  // rows the transaction made may be gone with it
   metric_ids_.clear();
+  for (auto& ids : set_ids_) ids.clear();
 }
 
 void ResultsDb::exec(const std::string& sql) const {
@@ -799,12 +838,123 @@ void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
 // deleted by a connection without them (the sqlite3 shell's default) leaves its rows, and SQLite gives its id to the
 // next run stored: those rows are not that run's, and its plain INSERTs would collide with them.
 void ResultsDb::forget_orphans_of(int64_t run_id) {
-  Stmt any(db_, prepared("SELECT 1 FROM provenance WHERE run_id = ?1 UNION ALL SELECT 1 FROM parameters WHERE run_id = ?1 "
-                         "UNION ALL SELECT 1 FROM sample_blocks WHERE run_id = ?1 UNION ALL SELECT 1 FROM metric_declarations "
-                         "WHERE run_id = ?1 LIMIT 1"));
+  Stmt any(db_, prepared("SELECT 1 FROM parameters WHERE run_id = ?1 UNION ALL SELECT 1 FROM sample_blocks WHERE run_id = ?1 "
+                         "UNION ALL SELECT 1 FROM rank_nodes WHERE run_id = ?1 LIMIT 1"));
   if (!any.bind(1, run_id).step()) return;
-  for (const char* table : {"parameters", "sample_blocks", "provenance", "rank_resources", "rank_nodes", "metric_declarations", "rank_exits"})
+  for (const char* table : {"parameters", "sample_blocks", "rank_resources", "rank_nodes", "rank_exits"})
     Stmt(db_, ("DELETE FROM " + std::string(table) + " WHERE run_id = ?").c_str()).bind(1, run_id).run();
+}
+
+namespace {
+
+// A set's content: its rows in one text, each field length-prefixed (no separator a value could hold).
+void append_field(std::string& out, std::string_view field) {
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+}  // namespace
+
+int64_t ResultsDb::row_set(SetKind kind, const std::string& content, const std::function<void(int64_t)>& insert_rows) {
+  struct Sql {
+    const char *find, *make;
+  };
+  static const Sql kSql[] = {{"SELECT id FROM provenance_sets WHERE content = ?", "INSERT INTO provenance_sets(content) VALUES(?)"},
+                             {"SELECT id FROM declaration_sets WHERE content = ?", "INSERT INTO declaration_sets(content) VALUES(?)"}};
+  auto& ids = set_ids_[size_t(kind)];
+  if (auto it = ids.find(content); it != ids.end()) return it->second;
+  int64_t id = 0;
+  Stmt find(db_, prepared(kSql[size_t(kind)].find));
+  if (find.bind_static(1, content).step()) {
+    id = find.i64(0);
+  } else {
+    Stmt(db_, prepared(kSql[size_t(kind)].make)).bind_static(1, content).run();
+    id = sqlite3_last_insert_rowid(db_);
+    insert_rows(id);
+  }
+  if (ids.size() >= 64) ids.clear();  // a sweep has a few; runs that each differ must not grow it without bound
+  ids.emplace(content, id);
+  return id;
+}
+
+int64_t ResultsDb::provenance_set(const RunMetadata& meta) {
+  std::string content;
+  for (auto& [k, v] : meta.provenance)
+    if (k != "plugin_version") append_field(content, k), append_field(content, v);
+  append_field(content, "plugin_version"), append_field(content, meta.plugin_version);  // the run's own, not its run.toml's
+  return row_set(SetKind::provenance, content, [&](int64_t id) {
+    Stmt ins(db_, prepared("INSERT INTO provenance_values(set_id, key, value) VALUES(?,?,?)"));
+    for (auto& [k, v] : meta.provenance)
+      if (k != "plugin_version") ins.bind(1, id).bind(2, k).bind(3, v).run();
+    ins.bind(1, id).bind(2, std::string_view("plugin_version")).bind(3, meta.plugin_version).run();
+  });
+}
+
+int64_t ResultsDb::declaration_set(const std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>& declared) {
+  std::string content;
+  for (auto& [key, how] : declared)
+    append_field(content, key.first), append_field(content, key.second), append_field(content, how.first), content += how.second ? '1' : '0';
+  return row_set(SetKind::declarations, content, [&](int64_t id) {
+    Stmt ins(db_, prepared("INSERT INTO declaration_values(set_id, role, metric, better, setup_cost) VALUES(?,?,?,?,?)"));
+    for (auto& [key, how] : declared)
+      ins.bind(1, id).bind(2, key.first).bind(3, key.second).bind(4, how.first).bind(5, int64_t(how.second ? 1 : 0)).run();
+  });
+}
+
+// Schema 2 stored provenance and metric_declarations per run: each run's rows become a set (runs alike share one),
+// rows of runs no longer there are left behind, and the tables give way to schema 3's views of the same names.
+void ResultsDb::migrate_2_to_3() {
+  exec("ALTER TABLE runs ADD COLUMN provenance_set INTEGER REFERENCES provenance_sets(id);"
+       "ALTER TABLE runs ADD COLUMN declaration_set INTEGER REFERENCES declaration_sets(id);");
+  auto is_table = [&](const char* name) {
+    Stmt q(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    return q.bind(1, std::string_view(name)).step();
+  };
+  // Reads a table's rows of runs still there in run order, one run at a time; end_run gives the run's set, set on
+  // the runs once the read is done (not while a query reading runs is open).
+  auto per_run = [&](const std::string& sql, const char* column, const std::function<void(Stmt&)>& add_row,
+                     const std::function<int64_t()>& end_run) {
+    std::vector<std::pair<int64_t, int64_t>> sets;  // run, set
+    {
+      Stmt rows(db_, sql.c_str());
+      int64_t run = 0;
+      while (rows.step()) {
+        if (rows.i64(0) != run && run != 0) sets.emplace_back(run, end_run());
+        run = rows.i64(0);
+        add_row(rows);
+      }
+      if (run != 0) sets.emplace_back(run, end_run());
+    }
+    Stmt set(db_, ("UPDATE runs SET " + std::string(column) + " = ? WHERE id = ?").c_str());
+    for (auto [run, id] : sets) set.bind(1, id).bind(2, run).run();
+  };
+  if (is_table("provenance")) {
+    RunMetadata meta;
+    per_run("SELECT run_id, key, value FROM provenance WHERE run_id IN (SELECT id FROM runs) ORDER BY run_id, key", "provenance_set",
+            [&](Stmt& r) {
+              if (r.view(1) == "plugin_version") meta.plugin_version = r.text(2);
+              else meta.provenance[r.text(1)] = r.text(2);
+            },
+            [&] {
+              const int64_t id = provenance_set(meta);
+              meta = RunMetadata{};
+              return id;
+            });
+    exec("DROP TABLE provenance;");
+  }
+  if (is_table("metric_declarations")) {
+    std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> declared;
+    per_run("SELECT run_id, role, metric, better, setup_cost FROM metric_declarations WHERE run_id IN (SELECT id FROM runs) "
+            "ORDER BY run_id, role, metric", "declaration_set",
+            [&](Stmt& r) { declared[{r.text(1), r.text(2)}] = {r.text(3), r.i64(4) != 0}; },
+            [&] {
+              const int64_t id = declaration_set(declared);
+              declared.clear();
+              return id;
+            });
+    exec("DROP TABLE metric_declarations;");
+  }
 }
 
 IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_dir_in,
@@ -821,12 +971,13 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     del.bind(1, run_dir.string()).run();
     const RunStatusRecord st = meta.status.value_or(RunStatusRecord{"UNKNOWN", "", "", "run did not record an end", 0, 0, 0, 0, {}});
     Stmt ins(db_, prepared("INSERT INTO runs(experiment_id, session, path, status, param_hash, launcher, job_id, node_list, exit_code, "
-             "signal, reason, created_at, started_at, ended_at, ingested_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+             "signal, reason, created_at, started_at, ended_at, ingested_at, provenance_set) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     ins.bind(1, experiment_id(meta.experiment, meta.plugin, meta.subcommand))
         .bind(2, meta.session).bind(3, run_dir.string()).bind(4, st.state).bind(5, meta.param_hash)
         .bind(6, meta.scheduler).bind(7, st.job_id).bind(8, st.node_list).bind(9, int64_t(st.exit_code))
         .bind(10, int64_t(st.signal)).bind(11, st.reason).bind(12, ns_to_s(meta.created_wall_ns))
-        .bind(13, ns_to_s(st.start_wall_ns)).bind(14, ns_to_s(st.end_wall_ns)).bind(15, ns_to_s(wall_ns()));
+        .bind(13, ns_to_s(st.start_wall_ns)).bind(14, ns_to_s(st.end_wall_ns)).bind(15, ns_to_s(wall_ns()))
+        .bind(16, provenance_set(meta));
     ins.run();
     report.run_id = sqlite3_last_insert_rowid(db_);
     forget_orphans_of(report.run_id);
@@ -835,10 +986,6 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     Stmt par(db_, prepared("INSERT INTO parameters(run_id, name, value, ordinal) VALUES(?,?,?,?)"));
     int64_t ordinal = 0;
     for (auto& [k, v] : meta.parameters) par.bind(1, report.run_id).bind(2, k).bind(3, v).bind(4, ordinal++).run();
-    Stmt prov(db_, prepared("INSERT INTO provenance(run_id, key, value) VALUES(?,?,?)"));
-    for (auto& [k, v] : meta.provenance)
-      if (k != "plugin_version") prov.bind(1, report.run_id).bind(2, k).bind(3, v).run();  // the run's own, below
-    prov.bind(1, report.run_id).bind(2, std::string_view("plugin_version")).bind(3, meta.plugin_version).run();
     Stmt ex(db_, prepared("INSERT OR REPLACE INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)"));
     for (auto& r : st.ranks)
       ex.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, int64_t(r.exit_code)).bind(5, int64_t(r.signal)).run();
@@ -868,9 +1015,8 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     };
     emit(sink, report);
     packer.flush();
-    Stmt decl(db_, prepared("INSERT INTO metric_declarations(run_id, role, metric, better, setup_cost) VALUES(?,?,?,?,?)"));
-    for (auto& [key, how] : declared)
-      decl.bind(1, report.run_id).bind(2, key.first).bind(3, key.second).bind(4, how.first).bind(5, int64_t(how.second ? 1 : 0)).run();
+    if (!declared.empty())
+      Stmt(db_, prepared("UPDATE runs SET declaration_set = ? WHERE id = ?")).bind(1, declaration_set(declared)).bind(2, report.run_id).run();
     if (nested) ++batch_runs_;
     else exec("COMMIT;");
   } catch (const std::exception& e) {

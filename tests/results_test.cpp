@@ -561,7 +561,7 @@ TEST(Compare, DecidesOnRunsAndSaysWhenItCannot) {
   EXPECT_NE(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT value FROM provenance WHERE key='host_cpus' LIMIT 1"), "<none>");
   EXPECT_EQ(test::sql_one(d.path / "results/base/fanout.sqlite", "SELECT count(*) FROM provenance WHERE key='repeat' AND value LIKE '%/5'"), "5");
   auto edit = test::run_command({"/usr/bin/sqlite3", (d.path / "results/again/fanout.sqlite").string(),
-                                 "UPDATE provenance SET value='another CPU' WHERE key='host_cpu_model'"}, d.path);
+                                 "UPDATE provenance_values SET value='another CPU' WHERE key='host_cpu_model'"}, d.path);
   ASSERT_EQ(edit.exit_code, 0) << edit.err;
   auto moved = run(d, {"results", "compare", "results/base", "results/again"});
   EXPECT_NE(moved.out.find("differs: host_cpu_model: A "), std::string::npos) << moved.out;

@@ -77,6 +77,23 @@ std::filesystem::path make_run(const std::filesystem::path& root, const std::str
   return dir;
 }
 
+// A database as an older fanout left it: schema_info at `version`, its experiments and runs tables (alike in schemas
+// 1 and 2), and `rest`.
+void make_database(const std::filesystem::path& file, int version, const std::string& rest) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  const std::string sql = "CREATE TABLE schema_info(version INTEGER NOT NULL); INSERT INTO schema_info VALUES(" + std::to_string(version) + R"SQL();
+CREATE TABLE experiments(id INTEGER PRIMARY KEY, name TEXT NOT NULL, plugin TEXT NOT NULL, subcommand TEXT NOT NULL,
+  created_at TEXT NOT NULL, UNIQUE(name, plugin, subcommand));
+CREATE TABLE runs(id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  session TEXT NOT NULL, path TEXT NOT NULL UNIQUE, status TEXT NOT NULL, param_hash TEXT NOT NULL,
+  launcher TEXT, job_id TEXT, node_list TEXT, exit_code INTEGER, signal INTEGER, reason TEXT,
+  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL);
+)SQL" + rest;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
 }  // namespace
 
 TEST(Store, IngestStoresEverythingOnceAndReingestReplaces) {
@@ -159,10 +176,12 @@ TEST(Store, AnExperimentAndMetricMadeInABatchThatWentBackAreMadeAgain) {
   db.ingest_run(make_run(d.path, "s1", 1, 3));  // known before the batch: the same id after it
   RunMetadata fresh = new_run(d.path / "fresh", "calibration_sleep", "calibration", {{"sleep_us", "1"}});
   fresh.experiment = "made-in-the-batch";
+  fresh.provenance["host"] = "a host first seen in the batch";  // a provenance set and a declaration set made in it
   auto samples = [](const std::string& metric, bool fail) {
     return [=](const ResultsDb::SampleSink& sink, IngestReport&) {
       sink.sample(0, sink.metric("sleep", "sleep", "us"), 0, 0, 1, false);
       sink.sample(0, sink.metric("sleep", metric, "us"), 0, 0, 2, false);
+      sink.declare("sleep", metric, "higher", false);
       if (fail) throw UserError("the disk is full");
     };
   };
@@ -173,10 +192,133 @@ TEST(Store, AnExperimentAndMetricMadeInABatchThatWentBackAreMadeAgain) {
   EXPECT_THROW(db.store_run(broken, d.path / "broken", samples("new_metric", true)), UserError);
   EXPECT_EQ(count(db, "SELECT count(*) FROM experiments WHERE name = 'made-in-the-batch'"), 0);
   EXPECT_EQ(count(db, "SELECT count(*) FROM metrics WHERE name = 'new_metric'"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_values WHERE value = 'a host first seen in the batch'"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM declaration_values WHERE metric = 'new_metric'"), 0);
   db.store_run(fresh, d.path / "fresh", samples("new_metric", false));  // the ids it had would name no row
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE value = 'a host first seen in the batch' AND run_id = (SELECT id FROM runs WHERE session = 'fresh')"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metric_declarations WHERE metric = 'new_metric' AND better = 'higher' AND run_id = (SELECT id FROM runs WHERE session = 'fresh')"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = 'made-in-the-batch'"), 1);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric IN ('sleep', 'new_metric') AND run_id = (SELECT id FROM runs WHERE session = 'fresh')"), 2);
   EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks b LEFT JOIN metrics m ON m.id = b.metric_id WHERE m.id IS NULL"), 0);
+}
+
+// A sweep's provenance is the same in every run but its repeat (and attempt), its metrics' declarations the same in
+// all: stored once as a set each, which the runs point at, and read through views as one row a run.
+TEST(Store, ProvenanceAndDeclarationsAlikeAreStoredOnceAsASet) {
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  auto store = [&](const std::string& session, const std::string& repeat, const std::string& better) {
+    RunMetadata m = new_run(d.path / session, "calibration_sleep", "calibration", {{"sleep_us", "1"}});
+    m.plugin_version = "1.0";
+    m.provenance = {{"host", "h"}, {"command_line", "fanout calibration_sleep --repeat=2"}, {"repeat", repeat},
+                    {"plugin_version", "what its run.toml said"}};
+    return db.store_run(m, d.path / session, [&](const ResultsDb::SampleSink& sink, IngestReport&) {
+      for (const char* metric : {"a", "b"}) {
+        sink.sample(0, sink.metric("sleep", metric, "us"), 0, 0, 1, false);
+        sink.declare("sleep", metric, better, false);
+      }
+    }).run_id;
+  };
+  const int64_t r1 = store("r1", "1/2", "lower"), r2 = store("r2", "2/2", "lower");
+  const int64_t r3 = store("r3", "1/2", "lower"), r4 = store("r4", "1/2", "higher");
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2) << "repeat 1/2 and 2/2";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM declaration_sets"), 2) << "lower and higher";
+  EXPECT_EQ(count(db, "SELECT count(DISTINCT provenance_set) FROM runs WHERE id IN (" + std::to_string(r1) + "," + std::to_string(r3) + "," +
+                          std::to_string(r4) + ")"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance"), 16) << "4 rows a run, as a table of them had";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE run_id = " + std::to_string(r2) + " AND key = 'repeat' AND value = '2/2'"), 1);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE key = 'plugin_version' AND value = '1.0'"), 4) << "the run's own version";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metric_declarations WHERE better = 'higher'"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metric_declarations WHERE run_id = " + std::to_string(r4) + " AND better = 'higher'"), 2);
+  EXPECT_EQ(db.provenance_values("repeat"), (std::vector<std::string>{"1/2", "2/2"}));
+  // Stored again (a resume's re-ingest) and by another connection (another driver): the same sets.
+  store("r2", "2/2", "lower");
+  ResultsDb other(d.path / "fanout.sqlite");
+  RunMetadata m5 = new_run(d.path / "r5", "calibration_sleep", "calibration", {{"sleep_us", "1"}});
+  m5.plugin_version = "1.0";
+  m5.provenance = {{"host", "h"}, {"command_line", "fanout calibration_sleep --repeat=2"}, {"repeat", "2/2"}};
+  other.store_run(m5, d.path / "r5", [](const ResultsDb::SampleSink&, IngestReport&) {});
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM metric_declarations WHERE run_id = (SELECT id FROM runs WHERE session = 'r5')"), 0) << "declared nothing";
+  std::map<std::string, std::string> better;
+  ExperimentStats head;
+  for_each_statistic(db, "exp", false, head, [&](MetricStats&& s, bool) { better[s.metric + "@" + s.session] = s.better; });
+  EXPECT_EQ(better["a@r4"], "higher");
+  EXPECT_EQ(better["b@r1"], "lower");
+}
+
+// A database schema 2 made (provenance and metric_declarations stored per run) is read as it is, and a writing
+// open migrates it: the same rows through the views, runs alike sharing a set, rows of deleted runs left behind.
+TEST(Store, SchemaTwoDatabaseIsReadAsItIsAndMigratedWithTheSameRows) {
+  test::TempDir d;
+  auto file = d.path / "fanout.sqlite";
+  // Schema 2's tables as its kSchema made them (git show 1b89ac1:results/store.cpp), rows as its store_run wrote.
+  make_database(file, 2, R"SQL(
+CREATE INDEX runs_param_hash ON runs(param_hash);
+CREATE TABLE parameters(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, name TEXT NOT NULL, value TEXT NOT NULL,
+  ordinal INTEGER NOT NULL, PRIMARY KEY(run_id, name)) WITHOUT ROWID;
+CREATE TABLE metrics(id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
+CREATE TABLE sample_blocks(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL REFERENCES metrics(id),
+  rank INTEGER NOT NULL, block INTEGER NOT NULL, count INTEGER NOT NULL, rows TEXT NOT NULL,
+  PRIMARY KEY(run_id, metric_id, rank, block)) WITHOUT ROWID;
+CREATE TABLE provenance(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(run_id, key)) WITHOUT ROWID;
+CREATE TABLE metric_declarations(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, role TEXT NOT NULL, metric TEXT NOT NULL,
+  better TEXT NOT NULL, setup_cost INTEGER NOT NULL, PRIMARY KEY(run_id, role, metric)) WITHOUT ROWID;
+CREATE VIEW samples AS
+  SELECT b.run_id, b.rank, m.role, m.name AS metric, j.value ->> 0 AS iteration, j.value ->> 1 AS t_start,
+         j.value ->> 2 AS value, m.unit, j.value ->> 3 AS warmup
+  FROM sample_blocks b JOIN metrics m ON m.id = b.metric_id, json_each(b.rows) j;
+INSERT INTO experiments VALUES(1, 'e', 'calibration', 'calibration_sleep', '2026-01-01T00:00:00Z');
+INSERT INTO runs(id, experiment_id, session, path, status, param_hash, ingested_at) VALUES
+  (1, 1, 'a', '/x/a', 'COMPLETED', 'h1', 0), (2, 1, 'b', '/x/b', 'COMPLETED', 'h2', 0), (3, 1, 'c', '/x/c', 'FAILED', 'h3', 0);
+INSERT INTO metrics VALUES(1, 'client', 'put', 's');
+INSERT INTO sample_blocks VALUES(1, 1, 0, 0, 1, '[[0,1.0,2.0,0]]'), (2, 1, 0, 0, 1, '[[0,1.0,3.0,0]]'), (3, 1, 0, 0, 1, '[[0,1.0,4.0,0]]');
+INSERT INTO provenance VALUES(1, 'host', 'n1'), (1, 'plugin_version', '1.0'), (1, 'repeat', '1/2'),
+  (2, 'host', 'n1'), (2, 'plugin_version', '1.0'), (2, 'repeat', '2/2'),
+  (3, 'host', 'n1'), (3, 'plugin_version', '1.0'), (3, 'repeat', '1/2'), (9, 'host', 'a deleted run''s');
+INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'client', 'put', 'lower', 0), (3, 'client', 'put', 'higher', 1),
+  (9, 'client', 'put', 'none', 0);
+)SQL");
+  const std::string kProvenance = "SELECT group_concat(run_id || ':' || key || '=' || value, ' ') FROM "
+                                  "(SELECT * FROM provenance WHERE run_id IN (SELECT id FROM runs) ORDER BY run_id, key)";
+  const std::string kDeclared = "SELECT group_concat(run_id || ':' || metric || '=' || better || setup_cost, ' ') FROM "
+                                "(SELECT * FROM metric_declarations WHERE run_id IN (SELECT id FROM runs) ORDER BY run_id, metric)";
+  const std::string provenance_rows = "1:host=n1 1:plugin_version=1.0 1:repeat=1/2 2:host=n1 2:plugin_version=1.0 2:repeat=2/2 "
+                                      "3:host=n1 3:plugin_version=1.0 3:repeat=1/2";
+  const std::string declared_rows = "1:put=lower0 2:put=lower0 3:put=higher1";
+  {
+    ResultsDb read(file, ResultsDb::ReadOnly{});
+    EXPECT_EQ(test::sql_one(file, kProvenance), provenance_rows);
+    EXPECT_EQ(read.provenance_values("repeat"), (std::vector<std::string>{"1/2", "2/2"}));
+    std::map<int64_t, std::string> better;
+    read.for_each_metric([&](MetricSummaryRow& g) { better[g.run_id] = g.better; });
+    EXPECT_EQ(better, (std::map<int64_t, std::string>{{1, "lower"}, {2, "lower"}, {3, "higher"}}));
+  }
+  EXPECT_EQ(test::sql_one(file, "SELECT version FROM schema_info"), "2") << "reading changed nothing";
+  ResultsDb db(file);
+  EXPECT_EQ(count(db, "SELECT version FROM schema_info"), 3);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name IN ('provenance', 'metric_declarations')"), 2);
+  EXPECT_EQ(test::sql_one(file, kProvenance), provenance_rows);
+  EXPECT_EQ(test::sql_one(file, kDeclared), declared_rows);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2) << "runs 1 and 3 share one";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM declaration_sets"), 2) << "runs 1 and 2 share one";
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_values WHERE value = 'a deleted run''s'"), 0);
+  // A run stored since, alike to run 1, joins its sets.
+  RunMetadata m = new_run(d.path / "d", "calibration_sleep", "calibration", {});
+  m.experiment = "e";
+  m.plugin_version = "1.0";
+  m.provenance = {{"host", "n1"}, {"repeat", "1/2"}};
+  const int64_t id = db.store_run(m, d.path / "d", [](const ResultsDb::SampleSink& sink, IngestReport&) {
+    sink.sample(0, sink.metric("client", "put", "s"), 0, 0, 1, false);
+    sink.declare("client", "put", "lower", false);
+  }).run_id;
+  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM declaration_sets"), 2);
+  EXPECT_EQ(count(db, "SELECT provenance_set = (SELECT provenance_set FROM runs WHERE id = 1) FROM runs WHERE id = " + std::to_string(id)), 1);
+  ResultsDb again(file);  // opening a migrated database changes nothing
+  EXPECT_EQ(test::sql_one(file, kProvenance), provenance_rows + " " + std::to_string(id) + ":host=n1 " + std::to_string(id) +
+                                                  ":plugin_version=1.0 " + std::to_string(id) + ":repeat=1/2");
 }
 
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
@@ -354,10 +496,11 @@ TEST(Store, TheRowsOfARunDeletedWithoutForeignKeysAreNotTheNextRunsAndEachKeyIsS
   ASSERT_EQ(sqlite3_exec(raw, "DELETE FROM runs WHERE session = 'b'", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(raw);
   ResultsDb db(d.path / "fanout.sqlite");
-  ASSERT_GT(count(db, "SELECT count(*) FROM provenance WHERE run_id NOT IN (SELECT id FROM runs)"), 0) << "b's rows are left";
+  ASSERT_GT(count(db, "SELECT count(*) FROM parameters WHERE run_id NOT IN (SELECT id FROM runs)"), 0) << "b's rows are left";
   const auto stored = db.ingest_run(d.path / "c", c);
   EXPECT_EQ(count(db, "SELECT max(id) FROM runs"), stored.run_id);
-  EXPECT_EQ(count(db, "SELECT count(*) FROM provenance WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM parameters WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM rank_nodes WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
   EXPECT_EQ(count(db, "SELECT count(*) FROM parameters WHERE run_id = " + std::to_string(stored.run_id)), 2);
   EXPECT_EQ(count(db, "SELECT count(*) FROM rank_nodes WHERE run_id = " + std::to_string(stored.run_id)), 1) << "c has one rank, b had two";
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE run_id = " + std::to_string(stored.run_id)), int64_t(stored.samples));
@@ -511,18 +654,8 @@ TEST(Store, MetricsDefinedOneAtATimeKeepTheirSamplesInOrder) {
 TEST(Store, SchemaOneDatabaseIsMigratedWithEverySample) {
   test::TempDir d;
   auto file = d.path / "fanout.sqlite";
-  {
-    // A database as fanout wrote it before schema 2: one row per sample in sample_values.
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
-    const char* v1 = R"SQL(
-CREATE TABLE schema_info(version INTEGER NOT NULL); INSERT INTO schema_info VALUES(1);
-CREATE TABLE experiments(id INTEGER PRIMARY KEY, name TEXT NOT NULL, plugin TEXT NOT NULL, subcommand TEXT NOT NULL,
-  created_at TEXT NOT NULL, UNIQUE(name, plugin, subcommand));
-CREATE TABLE runs(id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
-  session TEXT NOT NULL, path TEXT NOT NULL UNIQUE, status TEXT NOT NULL, param_hash TEXT NOT NULL,
-  launcher TEXT, job_id TEXT, node_list TEXT, exit_code INTEGER, signal INTEGER, reason TEXT,
-  created_at REAL, started_at REAL, ended_at REAL, ingested_at REAL NOT NULL);
+  // A database as fanout wrote it before schema 2: one row per sample in sample_values.
+  make_database(file, 1, R"SQL(
 CREATE TABLE metrics(id INTEGER PRIMARY KEY, role TEXT NOT NULL, name TEXT NOT NULL, unit TEXT NOT NULL, UNIQUE(role, name, unit));
 CREATE TABLE sample_values(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, metric_id INTEGER NOT NULL
   REFERENCES metrics(id), seq INTEGER NOT NULL, rank INTEGER NOT NULL, iteration INTEGER NOT NULL, t_start REAL NOT NULL,
@@ -534,12 +667,9 @@ INSERT INTO runs(id, experiment_id, session, path, status, param_hash, ingested_
 INSERT INTO metrics VALUES(1, 'client', 'put', 's'), (2, 'client', 'get', 's');
 INSERT INTO sample_values VALUES(1, 1, 0, 0, 0, 10.5, 0.25, 1), (1, 2, 1, 0, 0, 10.6, 0.5, 0), (1, 1, 2, 1, 0, 10.7, 1.0, 0),
   (1, 1, 3, 0, 1, 10.8, 2.0, 0), (1, 1, 4, 1, 1, 10.9, 4.0, 0);
-)SQL";
-    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-    sqlite3_close(db);
-  }
+)SQL");
   ResultsDb db(file);
-  EXPECT_EQ(count(db, "SELECT version FROM schema_info"), 2);
+  EXPECT_EQ(count(db, "SELECT version FROM schema_info"), kResultsSchemaVersion);
   EXPECT_EQ(count(db, "SELECT count(*) FROM sqlite_schema WHERE name='sample_values'"), 0);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples"), 5);
   EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE metric='put' AND rank=0 AND warmup=0 AND value=2.0 AND iteration=1 "
