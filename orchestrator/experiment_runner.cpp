@@ -574,9 +574,9 @@ class ExperimentSession {
     commit_runs();
   }
 
-  // The runs stored since the last commit. Their run.toml had its own fsync as each ended, not one syncfs here:
-  // a syncfs waits for everything dirty on the filesystem (a busy login node's, the test cluster's 160 slurmd);
-  // 1,000 runs on Slurm spent 78 s of wall time storing with it, 29 s with the fsyncs.
+  // The runs stored since the last commit, durable with it for a batch scheduler (ResultsDb::sync_commits). Not a
+  // syncfs: it waits for everything dirty on the filesystem (a busy login node's, the test cluster's 160 slurmd);
+  // 1,000 runs on Slurm spent 78 s of wall time storing with it, 29 s with an fsync of each run.toml.
   void commit_runs() {
     if (db_->in_batch()) timed(cost_.ingest_s, [&] { db_->commit_batch(); });
   }
@@ -768,6 +768,10 @@ class ExperimentSession {
     // 16 MiB: what the driver stores is run after run, appended, and at 100,000 runs the 64 MiB default was most
     // of its memory (0.66 KiB a run); the CSV pass at the end reads through the kernel's cache either way.
     db_->cap_page_cache(16);
+    // A batch job's outcome must survive this host: the scheduler forgets the job minutes after it ends. It is made
+    // durable with the batch of runs that ended within a second (one sync of the database's log a commit, not an
+    // fsync of each run.toml: 12 % of the driver's CPU a run on Slurm).
+    if (!jobs_end_with_this_host_) db_->sync_commits();
     refuse_another_revision();
     if (!st_.resume) {
       for (const auto& r : plan_.runs) todo_.push_back(&r);
@@ -1013,15 +1017,15 @@ class ExperimentSession {
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     RunMetadata meta = slot_metadata(s);
     meta.status = status_record(js, s.run->steps);
-    // The outcome reaches the disk before the driver goes on, unless the run's ranks ran on this host: then its
-    // sample files were never synced either, and a crash of this host leaves a folder that `fanout resume` runs
-    // again (what it cannot read, it reruns); a driver that dies leaves the write to the kernel. Its fsync was
-    // 18 % of the driver's CPU a local run (2026-12-02).
-    const Durability durability = jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now;
+    // The outcome reaches the disk with the batch it is stored in (commit_runs: the database's commit is synced
+    // for a batch scheduler's jobs), not with its own fsync: a host that crashes within that second leaves the run
+    // with its [job], which `fanout resume` follows while the scheduler still knows the job (else runs it again).
+    // On this host's launcher the ranks' sample files are never synced either; a driver that dies leaves the
+    // write to the kernel. The fsync was 18 % of the driver's CPU a local run (2026-12-02), 12 % a Slurm run.
     // A followed job's run.toml is written whole: a status its dead driver began to append and never closed (read
     // as no status) would stand before the one appended now, and the file would no longer parse.
-    if (s.adopted) write_run_metadata(dir, meta, durability);
-    else append_run_status(dir, *meta.status, durability);
+    if (s.adopted) write_run_metadata(dir, meta, Durability::Deferred);
+    else append_run_status(dir, *meta.status, Durability::Deferred);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
     timed(cost_.ingest_s, [&] {

@@ -442,6 +442,11 @@ sqlite3_stmt* ResultsDb::prepared(const char* sql) const {
 
 void ResultsDb::cap_page_cache(int mib) { exec("PRAGMA cache_size=-" + std::to_string(mib * 1024) + ";"); }
 
+void ResultsDb::sync_commits() {
+  exec("PRAGMA synchronous=FULL;");
+  synced_commits_ = true;
+}
+
 void ResultsDb::begin_batch() {
   if (sqlite3_get_autocommit(db_)) exec("BEGIN IMMEDIATE;");
   batch_runs_ = 0;
@@ -750,13 +755,13 @@ class ResultsDb::BulkJournal {
     const bool asked = sqlite3_exec(db_.db_, "PRAGMA journal_mode=TRUNCATE;", nullptr, nullptr, nullptr) == SQLITE_OK;
     sqlite3_busy_timeout(db_.db_, kWriterBusyTimeoutMs);
     switched_ = asked && mode() == "truncate";
-    if (!switched_) db_.exec("PRAGMA synchronous=NORMAL;");
+    if (!switched_) db_.exec(db_.synced_commits_ ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;");
   }
   ~BulkJournal() {
     if (!switched_) return;
     try {
       db_.exec("PRAGMA journal_mode=WAL;");  // waits out a reader that came meanwhile
-      if (mode() == "wal") db_.exec("PRAGMA synchronous=NORMAL;");
+      if (mode() == "wal" && !db_.synced_commits_) db_.exec("PRAGMA synchronous=NORMAL;");
     } catch (...) {
       // Left with its rollback journal, and FULL with it: the next writer's open puts it back in WAL.
     }

@@ -120,6 +120,9 @@ class ResultsDb {
   // SQLite's page cache for this connection, at most `mib` MiB (64 by default: a large run's ingest stays in memory
   // until its commit). A driver storing many small runs caps it lower, as the cache would grow with the database.
   void cap_page_cache(int mib);
+  // Every commit synced to the disk before it returns (SQLite's synchronous=FULL: with its write-ahead log, one sync
+  // of the log a commit); by default a commit in WAL mode survives the process, not the host.
+  void sync_commits();
   // Runs stored between begin_batch() and commit_batch() are committed together: a driver storing each run as it
   // ends, milliseconds apart, writes the pages they share once per batch rather than once per run (32 KiB pages,
   // about ten a run). Readers see a batch when it is committed; a batch still open when the database closes is
@@ -210,6 +213,7 @@ class ResultsDb {
   mutable std::unordered_map<std::string, int64_t> set_ids_[2];
   sqlite3* db_ = nullptr;
   size_t batch_runs_ = 0;  // runs stored in the open batch
+  bool synced_commits_ = false;  // sync_commits()
   std::filesystem::path file_;
   // Statements every stored run executes, prepared once per connection (by their text's address: literals).
   sqlite3_stmt* prepared(const char* sql) const;

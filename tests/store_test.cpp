@@ -321,6 +321,22 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
                                                   ":plugin_version=1.0 " + std::to_string(id) + ":repeat=1/2");
 }
 
+// A driver following batch jobs makes their outcomes durable with the database's commits (the scheduler forgets a
+// job minutes after it ends): synced commits stay synced across a bulk ingest's switch of journal.
+TEST(Store, SyncedCommitsStaySyncedAcrossABulkIngest) {
+  test::TempDir d;
+  ResultsDb plain(d.path / "plain.sqlite");
+  EXPECT_EQ(count(plain, "PRAGMA synchronous"), 1) << "NORMAL: a commit survives the process, not the host";
+  ResultsDb db(d.path / "fanout.sqlite");
+  db.sync_commits();
+  EXPECT_EQ(count(db, "PRAGMA synchronous"), 2) << "FULL";
+  std::vector<std::filesystem::path> runs = {make_run(d.path, "a", 1, 3), make_run(d.path, "b", 1, 3)};
+  db.ingest_runs(runs, [](const std::filesystem::path&, const IngestReport&) {});  // through a rollback journal (a test above)
+  EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 2);
+  EXPECT_EQ(count(db, "PRAGMA synchronous"), 2) << "still FULL after the journal went back to WAL";
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "PRAGMA journal_mode"), "wal");
+}
+
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
   test::TempDir d;
   auto run = make_run(d.path, "s1", 2, 10);
