@@ -4,8 +4,10 @@
 # this traffic, measured right before it: `iperf3 -l <min(len, 1M)>` (the same write size), and `--bidir` summed
 # for pushpull. No figure from another machine enters a goal. Runs fanout-pslite under ps-lite's DMLC_* environment.
 # Beside iperf3, the plain-socket anchor (build/tcp_anchor): fanout-pslite's own message shape (a 40-byte header
-# and the value per sendmsg, read into place) on one TCP connection with no protocol, also measured right before
-# each run: tcp/plain is ps-lite's cost, plain/iperf3 the message shape's. The synchronous round trip's anchor is
+# and the value per sendmsg, read into place) on one TCP connection with no protocol, from and into as many distinct
+# values as the run's keys (as a worker and a server hold them; since 2026-12-06, one value before), also measured
+# right before each run: tcp/plain is ps-lite's cost, plain/iperf3 the message shape's and the working set's
+# (iperf3 moves one buffer of at most 1 MiB, which a core's cache holds). The synchronous round trip's anchor is
 # `tcp_anchor rtt 4096` (a 4 KiB value out, a header back: the push's shape, TCP_NODELAY).
 #   bench/pslite_bench.sh [build dir]     (needs iperf3: scripts/install-deps.sh test)
 set -euo pipefail
@@ -56,9 +58,10 @@ iperf_gbps() {  # len bidir(0|1): Gbit/s received, both directions summed with -
   echo "$g"
 }
 # The plain-socket anchor: as many values as the fanout run moves (iterations x keys), one direction (push, pull)
-# or both (pushpull).
+# or both (pushpull), from and into one value per key in turn.
 plain_gbps() {  # len bidir(0|1)
-  "$plain" "$([ "$2" = 1 ] && echo bidir || echo stream)" "$1" "$(($(iters "$1") * NUM_KEY_PER_SERVER))" | awk '/Application goodput/ {print $3}'
+  "$plain" "$([ "$2" = 1 ] && echo bidir || echo stream)" "$1" "$(($(iters "$1") * NUM_KEY_PER_SERVER))" "$NUM_KEY_PER_SERVER" |
+    awk '/Application goodput/ {print $3}'
 }
 echo "anchors: iperf3 -l min(len, 1M) over loopback, and tcp_anchor (the same header+value messages, no protocol), each measured before each fanout run; pushpull against iperf3 --bidir and tcp_anchor bidir (both directions summed)"
 echo

@@ -1,10 +1,13 @@
 // The plain-socket anchor for ps-lite's figures: what one TCP connection on loopback carries when a program sends
 // the same messages fanout-pslite sends (a 40-byte header, then the value, one sendmsg of two iovecs per message,
-// TCP_NODELAY) and the receiver reads each header and then the value into one buffer (into place), with no protocol
+// TCP_NODELAY) and the receiver reads each header and then the value into place, with no protocol
 // around it: no keys, no acknowledgements, no event loop. Two processes, as ps-lite's worker and server are.
-//   tcp_anchor stream <value bytes> <messages>   one direction: prints "Application goodput: X Gbit/s"
-//   tcp_anchor bidir  <value bytes> <messages>   both directions at once, both counted: the same line, summed
-//   tcp_anchor rtt    <value bytes> <round trips> a value out, a header back (a synchronous push's shape): p50/p99 us
+//   tcp_anchor stream <value bytes> <messages> [values]   one direction: prints "Application goodput: X Gbit/s"
+//   tcp_anchor bidir  <value bytes> <messages> [values]   both directions at once, both counted: the same line, summed
+//   tcp_anchor rtt    <value bytes> <round trips>         a value out, a header back (a synchronous push's shape): p50/p99 us
+// `values` (default 1): how many distinct values each side sends from and reads into, in turn, as a ps-lite worker
+// and server do with their keys' values (40 keys of 4 MiB are 160 MiB that no cache holds; one 4 MiB value is
+// read again from the cache). They are allocated and touched before the clock starts, on both sides.
 // The gap between fanout-pslite and this is ps-lite's own cost; the gap between this and iperf3 is the message
 // shape's (a header per value, reads sized by it).
 #include <arpa/inet.h>
@@ -71,22 +74,26 @@ void no_delay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Sends `messages` header+value messages; the header's first 8 bytes carry the value's length.
-void send_messages(int fd, size_t len, long messages) {
-  unsigned char header[kHeaderBytes] = {};
-  std::memcpy(header, &len, sizeof len);
-  std::vector<char> value(len, 'v');
-  for (long i = 0; i < messages; ++i) write_all(fd, header, value.data(), len);
+// `count` values of `len` bytes each, every page written (no page fault left for the timed part).
+std::vector<std::vector<char>> make_values(size_t len, long count) {
+  return std::vector<std::vector<char>>(size_t(count), std::vector<char>(std::max<size_t>(len, 1), 'v'));
 }
 
-// Reads messages until the peer closes: each header, then its value into one buffer. Returns the value bytes.
-uint64_t receive_messages(int fd, size_t max_len) {
-  std::vector<char> into(std::max<size_t>(max_len, 1));
+// Sends `messages` header+value messages from the values in turn; the header's first 8 bytes carry the length.
+void send_messages(int fd, size_t len, long messages, const std::vector<std::vector<char>>& values) {
+  unsigned char header[kHeaderBytes] = {};
+  std::memcpy(header, &len, sizeof len);
+  for (long i = 0; i < messages; ++i) write_all(fd, header, values[size_t(i) % values.size()].data(), len);
+}
+
+// Reads messages until the peer closes: each header, then its value into the values in turn. Returns the value bytes.
+uint64_t receive_messages(int fd, std::vector<std::vector<char>>& values) {
   unsigned char header[kHeaderBytes];
   uint64_t bytes = 0;
-  while (read_all(fd, header, kHeaderBytes)) {
+  for (size_t i = 0; read_all(fd, header, kHeaderBytes); ++i) {
     size_t len = 0;
     std::memcpy(&len, header, sizeof len);
+    std::vector<char>& into = values[i % values.size()];
     if (len > into.size() || !read_all(fd, into.data(), len)) die("a value larger than announced, or cut short");
     bytes += len;
   }
@@ -96,14 +103,15 @@ uint64_t receive_messages(int fd, size_t max_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: tcp_anchor stream|bidir|rtt <value bytes> <messages or round trips>\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: tcp_anchor stream|bidir|rtt <value bytes> <messages or round trips> [values]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const size_t len = std::strtoull(argv[2], nullptr, 10);
-  const long count = std::atol(argv[3]);
-  if ((mode != "stream" && mode != "bidir" && mode != "rtt") || count < 1) return std::fprintf(stderr, "tcp_anchor: bad arguments\n"), 2;
+  const long count = std::atol(argv[3]), distinct = argc == 5 ? std::atol(argv[4]) : 1;
+  if ((mode != "stream" && mode != "bidir" && mode != "rtt") || count < 1 || distinct < 1)
+    return std::fprintf(stderr, "tcp_anchor: bad arguments\n"), 2;
 
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -120,23 +128,25 @@ int main(int argc, char** argv) {
     int fd = accept(listener, nullptr, nullptr);
     if (fd < 0) die("accept");
     no_delay(fd);
+    std::vector<std::vector<char>> values = make_values(len, mode == "rtt" ? 1 : distinct);
+    if (write(fd, "r", 1) != 1) die("write");  // ready: the client's clock starts once this side's values are made
     if (mode == "rtt") {
-      std::vector<char> into(std::max<size_t>(len, 1));
       unsigned char header[kHeaderBytes];
       while (read_all(fd, header, kHeaderBytes)) {
-        if (!read_all(fd, into.data(), len)) break;
+        if (!read_all(fd, values[0].data(), len)) break;
         unsigned char ack[kHeaderBytes] = {};
         write_all(fd, ack, nullptr, 0);
       }
     } else if (mode == "bidir") {
+      std::vector<std::vector<char>> outgoing = make_values(len, distinct);
       std::thread out([&] {
-        send_messages(fd, len, count);
+        send_messages(fd, len, count, outgoing);
         shutdown(fd, SHUT_WR);
       });
-      receive_messages(fd, len);
+      receive_messages(fd, values);
       out.join();
     } else {
-      receive_messages(fd, len);
+      receive_messages(fd, values);
     }
     _exit(0);
   }
@@ -144,13 +154,17 @@ int main(int argc, char** argv) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) die("connect");
   no_delay(fd);
+  std::vector<std::vector<char>> values = make_values(len, mode == "rtt" ? 1 : distinct), incoming;
+  if (mode == "bidir") incoming = make_values(len, distinct);
+  char ready;
+  if (read(fd, &ready, 1) != 1) die("the server is not ready");
 
   const auto t0 = Clock::now();
   if (mode == "rtt") {
     std::vector<double> us;
     unsigned char header[kHeaderBytes] = {};
     std::memcpy(header, &len, sizeof len);
-    std::vector<char> value(len, 'v');
+    const std::vector<char>& value = values[0];
     const long warmup = std::min<long>(count / 10 + 1, 1000);  // run and not counted
     for (long i = -warmup; i < count; ++i) {
       const auto s = Clock::now();
@@ -167,12 +181,12 @@ int main(int argc, char** argv) {
   } else {
     uint64_t received = 0;
     if (mode == "bidir") {
-      std::thread in([&] { received = receive_messages(fd, len); });
-      send_messages(fd, len, count);
+      std::thread in([&] { received = receive_messages(fd, incoming); });
+      send_messages(fd, len, count, values);
       shutdown(fd, SHUT_WR);
       in.join();
     } else {
-      send_messages(fd, len, count);
+      send_messages(fd, len, count, values);
       shutdown(fd, SHUT_WR);
       char c;
       while (read(fd, &c, 1) > 0) {  // until the server has read everything and closed
