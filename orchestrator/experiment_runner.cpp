@@ -568,7 +568,8 @@ class ExperimentSession {
       changed |= poll_once();
       check_stalls();
       check_pending();
-      if (db_->in_batch() && monotonic_ns() - batch_since_ns_ >= kBatchNs) commit_runs();
+      // A batch job's outcome is durable only once committed: before the driver sleeps, not a second later.
+      if (db_->in_batch() && (!jobs_end_with_this_host_ || monotonic_ns() - batch_since_ns_ >= kBatchNs)) commit_runs();
       back_off(changed);
     }
     commit_runs();
@@ -578,7 +579,19 @@ class ExperimentSession {
   // syncfs: it waits for everything dirty on the filesystem (a busy login node's, the test cluster's 160 slurmd);
   // 1,000 runs on Slurm spent 78 s of wall time storing with it, 29 s with an fsync of each run.toml.
   void commit_runs() {
-    if (db_->in_batch()) timed(cost_.ingest_s, [&] { db_->commit_batch(); });
+    if (db_->in_batch()) timed(cost_.ingest_s, [&] { keep_outcomes_on_failure([&] { db_->commit_batch(); }); });
+  }
+
+  // A store or commit that fails takes the batch back: the outcomes of its batch jobs are then only in their
+  // run.toml, appended without an fsync, and are synced before the error goes on (resume ingests them).
+  template <typename Fn>
+  void keep_outcomes_on_failure(Fn&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      if (!jobs_end_with_this_host_) sync_filesystem(outcome_.run_root);
+      throw;
+    }
   }
 
   // A permutation as its stored parameters name it (across_runs groups runs so).
@@ -769,8 +782,8 @@ class ExperimentSession {
     // of its memory (0.66 KiB a run); the CSV pass at the end reads through the kernel's cache either way.
     db_->cap_page_cache(16);
     // A batch job's outcome must survive this host: the scheduler forgets the job minutes after it ends. It is made
-    // durable with the batch of runs that ended within a second (one sync of the database's log a commit, not an
-    // fsync of each run.toml: 12 % of the driver's CPU a run on Slurm).
+    // durable with the runs that ended in the same poll (one sync of the database's log a commit, not an fsync of
+    // each run.toml: 12 % of the driver's CPU a run on Slurm).
     if (!jobs_end_with_this_host_) db_->sync_commits();
     refuse_another_revision();
     if (!st_.resume) {
@@ -1017,14 +1030,15 @@ class ExperimentSession {
     else if (s.group >= 0) groups_[size_t(s.group)].run_active = false;
     RunMetadata meta = slot_metadata(s);
     meta.status = status_record(js, s.run->steps);
-    // The outcome reaches the disk with the batch it is stored in (commit_runs: the database's commit is synced
-    // for a batch scheduler's jobs), not with its own fsync: a host that crashes within that second leaves the run
+    // The outcome reaches the disk with the batch it is stored in (committed, and synced for a batch scheduler's
+    // jobs, before the driver sleeps: drive()), not with its own fsync: a host that crashes before that leaves the run
     // with its [job], which `fanout resume` follows while the scheduler still knows the job (else runs it again).
     // On this host's launcher the ranks' sample files are never synced either; a driver that dies leaves the
     // write to the kernel. The fsync was 18 % of the driver's CPU a local run (2026-12-02), 12 % a Slurm run.
     // A followed job's run.toml is written whole: a status its dead driver began to append and never closed (read
     // as no status) would stand before the one appended now, and the file would no longer parse.
-    if (s.adopted) write_run_metadata(dir, meta, Durability::Deferred);
+    // Written aside and renamed over the old file: synced, or a crash could leave it empty, its [job] with it.
+    if (s.adopted) write_run_metadata(dir, meta, jobs_end_with_this_host_ ? Durability::Deferred : Durability::Now);
     else append_run_status(dir, *meta.status, Durability::Deferred);
     if (st_.resources) record_scheduler_usage(s, js);
     IngestReport report;
@@ -1033,7 +1047,7 @@ class ExperimentSession {
         db_->begin_batch();
         batch_since_ns_ = monotonic_ns();
       }
-      report = db_->ingest_run(dir, std::move(meta));  // as written: not read back
+      keep_outcomes_on_failure([&] { report = db_->ingest_run(dir, std::move(meta)); });  // as written: not read back
     });
     ++done_;
     last_done_ns_ = monotonic_ns();

@@ -145,6 +145,18 @@ std::string foreign_schema_reason(sqlite3* db) {
   return why;
 }
 
+// Schema 3 keeps provenance and metric_declarations as views of the sets: a table of either name (which schema 2
+// had) in a schema 3 file would stand where the view belongs and be read instead of the runs' sets.
+void refuse_tables_for_views(sqlite3* db, const fs::path& file) {
+  sqlite3_stmt* s = nullptr;
+  sqlite3_prepare_v2(db, "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name IN ('provenance', 'metric_declarations')", -1, &s, nullptr);
+  std::string table = s && sqlite3_step(s) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : "";
+  sqlite3_finalize(s);
+  if (!table.empty())
+    throw UserError(file.string() + " is not a fanout results database as fanout makes them: its '" + table +
+                    "' is a table, where results schema 3 has a view; nothing read");
+}
+
 // Throws UserError naming `file` when foreign_schema_reason finds something fanout did not make.
 void refuse_foreign_schema(sqlite3* db, const fs::path& file) {
   if (std::string why = foreign_schema_reason(db); !why.empty())
@@ -328,6 +340,7 @@ ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
     if (version != kResultsSchemaVersion)
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout uses " +
                       std::to_string(kResultsSchemaVersion));
+    refuse_tables_for_views(db_, file);
     exec(kSamplesView);
     exec(kProvenanceView);
     exec(kDeclarationsView);
@@ -402,6 +415,7 @@ ResultsDb::ResultsDb(const fs::path& file, ReadOnly) : db_(open_to_read(file)), 
     if (version != kResultsSchemaVersion && version != 2)
       throw UserError(file.string() + " has results schema version " + std::to_string(version) + ", this fanout reads " +
                       std::to_string(kResultsSchemaVersion) + " and 2 (a command that writes it upgrades an older one)");
+    if (version == kResultsSchemaVersion) refuse_tables_for_views(db_, file);
     // Tables added to version 2 later (metric_declarations, rank_exits, rank_resources) are missing from a database
     // an older fanout made, where a writing open adds them: read only, an empty one of each in this connection's TEMP
     // schema stands in (an unqualified name finds TEMP first), and the database is left as it is.

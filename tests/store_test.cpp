@@ -323,6 +323,22 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
 
 // A driver following batch jobs makes their outcomes durable with the database's commits (the scheduler forgets a
 // job minutes after it ends): synced commits stay synced across a bulk ingest's switch of journal.
+// In schema 3 a table named provenance (or metric_declarations) would be read where the view of the runs' sets
+// belongs (CREATE VIEW IF NOT EXISTS leaves it): refused by either open, naming it.
+TEST(Store, ASchemaThreeDatabaseWithATableWhereAViewBelongsIsRefused) {
+  test::TempDir d;
+  const auto file = d.path / "fanout.sqlite";
+  { ResultsDb db(file); }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "DROP VIEW provenance; CREATE TABLE provenance(run_id INTEGER, key TEXT, value TEXT); "
+                              "INSERT INTO provenance VALUES(1, 'host', 'forged');", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  const std::string why = "its 'provenance' is a table, where results schema 3 has a view; nothing read";
+  EXPECT_THROW_WITH(ResultsDb(file, ResultsDb::ReadOnly{}), UserError, why);
+  EXPECT_THROW_WITH(ResultsDb{file}, UserError, why);
+}
+
 TEST(Store, SyncedCommitsStaySyncedAcrossABulkIngest) {
   test::TempDir d;
   ResultsDb plain(d.path / "plain.sqlite");
