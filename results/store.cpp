@@ -145,18 +145,6 @@ std::string foreign_schema_reason(sqlite3* db) {
   return why;
 }
 
-// Schema 3 keeps provenance and metric_declarations as views of the sets: a table of either name (which schema 2
-// had) in a schema 3 file would stand where the view belongs and be read instead of the runs' sets.
-void refuse_tables_for_views(sqlite3* db, const fs::path& file) {
-  sqlite3_stmt* s = nullptr;
-  sqlite3_prepare_v2(db, "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name IN ('provenance', 'metric_declarations')", -1, &s, nullptr);
-  std::string table = s && sqlite3_step(s) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : "";
-  sqlite3_finalize(s);
-  if (!table.empty())
-    throw UserError(file.string() + " is not a fanout results database as fanout makes them: its '" + table +
-                    "' is a table, where results schema 3 has a view; nothing read");
-}
-
 // Throws UserError naming `file` when foreign_schema_reason finds something fanout did not make.
 void refuse_foreign_schema(sqlite3* db, const fs::path& file) {
   if (std::string why = foreign_schema_reason(db); !why.empty())
@@ -219,6 +207,21 @@ class Stmt {
 };
 
 double ns_to_s(int64_t ns) { return double(ns) / 1e9; }
+
+// Whether the database file itself (not this connection's TEMP schema) has a table of that name.
+bool has_table(sqlite3* db, std::string_view name) {
+  Stmt q(db, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
+  return q.bind(1, name).step();
+}
+
+// Schema 3 keeps provenance and metric_declarations as views of the sets: a table of either name (which schema 2
+// had) in a schema 3 file would stand where the view belongs and be read instead of the runs' sets.
+void refuse_tables_for_views(sqlite3* db, const fs::path& file) {
+  for (const char* name : {"provenance", "metric_declarations"})
+    if (has_table(db, name))
+      throw UserError(file.string() + " is not a fanout results database as fanout makes them: its '" + name +
+                      "' is a table, where results schema 3 has a view; nothing read");
+}
 
 // Packs samples into sample_blocks rows: one open block per (run, metric, rank), written when full, and all of
 // them when the open ones together pass kMaxBufferedBytes (a run with thousands of ranks stays bounded).
@@ -426,9 +429,7 @@ ResultsDb::ResultsDb(const fs::path& file, ReadOnly) : db_(open_to_read(file)), 
       const auto at = statement.find(create);
       if (at == std::string::npos) continue;
       const std::string name = statement.substr(at + create.size(), statement.find('(', at) - at - create.size());
-      Stmt has(db_, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?");
-      has.bind(1, name);
-      if (!has.step()) exec("CREATE TEMP TABLE IF NOT EXISTS " + statement.substr(at + create.size()) + ";");
+      if (!has_table(db_, name)) exec("CREATE TEMP TABLE IF NOT EXISTS " + statement.substr(at + create.size()) + ";");
     }
   } catch (...) {
     sqlite3_close(db_);
@@ -898,19 +899,19 @@ int64_t ResultsDb::row_set(SetKind kind, const std::string& content, const std::
 }
 
 int64_t ResultsDb::provenance_set(const RunMetadata& meta) {
-  std::string content;
+  std::vector<std::pair<std::string_view, std::string_view>> rows;
   for (auto& [k, v] : meta.provenance)
-    if (k != "plugin_version") append_field(content, k), append_field(content, v);
-  append_field(content, "plugin_version"), append_field(content, meta.plugin_version);  // the run's own, not its run.toml's
+    if (k != "plugin_version") rows.emplace_back(k, v);
+  rows.emplace_back("plugin_version", meta.plugin_version);  // the run's own, not what its run.toml's provenance said
+  std::string content;
+  for (auto [k, v] : rows) append_field(content, k), append_field(content, v);
   return row_set(SetKind::provenance, content, [&](int64_t id) {
     Stmt ins(db_, prepared("INSERT INTO provenance_values(set_id, key, value) VALUES(?,?,?)"));
-    for (auto& [k, v] : meta.provenance)
-      if (k != "plugin_version") ins.bind(1, id).bind(2, k).bind(3, v).run();
-    ins.bind(1, id).bind(2, std::string_view("plugin_version")).bind(3, meta.plugin_version).run();
+    for (auto [k, v] : rows) ins.bind(1, id).bind(2, k).bind(3, v).run();
   });
 }
 
-int64_t ResultsDb::declaration_set(const std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>& declared) {
+int64_t ResultsDb::declaration_set(const Declarations& declared) {
   std::string content;
   for (auto& [key, how] : declared)
     append_field(content, key.first), append_field(content, key.second), append_field(content, how.first), content += how.second ? '1' : '0';
@@ -926,10 +927,6 @@ int64_t ResultsDb::declaration_set(const std::map<std::pair<std::string, std::st
 void ResultsDb::migrate_2_to_3() {
   exec("ALTER TABLE runs ADD COLUMN provenance_set INTEGER REFERENCES provenance_sets(id);"
        "ALTER TABLE runs ADD COLUMN declaration_set INTEGER REFERENCES declaration_sets(id);");
-  auto is_table = [&](const char* name) {
-    Stmt q(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
-    return q.bind(1, std::string_view(name)).step();
-  };
   // Reads a table's rows of runs still there in run order, one run at a time; end_run gives the run's set, set on
   // the runs once the read is done (not while a query reading runs is open).
   auto per_run = [&](const std::string& sql, const char* column, const std::function<void(Stmt&)>& add_row,
@@ -948,7 +945,7 @@ void ResultsDb::migrate_2_to_3() {
     Stmt set(db_, ("UPDATE runs SET " + std::string(column) + " = ? WHERE id = ?").c_str());
     for (auto [run, id] : sets) set.bind(1, id).bind(2, run).run();
   };
-  if (is_table("provenance")) {
+  if (has_table(db_, "provenance")) {
     RunMetadata meta;
     per_run("SELECT run_id, key, value FROM provenance WHERE run_id IN (SELECT id FROM runs) ORDER BY run_id, key", "provenance_set",
             [&](Stmt& r) {
@@ -962,8 +959,8 @@ void ResultsDb::migrate_2_to_3() {
             });
     exec("DROP TABLE provenance;");
   }
-  if (is_table("metric_declarations")) {
-    std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> declared;
+  if (has_table(db_, "metric_declarations")) {
+    Declarations declared;
     per_run("SELECT run_id, role, metric, better, setup_cost FROM metric_declarations WHERE run_id IN (SELECT id FROM runs) "
             "ORDER BY run_id, role, metric", "declaration_set",
             [&](Stmt& r) { declared[{r.text(1), r.text(2)}] = {r.text(3), r.i64(4) != 0}; },
@@ -1028,7 +1025,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
       report.samples += count;
     };
     // Every rank declares its metrics: each (role, metric) stored once, as the last rank declared it.
-    std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> declared;
+    Declarations declared;
     sink.declare = [&](const std::string& role, const std::string& metric, const std::string& better, bool setup_cost) {
       declared[{role, metric}] = {better, setup_cost};
     };
@@ -1168,7 +1165,7 @@ void ResultsDb::for_each_metric(const std::function<void(MetricSummaryRow&)>& fn
   };
   // The declarations of the run whose groups are being read, (role, metric) -> (better, setup cost).
   Stmt declared(db_, "SELECT role, metric, better, setup_cost FROM metric_declarations WHERE run_id = ?");
-  std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> of_run;
+  Declarations of_run;
   int64_t declared_run = -1;
   auto start_group = [&](int64_t run, int64_t metric) {
     MetricChunk c;

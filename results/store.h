@@ -206,9 +206,10 @@ class ResultsDb {
   // all. Per run they were 29 of its 51 rows, a quarter of the driver's CPU a run. A set is found by its content;
   // the ids of the last few are kept, as experiment_ids_ are.
   enum class SetKind { provenance, declarations };
+  using Declarations = std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>;  // (role, metric) -> (better, setup cost)
   int64_t row_set(SetKind kind, const std::string& content, const std::function<void(int64_t set_id)>& insert_rows);
   int64_t provenance_set(const RunMetadata& meta);
-  int64_t declaration_set(const std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>& declared);
+  int64_t declaration_set(const Declarations& declared);
   void migrate_2_to_3();
   mutable std::unordered_map<std::string, int64_t> set_ids_[2];
   sqlite3* db_ = nullptr;
