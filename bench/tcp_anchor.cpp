@@ -4,7 +4,10 @@
 // around it: no keys, no acknowledgements, no event loop. Two processes, as ps-lite's worker and server are.
 //   tcp_anchor stream <value bytes> <messages> [values]   one direction: prints "Application goodput: X Gbit/s"
 //   tcp_anchor bidir  <value bytes> <messages> [values]   both directions at once, both counted: the same line, summed
-//   tcp_anchor rtt    <value bytes> <round trips>         a value out, a header back (a synchronous push's shape): p50/p99 us
+//   tcp_anchor rtt    <value bytes> <round trips> [1 [seconds]]   a value out, a header back (a synchronous push's
+//                                                         shape): p50/p99 us; with `seconds`, round trips go on until
+//                                                         that much time has passed too (as long as the measurement
+//                                                         it anchors: a p99 of a 10 ms run is one scheduler event)
 // `values` (default 1): how many distinct values each side sends from and reads into, in turn, as a ps-lite worker
 // and server do with their keys' values (40 keys of 4 MiB are 160 MiB that no cache holds; one 4 MiB value is
 // read again from the cache). They are allocated and touched before the clock starts, on both sides.
@@ -103,14 +106,16 @@ uint64_t receive_messages(int fd, std::vector<std::vector<char>>& values) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: tcp_anchor stream|bidir|rtt <value bytes> <messages or round trips> [values]\n");
+  if (argc < 4 || argc > 6) {
+    std::fprintf(stderr, "usage: tcp_anchor stream|bidir|rtt <value bytes> <messages or round trips> [values [rtt seconds]]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const size_t len = std::strtoull(argv[2], nullptr, 10);
-  const long count = std::atol(argv[3]), distinct = argc == 5 ? std::atol(argv[4]) : 1;
-  if ((mode != "stream" && mode != "bidir" && mode != "rtt") || count < 1 || distinct < 1)
+  const long count = std::atol(argv[3]), distinct = argc >= 5 ? std::atol(argv[4]) : 1;
+  const double min_seconds = argc == 6 ? std::atof(argv[5]) : 0;
+  if ((mode != "stream" && mode != "bidir" && mode != "rtt") || count < 1 || distinct < 1 || min_seconds < 0 ||
+      (argc == 6 && mode != "rtt"))
     return std::fprintf(stderr, "tcp_anchor: bad arguments\n"), 2;
 
   int listener = socket(AF_INET, SOCK_STREAM, 0);
@@ -166,7 +171,9 @@ int main(int argc, char** argv) {
     std::memcpy(header, &len, sizeof len);
     const std::vector<char>& value = values[0];
     const long warmup = std::min<long>(count / 10 + 1, 1000);  // run and not counted
-    for (long i = -warmup; i < count; ++i) {
+    Clock::time_point measured_from{};
+    for (long i = -warmup; i < count || std::chrono::duration<double>(Clock::now() - measured_from).count() < min_seconds; ++i) {
+      if (i == 0) measured_from = Clock::now();
       const auto s = Clock::now();
       write_all(fd, header, value.data(), len);
       unsigned char ack[kHeaderBytes];
@@ -175,8 +182,8 @@ int main(int argc, char** argv) {
     }
     std::sort(us.begin(), us.end());
     auto pct = [&](double p) { return us[std::min(us.size() - 1, size_t(p * double(us.size())))]; };
-    std::printf("rtt of %zu-byte values with a header back: p50 %.2f us p99 %.2f us over %ld round trips (%ld warmup not counted)\n", len,
-                pct(0.50), pct(0.99), count, warmup);
+    std::printf("rtt of %zu-byte values with a header back: p50 %.2f us p99 %.2f us over %zu round trips in %.3f s (%ld warmup not counted)\n",
+                len, pct(0.50), pct(0.99), us.size(), std::chrono::duration<double>(Clock::now() - measured_from).count(), warmup);
     close(fd);
   } else {
     uint64_t received = 0;

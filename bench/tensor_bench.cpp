@@ -255,15 +255,13 @@ std::string run_to_file(const std::vector<std::string>& argv, const fanout::EnvV
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args, envp;
+  std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const auto environment = fanout::environment_with(env);
-  for (auto& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  fanout::Environment environment = fanout::environment_with(env);
   pid_t pid = -1;
   int status = 0;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environment.entries.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "tensor_bench: fanout-tensor-client-%s failed (spawn %d, status %d)\n", language.c_str(), rc, status);

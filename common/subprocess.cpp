@@ -15,25 +15,26 @@ extern char** environ;
 
 namespace fanout {
 
-std::vector<std::string> environment_with(const EnvVars& add) {
-  // Ours in its order, less the names `add` sets, then `add` (the last of a name wins): one string a variable, as
-  // every rank a sweep starts pays for it.
+Environment environment_with(const EnvVars& add) {
+  // Ours in its order, less the names `add` sets, then `add` (the last of a name wins).
   auto set_by_add = [&](std::string_view name) {
     for (auto& kv : add)
       if (kv.first == name) return true;
     return false;
   };
-  std::vector<std::string> out;
+  Environment out;
   for (char** e = environ; *e; ++e) {
     const std::string_view kv = *e;
     const size_t eq = kv.find('=');
-    if (eq != std::string_view::npos && !set_by_add(kv.substr(0, eq))) out.emplace_back(kv);
+    if (eq != std::string_view::npos && !set_by_add(kv.substr(0, eq))) out.entries.push_back(*e);
   }
+  out.added.reserve(add.size());  // entries point into it: no reallocation
   for (size_t i = 0; i < add.size(); ++i) {
     bool later = false;
     for (size_t j = i + 1; j < add.size() && !later; ++j) later = add[j].first == add[i].first;
-    if (!later) out.push_back(add[i].first + "=" + add[i].second);
+    if (!later) out.entries.push_back(out.added.emplace_back(add[i].first + "=" + add[i].second).data());
   }
+  out.entries.push_back(nullptr);
   return out;
 }
 
@@ -49,14 +50,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::files
   posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
   posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  std::vector<std::string> args = argv, envs = environment_with(env);
-  std::vector<char*> cargs, cenv;
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  for (auto& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
+  Environment envs = environment_with(env);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), cenv.data());
+  int rc = posix_spawnp(&pid, cargs[0], &fa, nullptr, cargs.data(), envs.entries.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc == 0) {
     const auto exit = fanout_sdk::wait_exit_within(pid, int64_t(timeout_s * 1000));

@@ -44,6 +44,7 @@
 #include "results/run_folder.h"
 #include "results/metric_stats.h"
 #include "results/store.h"
+#include "common/git_revision.h"
 #include "version.h"
 #include "results/layout.h"
 
@@ -178,7 +179,7 @@ RunMetadata metadata_for(const ExperimentPlan& plan, const RunPlan& run, const P
                   {"cwd", fs::current_path().string()},
                   {"command_line", bounded_command_line(opts.command_line)},
                   {"fanout_version", FANOUT_VERSION},
-                  {"fanout_git_revision", FANOUT_GIT_REVISION},
+                  {"fanout_git_revision", git_revision()},
                   {"plugin_abi", std::to_string(FANOUT_PLUGIN_ABI_VERSION)}};
   // Which of the permutation's --repeat runs: provenance, not a parameter (compare matches the runs across it).
   if (plan.request.settings.repeat > 1)

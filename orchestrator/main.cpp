@@ -48,6 +48,7 @@
 #include "results/smartsim_export.h"
 #include "results/run_folder.h"
 #include "results/store.h"
+#include "common/git_revision.h"
 #include "version.h"
 #include "results/layout.h"
 
@@ -379,7 +380,8 @@ std::pair<int, int> ingest_tree(const fs::path& dir, ResultsDb& db) {
       runs,
       [&](const fs::path& run, const IngestReport& report) {
         ++stored;
-        std::cout << printable(run.string()) << ": " << report.samples << " samples\n";
+        if (report.kept.empty()) std::cout << printable(run.string()) << ": " << report.samples << " samples\n";
+        else std::cout << printable(run.string()) << ": kept as stored (" << printable(report.kept) << ")\n";
         for (auto& w : report.warnings) std::cout << "  warning: " << printable(w) << "\n";
       },
       [&](const fs::path& run, const std::string& why) {
@@ -1065,7 +1067,7 @@ int drive(int argc, char** argv) {
   CLI::App app{"fanout " FANOUT_VERSION ": scaling benchmarks from parameter sweeps, on local processes or a scheduler"};
   app.formatter(std::make_shared<WrappingFormatter>());  // before the subcommands, which take their parent's
   app.require_subcommand(1);
-  app.set_version_flag("--version", "fanout " FANOUT_VERSION " (" FANOUT_GIT_REVISION ", plugin ABI " +
+  app.set_version_flag("--version", std::string("fanout " FANOUT_VERSION " (") + git_revision() + ", plugin ABI " +
                                         std::to_string(FANOUT_PLUGIN_ABI_VERSION) + ")");
   PluginScan scan = scan_plugins();
 

@@ -983,6 +983,22 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
   const bool nested = in_batch();
   if (!nested) exec("BEGIN IMMEDIATE;");
   try {
+    if (!meta.status) {
+      // A folder that records no end, of a run the database holds as ended: its [status] append can be lost in a
+      // host crash that the synced commit of its batch survived (docs/schedulers.md). Re-storing it would turn an
+      // ended run into UNKNOWN; the stored row stands.
+      {
+        Stmt ended(db_, prepared("SELECT id, status FROM runs WHERE path=? AND status != 'UNKNOWN'"));
+        if (ended.bind(1, run_dir.string()).step()) report.run_id = ended.i64(0), report.kept = ended.text(1);
+      }
+      if (!report.kept.empty()) {
+        report.warnings.push_back("its run.toml records no end, but the database holds it as " + report.kept +
+                                  ": kept as stored (a host crash can lose run.toml's [status] after the database's commit)");
+        if (nested) ++batch_runs_;
+        else exec("COMMIT;");
+        return report;
+      }
+    }
     Stmt del(db_, prepared("DELETE FROM runs WHERE path=?"));
     del.bind(1, run_dir.string()).run();
     const RunStatusRecord st = meta.status.value_or(RunStatusRecord{"UNKNOWN", "", "", "run did not record an end", 0, 0, 0, 0, {}});

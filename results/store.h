@@ -27,6 +27,7 @@ struct IngestReport {
   int64_t run_id = 0;
   uint64_t samples = 0;
   std::vector<std::string> warnings;  // truncated or unreadable sample files, ...
+  std::string kept;  // not stored again: the status the database holds for a folder that records no end
 };
 
 struct StoredRun {

@@ -133,11 +133,11 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    auto env = environment_with(r.env);
     auto argv = r.argv;
-    auto cargv = c_array(argv), cenv = c_array(env);
+    auto cargv = c_array(argv);
+    Environment env = environment_with(r.env);
     pid_t pid = 0;
-    int rc = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+    int rc = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), env.entries.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {

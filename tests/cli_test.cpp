@@ -76,6 +76,21 @@ TEST(Cli, CalibrationSweepReportsTheKnownCost) {
   EXPECT_EQ(checked, 4);
 }
 
+// fanout's own revision is taken at each build, not when cmake first ran: a build after later commits named the
+// commit of its first configure (provenance said e22b734 of a build of fd671ee on 2026-12-06).
+TEST(Cli, VersionAndProvenanceNameTheCommitTheBuildWasMadeFrom) {
+  test::TempDir d;
+  const std::string head = test::git(FANOUT_SOURCE_DIR, {"rev-parse", "--short=12", "HEAD"});
+  ASSERT_EQ(head.size(), 12u) << head;
+  auto v = fanout_cmd(d, {"--version"});
+  ASSERT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_NE((v.out + v.err).find("(" + head), std::string::npos) << v.out << v.err;
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=rev", "--iterations=1", "--warmup=0", "--sleep_us=0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string stored = query(db_of(d, "rev"), "SELECT value FROM provenance WHERE key='fanout_git_revision'")[0][0];
+  EXPECT_EQ(stored.substr(0, 12), head) << stored;
+}
+
 TEST(Cli, FailingRankGivesFailedWithItsExitCode) {
   test::TempDir d;
   auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=f", "--ranks_per_node=2", "--fail_rank=1", "--iterations=5"});

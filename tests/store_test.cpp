@@ -353,6 +353,39 @@ TEST(Store, SyncedCommitsStaySyncedAcrossABulkIngest) {
   EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "PRAGMA journal_mode"), "wal");
 }
 
+// A host crash can keep a batch's synced commit and lose the [status] appended to a run.toml (the kernel had not
+// written it back): ingesting that folder again keeps the end the database holds rather than storing UNKNOWN.
+TEST(Store, AFolderThatLostItsEndKeepsTheEndTheDatabaseHolds) {
+  test::TempDir d;
+  auto run = make_run(d.path, "s1", 2, 10);
+  auto lost = make_run(d.path, "s2", 1, 3);
+  ResultsDb db(d.path / "fanout.sqlite");
+  db.ingest_run(run);
+  RunMetadata m = read_run_metadata(run);
+  ASSERT_TRUE(m.status.has_value());
+  m.status.reset();
+  write_run_metadata(run, m);  // run.toml as laid out, its end never reached the disk
+  ASSERT_FALSE(read_run_metadata(run).status.has_value());
+  RunMetadata l = read_run_metadata(lost);
+  l.status.reset();
+  write_run_metadata(lost, l);  // never stored, no end: stored as UNKNOWN, as before
+  std::map<std::string, IngestReport> reports;
+  db.ingest_runs({run, lost}, [&](const std::filesystem::path& p, const IngestReport& r) { reports[p.filename().string()] = r; });
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports["s1"].kept, "COMPLETED");
+  ASSERT_EQ(reports["s1"].warnings.size(), 1u);
+  EXPECT_NE(reports["s1"].warnings[0].find("records no end"), std::string::npos) << reports["s1"].warnings[0];
+  EXPECT_EQ(reports["s2"].kept, "");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT status FROM runs WHERE session='s1'"), "COMPLETED");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT status FROM runs WHERE session='s2'"), "UNKNOWN");
+  EXPECT_EQ(count(db, "SELECT count(*) FROM samples WHERE run_id=(SELECT id FROM runs WHERE session='s1')"), 22) << "its samples stay";
+  // An UNKNOWN the database holds is no end: the folder is stored again (here with the end it records now).
+  l.status = RunStatusRecord{"FAILED", "local-2", "host", "exit 1", 1, 0, 1, 2, {{"sleep", 0, 1, 0}}};
+  write_run_metadata(lost, l);
+  EXPECT_EQ(db.ingest_run(lost).kept, "");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT status FROM runs WHERE session='s2'"), "FAILED");
+}
+
 TEST(Store, CorruptSampleFileIsSkippedWithoutLeavingRows) {
   test::TempDir d;
   auto run = make_run(d.path, "s1", 2, 10);
