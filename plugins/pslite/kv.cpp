@@ -260,13 +260,18 @@ KVWorker::KVWorker(const std::vector<NodeInfo>& servers, uint32_t my_id, Transpo
       return it->second.out;
     };
     auto on_message = [this](const Header& h) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = pending_.find(h.request);
-      if (it == pending_.end()) return;
-      if (it->second.out_len) *it->second.out_len = size_t(h.len);
-      uint64_t ts = it->second.ts;
-      pending_.erase(it);
-      if (--remaining_[ts] == 0) cv_.notify_all();
+      bool answered = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = pending_.find(h.request);
+        if (it == pending_.end()) return;
+        if (it->second.out_len) *it->second.out_len = size_t(h.len);
+        uint64_t ts = it->second.ts;
+        pending_.erase(it);
+        answered = --remaining_[ts] == 0;
+      }
+      // Woken after the lock is let go: a waiter woken under it would find the lock held and sleep once more.
+      if (answered) cv_.notify_all();
     };
     receiver_.add(link, on_header, on_message);
   }
