@@ -953,18 +953,18 @@ class ExperimentSession {
     slots_.push_back(std::move(s));
   }
 
-  // A submitted run: tracked by its job id, which a batch job's folder keeps (run.toml's [job], appended: a file of its
-  // own was a new inode a run, 15-25 % of the driver's CPU on this VM's ext4) for a later `fanout resume` to follow.
-  // A job's id reaches the disk before the driver goes on, so that a resume after this host crashed adopts the
-  // job rather than runs it twice. A job whose ranks run on this host ends with the driver's host and is never
-  // followed (a resume runs it again): its id is written with its outcome ([status] job_id) and no [job] is appended
-  // (4.5 % of the driver's CPU a local run on 2026-12-06), unless it is a shared step's service, which a resume
-  // finds by its [job] to tell it to stop (its ranks may outlive a driver killed outright).
+  // A submitted run: tracked by its job id, which the folder of a job a resume can follow keeps (run.toml's [job],
+  // appended: a file of its own was a new inode a run, 15-25 % of the driver's CPU on this VM's ext4). It reaches the
+  // disk before the driver goes on, so that a resume after this host crashed adopts the job rather than runs it
+  // twice. A job no resume follows (the local launcher's, the steps of an allocation fanout runs inside: a resume
+  // runs them again) has its id written with its outcome ([status] job_id) and no [job] (4.5 % of the driver's CPU
+  // a local run on 2026-12-06), unless it is a shared step's service, which a resume finds by its [job] to tell it
+  // to stop (its ranks may outlive a driver killed outright).
   void track_submitted(size_t i, const std::string& id, Durability durability = Durability::Now) {
     if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
     slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
-    if (!jobs_end_with_this_host_) append_run_job(dir_of(slots_[i]), id, durability);
+    if (scheduler_->adopts_jobs()) append_run_job(dir_of(slots_[i]), id, jobs_end_with_this_host_ ? Durability::Deferred : durability);
     else if (slots_[i].service) append_run_job(dir_of(slots_[i]), id, Durability::Deferred);
     slots_[i].state = JobState::Pending;
     active_[id] = i;

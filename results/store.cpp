@@ -994,8 +994,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
       if (!report.kept.empty()) {
         report.warnings.push_back("its run.toml records no end, but the database holds it as " + report.kept +
                                   ": kept as stored (a host crash can lose run.toml's [status] after the database's commit)");
-        if (nested) ++batch_runs_;
-        else exec("COMMIT;");
+        if (!nested) exec("COMMIT;");  // nothing written: not counted among the batch's runs a failure takes back
         return report;
       }
     }

@@ -49,6 +49,7 @@ class PbsScheduler : public Scheduler {
   int default_max_parallel() const override { return 1 << 30; }
   uint64_t queries() const override { return queries_; }
   PbsFlavor flavor() const { return flavor_; }
+  bool adopts_jobs() const override { return true; }
   bool adopt(const std::string& job_id, const JobSpec& job) override {
     const auto hash = job_id.find('#');  // an array task: <array id>#<index>
     tracked_[job_id] = {job, 0, hash == std::string::npos ? "" : job_id.substr(0, hash)};

@@ -29,6 +29,8 @@ class Scheduler {
   // Follows a job that an earlier driver submitted (fanout resume after the driver died) as if submitted
   // here, so that it is polled, not submitted again. False where jobs do not outlive their driver (local).
   virtual bool adopt(const std::string& job_id, const JobSpec& job) { return false; }
+  // Whether adopt() can follow a job: only then does a run's folder keep its job id from its submission ([job]).
+  virtual bool adopts_jobs() const { return false; }
   // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}

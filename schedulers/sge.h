@@ -59,6 +59,7 @@ class SgeScheduler : public Scheduler {
   void forget(const std::vector<std::string>& job_ids) override {
     for (auto& id : job_ids) tracked_.erase(id);
   }
+  bool adopts_jobs() const override { return true; }
   bool adopt(const std::string& job_id, const JobSpec& job) override;
   double max_poll_interval_s() const override { return 5.0; }
   int default_max_parallel() const override { return 1 << 30; }

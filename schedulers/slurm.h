@@ -66,6 +66,7 @@ class SlurmScheduler : public Scheduler {
   double max_poll_interval_s() const override { return 2.0; }
   int default_max_parallel() const override { return 1 << 30; }
   uint64_t queries() const override { return queries_; }
+  bool adopts_jobs() const override { return true; }
   bool adopt(const std::string& job_id, const JobSpec& job) override {
     tracked_[job_id] = {job};
     return true;

@@ -80,7 +80,9 @@ TEST(Cli, CalibrationSweepReportsTheKnownCost) {
 // commit of its first configure (provenance said e22b734 of a build of fd671ee on 2026-12-06).
 TEST(Cli, VersionAndProvenanceNameTheCommitTheBuildWasMadeFrom) {
   test::TempDir d;
-  const std::string head = test::git(FANOUT_SOURCE_DIR, {"rev-parse", "--short=12", "HEAD"});
+  const auto rev = test::run_command({"/usr/bin/git", "-C", FANOUT_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"}, d.path);
+  if (rev.exit_code != 0) GTEST_SKIP() << "the source is not a git checkout git can read (fanout says 'unknown'): " << rev.err;
+  const std::string head = trim(rev.out);
   ASSERT_EQ(head.size(), 12u) << head;
   auto v = fanout_cmd(d, {"--version"});
   ASSERT_EQ(v.exit_code, 0) << v.out << v.err;
