@@ -964,7 +964,7 @@ class ExperimentSession {
     if (slots_[i].group >= 0 && !slots_[i].service) groups_[size_t(slots_[i].group)].run_active = true;
     slots_[i].started_ns = slots_[i].queued_since_ns = monotonic_ns();
     slots_[i].job_id = id;
-    if (scheduler_->adopts_jobs()) append_run_job(dir_of(slots_[i]), id, jobs_end_with_this_host_ ? Durability::Deferred : durability);
+    if (scheduler_->adopts_jobs()) append_run_job(dir_of(slots_[i]), id, durability);
     else if (slots_[i].service) append_run_job(dir_of(slots_[i]), id, Durability::Deferred);
     slots_[i].state = JobState::Pending;
     active_[id] = i;
