@@ -85,21 +85,24 @@ void require_single_line(const std::string& origin, std::string_view value) {
       throw UserError(origin + ": control characters (newline, tab, ...) are not allowed in '" + printable(value.substr(0, 60)) + "'");
 }
 
-bool valid_utf8(std::string_view s) {
+size_t utf8_sequence_at(std::string_view s, size_t i) {
   static const uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};  // shortest form of each length (no overlongs)
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
-    if (n < 0 || i + size_t(n) >= s.size()) return false;
-    uint32_t cp = n == 0 ? c : c & (0x3fu >> n);
-    for (int k = 1; k <= n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((b & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3fu);
-    }
-    if (cp < min_of[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += size_t(n) + 1;
+  const auto c = static_cast<unsigned char>(s[i]);
+  const int n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+  if (n < 0 || i + size_t(n) >= s.size()) return 0;
+  uint32_t cp = n == 0 ? c : c & (0x3fu >> n);
+  for (int k = 1; k <= n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + size_t(k)]);
+    if ((b & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3fu);
   }
+  if (cp < min_of[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return size_t(n) + 1;
+}
+
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0, n; i < s.size(); i += n)
+    if ((n = utf8_sequence_at(s, i)) == 0) return false;
   return true;
 }
 

@@ -54,6 +54,8 @@ struct NaturalLess {
 
 // True when s is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool valid_utf8(std::string_view s);
+// The length in bytes (1-4) of the well-formed UTF-8 character at s[i], or 0 when none starts there.
+size_t utf8_sequence_at(std::string_view s, size_t i);
 
 // Keeps [A-Za-z0-9._-], replaces anything else with '_' (for directory names built from values).
 std::string filename_safe(std::string_view s, size_t max_len = 64);

@@ -1,7 +1,6 @@
 #include "results/run_folder.h"
 
 #include <algorithm>
-#include <sstream>
 #include <string_view>
 #include <toml++/toml.h>
 
@@ -9,6 +8,7 @@
 #include "common/toml_document.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "common/toml_text.h"
 #include "results/layout.h"
 
 namespace fanout {
@@ -19,13 +19,13 @@ fs::path samples_dir(const fs::path& run_dir) { return run_dir / layout::kSample
 
 namespace {
 
-toml::table status_table(const RunStatusRecord& s) {
-  toml::array ranks;
-  for (auto& r : s.ranks)
-    ranks.push_back(toml::table{{"role", r.role}, {"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}});
-  return toml::table{{"state", s.state},       {"job_id", s.job_id},         {"node_list", s.node_list},
-                     {"reason", s.reason},     {"exit_code", s.exit_code},   {"signal", s.signal},
-                     {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}};
+// A run's [status] (or the table `name`), its ranks' exits after its own keys.
+void status_text(TomlText& t, const RunStatusRecord& s, std::string_view name) {
+  t.table(name).string("state", s.state).string("job_id", s.job_id).string("node_list", s.node_list).string("reason", s.reason);
+  t.integer("exit_code", s.exit_code).integer("signal", s.signal).integer("start_wall_ns", s.start_wall_ns).integer("end_wall_ns", s.end_wall_ns);
+  if (s.ranks.empty()) t.raw("ranks = []\n");
+  const std::string ranks = std::string(name) + ".ranks";
+  for (auto& r : s.ranks) t.array_table(ranks).string("role", r.role).integer("rank", r.rank).integer("exit_code", r.exit_code).integer("signal", r.signal);
 }
 
 // What is appended to a run.toml as the run goes (its [job] as it is submitted, its [status] as it ends) lies
@@ -37,10 +37,11 @@ struct Appended {
 constexpr Appended kJobAppended{"\n# the run's job, appended as it was submitted\n", "\n# end of the run's job\n"};
 constexpr Appended kStatusAppended{"\n# the run's end, appended as it ended\n", "\n# end of the run's end\n"};
 
-void append_table(const fs::path& run_dir, const Appended& how, const char* name, const toml::table& t, Durability durability) {
-  std::ostringstream out;
-  out << how.opens << toml::table{{name, t}} << how.closes;
-  append_to_file(run_dir / kRunMetadataFile, out.str(), durability);
+void append_text(const fs::path& run_dir, const Appended& how, const TomlText& t, Durability durability) {
+  std::string out;
+  out.reserve(how.opens.size() + t.text().size() + how.closes.size());
+  out.append(how.opens).append(t.text()).append(how.closes);
+  append_to_file(run_dir / kRunMetadataFile, out, durability);
 }
 
 // run.toml's table without an append that was opened but not closed: the first opening line after the last closing
@@ -64,43 +65,38 @@ toml::table parse_without_an_open_append(std::string_view text, const std::strin
 }  // namespace
 
 std::string run_metadata_text(const RunMetadata& m) {
-  toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
-                  {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
-                  {"param_hash", m.param_hash}, {"launcher", m.scheduler},   {"walltime_s", m.walltime_s},
-                  {"created_wall_ns", m.created_wall_ns}};
-  if (!m.service_dir.empty()) {
-    run.insert("service_dir", m.service_dir);
-    run.insert("service_provider", m.service_provider);
-  }
-  toml::table params;
-  toml::array order;  // TOML tables are unordered; the sweep order of parameters is kept here
-  for (auto& [k, v] : m.parameters) {
-    params.insert(k, v);
-    order.push_back(k);
-  }
-  run.insert("parameter_order", order);
-  toml::array steps;
+  TomlText t;
+  t.raw("# fanout run metadata (written by fanout; see docs/architecture.md)\n");
+  if (m.steps.empty()) t.raw("steps = []\n");  // a root key: before the first table
+  t.table("run").string("session", m.session).string("experiment", m.experiment).string("subcommand", m.subcommand);
+  t.string("plugin", m.plugin).string("plugin_path", m.plugin_path).string("plugin_version", m.plugin_version);
+  t.string("param_hash", m.param_hash).string("launcher", m.scheduler).integer("walltime_s", m.walltime_s);
+  t.integer("created_wall_ns", m.created_wall_ns);
+  if (!m.service_dir.empty()) t.string("service_dir", m.service_dir).boolean("service_provider", m.service_provider);
+  // TOML tables are unordered; the sweep order of parameters is kept here
+  std::vector<std::string> order;
+  order.reserve(m.parameters.size());
+  for (auto& [k, v] : m.parameters) order.push_back(k);
+  t.strings("parameter_order", order);
+  t.table("parameters");
+  for (auto& [k, v] : m.parameters) t.string(k, v);
+  t.table("provenance");
+  for (auto& [k, v] : m.provenance) t.string(k, v);
+  if (!m.job_id.empty()) t.table("job").string("id", m.job_id);
+  if (m.status) status_text(t, *m.status, "status");
   for (auto& s : m.steps) {
-    toml::table t{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement},
-                  {"cpus_per_task", s.cpus_per_task}};
+    t.array_table("steps").string("role", s.role).integer("nodes", s.nodes).integer("tasks_per_node", s.tasks_per_node);
+    t.string("placement", s.placement).integer("cpus_per_task", s.cpus_per_task);
     // What a step did not ask is left out (older readers and hashes see the same file as before).
-    if (s.gpus_per_task) t.insert("gpus_per_task", s.gpus_per_task);
-    if (s.memory_mb) t.insert("memory_mb", s.memory_mb);
-    if (!s.binding.empty()) t.insert("binding", s.binding);
-    if (s.exclusive) t.insert("exclusive", true);
-    if (!s.entry.empty()) t.insert("entry", s.entry);
-    if (!s.settings.empty()) t.insert("settings", s.settings);
-    if (s.mpi_program) t.insert("mpi_program", true);
-    steps.push_back(std::move(t));
+    if (s.gpus_per_task) t.integer("gpus_per_task", s.gpus_per_task);
+    if (s.memory_mb) t.integer("memory_mb", s.memory_mb);
+    if (!s.binding.empty()) t.string("binding", s.binding);
+    if (s.exclusive) t.boolean("exclusive", true);
+    if (!s.entry.empty()) t.string("entry", s.entry);
+    if (!s.settings.empty()) t.string("settings", s.settings);
+    if (s.mpi_program) t.boolean("mpi_program", true);
   }
-  toml::table prov;
-  for (auto& [k, v] : m.provenance) prov.insert(k, v);
-  toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
-  if (!m.job_id.empty()) root.insert("job", toml::table{{"id", m.job_id}});
-  if (m.status) root.insert("status", status_table(*m.status));
-  std::ostringstream out;
-  out << "# fanout run metadata (written by fanout; see docs/architecture.md)\n" << root << "\n";
-  return out.str();
+  return t.take();
 }
 
 void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durability durability) {
@@ -108,11 +104,13 @@ void write_run_metadata(const fs::path& run_dir, const RunMetadata& m, Durabilit
 }
 
 void append_run_job(const fs::path& run_dir, const std::string& job_id, Durability durability) {
-  append_table(run_dir, kJobAppended, "job", toml::table{{"id", job_id}}, durability);
+  append_text(run_dir, kJobAppended, TomlText().table("job").string("id", job_id), durability);
 }
 
 void append_run_status(const fs::path& run_dir, const RunStatusRecord& s, Durability durability) {
-  append_table(run_dir, kStatusAppended, "status", status_table(s), durability);
+  TomlText t;
+  status_text(t, s, "status");
+  append_text(run_dir, kStatusAppended, t, durability);
 }
 
 RunMetadata read_run_metadata(const fs::path& run_dir) {

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -1291,4 +1292,143 @@ TEST(RunFolder, TheStatusLinesInsideAValueAndARunTomlThatIsNoFileAreNotTakenForA
   const std::string target = read_file(dir / kRunMetadataFile);
   EXPECT_THROW_WITH(append_run_status(link, st), UserError, "link/run.toml");
   EXPECT_EQ(read_file(dir / kRunMetadataFile), target) << "the link's target is untouched";
+}
+
+// toml++'s own text of a run's metadata, built as results/run_folder.cpp built it before it wrote TOML directly:
+// the reference the direct text must parse the same as.
+namespace {
+toml::table toml_plus_plus_status(const RunStatusRecord& s) {
+  toml::array ranks;
+  for (auto& r : s.ranks) ranks.push_back(toml::table{{"role", r.role}, {"rank", r.rank}, {"exit_code", r.exit_code}, {"signal", r.signal}});
+  return toml::table{{"state", s.state},       {"job_id", s.job_id},         {"node_list", s.node_list},
+                     {"reason", s.reason},     {"exit_code", s.exit_code},   {"signal", s.signal},
+                     {"start_wall_ns", s.start_wall_ns}, {"end_wall_ns", s.end_wall_ns}, {"ranks", ranks}};
+}
+std::string toml_plus_plus_text(const RunMetadata& m) {
+  toml::table run{{"session", m.session},     {"experiment", m.experiment}, {"subcommand", m.subcommand},
+                  {"plugin", m.plugin},       {"plugin_path", m.plugin_path}, {"plugin_version", m.plugin_version},
+                  {"param_hash", m.param_hash}, {"launcher", m.scheduler},   {"walltime_s", m.walltime_s},
+                  {"created_wall_ns", m.created_wall_ns}};
+  if (!m.service_dir.empty()) {
+    run.insert("service_dir", m.service_dir);
+    run.insert("service_provider", m.service_provider);
+  }
+  toml::table params;
+  toml::array order;
+  for (auto& [k, v] : m.parameters) {
+    params.insert(k, v);
+    order.push_back(k);
+  }
+  run.insert("parameter_order", order);
+  toml::array steps;
+  for (auto& s : m.steps) {
+    toml::table t{{"role", s.role}, {"nodes", s.nodes}, {"tasks_per_node", s.tasks_per_node}, {"placement", s.placement},
+                  {"cpus_per_task", s.cpus_per_task}};
+    if (s.gpus_per_task) t.insert("gpus_per_task", s.gpus_per_task);
+    if (s.memory_mb) t.insert("memory_mb", s.memory_mb);
+    if (!s.binding.empty()) t.insert("binding", s.binding);
+    if (s.exclusive) t.insert("exclusive", true);
+    if (!s.entry.empty()) t.insert("entry", s.entry);
+    if (!s.settings.empty()) t.insert("settings", s.settings);
+    if (s.mpi_program) t.insert("mpi_program", true);
+    steps.push_back(std::move(t));
+  }
+  toml::table prov;
+  for (auto& [k, v] : m.provenance) prov.insert(k, v);
+  toml::table root{{"run", run}, {"parameters", params}, {"steps", steps}, {"provenance", prov}};
+  if (!m.job_id.empty()) root.insert("job", toml::table{{"id", m.job_id}});
+  if (m.status) root.insert("status", toml_plus_plus_status(*m.status));
+  std::ostringstream out;
+  out << root;
+  return out.str();
+}
+}  // namespace
+
+TEST(Store, RunTomlWrittenDirectlyParsesAsTomlPlusPlusTextOfTheSameValues) {
+  // Every kind of character a value or key can hold: quotes, backslashes, line breaks, tabs and other control
+  // characters, DEL, well-formed UTF-8 of 2-4 bytes, and bytes that start no well-formed character (a stray
+  // continuation, 0xff, a sequence cut short, an overlong form, a surrogate).
+  const std::vector<std::string> nasty = {"plain", "", "with \"quotes\" and \\back\\slashes\\", "two\nlines\r\n", "tab\there",
+                                          std::string("nul\0and\x01\x1f\x7f", 10), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x9a\x80",
+                                          "stray \x80 and \xff\xfe", "cut \xe2\x82 short", "overlong \xc0\xaf", "surrogate \xed\xa0\x80",
+                                          "'single' '''triple'''", "# not a comment", "[not.a.table]", "key = value"};
+  RunMetadata m;
+  m.session = "sess-" + nasty[2];
+  m.experiment = nasty[3];
+  m.subcommand = "run";
+  m.plugin = nasty[6];
+  m.plugin_path = "/p/a th/" + nasty[7];
+  m.plugin_version = nasty[8];
+  m.param_hash = "0123456789abcdef";
+  m.scheduler = "local";
+  m.walltime_s = std::numeric_limits<int64_t>::max();
+  m.created_wall_ns = std::numeric_limits<int64_t>::min();
+  const std::vector<std::string> keys = {"size", "with space", "dotted.key", "caf\xc3\xa9", "", "quote\"d", "-dash_1"};
+  for (size_t i = 0; i < nasty.size(); ++i) m.parameters.emplace_back(keys[i % keys.size()] + (i < keys.size() ? "" : std::to_string(i)), nasty[i]);
+  for (size_t i = 0; i < nasty.size(); ++i) m.provenance["k" + std::to_string(i) + (i % 3 ? " x" : "")] = nasty[i];
+  RunStep full;
+  full.role = "server";
+  full.nodes = 2;
+  full.tasks_per_node = 3;
+  full.placement = "spread";
+  full.cpus_per_task = 4;
+  full.gpus_per_task = 1;
+  full.memory_mb = 512;
+  full.binding = "cores";
+  full.exclusive = true;
+  full.entry = "worker";
+  full.settings = R"({"a": "b\nc", "d": [1, 2]})";
+  full.mpi_program = true;
+  m.steps = {full, RunStep{}};
+  m.service_dir = nasty[9];
+  m.service_provider = true;
+  RunStatusRecord st;
+  st.state = "FAILED";
+  st.job_id = "123_4";
+  st.node_list = "n[1-2]";
+  st.reason = nasty[3] + nasty[5];
+  st.exit_code = -1;
+  st.signal = 9;
+  st.start_wall_ns = 1;
+  st.end_wall_ns = std::numeric_limits<int64_t>::max();
+  st.ranks = {{"server", 0, 0, 0}, {nasty[2], 1, 3, 9}};
+  auto same = [](const std::string& ours, const std::string& theirs, const std::string& what) {
+    toml::table a, b;
+    ASSERT_NO_THROW(a = toml::parse(ours)) << what << ":\n" << ours;
+    ASSERT_NO_THROW(b = toml::parse(theirs)) << what << ":\n" << theirs;
+    EXPECT_TRUE(a == b) << what << ": ours\n" << ours << "\ntoml++'s\n" << theirs;
+  };
+  same(run_metadata_text(m), toml_plus_plus_text(m), "no job, no status");
+  // One difference, on purpose: a character cut short at a value's very end, which toml++ drops, is kept as bytes.
+  m.session = "cut \xe2\x82";
+  EXPECT_EQ(toml::parse(run_metadata_text(m))["run"]["session"].value<std::string>(), "cut \xc3\xa2\xc2\x82");
+  m.session = "sess";
+  m.job_id = "77";
+  m.status = st;
+  same(run_metadata_text(m), toml_plus_plus_text(m), "job and status");
+  m.status->ranks.clear();
+  m.steps.clear();
+  m.service_dir.clear();
+  m.parameters.clear();
+  m.provenance.clear();
+  same(run_metadata_text(m), toml_plus_plus_text(m), "nothing in the lists and tables");
+  // What is appended as a run ends or is submitted: the same as toml++'s table of it.
+  test::TempDir d;
+  m.status.reset();
+  m.job_id.clear();
+  write_run_metadata(d.path, m);
+  const std::string before = read_file(d.path / kRunMetadataFile);
+  append_run_job(d.path, nasty[2], Durability::Deferred);
+  append_run_status(d.path, st, Durability::Deferred);
+  const std::string appended = read_file(d.path / kRunMetadataFile).substr(before.size());
+  std::ostringstream theirs;
+  theirs << toml::table{{"job", toml::table{{"id", nasty[2]}}}, {"status", toml_plus_plus_status(st)}};
+  same(appended, theirs.str(), "appended [job] and [status]");
+  // And the reader takes it back whole.
+  const RunMetadata back = read_run_metadata(d.path);
+  ASSERT_TRUE(back.status);
+  EXPECT_EQ(back.job_id, nasty[2]);
+  EXPECT_EQ(back.status->reason, st.reason);
+  ASSERT_EQ(back.status->ranks.size(), 2u);
+  EXPECT_EQ(back.status->ranks[1].role, nasty[2]);
 }
