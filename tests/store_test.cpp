@@ -300,6 +300,8 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
   ResultsDb db(file);
   EXPECT_EQ(count(db, "SELECT version FROM schema_info"), 3);
   EXPECT_EQ(count(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name IN ('provenance', 'metric_declarations')"), 2);
+  // runs(param_hash)'s index is dropped by a writer's open: every new run wrote a page of its own into it.
+  EXPECT_EQ(count(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'runs_param_hash'"), 0);
   EXPECT_EQ(test::sql_one(file, kProvenance), provenance_rows);
   EXPECT_EQ(test::sql_one(file, kDeclared), declared_rows);
   EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2) << "runs 1 and 3 share one";
