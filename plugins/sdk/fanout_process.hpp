@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace fanout_sdk {
@@ -124,31 +125,6 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Waits up to timeout_ms for a started program, then kills it (SIGKILL) and reaps it. Polls with growing pauses
-// (100 us up to 20 ms) rather than catching SIGCHLD: the host process owns its signal handlers.
-struct Exit {
-  int status = 0;       // the exit status, or 128 + the signal that ended it
-  bool killed = false;  // true when the deadline passed and this call killed it
-};
-inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
-  Exit e;
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      e.killed = true;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-  }
-  e.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return e;
-}
-
 // A pidfd of the process (Linux 5.3+): readable once it has ended, so an exit can wake a poll. -1 where the kernel
 // has none.
 inline int pidfd_of(pid_t pid) {
@@ -158,6 +134,42 @@ inline int pidfd_of(pid_t pid) {
   (void)pid;
   return -1;
 #endif
+}
+
+// Waits up to timeout_ms for a started program, then kills it (SIGKILL) and reaps it. Woken by the program's pidfd
+// as it ends; where the kernel has none, polls with growing pauses (100 us up to 20 ms). Never SIGCHLD: the host
+// process owns its signal handlers.
+struct Exit {
+  int status = 0;       // the exit status, or 128 + the signal that ended it
+  bool killed = false;  // true when the deadline passed and this call killed it
+};
+inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
+  Exit e;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int fd = pidfd_of(pid);
+  for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
+      ::kill(pid, SIGKILL);
+      e.killed = true;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+      if (::poll(&p, 1, int(std::min<int64_t>(left_ms, 1 << 30))) <= 0) continue;  // the deadline, or EINTR: looked at again
+      if (::waitpid(pid, &status, WNOHANG) == pid) break;
+      ::close(std::exchange(fd, -1));  // ended yet not reaped here (reaped elsewhere): the pauses, not a spin
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+  if (fd >= 0) ::close(fd);
+  e.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return e;
 }
 
 // Calls fn, on a thread of its own, once the process that started this one has ended: a helper or a rank that must
