@@ -32,7 +32,12 @@ std::string read_proc_file(const char* path) {
   if (fd < 0) return {};
   std::string text;
   char buf[8192];
-  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, off_t(text.size()))) > 0;) text.append(buf, size_t(n));
+  // A read shorter than asked is the whole text (a seq_file or sysctl read at offset 0 hands over all it made, up
+  // to the count): no second read to see the end (half of the reads a mark made).
+  for (ssize_t n = ssize_t(sizeof buf); n == ssize_t(sizeof buf);) {
+    n = ::pread(fd, buf, sizeof buf, off_t(text.size()));
+    if (n > 0) text.append(buf, size_t(n));
+  }
   return text;
 }
 

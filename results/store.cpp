@@ -467,6 +467,7 @@ void ResultsDb::sync_commits() {
 void ResultsDb::begin_batch() {
   if (sqlite3_get_autocommit(db_)) exec("BEGIN IMMEDIATE;");
   batch_runs_ = 0;
+  orphan_free_after_ = -1;
 }
 
 void ResultsDb::commit_batch() {
@@ -477,6 +478,7 @@ void ResultsDb::commit_batch() {
     throw;
   }
   batch_runs_ = 0;
+  orphan_free_after_ = -1;
 }
 
 bool ResultsDb::in_batch() const { return !sqlite3_get_autocommit(db_); }
@@ -508,6 +510,7 @@ void ResultsDb::rollback() const {
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK;", nullptr, nullptr, nullptr);
   experiment_ids_.clear();  // rows the transaction made may be gone with it
   metric_ids_.clear();
+  orphan_free_after_ = -1;
   for (auto& ids : set_ids_) ids.clear();
 }
 
@@ -860,6 +863,15 @@ void ResultsDb::ingest_runs(const std::vector<fs::path>& run_dirs,
 // deleted by a connection without them (the sqlite3 shell's default) leaves its rows, and SQLite gives its id to the
 // next run stored: those rows are not that run's, and its plain INSERTs would collide with them.
 void ResultsDb::forget_orphans_of(int64_t run_id) {
+  // Looked at once a write transaction (a batch stores hundreds of runs, each given an id above the last): the
+  // run tables' highest run_id, each a look at the end of its key.
+  if (orphan_free_after_ < 0) {
+    Stmt top(db_, prepared("SELECT coalesce(max(m), 0) FROM (SELECT max(run_id) AS m FROM parameters UNION ALL SELECT max(run_id) FROM sample_blocks "
+                           "UNION ALL SELECT max(run_id) FROM rank_resources UNION ALL SELECT max(run_id) FROM rank_nodes "
+                           "UNION ALL SELECT max(run_id) FROM rank_exits)"));
+    orphan_free_after_ = top.step() ? top.i64(0) : 0;
+  }
+  if (run_id > orphan_free_after_) return;
   Stmt any(db_, prepared("SELECT 1 FROM parameters WHERE run_id = ?1 UNION ALL SELECT 1 FROM sample_blocks WHERE run_id = ?1 "
                          "UNION ALL SELECT 1 FROM rank_nodes WHERE run_id = ?1 LIMIT 1"));
   if (!any.bind(1, run_id).step()) return;
@@ -983,7 +995,7 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
   // In a batch the run joins its transaction. Not a savepoint: SQLite journals every page a savepoint touches first
   // (37 pages of 32 KiB a run, in a temporary file), more than the batch saves.
   const bool nested = in_batch();
-  if (!nested) exec("BEGIN IMMEDIATE;");
+  if (!nested) exec("BEGIN IMMEDIATE;"), orphan_free_after_ = -1;
   try {
     if (!meta.status) {
       // A folder that records no end, of a run the database holds as ended: its [status] append can be lost in a

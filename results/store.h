@@ -215,6 +215,9 @@ class ResultsDb {
   mutable std::unordered_map<std::string, int64_t> set_ids_[2];
   sqlite3* db_ = nullptr;
   size_t batch_runs_ = 0;  // runs stored in the open batch
+  // The highest run id any run table holds rows of, as the open write transaction began (-1: not yet looked at):
+  // a run given a higher id has no orphans to forget (forget_orphans_of).
+  mutable int64_t orphan_free_after_ = -1;
   bool synced_commits_ = false;  // sync_commits()
   std::filesystem::path file_;
   // Statements every stored run executes, prepared once per connection (by their text's address: literals).

@@ -1434,3 +1434,49 @@ TEST(Store, RunTomlWrittenDirectlyParsesAsTomlPlusPlusTextOfTheSameValues) {
   ASSERT_EQ(back.status->ranks.size(), 2u);
   EXPECT_EQ(back.status->ranks[1].role, nasty[2]);
 }
+
+// Runs deleted by a connection without foreign keys (the sqlite3 shell's default) leave their rows, and SQLite gives
+// their ids to the next runs stored: those rows are forgotten, one run at a time and inside a batch (where whether an
+// id can have any is looked at once, when the batch begins).
+TEST(Store, RowsOfRunsDeletedWithoutForeignKeysAreNotTakenForTheNextRunsOfTheirIds) {
+  test::TempDir d;
+  std::vector<std::filesystem::path> runs;
+  for (int i = 0; i < 6; ++i) runs.push_back(make_run(d.path, "o" + std::to_string(i), 2, 10 + i));
+  const auto file = d.path / "fanout.sqlite";
+  auto delete_without_foreign_keys = [&](const std::string& where) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, ("PRAGMA foreign_keys=OFF; DELETE FROM runs " + where).c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  };
+  auto samples_of = [&](const ResultsDb& db, int64_t id) { return count(db, "SELECT count(*) FROM samples WHERE run_id = " + std::to_string(id)); };
+  {
+    ResultsDb db(file);
+    db.ingest_run(runs[0]);
+    db.ingest_run(runs[1]);
+  }
+  delete_without_foreign_keys("WHERE id IN (1, 2)");
+  {
+    ResultsDb db(file);
+    EXPECT_EQ(count(db, "SELECT count(*) FROM parameters WHERE run_id IN (1, 2)"), 4) << "the orphans are there";
+    db.begin_batch();
+    db.ingest_run(runs[2]);
+    db.ingest_run(runs[3]);
+    db.ingest_run(runs[4]);
+    db.commit_batch();
+    EXPECT_EQ(count(db, "SELECT min(id) = 1 AND max(id) = 3 FROM runs"), 1) << "ids 1 and 2 given again";
+    EXPECT_EQ(count(db, "SELECT count(*) FROM runs"), 3);
+    // 2 ranks of (one warmup sample + 10 + i) each: runs 2, 3 and 4 under ids 1, 2 and 3, nothing of runs 0 and 1.
+    EXPECT_EQ(samples_of(db, 1), 2 * (1 + 12));
+    EXPECT_EQ(samples_of(db, 2), 2 * (1 + 13));
+    EXPECT_EQ(samples_of(db, 3), 2 * (1 + 14));
+    EXPECT_EQ(count(db, "SELECT count(*) FROM parameters"), 6);
+  }
+  delete_without_foreign_keys("WHERE id = 3");
+  ResultsDb db(file);
+  db.ingest_run(runs[5]);  // outside a batch: id 3 again
+  EXPECT_EQ(count(db, "SELECT max(id) FROM runs"), 3);
+  EXPECT_EQ(samples_of(db, 3), 2 * (1 + 15));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM rank_exits WHERE run_id = 3"), 1);
+}
