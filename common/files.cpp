@@ -148,7 +148,9 @@ void sync_filesystem(const std::filesystem::path& path) {
 }
 
 void make_private_dirs(const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
+  // A run's folder is one new folder in one that is there: a mkdir, not create_directories' look at each part first
+  // (three path walks more a run).
+  if (::mkdir(dir.c_str(), 0755) != 0) std::filesystem::create_directories(dir);
   ::chmod(dir.c_str(), 0755);
 }
 
