@@ -12,7 +12,7 @@ sizes=(10 100 1000)
 . "$(dirname "$0")/figures.sh"  # figure(): bench/run-all's figures
 exe=$(readlink -f "$build/fanout")
 work=$(mktemp -d /var/tmp/fanout-driver-bench-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'discard_work "$work"' EXIT  # bench/figures.sh
 partition=debug
 sinfo -h -p scale -o %P 2>/dev/null | grep -q scale && partition=scale
 # poll s is wall time in the scheduler query (mostly waiting for slurmctld, which returns every job it still

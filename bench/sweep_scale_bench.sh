@@ -15,7 +15,7 @@ n=100000
 exe=$(readlink -f "$build/fanout")
 [ -x "$build/run_floor" ] || { echo "sweep_scale_bench: no $build/run_floor (build the project's bench targets)" >&2; exit 1; }
 work=$(mktemp -d /var/tmp/fanout-sweep-scale-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'discard_work "$work"' EXIT  # bench/figures.sh
 list=$(seq -s, 0 999)
 args=(calibration_sleep --iterations=1 --warmup=0 "--sleep_us=[$list]" --repeat=$((n / 1000)))
 # /usr/bin/time's "wall user+system maxrss-KiB" of a command run in $work, its output to $work/<tag>.log

@@ -17,6 +17,16 @@ grep -q '| inference_bench | database_vs_direct | - |' "$doc" || fail "a goal of
 rounds=$(sqlite3 "$work/ok/fanout.sqlite" "SELECT group_concat(iteration) FROM (SELECT DISTINCT iteration FROM samples WHERE metric = 'total_s' ORDER BY iteration)")
 [ "$rounds" = "1,2" ] || fail "total_s stored for rounds '$rounds', not 1,2"
 grep -q 'ETA' "$work/ok.err" || fail "no progress line: $(cat "$work/ok.err")"
+[ ! -e "$work/ok/trash" ] || fail "run-all left its benches' work folders in $work/ok/trash"
+# A bench's work folder under run-all goes into its trash (emptied once every round has run), else is removed.
+(
+  . "$src/bench/figures.sh"
+  mkdir -p "$work/t/trash" "$work/t/a" "$work/t/b"
+  FANOUT_BENCH_TRASH=$work/t/trash discard_work "$work/t/a"
+  [ -d "$work/t/trash/a" ] && [ ! -e "$work/t/a" ] || fail "discard_work did not move a folder into FANOUT_BENCH_TRASH"
+  FANOUT_BENCH_TRASH= discard_work "$work/t/b"
+  [ ! -e "$work/t/b" ] || fail "discard_work without FANOUT_BENCH_TRASH did not remove the folder"
+)
 
 # A bench that crashes: a results_bench that exits 3 in a build folder of its own.
 mkdir -p "$work/broken"
