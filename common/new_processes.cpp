@@ -32,8 +32,9 @@ std::string read_proc_file(const char* path) {
   if (fd < 0) return {};
   std::string text;
   char buf[8192];
-  // A read shorter than asked is the whole text (a seq_file or sysctl read at offset 0 hands over all it made, up
-  // to the count): no second read to see the end (half of the reads a mark made).
+  // A read shorter than asked is the whole text (a one-record seq_file, as /proc/stat and /proc/loadavg are, or a
+  // sysctl, read at offset 0 hands over all it made, up to the count): no second read to see the end (half of the
+  // reads a mark made). Not so for a seq_file of many records (/proc/<pid>/maps): not for those.
   for (ssize_t n = ssize_t(sizeof buf); n == ssize_t(sizeof buf);) {
     n = ::pread(fd, buf, sizeof buf, off_t(text.size()));
     if (n > 0) text.append(buf, size_t(n));

@@ -1,7 +1,9 @@
 // TOML text written directly, for the files fanout writes for every run (run.toml and what is appended to it).
 // toml++'s printer first builds a tree of nodes, a map and an allocation per key, then streams it: 7 % of the
 // driver's CPU a local run (perf of 3,000 runs, 2026-12-06). What this writes parses to the same table as
-// toml++'s text of the same values (tests/toml_text_test.cpp).
+// toml++'s text of the same values (tests/store_test.cpp, Store.RunTomlWrittenDirectly...), but where toml++ lost
+// bytes: a UTF-8 character cut short at a value's end (dropped), the byte after a bad one (escaped with it), a
+// value's leading line break (toml++ wrote a multi-line string, whose first line break a reader drops).
 #pragma once
 #include <cstdint>
 #include <string>

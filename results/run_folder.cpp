@@ -79,7 +79,13 @@ std::string run_metadata_text(const RunMetadata& m) {
   for (auto& [k, v] : m.parameters) order.push_back(k);
   t.strings("parameter_order", order);
   t.table("parameters");
-  for (auto& [k, v] : m.parameters) t.string(k, v);
+  // A name twice would be a key twice, which no TOML reader takes: the first stands, as in toml++'s table.
+  for (size_t i = 0; i < m.parameters.size(); ++i) {
+    const auto& [k, v] = m.parameters[i];
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = m.parameters[j].first == k;
+    if (!seen) t.string(k, v);
+  }
   t.table("provenance");
   for (auto& [k, v] : m.provenance) t.string(k, v);
   if (!m.job_id.empty()) t.table("job").string("id", m.job_id);

@@ -140,4 +140,11 @@ TEST(SdkProcess, WaitWithinADeadlineKillsAProgramThatOutlivesIt) {
   const auto done = fanout_sdk::wait_exit_within(quick.pid, 60000);
   EXPECT_FALSE(done.killed);
   EXPECT_EQ(done.status, 3);
+  // One reaped elsewhere has no status to give, and is not waited for to its deadline nor killed (its pid may
+  // be another process's by then).
+  auto reaped = fanout_sdk::spawn_program({"sh", "-c", "exit 4"}, false);
+  ASSERT_EQ(fanout_sdk::wait_exit(reaped.pid), 4);
+  const auto lost = fanout_sdk::wait_exit_within(reaped.pid, 600000);
+  EXPECT_FALSE(lost.killed);
+  EXPECT_EQ(lost.status, -1);
 }

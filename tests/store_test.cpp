@@ -1404,7 +1404,19 @@ TEST(Store, RunTomlWrittenDirectlyParsesAsTomlPlusPlusTextOfTheSameValues) {
   // One difference, on purpose: a character cut short at a value's very end, which toml++ drops, is kept as bytes.
   m.session = "cut \xe2\x82";
   EXPECT_EQ(toml::parse(run_metadata_text(m))["run"]["session"].value<std::string>(), "cut \xc3\xa2\xc2\x82");
+  // Two more that toml++ lost, kept: a value's leading line break (toml++ wrote a multi-line string, whose first
+  // line break a reader drops) and a bad byte before a non-ASCII lead byte (toml++ escaped both).
+  m.session = "\nleading";
+  EXPECT_EQ(toml::parse(run_metadata_text(m))["run"]["session"].value<std::string>(), "\nleading");
+  EXPECT_EQ(toml::parse(toml_plus_plus_text(m))["run"]["session"].value<std::string>(), "leading") << "as docs/results.md says";
+  m.session = "\xe2\xc3\xa9";
+  EXPECT_EQ(toml::parse(run_metadata_text(m))["run"]["session"].value<std::string>(), "\xc3\xa2\xc3\xa9");
+  EXPECT_EQ(toml::parse(toml_plus_plus_text(m))["run"]["session"].value<std::string>(), "\xc3\xa2\xc3\x83\xc2\xa9");
   m.session = "sess";
+  // A parameter name twice: the first stands, as in toml++'s table (a key written twice would not parse).
+  m.parameters.emplace_back(m.parameters.front().first, "second");
+  same(run_metadata_text(m), toml_plus_plus_text(m), "a parameter name twice");
+  m.parameters.pop_back();
   m.job_id = "77";
   m.status = st;
   same(run_metadata_text(m), toml_plus_plus_text(m), "job and status");
@@ -1473,10 +1485,21 @@ TEST(Store, RowsOfRunsDeletedWithoutForeignKeysAreNotTakenForTheNextRunsOfTheirI
     EXPECT_EQ(samples_of(db, 3), 2 * (1 + 14));
     EXPECT_EQ(count(db, "SELECT count(*) FROM parameters"), 6);
   }
-  delete_without_foreign_keys("WHERE id = 3");
+  // One connection open throughout, the rows deleted by another between its transactions (what it looked at in
+  // one transaction is not taken for the next): alone, then in batches.
   ResultsDb db(file);
-  db.ingest_run(runs[5]);  // outside a batch: id 3 again
-  EXPECT_EQ(count(db, "SELECT max(id) FROM runs"), 3);
-  EXPECT_EQ(samples_of(db, 3), 2 * (1 + 15));
-  EXPECT_EQ(count(db, "SELECT count(*) FROM rank_exits WHERE run_id = 3"), 1);
+  db.ingest_run(runs[5]);  // id 4, alone: looks, finds the highest rows are 3's
+  delete_without_foreign_keys("WHERE id = 4");
+  db.ingest_run(runs[0]);  // id 4 again, alone
+  db.begin_batch();
+  db.ingest_run(runs[1]);  // id 5, in a batch
+  db.commit_batch();
+  delete_without_foreign_keys("WHERE id = 5");
+  db.begin_batch();
+  db.ingest_run(runs[1]);  // id 5 again, in the next batch
+  db.commit_batch();
+  EXPECT_EQ(count(db, "SELECT max(id) FROM runs"), 5);
+  EXPECT_EQ(samples_of(db, 4), 2 * (1 + 10));
+  EXPECT_EQ(samples_of(db, 5), 2 * (1 + 11));
+  EXPECT_EQ(count(db, "SELECT count(*) FROM parameters WHERE run_id IN (4, 5)"), 4);
 }

@@ -140,7 +140,7 @@ inline int pidfd_of(pid_t pid) {
 // as it ends; where the kernel has none, polls with growing pauses (100 us up to 20 ms). Never SIGCHLD: the host
 // process owns its signal handlers.
 struct Exit {
-  int status = 0;       // the exit status, or 128 + the signal that ended it
+  int status = 0;       // the exit status, or 128 + the signal that ended it; -1 when reaped elsewhere (unknown)
   bool killed = false;  // true when the deadline passed and this call killed it
 };
 inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
@@ -148,8 +148,16 @@ inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
   int status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int fd = pidfd_of(pid);
+  bool told = false;  // the pidfd said it ended
   for (int pause_us = 100;; pause_us = std::min(pause_us * 2, 20000)) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (got == 0 && std::exchange(told, false) && fd >= 0) ::close(std::exchange(fd, -1));  // told, yet not waitable: the pauses
+    if (got < 0 && errno == ECHILD) {  // reaped elsewhere: no status to give, and its pid may be another's now
+      if (fd >= 0) ::close(fd);
+      e.status = -1;
+      return e;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
       ::kill(pid, SIGKILL);
@@ -161,9 +169,13 @@ inline Exit wait_exit_within(pid_t pid, int64_t timeout_ms) {
     if (fd >= 0) {
       pollfd p{fd, POLLIN, 0};
       const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-      if (::poll(&p, 1, int(std::min<int64_t>(left_ms, 1 << 30))) <= 0) continue;  // the deadline, or EINTR: looked at again
-      if (::waitpid(pid, &status, WNOHANG) == pid) break;
-      ::close(std::exchange(fd, -1));  // ended yet not reaped here (reaped elsewhere): the pauses, not a spin
+      const int ready = ::poll(&p, 1, int(std::min<int64_t>(left_ms, 1 << 30)));
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;  // the deadline, or a signal: looked at again
+      if (ready > 0) {  // it ended: reaped above
+        told = true;
+        continue;
+      }
+      ::close(std::exchange(fd, -1));                              // poll itself failed: the pauses, not a spin
     }
     std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
   }
