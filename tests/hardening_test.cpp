@@ -468,9 +468,9 @@ TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
   for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "ex"))
     if (e.path().filename() == "run.toml") run_toml = e.path();
   std::string text = read_file(run_toml);
-  const size_t at = text.find("session = '");
+  const size_t at = text.find("\nsession = ");  // the line, whichever quotes it was written with
   ASSERT_NE(at, std::string::npos) << text;
-  text.replace(at, text.find('\'', at + 11) - at + 1, "session = '../../escaped'");
+  text.replace(at + 1, text.find('\n', at + 1) - at - 1, "session = '../../escaped'");
   write_file_atomic(run_toml, text);
   auto ingest = test::run_command({test::fanout_exe().string(), "results", "ingest", "results/ex"}, d.path, {}, 60);
   EXPECT_NE(ingest.exit_code, 0);
