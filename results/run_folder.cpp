@@ -23,7 +23,7 @@ namespace {
 void status_text(TomlText& t, const RunStatusRecord& s, std::string_view name) {
   t.table(name).string("state", s.state).string("job_id", s.job_id).string("node_list", s.node_list).string("reason", s.reason);
   t.integer("exit_code", s.exit_code).integer("signal", s.signal).integer("start_wall_ns", s.start_wall_ns).integer("end_wall_ns", s.end_wall_ns);
-  if (s.ranks.empty()) t.raw("ranks = []\n");
+  if (s.ranks.empty()) t.strings("ranks", {});
   const std::string ranks = std::string(name) + ".ranks";
   for (auto& r : s.ranks) t.array_table(ranks).string("role", r.role).integer("rank", r.rank).integer("exit_code", r.exit_code).integer("signal", r.signal);
 }
@@ -67,7 +67,7 @@ toml::table parse_without_an_open_append(std::string_view text, const std::strin
 std::string run_metadata_text(const RunMetadata& m) {
   TomlText t;
   t.raw("# fanout run metadata (written by fanout; see docs/architecture.md)\n");
-  if (m.steps.empty()) t.raw("steps = []\n");  // a root key: before the first table
+  if (m.steps.empty()) t.strings("steps", {});  // a root key: before the first table
   t.table("run").string("session", m.session).string("experiment", m.experiment).string("subcommand", m.subcommand);
   t.string("plugin", m.plugin).string("plugin_path", m.plugin_path).string("plugin_version", m.plugin_version);
   t.string("param_hash", m.param_hash).string("launcher", m.scheduler).integer("walltime_s", m.walltime_s);
