@@ -33,6 +33,7 @@
 #include "common/error.h"
 #include "common/toml_document.h"
 #include "common/files.h"
+#include "common/held_lines.h"
 #include "common/parallel.h"
 #include "common/subprocess.h"
 #include "common/text.h"
@@ -521,7 +522,7 @@ void timed(double& into, Fn&& fn) {
 class ExperimentSession {
  public:
   ExperimentSession(const ExperimentPlan& plan, const Plugin& plugin, const RunnerOptions& opts)
-      : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : std::cerr),
+      : plan_(plan), plugin_(plugin), opts_(opts), st_(plan.request.settings), log_(opts.progress ? *opts.progress : stderr_lines_),
         progress_(log_, !opts.progress && isatty(STDERR_FILENO), double(st_.status_interval_s)),
         scheduler_(make_scheduler(st_.scheduler)), jobs_end_with_this_host_(scheduler_traits(st_.scheduler).one_host) {
     scheduler_->record_usage(st_.resources);
@@ -1335,6 +1336,7 @@ class ExperimentSession {
   void back_off(bool changed) {
     const double floor = std::min(std::max(0.005, 4 * cost_.last_poll_s), scheduler_->max_poll_interval_s());
     interval_ = changed ? floor : std::clamp(interval_ * 1.5, floor, scheduler_->max_poll_interval_s());
+    log_.flush();
     if (done_ < slots_.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
   }
 
@@ -1376,6 +1378,9 @@ class ExperimentSession {
   const Plugin& plugin_;
   const RunnerOptions& opts_;
   const ExperimentSettings& st_;
+  // What the driver tells its user, held and written once a poll cycle (lines of a sweep of short runs were three
+  // write(2) calls a run); written at once before the driver sleeps.
+  HeldLines stderr_lines_{STDERR_FILENO};
   std::ostream& log_;
   ProgressDisplay progress_;
   std::unique_ptr<Scheduler> scheduler_;  // destroyed last: the members below may refer to its jobs

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -6,6 +8,8 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/held_lines.h"
 #include "orchestrator/experiment.h"
 #include "orchestrator/experiment_runner.h"
 #include "orchestrator/settings.h"
@@ -310,4 +314,43 @@ TEST(Experiment, AFolderAnotherDriverIsMakingIsNeverTakenForAStrangersFolder) {
   std::filesystem::create_directories(d.path / "built");
   std::ofstream(d.path / "built" / (std::string(layout::kBuildLog) + ".tmp.42")) << "cc ...";
   EXPECT_EQ(error_of([&] { refuse_a_folder_fanout_did_not_make(d.path / "built"); }), "");
+}
+
+// The driver's event lines are held and written a poll cycle at a time. What is held reaches the file whole when
+// flushed; past kMaxHeldBytes whole lines go out without a flush and a line cut short waits for its end; a
+// descriptor that takes nothing sets the stream's badbit instead of holding the text forever. (Lines held past
+// kMaxHoldNs go out the same way; that rule is not timed here.)
+TEST(Experiment, HeldLinesReachTheirFileWholeWhenFlushedOrWhenTooManyAreHeld) {
+  test::TempDir d;
+  const std::string file = (d.path / "log").string();
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  auto written = [&] { return read_file(file); };
+  {
+    HeldLines out(fd, int64_t(3600) * 1000000000);  // held by size alone here, however slow the machine
+    out << "fanout: submitted a\n" << "fanout: a COMPLETED" << " in 5ms" << '\n' << "fanout: b";
+    EXPECT_EQ(written(), "");
+    out.flush();
+    EXPECT_EQ(written(), "fanout: submitted a\nfanout: a COMPLETED in 5ms\nfanout: b");
+    const std::string line(99, 'x');
+    std::string expected = written();
+    size_t lines = 0;
+    while (written().size() == expected.size() && lines < 2 * HeldLinesBuf::kMaxHeldBytes / 100) out << line << '\n', ++lines;
+    EXPECT_GE(lines * 100, HeldLinesBuf::kMaxHeldBytes - 100) << "written before kMaxHeldBytes were held";
+    EXPECT_LE(lines * 100, HeldLinesBuf::kMaxHeldBytes + 100) << "held past kMaxHeldBytes";
+    const size_t before = written().size();
+    EXPECT_EQ(written().back(), '\n');
+    out << "cut";
+    out << std::string(HeldLinesBuf::kMaxHeldBytes, 'y');  // a line's middle is never written alone
+    EXPECT_EQ(written().size(), before);
+    out << "\n";
+    EXPECT_EQ(written().size(), before + 3 + HeldLinesBuf::kMaxHeldBytes + 1);
+    out << "last";
+  }  // the destructor writes what is left
+  EXPECT_EQ(written().substr(written().size() - 5), "\nlast");
+  ::close(fd);
+  HeldLines closed(-1);
+  closed << "nowhere\n";
+  closed.flush();
+  EXPECT_TRUE(closed.bad());
 }
