@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace fanout {
 
@@ -19,6 +20,10 @@ struct ProcessMark {
 };
 
 ProcessMark mark_processes();
+
+// A /proc file's whole text in one read (or empty): a one-record seq_file such as /proc/stat makes its text anew at
+// every read, so the text is never put together from two reads. The file stays open for the next call.
+std::string read_proc_text(const char* path);
 
 // Calls `f` with each pid (other than this process's and init's) that may be a process made since `since`: those in
 // the ring after since.last_pid up to the current last pid, or every process when the ring may have come round

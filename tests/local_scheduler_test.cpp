@@ -412,3 +412,36 @@ TEST(LocalScheduler, AForgottenJobIsNoLongerAnsweredForAndOthersStay) {
   EXPECT_EQ(other.state, JobState::Failed);
   EXPECT_EQ(other.exit_code, 3);
 }
+
+// A process mark reads /proc/stat, whose "processes" line comes after a line per CPU and the interrupt counts: on a
+// large host past the first buffer. Checked here on a regular file whose size the test sets (this host's /proc/stat
+// fits the first buffer): a text ten times that buffer comes back whole, and so does the same open file grown and
+// shrunk; then /proc/stat itself. That the text is taken in one read (two reads at two offsets of a seq_file can
+// come from two makings of it) is by construction: a regular file cannot show it.
+TEST(LocalScheduler, AProcFileIsReadWholeInOneReadHoweverLargeItGrows) {
+  test::TempDir d;
+  const std::string file = (d.path / "stat").string();
+  auto text_of = [](size_t bytes, char c) {
+    std::string t;
+    for (size_t i = 0; t.size() < bytes; ++i) t += std::string(60, c) + " " + std::to_string(i) + "\n";
+    return t;
+  };
+  write_file_atomic(file, text_of(100, 'a'));
+  EXPECT_EQ(read_proc_text(file.c_str()), text_of(100, 'a'));
+  const std::string large = text_of(40000, 'b');  // ten times the first buffer
+  {
+    std::ofstream out(file, std::ios::trunc);  // the same file (it stays open), grown
+    out << large;
+  }
+  EXPECT_EQ(read_proc_text(file.c_str()), large);
+  const std::string small = text_of(200, 'c');
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << small;
+  }
+  EXPECT_EQ(read_proc_text(file.c_str()), small);
+  const std::string stat = read_proc_text("/proc/stat");
+  EXPECT_EQ(stat.rfind("cpu ", 0), 0u) << stat.substr(0, 80);
+  EXPECT_NE(stat.find("\nprocesses "), std::string::npos);
+  EXPECT_EQ(read_proc_text((d.path / "absent").c_str()), "");
+}
