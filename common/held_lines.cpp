@@ -1,5 +1,6 @@
 #include "common/held_lines.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +11,7 @@ namespace fanout {
 
 void HeldLinesBuf::write_if_held_long() {
   if (held_.empty() || held_.back() != '\n') return;  // a line is written whole
-  if (held_.size() >= kMaxHeldBytes || monotonic_ns() - held_since_ns_ >= max_hold_ns_) sync();
+  if (held_.size() >= kMaxHeldBytes || monotonic_ns() - held_since_ns_ >= max_hold_ns_) failed_ |= sync() != 0;
 }
 
 HeldLinesBuf::int_type HeldLinesBuf::overflow(int_type c) {
@@ -33,12 +34,18 @@ int HeldLinesBuf::sync() {
   size_t done = 0;
   while (done < held_.size()) {
     const ssize_t w = ::write(fd_, held_.data() + done, held_.size() - done);
+    if (w > 0) {
+      done += size_t(w);
+      continue;
+    }
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += size_t(w);
+    pollfd p{fd_, POLLOUT, 0};
+    if (w < 0 && errno == EAGAIN && ::poll(&p, 1, 1000) > 0) continue;  // a terminal or pipe left non-blocking: wait
+    break;
   }
-  const bool all = done == held_.size();
+  const bool all = done == held_.size() && !failed_;
   held_.clear();  // what a closed or full descriptor did not take is dropped, not held forever
+  failed_ = false;
   return all ? 0 : -1;
 }
 

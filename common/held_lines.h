@@ -20,7 +20,9 @@ class HeldLinesBuf : public std::streambuf {
  protected:
   int_type overflow(int_type c) override;
   std::streamsize xsputn(const char* s, std::streamsize n) override;
-  int sync() override;  // writes what is held; -1 (the stream's badbit) when the descriptor takes no more
+  // Writes what is held; -1 (the stream's badbit) when the descriptor took not all of it, now or in a write made
+  // without a flush since the last one.
+  int sync() override;
 
  private:
   void write_if_held_long();
@@ -28,6 +30,7 @@ class HeldLinesBuf : public std::streambuf {
   int64_t max_hold_ns_;
   std::string held_;
   int64_t held_since_ns_ = 0;  // monotonic time the oldest byte held was given
+  bool failed_ = false;        // a write made without a flush lost text: the next sync() says so
 };
 
 class HeldLines : public std::ostream {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,7 @@ std::string read_proc_text(const char* path) {
   std::string text(at.size, '\0');
   for (;;) {
     const ssize_t n = ::pread(at.fd, text.data(), text.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0) return {};
     if (size_t(n) < text.size() || text.size() >= kMaxBytes) {
       text.resize(size_t(n));

@@ -835,7 +835,7 @@ class ExperimentSession {
     log() << "fanout: resume: " << completed.size() << " of " << plan_.runs.size() << " permutation(s) already COMPLETED";
     if (recovered) log() << " (" << recovered << " run folder(s) that ended after the driver stopped ingested now)";
     if (!adopted_.empty()) log() << ", " << adopted_.size() << " still in the " << scheduler_->name() << " queue followed again";
-    log() << "; running " << todo_.size() << "\n";
+    log() << "; running " << todo_.size() << "\n" << std::flush;  // before laying out what is left, which takes a while
     return !todo_.empty() || !adopted_.empty();
   }
 
@@ -1123,7 +1123,7 @@ class ExperimentSession {
     log() << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
          << " run(s) not started";
     if (not_laid_out_) log() << ", " << not_laid_out_ << " more not laid out (no folder; `fanout resume` runs them)";
-    log() << "\n";
+    log() << "\n" << std::flush;  // seen before the cancels, which can take a while (and a second Ctrl-C ends at once)
     std::vector<std::string> ids;
     for (auto& [id, i] : active_) ids.push_back(id);
     scheduler_->cancel(ids);
@@ -1336,7 +1336,7 @@ class ExperimentSession {
   void back_off(bool changed) {
     const double floor = std::min(std::max(0.005, 4 * cost_.last_poll_s), scheduler_->max_poll_interval_s());
     interval_ = changed ? floor : std::clamp(interval_ * 1.5, floor, scheduler_->max_poll_interval_s());
-    log_.flush();
+    if (!log_.flush()) log_.clear();  // a log that took nothing this time may take the next lines
     if (done_ < slots_.size()) std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
   }
 

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "results/lab_connection.h"
+#include "results/store.h"
 
 namespace fanout {
 
@@ -17,6 +18,7 @@ class SqliteLab : public LabConnection {
     namespace fs = std::filesystem;
     if (!create && !fs::exists(path)) throw UserError("--lab: no lab store at " + path + " yet (`fanout history add` makes one)");
     if (create && fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+    configure_sqlite_once();  // a lab can be SQLite's first use in the process (fanout run --lab=...)
     if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0), nullptr) != SQLITE_OK) {
       const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);

@@ -290,7 +290,14 @@ void migrate_1_to_2(sqlite3* db) {
 // How long a writer waits for another process's transaction before it fails.
 constexpr int kWriterBusyTimeoutMs = 60000;
 
-// Before SQLite's first use in the process: a statement journal (the pages a statement inside a transaction
+// A connection is used by one thread at a time (the threads that read and parse files beside it never touch it):
+// SQLite's own lock around each call, taken and released at every step, bind and column read, was 2-3 % of the
+// driver's CPU a run.
+constexpr int kOneThreadAtATime = SQLITE_OPEN_NOMUTEX;
+
+}  // namespace
+
+// (store.h) Before SQLite's first use in the process: a statement journal (the pages a statement inside a transaction
 // changes, kept to undo that statement alone) stays in memory up to 8 MiB rather than 64 KiB. With 32 KiB pages
 // the default sent every statement's second page to a temporary file: 19 page writes a run when runs are stored
 // in batches. And no memory statistics (nothing reads them): keeping them took a process-wide mutex at every
@@ -303,12 +310,6 @@ void configure_sqlite_once() {
   });
 }
 
-// A connection is used by one thread at a time (the threads that read and parse files beside it never touch it):
-// SQLite's own lock around each call, taken and released at every step, bind and column read, was 2-3 % of the
-// driver's CPU a run.
-constexpr int kOneThreadAtATime = SQLITE_OPEN_NOMUTEX;
-
-}  // namespace
 
 ResultsDb::ResultsDb(const fs::path& file) : file_(file) {
   configure_sqlite_once();

@@ -62,6 +62,10 @@ struct ExperimentSummary {
 };
 ExperimentSummary summarize_experiment_db(const std::filesystem::path& file);
 
+// SQLite's settings for the whole process (its statement journal kept in memory, no memory statistics). They hold
+// only when made before SQLite's first use: whatever opens a connection in a fanout process calls this first.
+void configure_sqlite_once();
+
 // When ResultsDb::ingest_runs commits the runs it has stored: after `seconds`, or sooner once they hold `samples`.
 // The driver commits the runs that end as a sweep goes after the same `seconds`.
 struct IngestBatch {

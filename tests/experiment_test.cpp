@@ -349,8 +349,14 @@ TEST(Experiment, HeldLinesReachTheirFileWholeWhenFlushedOrWhenTooManyAreHeld) {
   }  // the destructor writes what is left
   EXPECT_EQ(written().substr(written().size() - 5), "\nlast");
   ::close(fd);
-  HeldLines closed(-1);
+  HeldLines closed(-1, int64_t(3600) * 1000000000);
   closed << "nowhere\n";
   closed.flush();
   EXPECT_TRUE(closed.bad());
+  // Lines lost in a write made without a flush (past kMaxHeldBytes) are reported by the next flush.
+  HeldLines lost(-1, int64_t(3600) * 1000000000);
+  lost << std::string(HeldLinesBuf::kMaxHeldBytes, 'z') << "\n";
+  EXPECT_FALSE(lost.bad());
+  lost.flush();
+  EXPECT_TRUE(lost.bad());
 }
