@@ -9,13 +9,19 @@
 # right before each run: tcp/plain is ps-lite's cost, plain/iperf3 the message shape's and the working set's
 # (iperf3 moves one buffer of at most 1 MiB, which a core's cache holds). The synchronous round trip's anchor is
 # `tcp_anchor rtt 4096` (a 4 KiB value out, a header back: the push's shape, TCP_NODELAY), measured right after
-# each transport's run and for as long as its round trips took.
+# each transport's run and for as long as its round trips took. The shared-memory figures' ceiling (build/copy_anchor):
+# one core copying the run's values from distinct sources into distinct destinations and doing nothing else, measured
+# right before each shared-memory run. The ring copies each value twice, once on each side's core, at once: the pair
+# moves at most what one core copies alone, so shm/copy is how near the ring comes to that, and copy/tcp is the
+# highest shm/tcp any two-copy transport can reach that moment (push and pull; pushpull copies both ways on both).
 #   bench/pslite_bench.sh [build dir]     (needs iperf3: scripts/install-deps.sh test)
 set -euo pipefail
 build=${1:-build}
-exe=$build/fanout-pslite plain=$build/tcp_anchor
+exe=$build/fanout-pslite plain=$build/tcp_anchor copy=$build/copy_anchor
 [ -x "$exe" ] || { echo "pslite_bench: $exe not found (build first)" >&2; exit 2; }
-[ -x "$plain" ] || { echo "pslite_bench: $plain not found (build the bench targets)" >&2; exit 2; }
+for anchor in "$plain" "$copy"; do
+  [ -x "$anchor" ] || { echo "pslite_bench: $anchor not found (build the bench targets)" >&2; exit 2; }
+done
 command -v iperf3 >/dev/null || { echo "pslite_bench: iperf3 is missing (scripts/install-deps.sh test)" >&2; exit 2; }
 # Ports below the kernel's ephemeral range (an outgoing connection of any process may hold one there: "Address
 # already in use"), each checked free before a run takes it.
@@ -64,10 +70,14 @@ plain_gbps() {  # len bidir(0|1)
   "$plain" "$([ "$2" = 1 ] && echo bidir || echo stream)" "$1" "$(($(iters "$1") * NUM_KEY_PER_SERVER))" "$NUM_KEY_PER_SERVER" |
     awk '/Application goodput/ {print $3}'
 }
-echo "anchors: iperf3 -l min(len, 1M) over loopback, and tcp_anchor (the same header+value messages, no protocol), each measured before each fanout run; pushpull against iperf3 --bidir and tcp_anchor bidir (both directions summed)"
+# The copy anchor: the same number of values as the fanout run moves, from and into one value per key in turn.
+copy_gbps() {  # len
+  "$copy" "$1" "$(($(iters "$1") * NUM_KEY_PER_SERVER))" "$NUM_KEY_PER_SERVER" | awk '/Copy rate/ {print $3}'
+}
+echo "anchors: iperf3 -l min(len, 1M) over loopback, and tcp_anchor (the same header+value messages, no protocol), each measured before each fanout run; pushpull against iperf3 --bidir and tcp_anchor bidir (both directions summed); copy_anchor (one core copying the same values, push and pull) before each shared-memory run"
 echo
 # Gb/s count both directions for pushpull (each value there and back), as the --bidir anchor does.
-printf '%-9s %-9s %9s %9s %8s %11s %10s %10s %11s\n' mode len "tcp Gb/s" "shm Gb/s" "shm/tcp" "iperf3 Gb/s" "tcp/iperf3" "plain Gb/s" "tcp/plain"
+printf '%-9s %-9s %9s %9s %8s %11s %10s %10s %11s %10s %9s\n' mode len "tcp Gb/s" "shm Gb/s" "shm/tcp" "iperf3 Gb/s" "tcp/iperf3" "plain Gb/s" "tcp/plain" "copy Gb/s" "copy/tcp"
 goals=()
 for mode in push pull pushpull; do
   m=$([ $mode = pushpull ] && echo 1 || ([ $mode = push ] && echo 2 || echo 3))
@@ -77,10 +87,16 @@ for mode in push pull pushpull; do
     plain_raw=$(plain_gbps $len $([ $mode = pushpull ] && echo 1 || echo 0))
     [ -n "$plain_raw" ] || { echo "pslite_bench: tcp_anchor gave no figure at $len" >&2; exit 1; }
     tcp_raw=$(gbps 0 $len "$(iters $len)" $m); tcp=${tcp_raw:-0}
+    copy_raw=
+    if [ $mode != pushpull ]; then
+      copy_raw=$(copy_gbps $len)
+      [ -n "$copy_raw" ] || { echo "pslite_bench: copy_anchor gave no figure at $len" >&2; exit 1; }
+    fi
     shm_raw=$(gbps shm $len "$(iters $len)" $m); shm=${shm_raw:-0}
-    line=$(awk -v mode=$mode -v len=$len -v tcp="$tcp" -v shm="$shm" -v a="$anchor" -v p="$plain_raw" 'BEGIN{
+    line=$(awk -v mode=$mode -v len=$len -v tcp="$tcp" -v shm="$shm" -v a="$anchor" -v p="$plain_raw" -v c="$copy_raw" 'BEGIN{
       ratio = (tcp > 0) ? shm / tcp : 0
       printf "%-9s %-9s %9.2f %9.2f %8.2f %11.2f %10.2f %10.2f %11.2f", mode, len, tcp, shm, ratio, a, tcp / a, p, tcp / p
+      if (c != "") printf " %10.2f %9.2f", c, (tcp > 0) ? c / tcp : 0
       if (mode != "pushpull" && (len == 65536 || len == 1048576 || len == 4194304))
         printf "|%s %s tcp / iperf3 -l %s: %.2f (goal 0.9): %s", mode, len, (len < 1048576 ? len : 1048576), tcp / a, ((tcp / a >= 0.9) ? "met" : "NOT met")
       if (len == 1048576) printf "|%s %s shm/tcp %.2f (goal 3x): %s", mode, len, ratio, ((ratio >= 3) ? "met" : "NOT met")
@@ -94,6 +110,11 @@ for mode in push pull pushpull; do
     figure "tcp_vs_plain.$mode.$len" "$(awk -v t="$tcp" -v c="$plain_raw" 'BEGIN{printf "%.6g", t / c}')" x
     figure "plain_vs_iperf3.$mode.$len" "$(awk -v p="$plain_raw" -v c="$anchor" 'BEGIN{printf "%.6g", p / c}')" x
     figure "shm_vs_tcp.$mode.$len" "$(awk -v s="$shm" -v t="$tcp" 'BEGIN{printf "%.6g", (t > 0) ? s / t : 0}')" x
+    if [ -n "$copy_raw" ]; then
+      figure "copy_gbit_per_s.$mode.$len" "$copy_raw" Gbit/s
+      figure "shm_vs_copy.$mode.$len" "$(awk -v s="$shm" -v c="$copy_raw" 'BEGIN{printf "%.6g", s / c}')" x
+      figure "copy_vs_tcp.$mode.$len" "$(awk -v c="$copy_raw" -v t="$tcp" 'BEGIN{printf "%.6g", (t > 0) ? c / t : 0}')" x
+    fi
     IFS='|' read -r -a g <<<"${line#*|}"
     [ "$line" = "${line%%|*}" ] || goals+=("${g[@]}")
   done
