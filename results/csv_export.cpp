@@ -1,5 +1,6 @@
 #include "results/csv_export.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -152,15 +153,15 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip, c
 }
 
 // The summary columns' cells of one run's metric: ",<value>" each, empty where a value is not a number.
-std::string summary_cells(const Summary* s) {
+std::string summary_cells(const std::vector<double>& values) {
   std::string cells;
-  if (!s) return std::string(summary_columns().size(), ',');
-  for (double v : summary_values(*s)) {
+  for (double v : values) {
     cells += ',';
     if (!std::isnan(v)) append_csv_number(cells, v);
   }
   return cells;
 }
+std::string summary_cells(const Summary* s) { return s ? summary_cells(summary_values(*s)) : std::string(summary_columns().size(), ','); }
 
 StatisticsFiles::StatisticsFiles(const fs::path& dir, std::vector<std::string> parameter_names)
     : dir_(dir), names_(std::move(parameter_names)), statistics_(std::make_unique<StagedFile>(dir / "statistics.csv", false)) {
@@ -188,11 +189,16 @@ void StatisticsFiles::add(const MetricStats& m, bool counts) {
     run_ = m.run_id;
     run_prefix_ = run_prefix(m.session, m.status, m.repeat, m.parameters, names_);
   }
+  // The summary's numbers formatted once for both files (formatting was a sixth of writing them): runs.csv leaves a
+  // cell empty where statistics.csv says nan.
+  const std::vector<double> values = summary_values(m.summary);
+  std::string cells = summary_cells(values);
   if (counts) {
     std::string row = run_prefix_;
     for (const std::string* field : {&m.role, &m.metric, &m.unit}) row += ',', row += csv_field(*field);
     row += ',', row += std::to_string(m.ranks), row += ',', row += std::to_string(m.not_a_number);
-    for (double v : summary_values(m.summary)) row += ',', append_csv_number(row, v);
+    if (std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) row += cells;
+    else for (double v : values) row += ',', append_csv_number(row, v);
     statistics_->line(row);
     ++statistic_rows_;
     across_.add(m);
@@ -200,7 +206,7 @@ void StatisticsFiles::add(const MetricStats& m, bool counts) {
   roles_of_[m.metric].insert(m.role);
   auto [col, fresh] = column_.try_emplace({m.role, m.metric}, columns_.size());
   if (fresh) columns_.push_back({m.role, m.metric});
-  run_cells_[col->second] = summary_cells(&m.summary);  // a metric in two units: the last, as one column holds one
+  run_cells_[col->second] = std::move(cells);  // a metric in two units: the last, as one column holds one
 }
 
 // The run's row with a cell group for every column known so far; columns first seen later are padded at commit.

@@ -545,6 +545,43 @@ TEST(Store, RunsCsvColumnsFirstSeenLaterArePaddedAndRenamed) {
     EXPECT_EQ(e.path().filename().string().find(".runs.csv.rows"), std::string::npos) << e.path();
 }
 
+// A summary value that is not a number (the median of +inf and -inf: their midpoint) is nan in statistics.csv and an
+// empty cell in runs.csv, while its other values (and the run's other figure) are numbers in both. Both files take
+// the summary's text from one formatting (StatisticsFiles::add), so each file's rule is checked on its own here.
+TEST(Store, ASummaryValueThatIsNoNumberIsNanInStatisticsCsvAndEmptyInRunsCsv) {
+  test::TempDir d;
+  std::filesystem::create_directories(d.path / "exp");
+  ResultsDb db(d.path / "exp" / "fanout.sqlite");
+  const double inf = std::numeric_limits<double>::infinity();
+  db.ingest_run(make_figures_run(d.path, "a", 1, {{"client", "x", inf}, {"client", "x", -inf}, {"client", "y", 5}}));
+  auto files = export_csv(db, d.path / "exp" / "csv");
+  const auto stats = records(read_file(files.statistics)), runs = records(read_file(files.runs));
+  ASSERT_EQ(stats.size(), 3u) << read_file(files.statistics);
+  ASSERT_EQ(runs.size(), 2u) << read_file(files.runs);
+  auto column = [](const std::vector<std::string>& header, const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return size_t(it - header.begin());
+  };
+  const auto& sh = stats[0];
+  ASSERT_EQ(stats[1].size(), sh.size());
+  ASSERT_EQ(stats[2].size(), sh.size());
+  const auto& sx = stats[1][column(sh, "metric")] == "x" ? stats[1] : stats[2];
+  const auto& sy = stats[1][column(sh, "metric")] == "x" ? stats[2] : stats[1];
+  EXPECT_EQ(sx[column(sh, "count")], "2");
+  EXPECT_EQ(sx[column(sh, "min")], "-inf");
+  EXPECT_EQ(sx[column(sh, "max")], "inf");
+  EXPECT_TRUE(sx[column(sh, "median")] == "nan" || sx[column(sh, "median")] == "-nan") << sx[column(sh, "median")];  // the NaN's sign, as to_chars writes it
+  EXPECT_EQ(sy[column(sh, "median")], "5");
+  const auto& rh = runs[0];
+  ASSERT_EQ(runs[1].size(), rh.size());
+  EXPECT_EQ(runs[1][column(rh, "x.count")], "2");
+  EXPECT_EQ(runs[1][column(rh, "x.min")], "-inf");
+  EXPECT_EQ(runs[1][column(rh, "x.max")], "inf");
+  EXPECT_EQ(runs[1][column(rh, "x.median")], "");
+  EXPECT_EQ(runs[1][column(rh, "y.median")], "5");
+}
+
 // A run deleted by a connection without foreign keys (the sqlite3 shell's default) leaves its rows; SQLite gives
 // its id to the next run stored, which gets none of them and stores whole. A provenance key the plugin's version
 // would repeat is stored once, as the run's plugin version.
