@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <cstring>
 #include <new>
 #include <string>
@@ -19,12 +20,17 @@ StagedFile::StagedFile(fs::path path, bool gzip, uint64_t direct_after)
   if (gzip) gz_ = gzopen(tmp_.c_str(), "wb6");
   else fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!gz_ && fd_ < 0) fail();
+  buf_ = new_buffer();
+}
+
+StagedFile::Buffer StagedFile::new_buffer() {
   void* mem = nullptr;
   if (posix_memalign(&mem, kAlign, kChunk + kMaxSpill) != 0) throw std::bad_alloc();
-  buf_.reset(static_cast<char*>(mem));
+  return Buffer(static_cast<char*>(mem));
 }
 
 StagedFile::~StagedFile() {
+  stop_writer();  // what it has not written yet is dropped with the file
   if (fd_ >= 0 || gz_) {
     close();
     std::error_code ec;
@@ -48,9 +54,12 @@ void StagedFile::line(std::string_view s) {
 
 void StagedFile::commit() {
   drain_chunks();
+  wait_for_writer();
+  throw_writer_error();
+  stop_writer();
   if (used_ > 0) {  // the tail, less than a chunk: through the cache
     if (direct_) set_direct(false);
-    write_out(used_);
+    write_out(buf_.get(), used_);
     used_ = 0;
   }
   errno = 0;
@@ -61,24 +70,115 @@ void StagedFile::commit() {
 }
 
 // Whole chunks out, the rest moved to the front: the file's offset stays a multiple of kChunk, as O_DIRECT needs.
+// Direct chunks go to the writer thread.
 void StagedFile::drain_chunks() {
+  throw_writer_error();
   size_t done = 0;
   while (used_ - done >= kChunk) {
     if (fd_ >= 0 && !direct_ && !direct_refused_ && written_ >= direct_after_) set_direct(true);
-    write_out(kChunk, done);
+    if (direct_) {
+      if (done) std::memmove(buf_.get(), buf_.get() + done, used_ - done), used_ -= done, done = 0;
+      hand_over_chunk();
+      continue;
+    }
+    write_out(buf_.get() + done, kChunk);
     done += kChunk;
   }
   if (done) std::memmove(buf_.get(), buf_.get() + done, used_ - done), used_ -= done;
 }
 
-void StagedFile::write_out(size_t n, size_t from) {
+// buf_'s first chunk to the writer thread (waiting while kInFlight are), what follows it into a buffer it wrote before.
+void StagedFile::hand_over_chunk() {
+  Buffer next;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+    cv_.wait(lock, [&] { return queued_.size() + (writing_ ? 1 : 0) < kInFlight || writer_errno_ != 0; });
+    if (!spare_.empty()) next = std::move(spare_.back()), spare_.pop_back();
+  }
+  throw_writer_error();
+  if (!next) next = new_buffer();
+  std::memcpy(next.get(), buf_.get() + kChunk, used_ - kChunk);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back(std::move(buf_));
+    cv_.notify_all();
+  }
+  buf_ = std::move(next);
+  used_ -= kChunk;
+  written_ += kChunk;
+}
+
+// The writer thread: each chunk in turn, whole. After a failure, or once the file is abandoned, the rest is dropped.
+void StagedFile::writer_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
+    if (queued_.empty()) return;
+    Buffer chunk = std::move(queued_.front());
+    queued_.pop_front();
+    const bool keep = writer_errno_ == 0 && !stopping_;
+    writing_ = true;
+    lock.unlock();
+    int error = 0;
+    bool direct = false;
+    for (size_t off = 0; keep && off < kChunk;) {
+      const int flags = ::fcntl(fd_, F_GETFL);
+      const ssize_t w = ::write(fd_, chunk.get() + off, kChunk - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && flags >= 0 && (flags & O_DIRECT) && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0)
+        continue;  // the filesystem took the flag but not the write: this and the rest through the cache
+      if (w <= 0) {
+        error = w < 0 ? errno : EIO;
+        break;
+      }
+      direct = direct || (flags >= 0 && (flags & O_DIRECT));
+      off += size_t(w);
+    }
+    lock.lock();
+    writing_ = false;
+    if (error && !writer_errno_) writer_errno_ = error;
+    writer_went_direct_ = writer_went_direct_ || direct;
+    spare_.push_back(std::move(chunk));
+    cv_.notify_all();
+  }
+}
+
+void StagedFile::wait_for_writer() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queued_.empty() && !writing_; });
+  went_direct_ = went_direct_ || writer_went_direct_;
+}
+
+void StagedFile::stop_writer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (writer_.joinable()) writer_.join();
+}
+
+void StagedFile::throw_writer_error() {
+  int error = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    error = writer_errno_;
+  }
+  if (error) {
+    errno = error;
+    fail();
+  }
+}
+
+void StagedFile::write_out(const char* from, size_t n) {
   if (gz_) {
-    if (gzwrite(gz_, buf_.get() + from, unsigned(n)) != int(n)) fail();
+    if (gzwrite(gz_, from, unsigned(n)) != int(n)) fail();
     written_ += n;
     return;
   }
   for (size_t off = 0; off < n;) {
-    const ssize_t w = ::write(fd_, buf_.get() + from + off, n - off);
+    const ssize_t w = ::write(fd_, from + off, n - off);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EINVAL && direct_) {  // the filesystem took the flag but not the write: through the cache
       set_direct(false);

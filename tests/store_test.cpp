@@ -981,6 +981,35 @@ TEST(StagedFile, TheSameBytesThroughTheCacheOrAroundIt) {
   EXPECT_EQ(left, (std::vector<std::string>{"out-0.csv", "out-18446744073709551615.csv", "out-5242880.csv", "zipped.csv.gz"}));
 }
 
+// A direct chunk is written by the file's own thread while the next lines come: a write the disk refuses there
+// (here the file-size limit, RLIMIT_FSIZE: a short write, then EFBIG) is thrown by a later line() or by commit(),
+// naming the file and the system's reason, and the abandoned file leaves nothing behind.
+TEST(StagedFile, AWriteRefusedOnItsWriterThreadIsThrownAndLeavesNothing) {
+  test::TempDir d;
+  const std::string line(1023, 'x');  // 1 KiB with its newline: whole chunks only, no tail for commit() to write itself
+  const pid_t child = fork();
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{rlim_t((5 << 20) + 123), rlim_t((5 << 20) + 123)};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 4;  // nothing thrown
+    try {
+      StagedFile out(d.path / "big.csv", false, 0);
+      for (int i = 0; i < 20 * 1024; ++i) out.line(line);  // 20 MiB: past the limit
+      out.commit();
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      code = what.find("big.csv.tmp.") != std::string::npos && what.find(std::strerror(EFBIG)) != std::string::npos ? 3 : 5;
+    }
+    if (code == 3 && !std::filesystem::is_empty(d.path)) code = 6;  // the staged copy was left
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << "4: nothing thrown, 5: the error named neither the file nor EFBIG, 6: a file was left";
+}
+
 // Which attempts the statistics count (ExperimentStats::stats), the rest superseded: every COMPLETED run; of a
 // permutation that never completed, its last attempt only; a run stored without a permutation's hash, always.
 TEST(Store, CompletedRunsAndThoseOfPermutationsThatNeverCompletedTheirLastAttemptCount) {
