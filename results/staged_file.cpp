@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <utility>
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
 
