@@ -12,8 +12,10 @@
 # each transport's run and for as long as its round trips took. The shared-memory figures' ceiling (build/copy_anchor):
 # one core copying the run's values from distinct sources into distinct destinations and doing nothing else, measured
 # right before each shared-memory run. The ring copies each value twice, once on each side's core, at once: the pair
-# moves at most what one core copies alone, so shm/copy is how near the ring comes to that, and copy/tcp is the
-# highest shm/tcp any two-copy transport can reach that moment (push and pull; pushpull copies both ways on both).
+# moves at most about what one core copies alone, so shm/copy is how near the ring comes to that, and copy/tcp
+# estimates the highest shm/tcp any two-copy transport can reach that moment (push and pull; pushpull copies both ways
+# on both). An estimate, not a strict bound: each side's copy has one end in the cache (the ring), which can cost
+# less a byte than the anchor's copy from memory to memory.
 #   bench/pslite_bench.sh [build dir]     (needs iperf3: scripts/install-deps.sh test)
 set -euo pipefail
 build=${1:-build}

@@ -17,10 +17,10 @@ namespace fs = std::filesystem;
 
 StagedFile::StagedFile(fs::path path, bool gzip, uint64_t direct_after)
     : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), direct_after_(direct_after) {
+  buf_ = new_buffer();  // before the file: a failed allocation leaves no file behind
   if (gzip) gz_ = gzopen(tmp_.c_str(), "wb6");
   else fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!gz_ && fd_ < 0) fail();
-  buf_ = new_buffer();
 }
 
 StagedFile::Buffer StagedFile::new_buffer() {
@@ -31,8 +31,8 @@ StagedFile::Buffer StagedFile::new_buffer() {
 
 StagedFile::~StagedFile() {
   stop_writer();  // what it has not written yet is dropped with the file
-  if (fd_ >= 0 || gz_) {
-    close();
+  if (fd_ >= 0 || gz_) close();
+  if (!committed_) {  // also after a commit whose close or rename failed
     std::error_code ec;
     fs::remove(tmp_, ec);
   }
@@ -67,6 +67,7 @@ void StagedFile::commit() {
   std::error_code ec;
   fs::rename(tmp_, path_, ec);
   if (ec) throw UserError("cannot rename " + tmp_.string() + " to " + path_.filename().string() + ": " + ec.message());
+  committed_ = true;
 }
 
 // Whole chunks out, the rest moved to the front: the file's offset stays a multiple of kChunk, as O_DIRECT needs.
@@ -112,6 +113,7 @@ void StagedFile::hand_over_chunk() {
 // The writer thread: each chunk in turn, whole. After a failure, or once the file is abandoned, the rest is dropped.
 void StagedFile::writer_loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  spare_.reserve(kInFlight + 1);  // every buffer it hands back fits: nothing on this thread allocates after this
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
     if (queued_.empty()) return;

@@ -9,7 +9,7 @@
 // bytes through the cache. Those direct chunks are written by a thread of the file's own while the caller makes
 // the next ones (three chunks in flight at most): a direct write waits for the disk, and the CSV pass spent that
 // wait formatting nothing (100 M samples' CSV phase 21-24 s -> 15-19 s, bench/results_bench, 4 rounds alternating,
-// 2026-12-07). A write that fails there is thrown by the next line() or by commit().
+// 2026-12-07). A write that fails there is thrown by the next line() that hands over a chunk, or by commit().
 #pragma once
 #include <zlib.h>
 
@@ -62,7 +62,7 @@ class StagedFile {
   Buffer buf_;
   size_t used_ = 0;
   uint64_t written_ = 0;
-  bool direct_ = false, direct_refused_ = false, went_direct_ = false;
+  bool direct_ = false, direct_refused_ = false, went_direct_ = false, committed_ = false;
   // The writer thread's: chunks to write in order, buffers to fill again, its first error (errno) and whether it
   // is writing one now. Guarded by mu_.
   std::thread writer_;
