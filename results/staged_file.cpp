@@ -15,6 +15,29 @@ namespace fanout {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Writes n bytes whole, again after a signal cut a write short. A filesystem that took O_DIRECT but refuses a write
+// with it (EINVAL) gets this write and the rest through the cache. Returns 0 or the errno; `direct` is set once some
+// bytes went around the cache.
+int write_whole(int fd, const char* p, size_t n, bool& direct) {
+  int flags = ::fcntl(fd, F_GETFL);
+  for (size_t off = 0; off < n;) {
+    const ssize_t w = ::write(fd, p + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL && flags >= 0 && (flags & O_DIRECT) && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
+      flags &= ~O_DIRECT;
+      continue;
+    }
+    if (w <= 0) return w < 0 ? errno : EIO;
+    direct = direct || (flags >= 0 && (flags & O_DIRECT));
+    off += size_t(w);
+  }
+  return 0;
+}
+
+}  // namespace
+
 StagedFile::StagedFile(fs::path path, bool gzip, uint64_t direct_after)
     : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), direct_after_(direct_after) {
   buf_ = new_buffer();  // before the file: a failed allocation leaves no file behind
@@ -122,21 +145,8 @@ void StagedFile::writer_loop() {
     const bool keep = writer_errno_ == 0 && !stopping_;
     writing_ = true;
     lock.unlock();
-    int error = 0;
     bool direct = false;
-    for (size_t off = 0; keep && off < kChunk;) {
-      const int flags = ::fcntl(fd_, F_GETFL);
-      const ssize_t w = ::write(fd_, chunk.get() + off, kChunk - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno == EINVAL && flags >= 0 && (flags & O_DIRECT) && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0)
-        continue;  // the filesystem took the flag but not the write: this and the rest through the cache
-      if (w <= 0) {
-        error = w < 0 ? errno : EIO;
-        break;
-      }
-      direct = direct || (flags >= 0 && (flags & O_DIRECT));
-      off += size_t(w);
-    }
+    const int error = keep ? write_whole(fd_, chunk.get(), kChunk, direct) : 0;
     lock.lock();
     writing_ = false;
     if (error && !writer_errno_) writer_errno_ = error;
@@ -179,17 +189,10 @@ void StagedFile::write_out(const char* from, size_t n) {
     written_ += n;
     return;
   }
-  for (size_t off = 0; off < n;) {
-    const ssize_t w = ::write(fd_, from + off, n - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EINVAL && direct_) {  // the filesystem took the flag but not the write: through the cache
-      set_direct(false);
-      direct_refused_ = true;
-      continue;
-    }
-    if (w <= 0) fail();
-    if (direct_) went_direct_ = true;
-    off += size_t(w);
+  bool direct = false;  // stays false: this thread writes only through the cache (direct chunks are the writer's)
+  if (const int error = write_whole(fd_, from, n, direct)) {
+    errno = error;
+    fail();
   }
   written_ += n;
 }
