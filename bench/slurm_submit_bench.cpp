@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,9 +101,12 @@ int main(int argc, char** argv) {
   slurm.cancel(ids);
 
   t0 = Clock::now();
-  auto array_ids = slurm.submit_array(jobs);
+  const auto array_jobs = slurm.submit_array(jobs);
   double array_s = seconds_since(t0);
-  slurm.cancel({array_ids.front().substr(0, array_ids.front().find('_'))});
+  const std::string& first_task = array_jobs.front().id;
+  if (!first_task.empty()) slurm.cancel({first_task.substr(0, first_task.find('_'))});
+  for (auto& a : array_jobs)
+    if (a.id.empty()) throw std::runtime_error("slurm_submit_bench: the controller did not take every run of the array");
 
   if (!baseline_first) sbatch_s = sbatch_loop();
 

@@ -88,7 +88,7 @@ std::string binding_error(const std::string& binding) {
 }
 
 const std::vector<std::string>& reserved_flag_names() {
-  static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel",
+  static const std::vector<std::string> names = {"exp_name", "launcher", "results_dir", "walltime", "max_parallel", "max_submitted",
                                                  "dry_run", "zip", "exclude", "partition", "account",
                                                  "constraint", "exclusive", "array", "batch_args", "step_launcher", "max_retries", "resume", "stall_timeout", "status_interval", "max_pending", "unknown_timeout", "fatal_pending", "site", "mpi", "mpi_program", "binding", "service_hosts", "db_hosts", "service_args", "db_node_feature", "node_feature", "service_walltime", "wall_time", "no_reuse", "max_runs", "max_local_ranks", "verbose", "repeat", "repeat_order", "max_repeat", "precision", "reference", "lab", "scaling", "resources", "counters", "revision", "source", "param", "help", "version"};
   return names;

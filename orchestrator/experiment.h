@@ -43,6 +43,7 @@ struct ExperimentSettings {
   int64_t walltime_s = 3600;
   std::filesystem::path results_dir = "results";
   int max_parallel = 0;  // 0: the launcher's default (1 for local, every run for slurm)
+  int64_t max_submitted = 0;  // the sweep's jobs submitted at once at most (0: what the scheduler takes, Slurm half its MaxJobCount)
   bool array = false;    // submit runs as job arrays (one submission per resource shape)
   int max_retries = 0;   // a run that fails (not cancelled) is run again up to this many times
   int repeat = 1;        // runs of every permutation (--repeat), each with its repeat index

@@ -542,6 +542,7 @@ class ExperimentSession {
     queue();
     t0_ = monotonic_ns();
     max_parallel_ = st_.max_parallel > 0 ? st_.max_parallel : scheduler_->default_max_parallel();
+    max_submitted_ = st_.max_submitted > 0 ? size_t(st_.max_submitted) : scheduler_->max_submitted();
     drive();
     while (st_.repeat_auto && !cancelling_ && add_auto_round() > 0) drive();
     if (st_.repeat_auto) report_auto_repeats();
@@ -938,9 +939,11 @@ class ExperimentSession {
       slots_.push_back(std::move(s));
       return;
     }
-    slots_.insert(slots_.begin() + long(at), std::move(s));  // only slots not yet submitted move
+    slots_.insert(slots_.begin() + long(at), std::move(s));  // mostly slots not yet submitted move
     for (auto& g : groups_)
       if (g.service >= at) ++g.service;
+    for (auto& [id, i] : active_)  // and those submitted ahead of a run the scheduler could not take then
+      if (i >= at) ++i;
   }
 
   // The service of the group that `runs` (consecutive, same service) use.
@@ -1103,6 +1106,7 @@ class ExperimentSession {
   // The gate of the next slot in order, after recording the runs whose service is gone.
   Gate next_gate() {
     for (; next_ < slots_.size(); ++next_) {
+      if (slots_[next_].started_ns) continue;  // submitted ahead of a run the scheduler could not take then
       Gate g = gate(next_);
       if (g != Gate::Gone) return g;
       const Slot& service = slots_[groups_[size_t(slots_[next_].group)].service];
@@ -1120,8 +1124,8 @@ class ExperimentSession {
 
   void interrupt() {
     cancelling_ = true;
-    log() << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << slots_.size() - next_
-         << " run(s) not started";
+    const auto not_started = std::count_if(slots_.begin() + long(next_), slots_.end(), [](const Slot& s) { return !s.started_ns; });
+    log() << "fanout: interrupted: cancelling " << active_.size() << " running job(s); " << not_started << " run(s) not started";
     if (not_laid_out_) log() << ", " << not_laid_out_ << " more not laid out (no folder; `fanout resume` runs them)";
     log() << "\n" << std::flush;  // seen before the cancels, which can take a while (and a second Ctrl-C ends at once)
     std::vector<std::string> ids;
@@ -1129,6 +1133,7 @@ class ExperimentSession {
     scheduler_->cancel(ids);
     // Runs never started are recorded as CANCELLED so that the folder and database say what happened.
     for (; next_ < slots_.size(); ++next_) {
+      if (slots_[next_].started_ns) continue;  // submitted ahead: cancelled above
       JobStatus js;
       js.state = JobState::Cancelled;
       js.reason = "not started: the experiment was interrupted";
@@ -1139,27 +1144,35 @@ class ExperimentSession {
 
   // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs one by
   // one up to --max_parallel, or with --array every run that may go, in as few submissions as the scheduler can
-  // make (arrays per resource shape). True when anything was submitted.
+  // make (arrays per resource shape); never more of the sweep's jobs at once than --max_submitted (or what the
+  // scheduler takes). True when anything was submitted.
   bool submit_ready() {
     bool changed = false;
-    while (!cancelling_ && next_ < slots_.size() && next_gate() == Gate::Go) {
+    while (!cancelling_ && next_gate() == Gate::Go && monotonic_ns() >= submit_again_ns_) {
+      const size_t runs_active = active_.size() - active_services_;
       if (slots_[next_].service) {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
         ++active_services_;
         log() << "fanout: submitted " << slots_[next_].run->steps[0].role << " service " << slots_[next_].run->session << " (job " << id << ")\n";
         track_submitted(next_++, id);
+      } else if (runs_active >= max_submitted_) {
+        break;
       } else if (st_.array) {
-        std::vector<JobSpec> jobs = jobs_that_may_go(slots_.size());
-        std::vector<std::string> ids;
-        timed(cost_.submit_s, [&] { ids = scheduler_->submit_array(jobs, st_.max_parallel); });
-        if (!ids.empty())
-          log() << "fanout: submitted " << ids.size() << " run(s) from " << slots_[next_].run->session << " as job(s) " << ids.front()
-                << (ids.size() > 1 ? " .. " + ids.back() : "") << "\n";
-        for (size_t k = 0; k < ids.size(); ++k, ++next_) track_submitted(next_, ids[k], Durability::Deferred);
-        if (!ids.empty()) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
-      } else if (active_.size() - active_services_ < size_t(max_parallel_)) {
-        submit_runs_together();
+        const std::vector<size_t> go = slots_that_may_go(max_submitted_ - runs_active);
+        std::vector<JobSpec> jobs;
+        for (size_t i : go) jobs.push_back(slot_job(slots_[i]));
+        std::vector<Scheduler::Submitted> got;
+        timed(cost_.submit_s, [&] { got = scheduler_->submit_array(jobs, st_.max_parallel); });
+        const std::string from = slots_[go.front()].run->session;
+        const Submission taken = take_submitted(go, got, Durability::Deferred);
+        if (taken.ids)
+          log() << "fanout: submitted " << taken.ids << " run(s) from " << from << " as job(s) " << taken.first_id
+                << (taken.ids > 1 ? " .. " + taken.last_id : "") << "\n";
+        if (taken.ids) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
+        if (taken.later) break;
+      } else if (runs_active < size_t(max_parallel_)) {
+        if (submit_runs_together(std::min(size_t(max_parallel_), max_submitted_) - runs_active).later) break;
       } else {
         break;
       }
@@ -1169,17 +1182,58 @@ class ExperimentSession {
     return changed;
   }
 
-  // The jobs of the runs from next_ that may start now (at most `limit`): runs, not services, whose gate is open,
-  // and one run of each group (a group's runs go one at a time).
-  std::vector<JobSpec> jobs_that_may_go(size_t limit) {
-    std::vector<JobSpec> jobs;
+  // The runs from next_ that may start now (at most `limit`): runs, not services, whose gate is open, not submitted
+  // yet (an array or a submission the scheduler took in part leaves some behind), and one run of each group (a
+  // group's runs go one at a time).
+  std::vector<size_t> slots_that_may_go(size_t limit) {
+    std::vector<size_t> go;
     std::set<int> groups_taken;
-    for (size_t i = next_; i < slots_.size() && jobs.size() < limit && !slots_[i].service && gate(i) == Gate::Go &&
-                           (slots_[i].group < 0 || groups_taken.insert(slots_[i].group).second);
-         ++i)
-      jobs.push_back(slot_job(slots_[i]));
-    return jobs;
+    for (size_t i = next_; i < slots_.size() && go.size() < limit && !slots_[i].service; ++i) {
+      if (slots_[i].started_ns) continue;
+      if (gate(i) != Gate::Go || (slots_[i].group >= 0 && !groups_taken.insert(slots_[i].group).second)) break;
+      go.push_back(i);
+    }
+    return go;
   }
+
+  // What a submission did with the slots `go`, in order: each submitted one is followed, each refused one recorded
+  // FAILED with the scheduler's words, and the ones the scheduler could not take now (its controller full) wait for
+  // a later call, once earlier runs end; said once a wait. next_ moves past the slots handled.
+  struct Submission {
+    size_t ids = 0, later = 0;
+    std::string first_id, last_id;
+  };
+  Submission take_submitted(const std::vector<size_t>& go, const std::vector<Scheduler::Submitted>& got, Durability durability) {
+    Submission taken;
+    std::string why;
+    for (size_t k = 0; k < got.size() && k < go.size(); ++k) {
+      Slot& slot = slots_[go[k]];
+      if (!got[k].id.empty()) {
+        // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
+        if (st_.verbose && !st_.array) log() << "fanout: submitted " << dir_of(slot).filename().string() << " (job " << got[k].id << ")\n";
+        track_submitted(go[k], got[k].id, durability);
+        if (!taken.ids++) taken.first_id = got[k].id;
+        taken.last_id = got[k].id;
+      } else if (got[k].later) {
+        if (!taken.later++ && got[k].error) why = refusal_text(got[k].error);
+      } else if (got[k].error) {
+        record_refused(slot, got[k].error);
+      }
+    }
+    while (next_ < slots_.size() && slots_[next_].started_ns) ++next_;
+    if (taken.later) {
+      // Asked again in a few seconds (the window of --max_submitted keeps this for a controller other users fill).
+      submit_again_ns_ = monotonic_ns() + kSubmitAgainNs;
+      if (!waiting_for_room_)
+        log() << "fanout: " << (why.empty() ? std::string("the scheduler takes no more jobs now") : why) << ": " << taken.later
+              << " run(s) wait to be submitted as earlier ones end\n";
+      waiting_for_room_ = true;
+    } else if (taken.ids) {
+      waiting_for_room_ = false;
+    }
+    return taken;
+  }
+  static constexpr int64_t kSubmitAgainNs = 5'000'000'000;
 
   // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
   // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
@@ -1187,33 +1241,30 @@ class ExperimentSession {
   // start) is recorded FAILED with the refusal and the sweep goes on, as a job pending on a reason no wait cures:
   // stopping the sweep there left the runs submitted before it queued with no driver to record them.
   static constexpr size_t kSubmitTogether = 64;
-  void submit_runs_together() {
-    const size_t room = size_t(max_parallel_) - (active_.size() - active_services_);
-    const std::vector<JobSpec> jobs = jobs_that_may_go(std::min(room, kSubmitTogether));
+  Submission submit_runs_together(size_t room) {
+    const std::vector<size_t> go = slots_that_may_go(std::min(room, kSubmitTogether));
+    std::vector<JobSpec> jobs;
+    for (size_t i : go) jobs.push_back(slot_job(slots_[i]));
     std::vector<Scheduler::Submitted> got;
     timed(cost_.submit_s, [&] { got = scheduler_->submit_each(jobs); });
-    for (size_t k = 0; k < got.size() && (!got[k].id.empty() || got[k].error); ++k, ++next_) {
-      if (got[k].error) {
-        record_refused(slots_[next_], got[k].error);
-        continue;
-      }
-      // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
-      if (st_.verbose) log() << "fanout: submitted " << dir_of(slots_[next_]).filename().string() << " (job " << got[k].id << ")\n";
-      track_submitted(next_, got[k].id);
-    }
+    return take_submitted(go, got, Durability::Now);
   }
 
   // A run whose submission was refused: FAILED with the scheduler's words. Anything but a refusal propagates.
   void record_refused(Slot& slot, const std::exception_ptr& error) {
     JobStatus js;
     js.state = JobState::Failed;
+    js.reason = "not submitted: " + refusal_text(error);
+    slot.started_ns = monotonic_ns();
+    finish(slot, js);
+  }
+
+  static std::string refusal_text(const std::exception_ptr& error) {
     try {
       std::rethrow_exception(error);
     } catch (const UserError& e) {
-      js.reason = std::string("not submitted: ") + e.what();
+      return e.what();
     }
-    slot.started_ns = monotonic_ns();
-    finish(slot, js);
   }
 
   // One scheduler query for every active job. True when any job changed state.
@@ -1406,6 +1457,9 @@ class ExperimentSession {
   DriverCost cost_;
   int64_t t0_ = 0;
   int max_parallel_ = 1;
+  size_t max_submitted_ = SIZE_MAX;  // --max_submitted, or what the scheduler takes
+  int64_t submit_again_ns_ = 0;      // the scheduler took no more jobs: not asked again before this
+  bool waiting_for_room_ = false;    // said so, once for the wait
   double interval_ = 0.005;
   int64_t known_since_ns_ = 0;  // when the last poll answered with no Unknown state
   bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)

@@ -87,7 +87,7 @@ class WrappingFormatter : public CLI::Formatter {
 const std::vector<std::pair<std::string, std::vector<std::string>>>& setting_topics() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> topics = {
       {"Runs: where they go, how many, in which order",
-       {"exp_name", "results_dir", "launcher", "repeat", "max_repeat", "precision", "repeat_order", "max_parallel", "zip", "exclude",
+       {"exp_name", "results_dir", "launcher", "repeat", "max_repeat", "precision", "repeat_order", "max_parallel", "max_submitted", "zip", "exclude",
         "max_runs", "max_local_ranks", "resume", "reference", "lab", "scaling", "resources", "counters", "revision", "source"}},
       {"Failures, time and progress",
        {"walltime", "max_retries", "stall_timeout", "unknown_timeout", "max_pending", "fatal_pending", "status_interval", "verbose"}},

@@ -376,8 +376,8 @@ std::string PbsScheduler::submit(const JobSpec& job) {
   return id;
 }
 
-std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs, int /*max_parallel*/) {
-  std::vector<std::string> ids(jobs.size());
+std::vector<Scheduler::Submitted> PbsScheduler::submit_array(const std::vector<JobSpec>& jobs, int /*max_parallel*/) {
+  std::vector<Submitted> out(jobs.size());
   for (auto& [head, members] : array_shapes(jobs, [this](const JobSpec& j) { return render_script(j); })) {
     const fs::path root = jobs[members.front()].run_dir.parent_path();
     std::string body = head;
@@ -392,14 +392,19 @@ std::vector<std::string> PbsScheduler::submit_array(const std::vector<JobSpec>& 
     fs::path script = root / ("pbs-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
     std::string range = "0-" + std::to_string(members.size() - 1);
-    std::string array_id = qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " +
-                                std::to_string(members.size()) + " runs");
+    std::string array_id;
+    try {
+      array_id = qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " + std::to_string(members.size()) + " runs");
+    } catch (const UserError&) {  // this array's runs only: those submitted before it keep their ids
+      for (size_t m : members) out[m].error = std::current_exception();
+      continue;
+    }
     for (size_t k = 0; k < members.size(); ++k) {
-      ids[members[k]] = array_id + "#" + std::to_string(k);
-      tracked_[ids[members[k]]] = {jobs[members[k]], 0, array_id};
+      out[members[k]].id = array_id + "#" + std::to_string(k);
+      tracked_[out[members[k]].id] = {jobs[members[k]], 0, array_id};
     }
   }
-  return ids;
+  return out;
 }
 
 // Asks qstat about our jobs only, by id (an array by its array id): another user's record can be malformed and

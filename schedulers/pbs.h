@@ -39,7 +39,7 @@ class PbsScheduler : public Scheduler {
   // One array job per resource shape (#PBS -J on PBS Pro, -t on Torque); task i execs run i's job.sh.
   // Each run's id is "<array id>#<i>"; its end comes from its exit markers.
   // max_parallel is not passed on (PBS Pro's -J has no throttle).
-  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
+  std::vector<Submitted> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   void forget(const std::vector<std::string>& job_ids) override {

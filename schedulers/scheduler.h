@@ -1,6 +1,7 @@
 // How to get an allocation and run a job in it (local processes, Slurm, PBS). Separate from how the ranks
 // of a step are started inside it (launcher argv: local, srun, mpirun): they meet only in JobSpec.
 #pragma once
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -34,20 +35,15 @@ class Scheduler {
   // Refuses, before anything is submitted, jobs that cannot run here (more nodes than the partition or
   // allocation has, a partition or node feature that does not exist). Throws UserError naming the run.
   virtual void check(const std::vector<JobSpec>& jobs) {}
-  // Submits several jobs of one resource shape in one request where the scheduler can (job arrays);
-  // returns one id per job. max_parallel > 0 asks the scheduler to run at most that many of each array at
-  // once (Slurm's --array=0-N%M) where it can. By default, one submit() each.
-  virtual std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) {
-    std::vector<std::string> ids;
-    for (auto& j : jobs) ids.push_back(submit(j));
-    return ids;
-  }
   // Several jobs, each its own (the runs that may start now, in order): per job its id, or what its submit() threw,
   // or neither (not tried: a job before it was refused). By default one submit() after another, stopping at the first
   // refusal; a scheduler whose submissions wait on its controller overlaps them (Slurm).
+  // `later`: not submitted now because the scheduler takes no more jobs at the moment (Slurm's controller holds its
+  // MaxJobCount), `error` saying so: the driver offers it again as earlier jobs end, instead of failing the run.
   struct Submitted {
     std::string id;
     std::exception_ptr error;
+    bool later = false;
   };
   virtual std::vector<Submitted> submit_each(const std::vector<JobSpec>& jobs) {
     std::vector<Submitted> out(jobs.size());
@@ -61,6 +57,14 @@ class Scheduler {
     }
     return out;
   }
+  // Several jobs in as few requests as the scheduler can make (job arrays, one per resource shape), per job as
+  // submit_each says. An array refused takes only its own jobs with it: the arrays submitted before it keep their ids
+  // (a throw there once left them queued with no driver to follow them). max_parallel > 0 asks the scheduler to run
+  // at most that many of each shape at once (Slurm's --array=0-N%M) where it can. By default, submit_each.
+  virtual std::vector<Submitted> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) { return submit_each(jobs); }
+  // How many of a sweep's jobs the scheduler takes submitted at once (the rest wait in the driver until earlier ones
+  // end): Slurm, half its controller's MaxJobCount, which counts every array task and every user's jobs.
+  virtual size_t max_submitted() const { return SIZE_MAX; }
   // How many jobs the driver keeps submitted at once unless told otherwise (a queueing scheduler: all).
   virtual int default_max_parallel() const { return 1; }
   // Scheduler queries made so far (poll cycles cost one each): for tests and benchmarks.

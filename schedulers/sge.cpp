@@ -316,8 +316,8 @@ std::string SgeScheduler::submit(const JobSpec& job) {
   return id;
 }
 
-std::vector<std::string> SgeScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
-  std::vector<std::string> ids(jobs.size());
+std::vector<Scheduler::Submitted> SgeScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
+  std::vector<Submitted> out(jobs.size());
   for (auto& [head, members] : array_shapes(jobs, [this](const JobSpec& j) { return render_script(j); })) {
     const fs::path root = jobs[members.front()].run_dir.parent_path();
     const std::string range = "1-" + std::to_string(members.size());
@@ -334,13 +334,19 @@ std::vector<std::string> SgeScheduler::submit_array(const std::vector<JobSpec>& 
     body += "esac\necho \"fanout: no run for array task '${SGE_TASK_ID:-}'\" >&2\nexit 1\n";
     fs::path script = root / ("sge-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
-    const std::string array_id = qsub({script.string()}, root, "an array of " + std::to_string(members.size()) + " runs");
+    std::string array_id;
+    try {
+      array_id = qsub({script.string()}, root, "an array of " + std::to_string(members.size()) + " runs");
+    } catch (const UserError&) {  // this array's runs only: those submitted before it keep their ids
+      for (size_t m : members) out[m].error = std::current_exception();
+      continue;
+    }
     for (size_t k = 0; k < members.size(); ++k) {
-      ids[members[k]] = array_id + "." + std::to_string(k + 1);
-      tracked_[ids[members[k]]] = {jobs[members[k]]};
+      out[members[k]].id = array_id + "." + std::to_string(k + 1);
+      tracked_[out[members[k]].id] = {jobs[members[k]]};
     }
   }
-  return ids;
+  return out;
 }
 
 bool SgeScheduler::adopt(const std::string& job_id, const JobSpec& job) {

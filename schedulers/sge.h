@@ -53,7 +53,7 @@ class SgeScheduler : public Scheduler {
   void check(const std::vector<JobSpec>& jobs) override;
   std::string submit(const JobSpec& job) override;
   // One array job per resource shape (-t 1-N, -tc max_parallel); task k execs the run's job.sh. Ids "<job>.<k>".
-  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
+  std::vector<Submitted> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   void forget(const std::vector<std::string>& job_ids) override {

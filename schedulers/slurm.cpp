@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -201,6 +202,7 @@ SlurmScheduler::SlurmScheduler() {
     accounting_storage_ = conf->accounting_storage_type ? conf->accounting_storage_type : "";
     energy_plugin_ = conf->acct_gather_energy_type ? conf->acct_gather_energy_type : "";
     if (conf->max_array_sz > 0) max_array_size_ = conf->max_array_sz;
+    if (conf->max_job_cnt > 0 && conf->max_job_cnt != NO_VAL) max_submitted_ = std::max<size_t>(1, conf->max_job_cnt / 2);
     slurm_free_ctl_conf(conf);
   }
 }
@@ -308,6 +310,13 @@ struct JobAnswers {
 
 }  // namespace
 
+namespace {
+// A submission the controller turned away for now (EAGAIN: it holds MaxJobCount jobs), not for what it asked.
+struct ControllerFull : UserError {
+  using UserError::UserError;
+};
+}  // namespace
+
 SlurmScheduler::~SlurmScheduler() = default;
 
 std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
@@ -354,8 +363,15 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
   d.environment = environ;
   d.env_size = n;
   submit_response_msg_t* resp = nullptr;
-  if (slurm_submit_batch_job(&d, &resp) != SLURM_SUCCESS)
-    throw UserError("Slurm refused run " + shape.name + ": " + slurm_error());
+  if (slurm_submit_batch_job(&d, &resp) != SLURM_SUCCESS) {
+    const int e = slurm_get_errno();
+    const std::string what = array_spec.empty() ? "run " + shape.name : "an array of runs from " + shape.name;
+    // The controller holds as many jobs as it takes (MaxJobCount counts every array task): sbatch sleeps and retries;
+    // the driver submits these again as earlier jobs end.
+    if (e == EAGAIN || e == ESLURM_ERROR_ON_DESC_TO_RECORD_COPY)
+      throw ControllerFull("the Slurm controller takes no more jobs now (" + slurm_error() + "; MaxJobCount counts every queued array task)");
+    throw UserError("Slurm refused " + what + ": " + slurm_error());
+  }
   std::string id = std::to_string(resp->job_id);
   slurm_free_submit_response_response_msg(resp);
   return id;
@@ -386,6 +402,9 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<
     for (size_t i; (i = next++) < n;) {
       try {
         out[i].id = submit_script(jobs[i], scripts[i], "");
+      } catch (const ControllerFull&) {
+        out[i].error = std::current_exception();
+        out[i].later = true;
       } catch (...) {
         out[i].error = std::current_exception();
       }
@@ -400,7 +419,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<
   return out;
 }
 
-std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
+std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector<JobSpec>& jobs, int max_parallel) {
   // One array per resource shape; task i execs the i-th run's job.sh (written by the driver beforehand).
   std::map<std::string, std::vector<size_t>> shapes;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -409,14 +428,25 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
     r.name = r.output = r.work_dir = "";  // the shape: everything but where the run is
     shapes[sbatch_preamble(r)].push_back(i);
   }
-  std::vector<std::string> ids(jobs.size());
+  std::vector<Submitted> out(jobs.size());
+  std::exception_ptr full;  // the controller took no more: every array after it waits in the driver too
   for (auto& [shape, all] : shapes) {
     // At most MaxArraySize tasks an array (the controller refuses a larger one; Slurm's default is 1001): a shape
     // with more runs goes as several arrays. Under a throttle each waits for the one before it to end
-    // (afterany), so that --max_parallel still bounds the shape's tasks at once; the cost is the tail of each.
-    std::string previous;
+    // (afterany), so that --max_parallel still bounds the shape's tasks at once; the cost is the tail of each. The
+    // chain goes on from an earlier call's last array of the shape while any of its tasks is still followed (a sweep
+    // bigger than the controller takes is submitted as its runs end).
+    std::string& previous = last_array_[shape];
+    if (!previous.empty()) {
+      auto it = tracked_.lower_bound(previous + "_");
+      if (it == tracked_.end() || !starts_with(it->first, previous + "_")) previous.clear();
+    }
     for (size_t from = 0; from < all.size(); from += max_array_size_) {
       const std::vector<size_t> members(all.begin() + long(from), all.begin() + long(std::min(all.size(), from + max_array_size_)));
+      if (full) {
+        for (size_t m : members) out[m].error = full, out[m].later = true;
+        continue;
+      }
       const JobSpec& first = jobs[members.front()];
       std::string body = "case \"$SLURM_ARRAY_TASK_ID\" in\n";
       for (size_t k = 0; k < members.size(); ++k)
@@ -429,17 +459,32 @@ std::vector<std::string> SlurmScheduler::submit_array(const std::vector<JobSpec>
       const std::string dependency = max_parallel > 0 && !previous.empty() ? "afterany:" + previous : "";
       std::string script = sbatch_preamble(r) + "#SBATCH --array=" + spec + "\n" +
                            (dependency.empty() ? "" : "#SBATCH --dependency=" + dependency + "\n") + body;
-      write_file_atomic(first.run_dir.parent_path() / ("array-" + std::to_string(++array_count_) + ".sh"), script, 0755);
-      const std::string array_id = submit_script(first, script, spec, dependency);
+      const fs::path kept = first.run_dir.parent_path() / ("array-" + std::to_string(array_count_ + 1) + ".sh");
+      write_file_atomic(kept, script, 0755);
+      std::string array_id;
+      try {
+        array_id = submit_script(first, script, spec, dependency);
+      } catch (const ControllerFull&) {
+        full = std::current_exception();
+        for (size_t m : members) out[m].error = full, out[m].later = true;
+      } catch (const UserError&) {
+        for (size_t m : members) out[m].error = std::current_exception();
+      }
+      if (array_id.empty()) {  // only what was submitted keeps its script
+        std::error_code ec;
+        fs::remove(kept, ec);
+        continue;
+      }
+      ++array_count_;
       for (size_t k = 0; k < members.size(); ++k) {
         std::string id = array_id + "_" + std::to_string(k);
-        ids[members[k]] = id;
         tracked_[id] = {jobs[members[k]]};
+        out[members[k]].id = std::move(id);
       }
       previous = array_id;
     }
   }
-  return ids;
+  return out;
 }
 
 // At most this many slurm_load_job calls per poll (one per job array or plain job); past it, the user's jobs.

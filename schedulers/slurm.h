@@ -56,7 +56,8 @@ class SlurmScheduler : public Scheduler {
   // the controller creating the job), which a second connection's request overlaps.
   std::vector<Submitted> submit_each(const std::vector<JobSpec>& jobs) override;
   static constexpr int kSubmitters = 4;
-  std::vector<std::string> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
+  std::vector<Submitted> submit_array(const std::vector<JobSpec>& jobs, int max_parallel = 0) override;
+  size_t max_submitted() const override { return max_submitted_; }
   std::vector<JobStatus> poll(const std::vector<std::string>& job_ids) override;
   void cancel(const std::vector<std::string>& job_ids) override;
   void forget(const std::vector<std::string>& job_ids) override {
@@ -88,6 +89,8 @@ class SlurmScheduler : public Scheduler {
   uint64_t queries_ = 0;
   int array_count_ = 0;
   size_t max_array_size_ = 1001;  // the controller's MaxArraySize (its tasks are numbered 0 .. MaxArraySize - 1)
+  size_t max_submitted_ = SIZE_MAX;  // half the controller's MaxJobCount (read at start)
+  std::map<std::string, std::string> last_array_;  // per resource shape, its last array submitted (the chain's end)
   // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
   std::string accounting_storage_, energy_plugin_;
   bool accounting_late_ = false;  // a job's record did not reach slurmdbd in time: the rest are not waited for

@@ -152,6 +152,16 @@ TEST_F(Slurm, PmixRendezvousBetweenRanksOnDifferentNodes) {
   EXPECT_NE(log.find("on node n4"), std::string::npos) << log;
 }
 
+// The ids of a submission every job of which was taken (an untaken one fails the test).
+std::vector<std::string> ids_of(const std::vector<Scheduler::Submitted>& got) {
+  std::vector<std::string> ids;
+  for (auto& g : got) {
+    EXPECT_FALSE(g.id.empty()) << "a job was not submitted";
+    ids.push_back(g.id);
+  }
+  return ids;
+}
+
 TEST_F(Slurm, JobArraySweep) {
   auto r = fanout({"calibration_copy", "--launcher=slurm", "--array", "--exp_name=arr", "--copy_bytes=[1024,2048,4096]",
                    "--nodes=[1,2]", "--iterations=3"});
@@ -266,7 +276,7 @@ TEST_F(Slurm, AnArraysQueuedTasksAreLeftOutOfAPollUntilTheyChange) {
     // Task 0's sleep carries its folder on its command line, so that the end can check it is gone.
     write_file_atomic(jobs.back().run_dir / "job.sh", i == 0 ? "#!/bin/bash\nexec -a " + jobs.back().run_dir.string() + "/sleep sleep 600\n" : "#!/bin/bash\nexit 0\n");
   }
-  const std::vector<std::string> ids = s.submit_array(jobs, 1);
+  const std::vector<std::string> ids = ids_of(s.submit_array(jobs, 1));
   ASSERT_EQ(ids.size(), 5u);
   std::map<std::string, JobStatus> last;
   auto poll = [&] {
@@ -309,7 +319,7 @@ TEST_F(Slurm, AShapeWithMoreRunsThanMaxArraySizeGoesAsChainedArrays) {
     write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
     jobs.push_back(std::move(j));
   }
-  const std::vector<std::string> ids = s.submit_array(jobs, 4);
+  const std::vector<std::string> ids = ids_of(s.submit_array(jobs, 4));
   ASSERT_EQ(ids.size(), jobs.size());
   const std::string first = ids.front().substr(0, ids.front().find('_')), second = ids.back().substr(0, ids.back().find('_'));
   EXPECT_NE(first, second);
@@ -322,6 +332,73 @@ TEST_F(Slurm, AShapeWithMoreRunsThanMaxArraySizeGoesAsChainedArrays) {
   EXPECT_NE(read_file(d.path / "big" / "array-2.sh").find("#SBATCH --dependency=afterany:" + first + "\n"), std::string::npos);
   s.cancel({first, second});
   EXPECT_TRUE(test::wait_for_slurm_job_end(first, 60) && test::wait_for_slurm_job_end(second, 60)) << "the arrays are still queued";
+}
+
+// Two resource shapes, two arrays: the controller refuses one (a partition it does not have), and the other keeps its
+// ids and stays queued, followed, instead of being lost with the refusal (a throw left it queued with no driver).
+// Only the array submitted keeps its script.
+TEST_F(Slurm, AnArrayTheControllerRefusesTakesOnlyItsOwnRunsWithIt) {
+  SlurmScheduler s;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 6; ++i) {
+    JobSpec j = test::trivial_job(d.path / "two", "t" + std::to_string(i));
+    j.options.hold = true;  // nothing runs: the test looks at what was submitted, then cancels it
+    if (i % 2) j.options.partition = "no_such_partition";
+    write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
+    jobs.push_back(std::move(j));
+  }
+  const std::vector<Scheduler::Submitted> got = s.submit_array(jobs, 2);
+  ASSERT_EQ(got.size(), jobs.size());
+  std::set<std::string> arrays;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i % 2 == 0) {
+      ASSERT_FALSE(got[i].id.empty()) << "run " << i << " of the accepted shape has no id";
+      EXPECT_FALSE(got[i].error);
+      arrays.insert(got[i].id.substr(0, got[i].id.find('_')));
+      continue;
+    }
+    EXPECT_TRUE(got[i].id.empty());
+    ASSERT_TRUE(got[i].error) << "run " << i << " of the refused shape has no reason";
+    EXPECT_FALSE(got[i].later) << "a refusal of what the job asks is not a full controller";
+    try {
+      std::rethrow_exception(got[i].error);
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("Slurm refused an array of runs"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_EQ(arrays.size(), 1u) << "the accepted runs are one array";
+  const std::string array = *arrays.begin();
+  const std::string shown = run_process({"scontrol", "show", "job", array}, {}, 60).out;
+  EXPECT_NE(shown.find("JobState=PENDING"), std::string::npos) << shown;
+  const auto polled = s.poll({got[0].id});
+  EXPECT_TRUE(polled.empty() || polled[0].state == JobState::Pending) << "the accepted array is followed";
+  size_t scripts = 0;
+  for (auto& e : fs::directory_iterator(d.path / "two")) scripts += e.path().filename().string().rfind("array-", 0) == 0;
+  EXPECT_EQ(scripts, 1u) << "the refused array's script is not kept";
+  s.cancel({array});
+  EXPECT_TRUE(test::wait_for_slurm_job_end(array, 60)) << "the array is still queued";
+}
+
+// --max_submitted bounds the sweep's jobs in the controller at once, array tasks counted: 10 runs with at most 4
+// submitted go as several arrays, each submitted as earlier runs end, and every run completes.
+TEST_F(Slurm, MaxSubmittedSubmitsABigArraySweepAsItsRunsEnd) {
+  auto r = fanout({"calibration_sleep", "--launcher=slurm", "--array", "--max_submitted=4", "--max_parallel=2", "--exp_name=win",
+                   "--iterations=1", "--warmup=0", "--sleep_us=[0,1,2,3,4,5,6,7,8,9]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t submissions = 0;
+  const std::regex submitted("fanout: submitted (\\d+) run\\(s\\) from");
+  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), submitted);
+       it != std::sregex_iterator(); ++it, ++submissions)
+    EXPECT_LE(std::stoi((*it)[1]), 4) << "more than --max_submitted at once: " << (*it)[0];
+  EXPECT_GE(submissions, 3u) << r.err;
+  auto rows = query("win", "SELECT job_id, status FROM runs");
+  ASSERT_EQ(rows.size(), 10u);
+  std::set<std::string> arrays;
+  for (auto& row : rows) {
+    EXPECT_EQ(row[1], "COMPLETED") << row[0];
+    arrays.insert(row[0].substr(0, row[0].find('_')));
+  }
+  EXPECT_GE(arrays.size(), 3u) << "each submission is an array of its own";
 }
 
 // The driver's runs that may start go to the controller together (several requests in flight): each gets its own
