@@ -1159,7 +1159,11 @@ class ExperimentSession {
       } else if (runs_active >= max_submitted_) {
         break;
       } else if (st_.array) {
-        const std::vector<size_t> go = slots_that_may_go(max_submitted_ - runs_active);
+        // Room for a quarter of the window at least, or for what is left: a sweep bigger than the window goes as
+        // arrays of that size as its runs end, not as an array of a few runs every poll.
+        const size_t room = max_submitted_ - runs_active, left = slots_.size() - next_;
+        if (room < std::min(std::max<size_t>(1, max_submitted_ / 4), left)) break;
+        const std::vector<size_t> go = slots_that_may_go(room);
         std::vector<JobSpec> jobs;
         for (size_t i : go) jobs.push_back(slot_job(slots_[i]));
         std::vector<Scheduler::Submitted> got;

@@ -379,6 +379,44 @@ TEST_F(Slurm, AnArrayTheControllerRefusesTakesOnlyItsOwnRunsWithIt) {
   EXPECT_TRUE(test::wait_for_slurm_job_end(array, 60)) << "the array is still queued";
 }
 
+// Cancelling every followed task of an array is one request for the array (an interrupted 100,000-run sweep sent
+// 50,000, which the controller took one by one for minutes); a task alone goes by its own id and leaves the others.
+// The controller's log names each request's job.
+TEST_F(Slurm, CancellingEveryTaskOfAnArrayIsOneRequest) {
+  const std::string conf = run_process({"scontrol", "show", "config"}, {}, 60).out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(conf, m, std::regex("SlurmctldLogFile\\s*=\\s*(\\S+)"))) << conf;
+  const fs::path log = m[1].str();
+  SlurmScheduler s;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 5; ++i) {
+    JobSpec j = test::trivial_job(d.path / "cancel", "t" + std::to_string(i));
+    j.options.hold = true;
+    write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
+    jobs.push_back(std::move(j));
+  }
+  const std::vector<std::string> ids = ids_of(s.submit_array(jobs, 0));
+  ASSERT_EQ(ids.size(), 5u);
+  const std::string array = ids[0].substr(0, ids[0].find('_'));
+  auto state_of = [](const std::string& id) {
+    std::smatch st;
+    const std::string shown = run_process({"scontrol", "show", "job", id}, {}, 60).out;
+    return std::regex_search(shown, st, std::regex("JobState=(\\S+)")) ? st[1].str() : shown;
+  };
+  s.cancel({ids[0]});
+  // A held task cancelled leaves the controller's answer at once; its array's other tasks stay.
+  ASSERT_TRUE(test::wait_for([&] { return state_of(ids[0]) != "PENDING"; }, 60)) << state_of(ids[0]);
+  EXPECT_EQ(state_of(ids[1]), "PENDING") << "one task cancelled the others";
+  s.forget({ids[0]});  // as the driver does once it has a job's end
+  s.cancel({ids[1], ids[2], ids[3], ids[4]});
+  EXPECT_TRUE(test::wait_for_slurm_job_end(array, 60)) << "the array is still queued";
+  const std::string said = read_file(log);
+  EXPECT_NE(said.find("REQUEST_KILL_JOB JobId=" + ids[0] + " uid"), std::string::npos) << "task 0 by its own id";
+  // The array's id, which the controller writes as its queued record ("123_[1-4]") or alone.
+  EXPECT_TRUE(std::regex_search(said, std::regex("REQUEST_KILL_JOB JobId=" + array + "(_\\[[-0-9,]*\\])? uid"))) << "the rest by the array's id";
+  EXPECT_EQ(said.find("REQUEST_KILL_JOB JobId=" + ids[2] + " uid"), std::string::npos) << "a request per task";
+}
+
 // --max_submitted bounds the sweep's jobs in the controller at once, array tasks counted: 10 runs with at most 4
 // submitted go as several arrays, each submitted as earlier runs end, and every run completes.
 TEST_F(Slurm, MaxSubmittedSubmitsABigArraySweepAsItsRunsEnd) {
