@@ -940,6 +940,7 @@ class ExperimentSession {
       return;
     }
     slots_.insert(slots_.begin() + long(at), std::move(s));  // mostly slots not yet submitted move
+    inserted_at_ = at;
     for (auto& g : groups_)
       if (g.service >= at) ++g.service;
     for (auto& [id, i] : active_)  // and those submitted ahead of a run the scheduler could not take then
@@ -1163,7 +1164,9 @@ class ExperimentSession {
         // arrays of that size as its runs end, not as an array of a few runs every poll.
         const size_t room = max_submitted_ - runs_active, left = slots_.size() - next_;
         if (room < std::min(std::max<size_t>(1, max_submitted_ / 4), left)) break;
-        const std::vector<size_t> go = slots_that_may_go(room);
+        // At most kArraySubmission runs a call: their JobSpecs are made for it at once (50,000 of them were most of a
+        // 100,000-run sweep's peak memory); the loop goes on with the next.
+        const std::vector<size_t> go = slots_that_may_go(std::min(room, kArraySubmission));
         std::vector<JobSpec> jobs;
         for (size_t i : go) jobs.push_back(slot_job(slots_[i]));
         std::vector<Scheduler::Submitted> got;
@@ -1207,22 +1210,30 @@ class ExperimentSession {
     size_t ids = 0, later = 0;
     std::string first_id, last_id;
   };
-  Submission take_submitted(const std::vector<size_t>& go, const std::vector<Scheduler::Submitted>& got, Durability durability) {
+  Submission take_submitted(std::vector<size_t> go, const std::vector<Scheduler::Submitted>& got, Durability durability) {
     Submission taken;
     std::string why;
+    std::vector<size_t> refused;
     for (size_t k = 0; k < got.size() && k < go.size(); ++k) {
-      Slot& slot = slots_[go[k]];
       if (!got[k].id.empty()) {
         // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
-        if (st_.verbose && !st_.array) log() << "fanout: submitted " << dir_of(slot).filename().string() << " (job " << got[k].id << ")\n";
+        if (st_.verbose && !st_.array) log() << "fanout: submitted " << dir_of(slots_[go[k]]).filename().string() << " (job " << got[k].id << ")\n";
         track_submitted(go[k], got[k].id, durability);
         if (!taken.ids++) taken.first_id = got[k].id;
         taken.last_id = got[k].id;
       } else if (got[k].later) {
         if (!taken.later++ && got[k].error) why = refusal_text(got[k].error);
       } else if (got[k].error) {
-        record_refused(slot, got[k].error);
+        refused.push_back(k);
       }
+    }
+    // Last, as recording one can insert its retry ahead of the slots not yet submitted (a group's run): the slots
+    // after that place move one on.
+    for (size_t r = 0; r < refused.size(); ++r) {
+      inserted_at_ = SIZE_MAX;
+      record_refused(slots_[go[refused[r]]], got[refused[r]].error);
+      for (size_t later = r + 1; later < refused.size() && inserted_at_ != SIZE_MAX; ++later)
+        if (go[refused[later]] >= inserted_at_) ++go[refused[later]];
     }
     while (next_ < slots_.size() && slots_[next_].started_ns) ++next_;
     if (taken.later) {
@@ -1238,6 +1249,7 @@ class ExperimentSession {
     return taken;
   }
   static constexpr int64_t kSubmitAgainNs = 5'000'000'000;
+  static constexpr size_t kArraySubmission = 4096;
 
   // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
   // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
@@ -1464,6 +1476,7 @@ class ExperimentSession {
   size_t max_submitted_ = SIZE_MAX;  // --max_submitted, or what the scheduler takes
   int64_t submit_again_ns_ = 0;      // the scheduler took no more jobs: not asked again before this
   bool waiting_for_room_ = false;    // said so, once for the wait
+  size_t inserted_at_ = SIZE_MAX;    // where add_slot last inserted a slot ahead of others
   double interval_ = 0.005;
   int64_t known_since_ns_ = 0;  // when the last poll answered with no Unknown state
   bool queued_ = false;  // every run folder of the plan is laid out (later ones, retries, are written durably)

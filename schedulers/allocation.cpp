@@ -67,7 +67,7 @@ void AllocationScheduler::finish_status(const JobSpec& job, JobStatus& status) c
   if (const char* nodes = env("SLURM_JOB_NODELIST")) status.node_list = nodes;
   else if (auto hosts = batch_hosts(); !hosts.empty()) status.node_list = join(hosts, ",");
   if (status.state == JobState::Failed) {
-    std::string step = describe_step_failure(job);
+    std::string step = describe_step_failure(job.run_dir);
     if (!step.empty()) status.reason = step;
   }
 }

@@ -136,8 +136,8 @@ std::string run_qsub(const std::vector<std::string>& args, const std::filesystem
   return last;
 }
 
-std::string describe_step_failure(const JobSpec& job) {
-  std::ifstream in(job.run_dir / kStepExitMarker);
+std::string describe_step_failure(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / kStepExitMarker);
   std::string role;
   int status = 0;
   while (in >> role >> status)
@@ -147,25 +147,25 @@ std::string describe_step_failure(const JobSpec& job) {
       std::string how = "exited with status " + std::to_string(status);
       if (status > 128 && status < 128 + NSIG)
         how += " (128 + " + signal_name(status - 128) + ": it, or a process it started, died of " + signal_name(status - 128) + ")";
-      return "step '" + role + "' " + how + "; logs: " + (job.run_dir / (role + ".err")).string();
+      return "step '" + role + "' " + how + "; logs: " + (run_dir / (role + ".err")).string();
     }
   return "";
 }
 
-JobStatus resolve_missing_job(const std::string& job_id, const JobSpec& job, int& missing_polls, const std::string& scheduler) {
+JobStatus resolve_missing_job(const std::string& job_id, const std::filesystem::path& run_dir, int& missing_polls, const std::string& scheduler) {
   JobStatus s;
   s.job_id = job_id;
-  if (auto rc = read_job_exit_marker(job.run_dir)) {
+  if (auto rc = read_job_exit_marker(run_dir)) {
     s.state = *rc == 0 ? JobState::Completed : JobState::Failed;
     s.exit_code = *rc;
     if (*rc != 0) {
-      std::string step = describe_step_failure(job);
-      s.reason = (step.empty() ? "job script exited with status " + std::to_string(*rc) + "; logs: " + job.run_dir.string() : step) +
+      std::string step = describe_step_failure(run_dir);
+      s.reason = (step.empty() ? "job script exited with status " + std::to_string(*rc) + "; logs: " + run_dir.string() : step) +
                  " (from the run's exit marker)";
     }
   } else if (++missing_polls > 3) {
     s.state = JobState::Failed;
-    s.reason = "the job vanished from " + scheduler + " without leaving an exit marker in " + job.run_dir.string();
+    s.reason = "the job vanished from " + scheduler + " without leaving an exit marker in " + run_dir.string();
   } else {
     s.state = JobState::Unknown;
   }

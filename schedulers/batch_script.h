@@ -45,12 +45,12 @@ std::string run_qsub(const std::vector<std::string>& args, const std::filesystem
 
 // Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
 // or an empty string when no step failed (or no markers exist).
-std::string describe_step_failure(const JobSpec& job);
+std::string describe_step_failure(const std::filesystem::path& run_dir);
 // The job's exit status from job.exit, if the job got that far.
 std::optional<int> read_job_exit_marker(const std::filesystem::path& run_dir);
 
 // The status of a job the scheduler no longer (or never) lists: from its exit markers; else UNKNOWN for a
 // few polls (a scheduler may lag), then FAILED "vanished". missing_polls counts calls for this job.
-JobStatus resolve_missing_job(const std::string& job_id, const JobSpec& job, int& missing_polls, const std::string& scheduler);
+JobStatus resolve_missing_job(const std::string& job_id, const std::filesystem::path& run_dir, int& missing_polls, const std::string& scheduler);
 
 }  // namespace fanout

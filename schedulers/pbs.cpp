@@ -318,7 +318,7 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
   auto code = parse_int(exit);
   if (!code) {
     int polls = 0;
-    JobStatus m = resolve_missing_job(id, job, polls, "PBS");
+    JobStatus m = resolve_missing_job(id, job.run_dir, polls, "PBS");
     m.node_list = s.node_list;
     m.usage = s.usage;
     if (m.state == JobState::Unknown || m.state == JobState::Failed) {
@@ -344,7 +344,7 @@ JobStatus pbs_status(const std::string& id, const std::map<std::string, std::str
   else
     s.state = *code == 0 ? JobState::Completed : JobState::Failed;
   if (s.state != JobState::Completed) {
-    std::string step = describe_step_failure(job);
+    std::string step = describe_step_failure(job.run_dir);
     s.reason = step.empty() ? "PBS exit status " + exit + (exec ? std::string(" (") + exec->name + ")" : "") +
                                   (comment.empty() ? "" : " (" + comment + ")") + "; logs: " + (job.run_dir / "pbs.out").string()
                             : step;
@@ -470,13 +470,13 @@ std::vector<JobStatus> PbsScheduler::poll(const std::vector<std::string>& job_id
                state->second != "F" && state->second != "C" && state->second != "X";
       });
       if (read_job_exit_marker(tr->second.job.run_dir) || (ok && !arrays_alive))
-        s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "PBS");
+        s = resolve_missing_job(id, tr->second.job.run_dir, tr->second.missing_polls, "PBS");
       else
         s.state = JobState::Running;
     } else if (auto it = listed.find(id); it != listed.end()) {
       s = pbs_status(id, it->second, tr->second.job, flavor_);
     } else if (ok) {
-      s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "PBS");
+      s = resolve_missing_job(id, tr->second.job.run_dir, tr->second.missing_polls, "PBS");
     }
     out.push_back(s);
   }

@@ -239,7 +239,7 @@ JobStatus sge_status(const std::string& id, const QacctRecord& acct, const JobSp
   else if (acct.failed == 0 && acct.exit_status == 0) s.state = JobState::Completed;
   else s.state = JobState::Failed;
   if (s.state == JobState::Completed) return s;
-  const std::string step = describe_step_failure(job);
+  const std::string step = describe_step_failure(job.run_dir);
   std::string how = "qacct: failed " + std::to_string(acct.failed) + (acct.failed_text.empty() ? "" : " (" + acct.failed_text + ")") +
                     ", exit status " + std::to_string(acct.exit_status) + (s.signal ? " (signal " + std::to_string(s.signal) + ", " + signal_name(s.signal) + ")" : "");
   if (s.state == JobState::Timeout) how = "killed at its wall time of " + walltime_hhmmss(job.walltime_s) + " (h_rt; " + how + ")";
@@ -367,7 +367,7 @@ JobStatus SgeScheduler::finished(const std::string& id, Tracked& t, std::map<std
   };
   if (marker && *marker == 0) {
     int polls = 0;
-    JobStatus s = resolve_missing_job(id, t.job, polls, "SGE");
+    JobStatus s = resolve_missing_job(id, t.job.run_dir, polls, "SGE");
     if (!record_usage_ || t.cancelled) return s;
     // Its usage is in the accounting record, which qmaster writes on its own schedule (flush_time): reported as
     // running until it is there, for a bounded time, then completed without it, saying so.
@@ -397,7 +397,7 @@ JobStatus SgeScheduler::finished(const std::string& id, Tracked& t, std::map<std
   }
   if (marker) {  // failed, and no record yet: the marker's status
     int polls = 0;
-    return resolve_missing_job(id, t.job, polls, "SGE");
+    return resolve_missing_job(id, t.job.run_dir, polls, "SGE");
   }
   const int64_t now = monotonic_ns();
   if (!t.gone_since_ns) t.gone_since_ns = now;

@@ -69,9 +69,9 @@ JobState map_state(uint32_t raw) {
 }
 
 // A final state's reason: the failed step from the job's markers, else Slurm's word, with the log path.
-std::string final_reason(const JobSpec& job, const JobStatus& s, const std::string& log) {
+std::string final_reason(const fs::path& run_dir, const JobStatus& s, const std::string& log) {
   if (s.state == JobState::Completed) return "";
-  std::string step = describe_step_failure(job);
+  std::string step = describe_step_failure(run_dir);
   std::string what = std::string("Slurm says ") + job_state_name(s.state);
   if (s.signal) what += " (signal " + std::to_string(s.signal) + ")";
   else if (s.exit_code) what += " (exit code " + std::to_string(s.exit_code) + ")";
@@ -415,7 +415,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<
   submitter();
   for (auto& t : helpers) t.join();
   for (size_t i = 0; i < n; ++i)
-    if (!out[i].id.empty()) tracked_[out[i].id] = {jobs[i]};
+    if (!out[i].id.empty()) tracked_[out[i].id] = {jobs[i].run_dir};
   return out;
 }
 
@@ -478,7 +478,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
       ++array_count_;
       for (size_t k = 0; k < members.size(); ++k) {
         std::string id = array_id + "_" + std::to_string(k);
-        tracked_[id] = {jobs[members[k]]};
+        tracked_[id] = {jobs[members[k]].run_dir};
         out[members[k]].id = std::move(id);
       }
       previous = array_id;
@@ -558,11 +558,11 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
       }
       if (tr != tracked_.end()) {
         tr->second.seen = true;
-        if (job_state_final(s.state)) s.reason = final_reason(tr->second.job, s, (tr->second.job.run_dir / ("slurm-" + id + ".out")).string());
+        if (job_state_final(s.state)) s.reason = final_reason(tr->second.run_dir, s, (tr->second.run_dir / ("slurm-" + id + ".out")).string());
       }
     } else if (tr != tracked_.end()) {
       // Gone from the controller (MinJobAge): the run folder's exit marker says how it ended.
-      s = resolve_missing_job(id, tr->second.job, tr->second.missing_polls, "the Slurm controller");
+      s = resolve_missing_job(id, tr->second.run_dir, tr->second.missing_polls, "the Slurm controller");
     } else {
       s.state = JobState::Unknown;
     }

@@ -69,7 +69,7 @@ class SlurmScheduler : public Scheduler {
   uint64_t queries() const override { return queries_; }
   bool adopts_jobs() const override { return true; }
   bool adopt(const std::string& job_id, const JobSpec& job) override {
-    tracked_[job_id] = {job};
+    tracked_[job_id] = {job.run_dir};
     return true;
   }
 
@@ -77,8 +77,10 @@ class SlurmScheduler : public Scheduler {
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
                             const std::string& dependency = "");
   void attach_usage(std::vector<JobStatus>& statuses);
+  // What is kept of a submitted job to explain its end: its folder (its markers and logs), not its whole JobSpec
+  // (2.5 KiB a run of a 100,000-run array sweep's peak memory, against the local launcher's 0.67).
   struct Tracked {
-    JobSpec job;
+    std::filesystem::path run_dir;
     int missing_polls = 0;
     bool seen = false;
     bool usage_done = false, cancelled = false;
