@@ -1160,10 +1160,10 @@ class ExperimentSession {
       } else if (runs_active >= max_submitted_) {
         break;
       } else if (st_.array) {
-        // Room for a quarter of the window at least, or for what is left: a sweep bigger than the window goes as
-        // arrays of that size as its runs end, not as an array of a few runs every poll.
+        // Room for a whole call's runs, or a quarter of the window, or what is left, whichever is least: a sweep
+        // bigger than the window goes as arrays of that size as its runs end, not as an array of a few every poll.
         const size_t room = max_submitted_ - runs_active, left = slots_.size() - next_;
-        if (room < std::min(std::max<size_t>(1, max_submitted_ / 4), left)) break;
+        if (room < std::min({std::max<size_t>(1, max_submitted_ / 4), kArraySubmission, left})) break;
         // At most kArraySubmission runs a call: their JobSpecs are made for it at once (50,000 of them were most of a
         // 100,000-run sweep's peak memory); the loop goes on with the next.
         const std::vector<size_t> go = slots_that_may_go(std::min(room, kArraySubmission));
