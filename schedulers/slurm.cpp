@@ -308,13 +308,11 @@ struct JobAnswers {
   }
 };
 
-}  // namespace
-
-namespace {
 // A submission the controller turned away for now (EAGAIN: it holds MaxJobCount jobs), not for what it asked.
 struct ControllerFull : UserError {
   using UserError::UserError;
 };
+
 }  // namespace
 
 SlurmScheduler::~SlurmScheduler() = default;
@@ -437,10 +435,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
     // chain goes on from an earlier call's last array of the shape while any of its tasks is still followed (a sweep
     // bigger than the controller takes is submitted as its runs end).
     std::string& previous = last_array_[shape];
-    if (!previous.empty()) {
-      auto it = tracked_.lower_bound(previous + "_");
-      if (it == tracked_.end() || !starts_with(it->first, previous + "_")) previous.clear();
-    }
+    if (!previous.empty() && followed_tasks(previous) == 0) previous.clear();
     for (size_t from = 0; from < all.size(); from += max_array_size_) {
       const std::vector<size_t> members(all.begin() + long(from), all.begin() + long(std::min(all.size(), from + max_array_size_)));
       if (full) {
@@ -572,6 +567,13 @@ std::vector<JobStatus> SlurmScheduler::poll(const std::vector<std::string>& job_
   return out;
 }
 
+size_t SlurmScheduler::followed_tasks(const std::string& array) const {
+  const std::string prefix = array + "_";
+  size_t n = 0;
+  for (auto it = tracked_.lower_bound(prefix); it != tracked_.end() && starts_with(it->first, prefix); ++it) ++n;
+  return n;
+}
+
 void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
   // An array every followed task of which goes is cancelled by its id, one request (an interrupted 100,000-run sweep
   // sent 50,000, which the controller took one by one for minutes); its tasks that ended were forgotten, and those
@@ -585,10 +587,7 @@ void SlurmScheduler::cancel(const std::vector<std::string>& job_ids) {
     else by_array[id.substr(0, u)].push_back(&id);
   }
   for (auto& [array, tasks] : by_array) {
-    const std::string prefix = array + "_";
-    size_t followed = 0;
-    for (auto it = tracked_.lower_bound(prefix); it != tracked_.end() && starts_with(it->first, prefix); ++it) ++followed;
-    if (tasks.size() > 1 && followed <= tasks.size()) slurm_kill_job2(array.c_str(), SIGKILL, 0, nullptr);
+    if (tasks.size() > 1 && followed_tasks(array) <= tasks.size()) slurm_kill_job2(array.c_str(), SIGKILL, 0, nullptr);
     else each.insert(each.end(), tasks.begin(), tasks.end());
   }
   for (const std::string* id : each) slurm_kill_job2(id->c_str(), SIGKILL, 0, nullptr);

@@ -77,6 +77,8 @@ class SlurmScheduler : public Scheduler {
   std::string submit_script(const JobSpec& shape, const std::string& script, const std::string& array_spec,
                             const std::string& dependency = "");
   void attach_usage(std::vector<JobStatus>& statuses);
+  // How many of an array's tasks are still followed (not yet ended and forgotten).
+  size_t followed_tasks(const std::string& array) const;
   // What is kept of a submitted job to explain its end: its folder (its markers and logs), not its whole JobSpec
   // (2.5 KiB a run of a 100,000-run array sweep's peak memory, against the local launcher's 0.67).
   struct Tracked {
