@@ -1020,7 +1020,9 @@ class ExperimentSession {
   }
 
   // A slot's end: its status in its folder and the database, progress, a retry or its group's service stopped.
-  void finish(Slot& s, JobStatus js) {
+  // Announced: its line now and, when it did not complete, in the recap (an interrupt's runs never started are
+  // counted in one line instead: 59,040 of them were as many lines, twice, for a 100,000-run sweep).
+  void finish(Slot& s, JobStatus js, bool announced = true) {
     const fs::path dir = dir_of(s);  // `s` may move below (a retry is inserted)
     if (!s.never_started().empty() && js.state != JobState::Completed) {
       js.state = JobState::Failed;
@@ -1073,8 +1075,8 @@ class ExperimentSession {
     std::string line = "fanout: " + name + " " + job_state_name(js.state) + " in " + format_duration(dur) + ", " +
                        std::to_string(report.samples) + " samples (job " + s.job_id + (nodes.empty() ? "" : " on " + nodes) + ")";
     if (js.state != JobState::Completed) line += " -- " + js.reason;
-    log() << line + "\n";
-    if (js.state != JobState::Completed) {
+    if (announced) log() << line + "\n";
+    if (js.state != JobState::Completed && announced) {
       // Its reason was printed above as it ended: the recap names it and where its logs are, once.
       failures_.push_back(name + " " + job_state_name(js.state) + (retry ? " (retried)" : "") + "; logs: " + dir.string());
     }
@@ -1139,8 +1141,11 @@ class ExperimentSession {
       js.state = JobState::Cancelled;
       js.reason = "not started: the experiment was interrupted";
       slots_[next_].started_ns = monotonic_ns();
-      finish(slots_[next_], js);
+      finish(slots_[next_], js, false);
+      ++not_started_recorded_;
     }
+    if (not_started_recorded_)
+      log() << "fanout: " << not_started_recorded_ << " run(s) not started recorded CANCELLED (\"not started: the experiment was interrupted\")\n";
   }
 
   // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs one by
@@ -1148,7 +1153,7 @@ class ExperimentSession {
   // make (arrays per resource shape); never more of the sweep's jobs at once than --max_submitted (or what the
   // scheduler takes). True when anything was submitted.
   bool submit_ready() {
-    bool changed = false;
+    bool changed = false, arrays_submitted = false;
     while (!cancelling_ && next_gate() == Gate::Go && monotonic_ns() >= submit_again_ns_) {
       const size_t runs_active = active_.size() - active_services_;
       if (slots_[next_].service) {
@@ -1176,7 +1181,7 @@ class ExperimentSession {
         if (taken.ids)
           log() << "fanout: submitted " << taken.ids << " run(s) from " << from << " as job(s) " << taken.first_id
                 << (taken.ids > 1 ? " .. " + taken.last_id : "") << "\n";
-        if (taken.ids) sync_filesystem(outcome_.run_root);  // the array's job ids, one sync for them all
+        arrays_submitted |= taken.ids > 0;
         if (taken.later) break;
       } else if (runs_active < size_t(max_parallel_)) {
         if (submit_runs_together(std::min(size_t(max_parallel_), max_submitted_) - runs_active).later) break;
@@ -1185,6 +1190,8 @@ class ExperimentSession {
       }
       changed = true;
     }
+    // The arrays' job ids (Durability::Deferred), one sync for every call of this round: nothing polls in between.
+    if (arrays_submitted) sync_filesystem(outcome_.run_root);
     if (next_ == slots_.size() && cost_.cpu_submitted_s < 0) cost_.cpu_submitted_s = process_cpu_s();
     return changed;
   }
@@ -1413,7 +1420,9 @@ class ExperimentSession {
     timed(csv_s, [&] { csv = write_csv(); });
     double wall = double(monotonic_ns() - t0_) / 1e9;
     log() << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
-    if (outcome_.failed) log() << ", " << outcome_.failed << " did not (listed below)";
+    if (outcome_.failed)
+      log() << ", " << outcome_.failed << " did not ("
+            << (not_started_recorded_ ? std::to_string(not_started_recorded_) + " never started, the others listed below" : "listed below") << ")";
     log() << " in " << format_duration(wall) << "\n";
     if (!failures_.empty()) {
       log() << "fanout: " << failures_.size() << " attempt(s) did not complete (why: each one's line above, and its logs):\n";
@@ -1485,6 +1494,7 @@ class ExperimentSession {
   int64_t last_stall_check_ns_ = 0, last_pending_check_ns_ = 0;
   std::set<std::string> usage_notes_;  // the schedulers' reasons for no accounting, each said once
   std::vector<std::string> failures_;  // every attempt that did not complete, for the recap at the end
+  size_t not_started_recorded_ = 0;      // runs an interrupt recorded CANCELLED before they started: counted, not listed
 };
 
 }  // namespace

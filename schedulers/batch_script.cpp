@@ -136,6 +136,18 @@ std::string run_qsub(const std::vector<std::string>& args, const std::filesystem
   return last;
 }
 
+std::optional<std::string> submit_array_script(const std::function<std::string()>& qsub, const std::filesystem::path& script,
+                                               const std::vector<size_t>& members, std::vector<Scheduler::Submitted>& out) {
+  try {
+    return qsub();
+  } catch (const UserError&) {
+    for (size_t m : members) out[m].error = std::current_exception();
+    std::error_code ec;
+    std::filesystem::remove(script, ec);  // nothing runs it; the refusal is in each run's record
+    return std::nullopt;
+  }
+}
+
 std::string describe_step_failure(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / kStepExitMarker);
   std::string role;

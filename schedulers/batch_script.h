@@ -13,6 +13,7 @@
 
 #include "launchers/job_spec.h"
 #include "results/layout.h"
+#include "schedulers/scheduler.h"
 
 namespace fanout {
 
@@ -42,6 +43,10 @@ std::map<std::string, std::vector<size_t>> array_shapes(const std::vector<JobSpe
 // Runs `qsub args...` in cwd and returns the last line it printed (the job id, in PBS's and Grid Engine's -terse
 // form alike); UserError "qsub refused <what>: <its words>" when it failed or printed nothing.
 std::string run_qsub(const std::vector<std::string>& args, const std::filesystem::path& cwd, const std::string& what);
+// One array's qsub (PBS and Grid Engine): its id; or, when the scheduler refused it, nothing, the refusal set on
+// that array's runs alone (`members` of `out`: arrays submitted before it keep their ids) and its script removed.
+std::optional<std::string> submit_array_script(const std::function<std::string()>& qsub, const std::filesystem::path& script,
+                                               const std::vector<size_t>& members, std::vector<Scheduler::Submitted>& out);
 
 // Reads the markers: "step 'client' exited with status 3; logs: <dir>/client.err" for the first failed step,
 // or an empty string when no step failed (or no markers exist).

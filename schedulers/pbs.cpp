@@ -392,16 +392,13 @@ std::vector<Scheduler::Submitted> PbsScheduler::submit_array(const std::vector<J
     fs::path script = root / ("pbs-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
     std::string range = "0-" + std::to_string(members.size() - 1);
-    std::string array_id;
-    try {
-      array_id = qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " + std::to_string(members.size()) + " runs");
-    } catch (const UserError&) {  // this array's runs only: those submitted before it keep their ids
-      for (size_t m : members) out[m].error = std::current_exception();
-      continue;
-    }
+    const auto array_id = submit_array_script(
+        [&] { return qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " + std::to_string(members.size()) + " runs"); },
+        script, members, out);
+    if (!array_id) continue;
     for (size_t k = 0; k < members.size(); ++k) {
-      out[members[k]].id = array_id + "#" + std::to_string(k);
-      tracked_[out[members[k]].id] = {jobs[members[k]], 0, array_id};
+      out[members[k]].id = *array_id + "#" + std::to_string(k);
+      tracked_[out[members[k]].id] = {jobs[members[k]], 0, *array_id};
     }
   }
   return out;

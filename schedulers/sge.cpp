@@ -334,15 +334,11 @@ std::vector<Scheduler::Submitted> SgeScheduler::submit_array(const std::vector<J
     body += "esac\necho \"fanout: no run for array task '${SGE_TASK_ID:-}'\" >&2\nexit 1\n";
     fs::path script = root / ("sge-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
-    std::string array_id;
-    try {
-      array_id = qsub({script.string()}, root, "an array of " + std::to_string(members.size()) + " runs");
-    } catch (const UserError&) {  // this array's runs only: those submitted before it keep their ids
-      for (size_t m : members) out[m].error = std::current_exception();
-      continue;
-    }
+    const auto array_id = submit_array_script(
+        [&] { return qsub({script.string()}, root, "an array of " + std::to_string(members.size()) + " runs"); }, script, members, out);
+    if (!array_id) continue;
     for (size_t k = 0; k < members.size(); ++k) {
-      out[members[k]].id = array_id + "." + std::to_string(k + 1);
+      out[members[k]].id = *array_id + "." + std::to_string(k + 1);
       tracked_[out[members[k]].id] = {jobs[members[k]]};
     }
   }

@@ -387,6 +387,12 @@ void interrupt_cancels_and_records(int sig) {
   EXPECT_EQ(rows[0], (std::vector<std::string>{"CANCELLED", "cancelled"}));
   EXPECT_EQ(rows[1][0], "CANCELLED");
   EXPECT_NE(rows[1][1].find("not started"), std::string::npos) << rows[1][1];
+  // The run never started is counted in one line, not listed: the running one is, once in the recap.
+  const std::string err = read_file(d.path / "err.txt");
+  EXPECT_NE(err.find("fanout: 1 run(s) not started recorded CANCELLED"), std::string::npos) << err;
+  EXPECT_NE(err.find(", 2 did not (1 never started, the others listed below)"), std::string::npos) << err;
+  EXPECT_NE(err.find("fanout: 1 attempt(s) did not complete"), std::string::npos) << err;
+  EXPECT_EQ(err.find("sleep_us2-"), std::string::npos) << "the run never started has no line of its own\n" << err;
   EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/pgrep", "-f", d.path.string() + "/results/int"}, "/").exit_code == 1; }, 10))
       << "a rank outlived the driver";
 }

@@ -266,7 +266,9 @@ TEST_F(SgeCell, EachJobsAccountingIsStoredAsItsUsage) {
     const double program = std::stod(one(exp, "SELECT sum(value) FROM samples WHERE metric IN ('resource.user_cpu', 'resource.system_cpu') AND rank = 0"));
     const auto job = query(exp, "SELECT role, rank, value, unit FROM samples WHERE metric = 'resource.scheduler.cpu'");
     EXPECT_EQ(job.size(), 1u) << r.err;
-    if (job.size() == 1) EXPECT_EQ(job[0][0] + " " + job[0][1] + " " + job[0][3], "job -1 s");
+    if (job.size() == 1) {
+      EXPECT_EQ(job[0][0] + " " + job[0][1] + " " + job[0][3], "job -1 s");
+    }
     return std::make_pair(job.size() == 1 ? std::stod(job[0][2]) : -1.0, program);
   };
   const auto [empty_job, empty_program] = job_and_program("around", 0);
@@ -319,6 +321,46 @@ TEST_F(SgeCell, AJobInErrorStateIsFailedAndDeleted) {
   EXPECT_EQ(s.state, JobState::Failed);
   EXPECT_NE(s.reason.find("Grid Engine holds the job in error state (Eqw"), std::string::npos) << s.reason;
   EXPECT_TRUE(gone_from_qstat(id, 60)) << "job " << id << " was not deleted";
+}
+
+// An array qsub refuses (a queue the cell does not have) takes only its own runs with it: the other shape's array,
+// submitted before or after it, keeps its ids and is followed; the refused array's script is not kept.
+TEST_F(SgeCell, AnArrayQsubRefusesTakesOnlyItsOwnRunsWithIt) {
+  SgeScheduler sge;
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 6; ++i) {
+    JobSpec j = test::trivial_job(d.path / "two", "t" + std::to_string(i));
+    j.options.hold = true;  // nothing runs: the test looks at what was submitted, then deletes it
+    if (i % 2) j.options.partition = "no_such.q";
+    jobs.push_back(std::move(j));
+  }
+  const std::vector<Scheduler::Submitted> got = sge.submit_array(jobs, 2);
+  ASSERT_EQ(got.size(), jobs.size());
+  std::set<std::string> arrays;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i % 2 == 0) {
+      ASSERT_FALSE(got[i].id.empty()) << "run " << i << " of the accepted shape has no id";
+      EXPECT_FALSE(got[i].error);
+      arrays.insert(got[i].id.substr(0, got[i].id.find('.')));
+      continue;
+    }
+    EXPECT_TRUE(got[i].id.empty());
+    ASSERT_TRUE(got[i].error) << "run " << i << " of the refused shape has no reason";
+    try {
+      std::rethrow_exception(got[i].error);
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("qsub refused an array of 3 runs"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_EQ(arrays.size(), 1u) << "the accepted runs are one array";
+  const auto polled = sge.poll({got[0].id});
+  ASSERT_EQ(polled.size(), 1u);
+  EXPECT_FALSE(job_state_final(polled[0].state)) << "the accepted array is followed: " << job_state_name(polled[0].state);
+  size_t scripts = 0;
+  for (auto& e : fs::directory_iterator(d.path / "two")) scripts += e.path().filename().string().rfind("sge-array-", 0) == 0;
+  EXPECT_EQ(scripts, 1u) << "the refused array's script is not kept";
+  sge.cancel({got[0].id, got[2].id, got[4].id});
+  for (size_t i : {0, 2, 4}) EXPECT_TRUE(gone_from_qstat(got[i].id, 60)) << got[i].id << " is still queued";
 }
 
 // --array: one qsub -t per resource shape, throttled with -tc; each run a task "<job>.<k>".
