@@ -327,31 +327,9 @@ TEST_F(SgeCell, AJobInErrorStateIsFailedAndDeleted) {
 // submitted before or after it, keeps its ids and is followed; the refused array's script is not kept.
 TEST_F(SgeCell, AnArrayQsubRefusesTakesOnlyItsOwnRunsWithIt) {
   SgeScheduler sge;
-  std::vector<JobSpec> jobs;
-  for (int i = 0; i < 6; ++i) {
-    JobSpec j = test::trivial_job(d.path / "two", "t" + std::to_string(i));
-    j.options.hold = true;  // nothing runs: the test looks at what was submitted, then deletes it
-    if (i % 2) j.options.partition = "no_such.q";
-    jobs.push_back(std::move(j));
-  }
+  const std::vector<JobSpec> jobs = test::two_shapes_one_refused(d.path, "no_such.q");
   const std::vector<Scheduler::Submitted> got = sge.submit_array(jobs, 2);
-  ASSERT_EQ(got.size(), jobs.size());
-  std::set<std::string> arrays;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (i % 2 == 0) {
-      ASSERT_FALSE(got[i].id.empty()) << "run " << i << " of the accepted shape has no id";
-      EXPECT_FALSE(got[i].error);
-      arrays.insert(got[i].id.substr(0, got[i].id.find('.')));
-      continue;
-    }
-    EXPECT_TRUE(got[i].id.empty());
-    ASSERT_TRUE(got[i].error) << "run " << i << " of the refused shape has no reason";
-    try {
-      std::rethrow_exception(got[i].error);
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find("qsub refused an array of 3 runs"), std::string::npos) << e.what();
-    }
-  }
+  const std::set<std::string> arrays = test::arrays_of_accepted_runs(got, '.', "qsub refused an array of 3 runs");
   ASSERT_EQ(arrays.size(), 1u) << "the accepted runs are one array";
   const auto polled = sge.poll({got[0].id});
   ASSERT_EQ(polled.size(), 1u);

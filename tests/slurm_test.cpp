@@ -339,33 +339,9 @@ TEST_F(Slurm, AShapeWithMoreRunsThanMaxArraySizeGoesAsChainedArrays) {
 // Only the array submitted keeps its script.
 TEST_F(Slurm, AnArrayTheControllerRefusesTakesOnlyItsOwnRunsWithIt) {
   SlurmScheduler s;
-  std::vector<JobSpec> jobs;
-  for (int i = 0; i < 6; ++i) {
-    JobSpec j = test::trivial_job(d.path / "two", "t" + std::to_string(i));
-    j.options.hold = true;  // nothing runs: the test looks at what was submitted, then cancels it
-    if (i % 2) j.options.partition = "no_such_partition";
-    write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
-    jobs.push_back(std::move(j));
-  }
+  const std::vector<JobSpec> jobs = test::two_shapes_one_refused(d.path, "no_such_partition");
   const std::vector<Scheduler::Submitted> got = s.submit_array(jobs, 2);
-  ASSERT_EQ(got.size(), jobs.size());
-  std::set<std::string> arrays;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (i % 2 == 0) {
-      ASSERT_FALSE(got[i].id.empty()) << "run " << i << " of the accepted shape has no id";
-      EXPECT_FALSE(got[i].error);
-      arrays.insert(got[i].id.substr(0, got[i].id.find('_')));
-      continue;
-    }
-    EXPECT_TRUE(got[i].id.empty());
-    ASSERT_TRUE(got[i].error) << "run " << i << " of the refused shape has no reason";
-    EXPECT_FALSE(got[i].later) << "a refusal of what the job asks is not a full controller";
-    try {
-      std::rethrow_exception(got[i].error);
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find("Slurm refused an array of runs"), std::string::npos) << e.what();
-    }
-  }
+  const std::set<std::string> arrays = test::arrays_of_accepted_runs(got, '_', "Slurm refused an array of runs");
   ASSERT_EQ(arrays.size(), 1u) << "the accepted runs are one array";
   const std::string array = *arrays.begin();
   const std::string shown = run_process({"scontrol", "show", "job", array}, {}, 60).out;

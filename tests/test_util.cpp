@@ -92,6 +92,43 @@ JobSpec trivial_job(const fs::path& dir, const std::string& name) {
   return j;
 }
 
+std::vector<JobSpec> two_shapes_one_refused(const fs::path& dir, const std::string& missing_queue) {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 6; ++i) {
+    JobSpec j = trivial_job(dir / "two", "t" + std::to_string(i));
+    j.options.hold = true;  // nothing runs: a test looks at what was submitted, then cancels it
+    if (i % 2) j.options.partition = missing_queue;
+    write_file_atomic(j.run_dir / "job.sh", "#!/bin/bash\nexit 0\n");
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+std::set<std::string> arrays_of_accepted_runs(const std::vector<Scheduler::Submitted>& got, char sep, const std::string& words) {
+  std::set<std::string> arrays;
+  EXPECT_EQ(got.size(), 6u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i % 2 == 0) {
+      EXPECT_FALSE(got[i].id.empty()) << "run " << i << " of the accepted shape has no id";
+      EXPECT_FALSE(got[i].error);
+      if (!got[i].id.empty()) arrays.insert(got[i].id.substr(0, got[i].id.find(sep)));
+      continue;
+    }
+    EXPECT_TRUE(got[i].id.empty());
+    EXPECT_FALSE(got[i].later) << "a refusal of what the job asks is not a full controller";
+    if (!got[i].error) {
+      ADD_FAILURE() << "run " << i << " of the refused shape has no reason";
+      continue;
+    }
+    try {
+      std::rethrow_exception(got[i].error);
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
+  return arrays;
+}
+
 namespace {
 
 // Drivers spawned by the running test. One still running when the test ends (an assertion failed before the test

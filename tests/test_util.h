@@ -11,11 +11,19 @@
 
 #include "common/subprocess.h"
 #include "launchers/job_spec.h"
+#include "schedulers/scheduler.h"
 
 namespace fanout::test {
 
 // A one-rank job running /bin/true in dir/name (created), for scheduler tests that only need jobs to exist.
 JobSpec trivial_job(const std::filesystem::path& dir, const std::string& name);
+
+// Six held jobs in dir/two, the odd ones asking for `missing_queue` (a partition or queue the cluster does not have):
+// two resource shapes for submit_array, one of which the scheduler refuses.
+std::vector<JobSpec> two_shapes_one_refused(const std::filesystem::path& dir, const std::string& missing_queue);
+// submit_array's results for those jobs, checked: each even run accepted (an id, no error), each odd run refused
+// with `words` in its reason and not offered again later. Returns the accepted runs' arrays (each id up to `sep`).
+std::set<std::string> arrays_of_accepted_runs(const std::vector<Scheduler::Submitted>& got, char sep, const std::string& words);
 
 struct TempDir {
   TempDir();
