@@ -164,8 +164,9 @@ ExperimentStats load_experiment_stats(const std::filesystem::path& dir) {
 
 void AcrossRunsBuilder::add(const MetricStats& m) {
   if (!m.summary.count || m.status != "COMPLETED") return;  // a failed attempt's partial median is no run's figure
-  std::string key = m.role + "\n" + m.metric + "\n" + m.unit;
-  for (auto& [k, v] : m.parameters) key += "\n" + k + "=" + v;
+  std::string key;
+  for (const std::string* part : {&m.role, &m.metric, &m.unit}) (key += *part) += '\n';
+  for (auto& [k, v] : m.parameters) (((key += k) += '=') += v) += '\n';
   auto [it, fresh] = at_.try_emplace(std::move(key), out_.size());
   if (fresh) out_.push_back({m.parameters, m.role, m.metric, m.unit, {}, {}, 0, m.better, m.setup_cost});
   AcrossRuns& a = out_[it->second];

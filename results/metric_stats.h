@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "results/statistics.h"
@@ -150,7 +151,9 @@ class AcrossRunsBuilder {
   std::vector<AcrossRuns> finish();
 
  private:
-  std::map<std::string, size_t> at_;  // role, metric, unit and parameters -> index in out_
+  // role, metric, unit and parameters -> index in out_ (hashed: in a tree the keys' long shared beginnings were
+  // compared again at every level, a tenth of a 100,000-run sweep's CSV pass)
+  std::unordered_map<std::string, size_t> at_;
   std::vector<AcrossRuns> out_;
 };
 

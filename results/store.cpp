@@ -1108,14 +1108,32 @@ std::vector<StoredRun> ResultsDb::runs() const {
 struct ResultsDb::RunReader::Statements {
   Stmt runs, parameters;
   bool done = false;
+  bool parameters_done = false, parameter_held = false;  // the scan of parameters, a row ahead of the runs' at most
 };
 
+namespace {
+
+// The runs in id order with three provenance values each. Schema 3 keeps provenance once per distinct set: read
+// from the set the run points at (through the provenance view each lookup also found the run again by its id, a
+// third of a 100,000-run walk). Schema 2 (read as it is) kept it per run.
+std::string run_walk_sql(sqlite3* db) {
+  int64_t version = kResultsSchemaVersion;
+  {
+    Stmt v(db, "SELECT version FROM schema_info");
+    if (v.step()) version = v.i64(0);
+  }
+  const std::string from = version == 2 ? "provenance WHERE run_id = runs.id" : "provenance_values WHERE set_id = runs.provenance_set";
+  auto value = [&](const char* key) { return "(SELECT value FROM " + from + " AND key = '" + key + "')"; };
+  return "SELECT id, session, status, path, param_hash, job_id, node_list, reason, " + value("repeat") + ", " + value("scaling") + ", " +
+         value("plugin_settings") + " FROM runs ORDER BY id";
+}
+
+}  // namespace
+
+// The parameters are one scan in run order beside the runs', not a statement per run: each sorted its few rows by
+// ordinal in a temporary b-tree (as much again as the walk's own rows).
 ResultsDb::RunReader::RunReader(const ResultsDb& db)
-    : s_(new Statements{Stmt(db.db_, "SELECT id, session, status, path, param_hash, job_id, node_list, reason, "
-                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'repeat'), "
-                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'scaling'), "
-                                     "(SELECT value FROM provenance WHERE run_id = runs.id AND key = 'plugin_settings') FROM runs ORDER BY id"),
-                        Stmt(db.db_, "SELECT name, value FROM parameters WHERE run_id=? ORDER BY ordinal")}) {}
+    : s_(new Statements{Stmt(db.db_, run_walk_sql(db.db_).c_str()), Stmt(db.db_, "SELECT run_id, ordinal, name, value FROM parameters ORDER BY run_id")}) {}
 
 ResultsDb::RunReader::~RunReader() = default;
 
@@ -1129,9 +1147,26 @@ bool ResultsDb::RunReader::next(StoredRun& r) {
   for (auto& name : split(settings, ','))
     if (!name.empty()) r.settings.insert(name);
   Stmt& p = s_->parameters;
-  p.bind(1, r.id);
-  while (p.step()) r.parameters.emplace_back(p.text(0), p.text(1));
-  p.reset();
+  std::vector<std::pair<int64_t, size_t>> order;  // (ordinal, index in r.parameters)
+  while (!s_->parameters_done) {
+    if (!s_->parameter_held && !p.step()) {
+      s_->parameters_done = true;
+      break;
+    }
+    s_->parameter_held = true;
+    const int64_t run = p.i64(0);
+    if (run > r.id) break;  // the next run's: held for it
+    s_->parameter_held = false;
+    if (run < r.id) continue;  // a run no longer listed
+    order.emplace_back(p.i64(1), r.parameters.size());
+    r.parameters.emplace_back(p.text(2), p.text(3));
+  }
+  if (!std::is_sorted(order.begin(), order.end())) {
+    std::sort(order.begin(), order.end());
+    std::vector<std::pair<std::string, std::string>> sorted;
+    for (auto& [ordinal, i] : order) sorted.push_back(std::move(r.parameters[i]));
+    r.parameters = std::move(sorted);
+  }
   return true;
 }
 

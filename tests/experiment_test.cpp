@@ -210,7 +210,9 @@ TEST(Settings, EveryDriverSettingIsReservedFromPlugins) {
   const auto& reserved = reserved_flag_names();
   for (auto& s : driver_settings())
     for (auto& name : {s.name, s.alias})
-      if (!name.empty()) EXPECT_NE(std::find(reserved.begin(), reserved.end(), name), reserved.end()) << name << " is not reserved";
+      if (!name.empty()) {
+        EXPECT_NE(std::find(reserved.begin(), reserved.end(), name), reserved.end()) << name << " is not reserved";
+      }
   EXPECT_NE(std::find(reserved.begin(), reserved.end(), "dry_run"), reserved.end());
 }
 

@@ -242,7 +242,9 @@ TEST(Hardening, JobScriptsOfArbitraryPathsParseWithTheSameLines) {
         continue;
       }
       const std::string script = render_job_script(launcher, job);
-      if (launcher == "pbs") EXPECT_NE(script.find("#PBS -o " + (job.run_dir / "pbs.out").string() + "\n"), std::string::npos) << script;
+      if (launcher == "pbs") {
+        EXPECT_NE(script.find("#PBS -o " + (job.run_dir / "pbs.out").string() + "\n"), std::string::npos) << script;
+      }
       EXPECT_EQ(line_count(script), expected) << launcher << " " << job.run_dir;
       const fs::path file = d.path / "job.sh";
       write_file_atomic(file, script);
@@ -453,7 +455,7 @@ TEST(Hardening4, NamesFromFoldersPlaceNoWriteAndForgeNoSamples) {
   test::TempDir d;
   ASSERT_EQ(fanout_cmd(d, {"calibration_sleep", "--exp_name=ex", "--iterations=2"}).exit_code, 0);
   const fs::path db = d.path / "results" / "ex" / "fanout.sqlite";
-  for (const std::string crafted : {(d.path / "outside").string(), std::string("../../escaped"), std::string("..")}) {
+  for (const std::string& crafted : {(d.path / "outside").string(), std::string("../../escaped"), std::string("..")}) {
     ASSERT_EQ(test::run_command({"/usr/bin/sqlite3", db.string(), "UPDATE runs SET session = '" + crafted + "'"}, d.path).exit_code, 0);
     auto r = test::run_command({test::fanout_exe().string(), "results", "export-smartsim", "results/ex", "--out=" + (d.path / "tree").string()},
                                d.path, {}, 60);

@@ -280,6 +280,7 @@ INSERT INTO provenance VALUES(1, 'host', 'n1'), (1, 'plugin_version', '1.0'), (1
   (3, 'host', 'n1'), (3, 'plugin_version', '1.0'), (3, 'repeat', '1/2'), (9, 'host', 'a deleted run''s');
 INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'client', 'put', 'lower', 0), (3, 'client', 'put', 'higher', 1),
   (9, 'client', 'put', 'none', 0);
+INSERT INTO parameters VALUES(0, 'gone', '0', 0), (1, 'zeta', '1', 0), (1, 'alpha', '2', 1), (3, 'b', 'x', 0), (9, 'gone', '9', 0);
 )SQL");
   const std::string kProvenance = "SELECT group_concat(run_id || ':' || key || '=' || value, ' ') FROM "
                                   "(SELECT * FROM provenance WHERE run_id IN (SELECT id FROM runs) ORDER BY run_id, key)";
@@ -288,6 +289,18 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
   const std::string provenance_rows = "1:host=n1 1:plugin_version=1.0 1:repeat=1/2 2:host=n1 2:plugin_version=1.0 2:repeat=2/2 "
                                       "3:host=n1 3:plugin_version=1.0 3:repeat=1/2";
   const std::string declared_rows = "1:put=lower0 2:put=lower0 3:put=higher1";
+  // The runs' walk: each run's repeat from its own provenance, its parameters in their order (not their names'),
+  // none of the rows of runs no longer listed.
+  auto walked_runs = [](const ResultsDb& db) {
+    std::vector<std::string> walked;
+    db.for_each_run([&](StoredRun&& r) {
+      std::string line = r.session + " r" + r.repeat;
+      for (auto& [k, v] : r.parameters) line += " " + k + "=" + v;
+      walked.push_back(line);
+    });
+    return walked;
+  };
+  const std::vector<std::string> kWalked{"a r1 zeta=1 alpha=2", "b r2", "c r1 b=x"};
   {
     ResultsDb read(file, ResultsDb::ReadOnly{});
     EXPECT_EQ(test::sql_one(file, kProvenance), provenance_rows);
@@ -295,6 +308,9 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
     std::map<int64_t, std::string> better;
     read.for_each_metric([&](MetricSummaryRow& g) { better[g.run_id] = g.better; });
     EXPECT_EQ(better, (std::map<int64_t, std::string>{{1, "lower"}, {2, "lower"}, {3, "higher"}}));
+    // The runs' walk: each run's repeat from its own provenance, its parameters in their order (not their names'),
+    // none of the rows of runs no longer listed.
+    EXPECT_EQ(walked_runs(read), kWalked);
   }
   EXPECT_EQ(test::sql_one(file, "SELECT version FROM schema_info"), "2") << "reading changed nothing";
   ResultsDb db(file);
@@ -307,6 +323,7 @@ INSERT INTO metric_declarations VALUES(1, 'client', 'put', 'lower', 0), (2, 'cli
   EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_sets"), 2) << "runs 1 and 3 share one";
   EXPECT_EQ(count(db, "SELECT count(*) FROM declaration_sets"), 2) << "runs 1 and 2 share one";
   EXPECT_EQ(count(db, "SELECT count(*) FROM provenance_values WHERE value = 'a deleted run''s'"), 0);
+  EXPECT_EQ(walked_runs(db), kWalked) << "the same walk through the sets";
   // A run stored since, alike to run 1, joins its sets.
   RunMetadata m = new_run(d.path / "d", "calibration_sleep", "calibration", {});
   m.experiment = "e";
