@@ -997,6 +997,22 @@ void ResultsDb::migrate_2_to_3() {
   }
 }
 
+namespace {
+
+// The indices of `ranks` (anything with a role and a rank) that are the last entry of their (role, rank), in order.
+template <class Rank>
+std::vector<size_t> last_of_each_rank(const std::vector<Rank>& ranks) {
+  std::vector<size_t> out;
+  if (ranks.size() == 1) return {0};
+  std::set<std::pair<std::string_view, int>> seen;
+  for (size_t i = ranks.size(); i-- > 0;)
+    if (seen.emplace(ranks[i].role, ranks[i].rank).second) out.push_back(i);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_dir_in,
                                   const std::function<void(const SampleSink&, IngestReport&)>& emit,
                                   const std::vector<RankPlace>& ranks) {
@@ -1041,12 +1057,17 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     Stmt par(db_, prepared("INSERT INTO parameters(run_id, name, value, ordinal) VALUES(?,?,?,?)"));
     int64_t ordinal = 0;
     for (auto& [k, v] : meta.parameters) par.bind(1, report.run_id).bind(2, k).bind(3, v).bind(4, ordinal++).run();
-    Stmt ex(db_, prepared("INSERT OR REPLACE INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)"));
-    for (auto& r : st.ranks)
+    // A rank listed twice (two sample files naming the same one) keeps its last entry, as INSERT OR REPLACE did at
+    // twice a plain INSERT's cost a row.
+    Stmt ex(db_, prepared("INSERT INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)"));
+    for (size_t i : last_of_each_rank(st.ranks)) {
+      const RankExitRecord& r = st.ranks[i];
       ex.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, int64_t(r.exit_code)).bind(5, int64_t(r.signal)).run();
-    Stmt node(db_, prepared("INSERT OR REPLACE INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)"));
-    Stmt res(db_, prepared("INSERT OR REPLACE INTO rank_resources(run_id, role, rank, cpus, gpus) VALUES(?,?,?,?,?)"));
-    for (auto& r : ranks) {
+    }
+    Stmt node(db_, prepared("INSERT INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)"));
+    Stmt res(db_, prepared("INSERT INTO rank_resources(run_id, role, rank, cpus, gpus) VALUES(?,?,?,?,?)"));
+    for (size_t i : last_of_each_rank(ranks)) {
+      const RankPlace& r = ranks[i];
       node.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.node).run();
       if (!r.cpus.empty() || !r.gpus.empty())
         res.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.cpus).bind(5, r.gpus).run();

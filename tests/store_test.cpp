@@ -205,6 +205,23 @@ TEST(Store, AnExperimentAndMetricMadeInABatchThatWentBackAreMadeAgain) {
 
 // A sweep's provenance is the same in every run but its repeat (and attempt), its metrics' declarations the same in
 // all: stored once as a set each, which the runs point at, and read through views as one row a run.
+// A rank listed twice (two sample files naming the same role and rank, an exit recorded twice) is stored once, with
+// its last entry; the other ranks each once.
+TEST(Store, ARankListedTwiceIsStoredOnceWithItsLastEntry) {
+  test::TempDir d;
+  ResultsDb db(d.path / "fanout.sqlite");
+  RunMetadata m = new_run(d.path / "twice", "calibration_sleep", "calibration", {});
+  m.status = RunStatusRecord{"COMPLETED", "1", "n1", "", 0, 0, 0, 0, {{"a", 0, 3, 0}, {"a", 1, 0, 0}, {"a", 0, 0, 0}}};
+  const std::vector<ResultsDb::RankPlace> ranks{{"a", 0, "n1", "0", ""}, {"b", 0, "n2", "", ""}, {"a", 1, "n3", "", ""}, {"a", 0, "n4", "1", ""}};
+  const int64_t id = db.store_run(m, d.path / "twice", [](const ResultsDb::SampleSink&, IngestReport&) {}, ranks).run_id;
+  const std::string run = " WHERE run_id = " + std::to_string(id);
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || node, ' ') FROM (SELECT * FROM rank_nodes" + run +
+                                                        " ORDER BY role, rank)"), "a0:n4 a1:n3 b0:n2");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || cpus, ' ') FROM rank_resources" + run), "a0:1");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || exit_code, ' ') FROM (SELECT * FROM rank_exits" + run +
+                                                        " ORDER BY role, rank)"), "a0:0 a1:0");
+}
+
 TEST(Store, ProvenanceAndDeclarationsAlikeAreStoredOnceAsASet) {
   test::TempDir d;
   ResultsDb db(d.path / "fanout.sqlite");
