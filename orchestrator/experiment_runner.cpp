@@ -1420,9 +1420,13 @@ class ExperimentSession {
     timed(csv_s, [&] { csv = write_csv(); });
     double wall = double(monotonic_ns() - t0_) / 1e9;
     log() << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
-    if (outcome_.failed)
+    if (outcome_.failed) {
+      const bool listed = outcome_.failed > not_started_recorded_;  // the runs never started are counted, not listed
       log() << ", " << outcome_.failed << " did not ("
-            << (not_started_recorded_ ? std::to_string(not_started_recorded_) + " never started, the others listed below" : "listed below") << ")";
+            << (not_started_recorded_ ? std::to_string(not_started_recorded_) + " never started" + (listed ? ", the others listed below" : "")
+                                      : "listed below")
+            << ")";
+    }
     log() << " in " << format_duration(wall) << "\n";
     if (!failures_.empty()) {
       log() << "fanout: " << failures_.size() << " attempt(s) did not complete (why: each one's line above, and its logs):\n";

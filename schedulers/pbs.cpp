@@ -392,9 +392,10 @@ std::vector<Scheduler::Submitted> PbsScheduler::submit_array(const std::vector<J
     fs::path script = root / ("pbs-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
     std::string range = "0-" + std::to_string(members.size() - 1);
+    // The lambda takes a copy of what it names, not the structured binding (clang before 16 cannot capture one).
+    const std::string what = "an array of " + std::to_string(members.size()) + " runs";
     const auto array_id = submit_array_script(
-        [&] { return qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, "an array of " + std::to_string(members.size()) + " runs"); },
-        script, members, out);
+        [&] { return qsub({flavor_ == PbsFlavor::Pro ? "-J" : "-t", range, script.string()}, root, what); }, script, members, out);
     if (!array_id) continue;
     for (size_t k = 0; k < members.size(); ++k) {
       out[members[k]].id = *array_id + "#" + std::to_string(k);

@@ -334,8 +334,9 @@ std::vector<Scheduler::Submitted> SgeScheduler::submit_array(const std::vector<J
     body += "esac\necho \"fanout: no run for array task '${SGE_TASK_ID:-}'\" >&2\nexit 1\n";
     fs::path script = root / ("sge-array-" + std::to_string(++array_count_) + ".sh");
     write_file_atomic(script, body, 0755);
-    const auto array_id = submit_array_script(
-        [&] { return qsub({script.string()}, root, "an array of " + std::to_string(members.size()) + " runs"); }, script, members, out);
+    // The lambda names a copy, not the structured binding (clang before 16 cannot capture one).
+    const std::string what = "an array of " + std::to_string(members.size()) + " runs";
+    const auto array_id = submit_array_script([&] { return qsub({script.string()}, root, what); }, script, members, out);
     if (!array_id) continue;
     for (size_t k = 0; k < members.size(); ++k) {
       out[members[k]].id = *array_id + "." + std::to_string(k + 1);

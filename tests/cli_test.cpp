@@ -432,6 +432,10 @@ TEST(Cli, InterruptWhileLayingOutFoldersStopsThere) {
   EXPECT_GT(left, 0u);
   EXPECT_EQ(laid + left, size_t(planned)) << "every planned run has a folder or is counted as having none";
   EXPECT_EQ(query(db_of(d, "lo"), "SELECT count(*) FROM runs WHERE status = 'CANCELLED'")[0][0], std::to_string(laid));
+  // None of them started: one line counts them, and the summary lists none.
+  EXPECT_NE(err.find("fanout: " + std::to_string(laid) + " run(s) not started recorded CANCELLED"), std::string::npos) << err.substr(0, 2000);
+  EXPECT_NE(err.find(" did not (" + std::to_string(laid) + " never started)"), std::string::npos) << err.substr(0, 2000);
+  EXPECT_EQ(err.find("attempt(s) did not complete"), std::string::npos) << err.substr(0, 2000);
   EXPECT_TRUE(test::wait_for([&] { return test::run_command({"/usr/bin/pgrep", "-f", d.path.string() + "/results/lo"}, "/").exit_code == 1; }, 10))
       << "a rank outlived the driver";
   auto dry = fanout_cmd(d, {"resume", "results/lo", "--dry-run"});

@@ -334,9 +334,7 @@ TEST_F(SgeCell, AnArrayQsubRefusesTakesOnlyItsOwnRunsWithIt) {
   const auto polled = sge.poll({got[0].id});
   ASSERT_EQ(polled.size(), 1u);
   EXPECT_FALSE(job_state_final(polled[0].state)) << "the accepted array is followed: " << job_state_name(polled[0].state);
-  size_t scripts = 0;
-  for (auto& e : fs::directory_iterator(d.path / "two")) scripts += e.path().filename().string().rfind("sge-array-", 0) == 0;
-  EXPECT_EQ(scripts, 1u) << "the refused array's script is not kept";
+  EXPECT_EQ(test::files_named_from(d.path / "two", "sge-array-"), 1u) << "the refused array's script is not kept";
   sge.cancel({got[0].id, got[2].id, got[4].id});
   for (size_t i : {0, 2, 4}) EXPECT_TRUE(gone_from_qstat(got[i].id, 60)) << got[i].id << " is still queued";
 }

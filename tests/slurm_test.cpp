@@ -348,9 +348,7 @@ TEST_F(Slurm, AnArrayTheControllerRefusesTakesOnlyItsOwnRunsWithIt) {
   EXPECT_NE(shown.find("JobState=PENDING"), std::string::npos) << shown;
   const auto polled = s.poll({got[0].id});
   EXPECT_TRUE(polled.empty() || polled[0].state == JobState::Pending) << "the accepted array is followed";
-  size_t scripts = 0;
-  for (auto& e : fs::directory_iterator(d.path / "two")) scripts += e.path().filename().string().rfind("array-", 0) == 0;
-  EXPECT_EQ(scripts, 1u) << "the refused array's script is not kept";
+  EXPECT_EQ(test::files_named_from(d.path / "two", "array-"), 1u) << "the refused array's script is not kept";
   s.cancel({array});
   EXPECT_TRUE(test::wait_for_slurm_job_end(array, 60)) << "the array is still queued";
 }

@@ -104,6 +104,12 @@ std::vector<JobSpec> two_shapes_one_refused(const fs::path& dir, const std::stri
   return jobs;
 }
 
+size_t files_named_from(const fs::path& dir, const std::string& prefix) {
+  size_t n = 0;
+  for (auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
 std::set<std::string> arrays_of_accepted_runs(const std::vector<Scheduler::Submitted>& got, char sep, const std::string& words) {
   std::set<std::string> arrays;
   EXPECT_EQ(got.size(), 6u);

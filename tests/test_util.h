@@ -25,6 +25,9 @@ std::vector<JobSpec> two_shapes_one_refused(const std::filesystem::path& dir, co
 // with `words` in its reason and not offered again later. Returns the accepted runs' arrays (each id up to `sep`).
 std::set<std::string> arrays_of_accepted_runs(const std::vector<Scheduler::Submitted>& got, char sep, const std::string& words);
 
+// How many files in dir have names that begin with `prefix` (an array's scripts, "array-1.sh", ...).
+size_t files_named_from(const std::filesystem::path& dir, const std::string& prefix);
+
 struct TempDir {
   TempDir();
   ~TempDir();
