@@ -1154,6 +1154,15 @@ class ExperimentSession {
   // scheduler takes). True when anything was submitted.
   bool submit_ready() {
     bool changed = false, arrays_submitted = false;
+    // The arrays' job ids (Durability::Deferred) reach the disk with one sync for every call of this round (nothing
+    // polls in between), also when a later call throws: a resume follows what was queued.
+    struct SyncArrayIds {
+      const bool& any;
+      const fs::path& root;
+      ~SyncArrayIds() {
+        if (any) sync_filesystem(root);
+      }
+    } sync_ids{arrays_submitted, outcome_.run_root};
     while (!cancelling_ && next_gate() == Gate::Go && monotonic_ns() >= submit_again_ns_) {
       const size_t runs_active = active_.size() - active_services_;
       if (slots_[next_].service) {
@@ -1190,8 +1199,6 @@ class ExperimentSession {
       }
       changed = true;
     }
-    // The arrays' job ids (Durability::Deferred), one sync for every call of this round: nothing polls in between.
-    if (arrays_submitted) sync_filesystem(outcome_.run_root);
     if (next_ == slots_.size() && cost_.cpu_submitted_s < 0) cost_.cpu_submitted_s = process_cpu_s();
     return changed;
   }
@@ -1421,7 +1428,7 @@ class ExperimentSession {
     double wall = double(monotonic_ns() - t0_) / 1e9;
     log() << "fanout: " << outcome_.completed << "/" << outcome_.runs << " run(s) COMPLETED";
     if (outcome_.failed) {
-      const bool listed = outcome_.failed > not_started_recorded_;  // the runs never started are counted, not listed
+      const bool listed = !failures_.empty();  // attempts; the runs never started are counted, not listed
       log() << ", " << outcome_.failed << " did not ("
             << (not_started_recorded_ ? std::to_string(not_started_recorded_) + " never started" + (listed ? ", the others listed below" : "")
                                       : "listed below")

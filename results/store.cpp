@@ -883,7 +883,8 @@ void ResultsDb::forget_orphans_of(int64_t run_id) {
   }
   if (run_id > orphan_free_after_) return;
   Stmt any(db_, prepared("SELECT 1 FROM parameters WHERE run_id = ?1 UNION ALL SELECT 1 FROM sample_blocks WHERE run_id = ?1 "
-                         "UNION ALL SELECT 1 FROM rank_nodes WHERE run_id = ?1 LIMIT 1"));
+                         "UNION ALL SELECT 1 FROM rank_nodes WHERE run_id = ?1 UNION ALL SELECT 1 FROM rank_exits WHERE run_id = ?1 "
+                         "UNION ALL SELECT 1 FROM rank_resources WHERE run_id = ?1 LIMIT 1"));
   if (!any.bind(1, run_id).step()) return;
   for (const char* table : {"parameters", "sample_blocks", "rank_resources", "rank_nodes", "rank_exits"})
     Stmt(db_, ("DELETE FROM " + std::string(table) + " WHERE run_id = ?").c_str()).bind(1, run_id).run();
@@ -999,17 +1000,19 @@ void ResultsDb::migrate_2_to_3() {
 
 namespace {
 
-// The indices of `ranks` (anything with a role and a rank) that are the last entry of their (role, rank), in order.
+// The indices of `ranks` (anything with a role and a rank) that are the last entry of their (role, rank) among those
+// `counts`, in order: what a row per entry replaced in turn (INSERT OR REPLACE) would have left.
 template <class Rank>
-std::vector<size_t> last_of_each_rank(const std::vector<Rank>& ranks) {
+std::vector<size_t> last_of_each_rank(const std::vector<Rank>& ranks, bool (*counts)(const Rank&) = nullptr) {
   std::vector<size_t> out;
-  if (ranks.size() == 1) return {0};
   std::set<std::pair<std::string_view, int>> seen;
   for (size_t i = ranks.size(); i-- > 0;)
-    if (seen.emplace(ranks[i].role, ranks[i].rank).second) out.push_back(i);
+    if ((!counts || counts(ranks[i])) && (ranks.size() == 1 || seen.emplace(ranks[i].role, ranks[i].rank).second)) out.push_back(i);
   std::reverse(out.begin(), out.end());
   return out;
 }
+
+bool has_resources(const ResultsDb::RankPlace& r) { return !r.cpus.empty() || !r.gpus.empty(); }
 
 }  // namespace
 
@@ -1057,8 +1060,9 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     Stmt par(db_, prepared("INSERT INTO parameters(run_id, name, value, ordinal) VALUES(?,?,?,?)"));
     int64_t ordinal = 0;
     for (auto& [k, v] : meta.parameters) par.bind(1, report.run_id).bind(2, k).bind(3, v).bind(4, ordinal++).run();
-    // A rank listed twice (two sample files naming the same one) keeps its last entry, as INSERT OR REPLACE did at
-    // twice a plain INSERT's cost a row.
+    // A rank listed twice (two sample files naming the same one) keeps its last entry, its resources their last
+    // entry that names any, as INSERT OR REPLACE left them, at half its cost a row. A deleted run's rows left behind
+    // under this id are gone first (forget_orphans_of).
     Stmt ex(db_, prepared("INSERT INTO rank_exits(run_id, role, rank, exit_code, signal) VALUES(?,?,?,?,?)"));
     for (size_t i : last_of_each_rank(st.ranks)) {
       const RankExitRecord& r = st.ranks[i];
@@ -1066,12 +1070,10 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     }
     Stmt node(db_, prepared("INSERT INTO rank_nodes(run_id, role, rank, node) VALUES(?,?,?,?)"));
     Stmt res(db_, prepared("INSERT INTO rank_resources(run_id, role, rank, cpus, gpus) VALUES(?,?,?,?,?)"));
-    for (size_t i : last_of_each_rank(ranks)) {
-      const RankPlace& r = ranks[i];
-      node.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.node).run();
-      if (!r.cpus.empty() || !r.gpus.empty())
-        res.bind(1, report.run_id).bind(2, r.role).bind(3, int64_t(r.rank)).bind(4, r.cpus).bind(5, r.gpus).run();
-    }
+    for (size_t i : last_of_each_rank(ranks))
+      node.bind(1, report.run_id).bind(2, ranks[i].role).bind(3, int64_t(ranks[i].rank)).bind(4, ranks[i].node).run();
+    for (size_t i : last_of_each_rank(ranks, has_resources))
+      res.bind(1, report.run_id).bind(2, ranks[i].role).bind(3, int64_t(ranks[i].rank)).bind(4, ranks[i].cpus).bind(5, ranks[i].gpus).run();
 
     BlockPacker packer(db_, prepared(kInsertBlock));
     SampleSink sink;

@@ -333,7 +333,7 @@ TEST_F(SgeCell, AnArrayQsubRefusesTakesOnlyItsOwnRunsWithIt) {
   ASSERT_EQ(arrays.size(), 1u) << "the accepted runs are one array";
   const auto polled = sge.poll({got[0].id});
   ASSERT_EQ(polled.size(), 1u);
-  EXPECT_FALSE(job_state_final(polled[0].state)) << "the accepted array is followed: " << job_state_name(polled[0].state);
+  EXPECT_EQ(polled[0].state, JobState::Pending) << "the accepted array is followed (held: hqw): " << job_state_name(polled[0].state);
   EXPECT_EQ(test::files_named_from(d.path / "two", "sge-array-"), 1u) << "the refused array's script is not kept";
   sge.cancel({got[0].id, got[2].id, got[4].id});
   for (size_t i : {0, 2, 4}) EXPECT_TRUE(gone_from_qstat(got[i].id, 60)) << got[i].id << " is still queued";

@@ -203,25 +203,51 @@ TEST(Store, AnExperimentAndMetricMadeInABatchThatWentBackAreMadeAgain) {
   EXPECT_EQ(count(db, "SELECT count(*) FROM sample_blocks b LEFT JOIN metrics m ON m.id = b.metric_id WHERE m.id IS NULL"), 0);
 }
 
-// A sweep's provenance is the same in every run but its repeat (and attempt), its metrics' declarations the same in
-// all: stored once as a set each, which the runs point at, and read through views as one row a run.
 // A rank listed twice (two sample files naming the same role and rank, an exit recorded twice) is stored once, with
-// its last entry; the other ranks each once.
+// its last entry, and its resources with the last entry that names any: as a row per entry replaced in turn left it.
 TEST(Store, ARankListedTwiceIsStoredOnceWithItsLastEntry) {
   test::TempDir d;
   ResultsDb db(d.path / "fanout.sqlite");
   RunMetadata m = new_run(d.path / "twice", "calibration_sleep", "calibration", {});
   m.status = RunStatusRecord{"COMPLETED", "1", "n1", "", 0, 0, 0, 0, {{"a", 0, 3, 0}, {"a", 1, 0, 0}, {"a", 0, 0, 0}}};
-  const std::vector<ResultsDb::RankPlace> ranks{{"a", 0, "n1", "0", ""}, {"b", 0, "n2", "", ""}, {"a", 1, "n3", "", ""}, {"a", 0, "n4", "1", ""}};
+  // a0 listed three times: its node the last one's, its resources the last that names any; a1's resources
+  // only in its first entry; b0 never names any.
+  const std::vector<ResultsDb::RankPlace> ranks{{"a", 0, "n1", "0", ""}, {"b", 0, "n2", "", ""}, {"a", 1, "n3", "", "g0"}, {"a", 0, "n4", "1", ""},
+                                                {"a", 1, "n5", "", ""}, {"a", 0, "n6", "", ""}};
   const int64_t id = db.store_run(m, d.path / "twice", [](const ResultsDb::SampleSink&, IngestReport&) {}, ranks).run_id;
   const std::string run = " WHERE run_id = " + std::to_string(id);
   EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || node, ' ') FROM (SELECT * FROM rank_nodes" + run +
-                                                        " ORDER BY role, rank)"), "a0:n4 a1:n3 b0:n2");
-  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || cpus, ' ') FROM rank_resources" + run), "a0:1");
+                                                        " ORDER BY role, rank)"), "a0:n6 a1:n5 b0:n2");
+  EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || cpus || '/' || gpus, ' ') FROM (SELECT * FROM rank_resources" +
+                                                        run + " ORDER BY role, rank)"), "a0:1/ a1:/g0");
   EXPECT_EQ(test::sql_one(d.path / "fanout.sqlite", "SELECT group_concat(role || rank || ':' || exit_code, ' ') FROM (SELECT * FROM rank_exits" + run +
                                                         " ORDER BY role, rank)"), "a0:0 a1:0");
 }
 
+// A run deleted without foreign keys whose only rows left are its ranks' exits and resources (it recorded no sample
+// and had no parameters): the next run given its id is stored, with its own rows only, not refused for theirs.
+TEST(Store, RankRowsLeftByADeletedRunDoNotBlockTheNextRunGivenItsId) {
+  test::TempDir d;
+  const auto file = d.path / "fanout.sqlite";
+  auto store = [&](const std::string& session, int exit_code) {
+    ResultsDb db(file);
+    RunMetadata m = new_run(d.path / session, "calibration_sleep", "calibration", {});
+    m.status = RunStatusRecord{"FAILED", "1", "n1", "", exit_code, 0, 0, 0, {{"a", 0, exit_code, 0}}};
+    return db.store_run(m, d.path / session, [](const ResultsDb::SampleSink&, IngestReport&) {}, {{"a", 0, "n1", "0", ""}}).run_id;
+  };
+  ASSERT_EQ(store("gone", 3), 1);
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA foreign_keys=OFF; DELETE FROM runs; DELETE FROM rank_nodes;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  ASSERT_EQ(test::sql_one(file, "SELECT count(*) FROM rank_exits WHERE run_id = 1"), "1") << "the orphan is there";
+  EXPECT_EQ(store("next", 5), 1) << "the id given again";
+  EXPECT_EQ(test::sql_one(file, "SELECT group_concat(exit_code) FROM rank_exits"), "5");
+  EXPECT_EQ(test::sql_one(file, "SELECT count(*) FROM rank_resources"), "1");
+}
+
+// A sweep's provenance is the same in every run but its repeat (and attempt), its metrics' declarations the same in
+// all: stored once as a set each, which the runs point at, and read through views as one row a run.
 TEST(Store, ProvenanceAndDeclarationsAlikeAreStoredOnceAsASet) {
   test::TempDir d;
   ResultsDb db(d.path / "fanout.sqlite");
@@ -325,8 +351,6 @@ INSERT INTO parameters VALUES(0, 'gone', '0', 0), (1, 'zeta', '1', 0), (1, 'alph
     std::map<int64_t, std::string> better;
     read.for_each_metric([&](MetricSummaryRow& g) { better[g.run_id] = g.better; });
     EXPECT_EQ(better, (std::map<int64_t, std::string>{{1, "lower"}, {2, "lower"}, {3, "higher"}}));
-    // The runs' walk: each run's repeat from its own provenance, its parameters in their order (not their names'),
-    // none of the rows of runs no longer listed.
     EXPECT_EQ(walked_runs(read), kWalked);
   }
   EXPECT_EQ(test::sql_one(file, "SELECT version FROM schema_info"), "2") << "reading changed nothing";
