@@ -1135,17 +1135,18 @@ class ExperimentSession {
     for (auto& [id, i] : active_) ids.push_back(id);
     scheduler_->cancel(ids);
     // Runs never started are recorded as CANCELLED so that the folder and database say what happened.
+    const std::string why = "not started: the experiment was interrupted";
     for (; next_ < slots_.size(); ++next_) {
       if (slots_[next_].started_ns) continue;  // submitted ahead: cancelled above
       JobStatus js;
       js.state = JobState::Cancelled;
-      js.reason = "not started: the experiment was interrupted";
+      js.reason = why;
       slots_[next_].started_ns = monotonic_ns();
       finish(slots_[next_], js, false);
       ++not_started_recorded_;
     }
     if (not_started_recorded_)
-      log() << "fanout: " << not_started_recorded_ << " run(s) not started recorded CANCELLED (\"not started: the experiment was interrupted\")\n";
+      log() << "fanout: " << not_started_recorded_ << " run(s) not started recorded CANCELLED (\"" << why << "\")\n";
   }
 
   // In order: a service is submitted when its turn comes (it does not count against --max_parallel); runs one by
