@@ -155,9 +155,15 @@ size_t write_samples_csv(const ResultsDb& db, const fs::path& file, bool gzip, c
 // The summary columns' cells of one run's metric: ",<value>" each, empty where a value is not a number.
 std::string summary_cells(const std::vector<double>& values) {
   std::string cells;
+  // A number the one before it was is copied, not formatted again: a group of one sample (a run that prints one
+  // figure) has one number for its min, mean, median, interval, percentiles and max.
+  std::string last_text;
+  double last = NAN;
   for (double v : values) {
     cells += ',';
-    if (!std::isnan(v)) append_csv_number(cells, v);
+    if (std::isnan(v)) continue;
+    if (std::memcmp(&v, &last, sizeof v) != 0) last_text.clear(), append_csv_number(last_text, v), last = v;
+    cells += last_text;
   }
   return cells;
 }
@@ -193,9 +199,11 @@ void StatisticsFiles::add(const MetricStats& m, bool counts) {
   // cell empty where statistics.csv says nan.
   const std::vector<double> values = summary_values(m.summary);
   std::string cells = summary_cells(values);
+  const size_t col = column_of(m);
   if (counts) {
     std::string row = run_prefix_;
-    for (const std::string* field : {&m.role, &m.metric, &m.unit}) row += ',', row += csv_field(*field);
+    row += column_fields_[col];
+    row += ',', row += csv_field(m.unit);
     row += ',', row += std::to_string(m.ranks), row += ',', row += std::to_string(m.not_a_number);
     if (std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) row += cells;
     else for (double v : values) row += ',', append_csv_number(row, v);
@@ -203,10 +211,26 @@ void StatisticsFiles::add(const MetricStats& m, bool counts) {
     ++statistic_rows_;
     across_.add(m);
   }
-  roles_of_[m.metric].insert(m.role);
-  auto [col, fresh] = column_.try_emplace({m.role, m.metric}, columns_.size());
-  if (fresh) columns_.push_back({m.role, m.metric});
-  run_cells_[col->second] = std::move(cells);  // a metric in two units: the last, as one column holds one
+  if (run_cells_.size() <= col) run_cells_.resize(col + 1);
+  run_cells_[col] = std::move(cells);  // a metric in two units: the last, as one column holds one
+}
+
+size_t StatisticsFiles::column_of(const MetricStats& m) {
+  const size_t k = run_columns_.size();
+  size_t col;
+  if (k < previous_run_columns_.size() && columns_[previous_run_columns_[k]].first == m.role &&
+      columns_[previous_run_columns_[k]].second == m.metric) {
+    col = previous_run_columns_[k];
+  } else {
+    auto [it, fresh] = column_.try_emplace({m.role, m.metric}, columns_.size());
+    if (fresh) {
+      columns_.push_back({m.role, m.metric}), roles_of_[m.metric].insert(m.role);
+      column_fields_.push_back(',' + csv_field(m.role) + ',' + csv_field(m.metric));
+    }
+    col = it->second;
+  }
+  run_columns_.push_back(col);
+  return col;
 }
 
 // The run's row with a cell group for every column known so far; columns first seen later are padded at commit.
@@ -214,8 +238,8 @@ void StatisticsFiles::end_run() {
   if (run_prefix_.empty()) return;
   std::string row = run_prefix_;
   for (size_t c = 0; c < columns_.size(); ++c) {
-    auto it = run_cells_.find(c);
-    row += it == run_cells_.end() ? summary_cells(nullptr) : it->second;
+    if (c < run_cells_.size() && !run_cells_[c].empty()) row += run_cells_[c], run_cells_[c].clear();
+    else row += summary_cells(nullptr);
   }
   // Length first: a quoted field may hold a newline (a parameter's value), so lines would not part the rows.
   const uint64_t length = row.size();
@@ -223,7 +247,8 @@ void StatisticsFiles::end_run() {
     throw UserError("runs.csv: cannot write its rows aside: " + std::string(std::strerror(errno)));
   if (columns_at_.empty() || columns_at_.back().second != columns_.size()) columns_at_.push_back({run_rows_written_, columns_.size()});
   ++run_rows_written_;
-  run_cells_.clear();
+  previous_run_columns_.swap(run_columns_);
+  run_columns_.clear();
   run_prefix_.clear();
 }
 

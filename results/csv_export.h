@@ -46,6 +46,7 @@ class StatisticsFiles {
 
  private:
   void end_run();
+  size_t column_of(const MetricStats& m);
   std::filesystem::path dir_;
   std::vector<std::string> names_;
   std::unique_ptr<StagedFile> statistics_;
@@ -54,12 +55,17 @@ class StatisticsFiles {
   std::FILE* run_rows_ = nullptr;
   size_t run_rows_written_ = 0;
   std::vector<std::pair<std::string, std::string>> columns_;  // runs.csv's metric columns, (role, metric), first seen first
+  std::vector<std::string> column_fields_;                     // each as statistics.csv's ",<role>,<metric>" fields
   std::map<std::pair<std::string, std::string>, size_t> column_;
   std::map<std::string, std::set<std::string>> roles_of_;
+  // The columns of the run before and of this one, in the order its metrics came: a sweep's runs record the same
+  // metrics in the same order, so the previous run's k-th is this one's k-th without a look in column_ (two string
+  // compares in a tree, a third of writing these files for a 100,000-run sweep).
+  std::vector<size_t> previous_run_columns_, run_columns_;
   std::vector<std::pair<size_t, size_t>> columns_at_;  // (first row, columns known when it was written), as they grew
   int64_t run_ = -1;
   std::string run_prefix_;
-  std::map<size_t, std::string> run_cells_;  // the current run's cells by column
+  std::vector<std::string> run_cells_;  // the current run's cells by column, empty where it has none (kept allocated)
 };
 // The same three files of statistics already held (process_scaling_results, which plots them too).
 CsvFiles write_statistics_files(const ExperimentStats& stats, const std::filesystem::path& dir);

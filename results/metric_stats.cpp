@@ -164,10 +164,10 @@ ExperimentStats load_experiment_stats(const std::filesystem::path& dir) {
 
 void AcrossRunsBuilder::add(const MetricStats& m) {
   if (!m.summary.count || m.status != "COMPLETED") return;  // a failed attempt's partial median is no run's figure
-  std::string key;
-  for (const std::string* part : {&m.role, &m.metric, &m.unit}) (key += *part) += '\n';
-  for (auto& [k, v] : m.parameters) (((key += k) += '=') += v) += '\n';
-  auto [it, fresh] = at_.try_emplace(std::move(key), out_.size());
+  std::string figure;
+  for (const std::string* part : {&m.role, &m.metric, &m.unit}) (figure += *part) += '\n';
+  const uint64_t figure_at = figure_index_.try_emplace(std::move(figure), figure_index_.size()).first->second;
+  auto [it, fresh] = at_.try_emplace(uint64_t(list_index(m.parameters)) << 32 | figure_at, out_.size());
   if (fresh) out_.push_back({m.parameters, m.role, m.metric, m.unit, {}, {}, 0, m.better, m.setup_cost});
   AcrossRuns& a = out_[it->second];
   if (a.better.empty()) a.better = m.better;
@@ -176,9 +176,20 @@ void AcrossRunsBuilder::add(const MetricStats& m) {
   a.samples += m.summary.count;
 }
 
+size_t AcrossRunsBuilder::list_index(const SharedParameters& p) {
+  if (auto known = list_at_address_.find(&p.list()); known != list_at_address_.end()) return known->second;
+  std::string text;
+  for (auto& [k, v] : p) (((text += k) += '=') += v) += '\n';
+  const size_t index = list_index_.try_emplace(std::move(text), list_index_.size()).first->second;
+  lists_held_.push_back(p);
+  list_at_address_.emplace(&p.list(), index);
+  return index;
+}
+
 std::vector<AcrossRuns> AcrossRunsBuilder::finish() {
   for (AcrossRuns& a : out_) a.runs = summarize_runs(a.run_medians);
   at_.clear();
+  list_at_address_.clear(), lists_held_.clear(), list_index_.clear(), figure_index_.clear();
   return std::move(out_);
 }
 

@@ -151,9 +151,15 @@ class AcrossRunsBuilder {
   std::vector<AcrossRuns> finish();
 
  private:
-  // role, metric, unit and parameters -> index in out_ (hashed: in a tree the keys' long shared beginnings were
-  // compared again at every level, a tenth of a 100,000-run sweep's CSV pass)
-  std::unordered_map<std::string, size_t> at_;
+  size_t list_index(const SharedParameters& p);
+  // A permutation is its parameter list's index and its figure's (role, metric, unit) index, each found by hash,
+  // and the pair's index in out_. The list's text is made once per list met: a pass shares one list among a
+  // permutation's repeats (for_each_statistic), held here so that its address stays its own. A key of the whole text
+  // made and hashed for every row was a seventh of a 100,000-run sweep's CSV pass.
+  std::unordered_map<const ParameterList*, size_t> list_at_address_;
+  std::vector<SharedParameters> lists_held_;
+  std::unordered_map<std::string, size_t> list_index_, figure_index_;
+  std::unordered_map<uint64_t, size_t> at_;
   std::vector<AcrossRuns> out_;
 };
 
