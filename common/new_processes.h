@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace fanout {
 
@@ -24,12 +25,18 @@ ProcessMark mark_processes();
 // A /proc file's whole text in one read (or empty): a one-record seq_file such as /proc/stat makes its text anew at
 // every read, so the text is never put together from two reads. The file stays open for the next call.
 std::string read_proc_text(const char* path);
+// The same into `buffer` (kept by the caller between reads: nothing allocated once it has grown), a view of it.
+std::string_view read_proc_text(const char* path, std::string& buffer);
 
 // Calls `f` with each pid (other than this process's and init's) that may be a process made since `since`: those in
 // the ring after since.last_pid up to the current last pid, or every process when the ring may have come round
 // past the mark (as many pids handed out since as the ring has free) or /proc does not tell. A pid given may be
 // gone already, or a thread's (its process's files answer for it).
 void for_each_process_since(const ProcessMark& since, const std::function<void(pid_t)>& f);
+// Whether the ring handed out fewer pids between the marks than it holds free: then each pid after since.last_pid up
+// to now.last_pid was handed out once in between, and a pid given to a process made after `since` that is gone
+// now was given to no other process since.
+bool ring_held_between(const ProcessMark& since, const ProcessMark& now);
 // The same up to `now`, a mark taken after `since` (one mark can serve every job that ends in a poll).
 void for_each_process_between(const ProcessMark& since, const ProcessMark& now, const std::function<void(pid_t)>& f);
 

@@ -62,6 +62,12 @@ class LocalScheduler : public Scheduler {
   std::map<std::string, std::unique_ptr<LocalJob>> jobs_;
   std::map<std::string, JobStatus> ended_;  // jobs that ended and were reported, by id
   std::map<pid_t, LocalJob*> by_pid_;
+  // Ranks reaped lately: pid -> the forks count of their job's start mark. A job's end need not read the environ of
+  // a pid that was a rank started within its window, gone now (ring_held_between: no other process had that pid
+  // since); in a sweep two of the three pids a job's window holds are such ranks, each a failed open (2.4 % of the
+  // driver's CPU a run). Kept while a running job's window may hold them, at most kMaxReaped.
+  std::map<pid_t, uint64_t> reaped_;
+  void forget_reaped_before_running_jobs();
 };
 
 }  // namespace fanout

@@ -177,7 +177,11 @@ TEST(NewProcesses, OnlyProcessesMadeSinceTheMarkAreVisitedUnlessTheRingCannotBeT
   const pid_t before = start_sleeper();
   const ProcessMark mark = mark_processes();
   ASSERT_TRUE(mark.known) << "/proc/loadavg or /proc/stat unreadable";
+  EXPECT_EQ(mark.pid_max, std::atol(read_file("/proc/sys/kernel/pid_max").c_str()));
+  EXPECT_GT(mark.threads, 0);
   const pid_t after = start_sleeper();
+  EXPECT_GT(mark_processes().forks, mark.forks) << "a process made after the mark counts";
+  EXPECT_TRUE(ring_held_between(mark, mark_processes()));
   auto visited = [](const ProcessMark& m) {
     std::set<pid_t> seen;
     for_each_process_since(m, [&](pid_t p) { seen.insert(p); });
