@@ -183,7 +183,9 @@ struct KvService::Impl {
       fds.push_back({listen_fd, POLLIN, 0});
       fds.push_back({wake_pipe[0], POLLIN, 0});
       for (Conn& c : conns) fds.push_back({c.fd, short(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
-      ::poll(fds.data(), fds.size(), 20);
+      // Woken every 20 ms only while a connection may time out (expire): idle, a sweep of one-rank jobs that never
+      // connect, it sleeps until a connection or the stop (50 wake-ups a second on the driver's other CPU before).
+      ::poll(fds.data(), fds.size(), conns.empty() ? -1 : 20);
       std::lock_guard<std::mutex> lock(mu);
       if (fds[0].revents & POLLIN) {
         int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "common/error.h"
 #include "common/gpus.h"
 #include "common/new_processes.h"
+#include "common/spawn.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 
@@ -118,34 +118,24 @@ std::string LocalScheduler::submit(const JobSpec& spec) {
   EnvList kv_env{{"FANOUT_KV_TOKEN", job->token}};
   if (spec.total_ranks() > 1) kv_env.insert(kv_env.begin(), {"FANOUT_KV", kv_.address()});
   for (auto& r : processes(spec, kv_env)) {
-    std::string out = r.out.string(), err = r.err.string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addchdir_np(&fa, spec.run_dir.c_str());  // ranks start in their run folder
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, job->pgid);  // 0 for the first rank: it leads the job's group
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    auto argv = r.argv;
-    auto cargv = c_array(argv);
+    const std::string out = r.out.string(), err = r.err.string();
+    auto cargv = c_array(r.argv);
     Environment env = environment_with(r.env);
-    pid_t pid = 0;
-    int rc = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), env.entries.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
+    SpawnRequest request;
+    request.path = cargv[0];
+    request.argv = cargv.data();
+    request.envp = env.entries.data();
+    request.cwd = spec.run_dir.c_str();  // ranks start in their run folder
+    request.out = out.c_str();
+    request.err = err.c_str();
+    request.process_group = job->pgid;  // 0 for the first rank: it leads the job's group
+    int error = 0;
+    const pid_t pid = spawn_program(request, error);
+    if (pid < 0) {
       signal_job(*job, SIGKILL);
       for (auto& [p, e] : job->running) waitpid(p, nullptr, 0);
       kv_.close_job(job->token);
-      throw UserError("cannot start " + argv[0] + " for run " + spec.name + ": " + std::strerror(rc));
+      throw UserError("cannot start " + r.argv[0] + " for run " + spec.name + ": " + std::strerror(error));
     }
     if (job->pgid == 0) job->pgid = pid;
     RankExit who;

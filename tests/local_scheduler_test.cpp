@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/new_processes.h"
+#include "common/spawn.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "rendezvous/kv_service.h"
@@ -162,6 +164,81 @@ TEST(LocalScheduler, ADaemonARankLeftWithSetsidGoesWhenTheJobEnds) {
   EXPECT_EQ(st.state, JobState::Completed) << st.reason;
   const pid_t daemon = std::stoi(read_file(d.path / "daemon"));
   EXPECT_TRUE(test::wait_for([&] { return kill(daemon, 0) != 0; }, 10)) << "daemon " << daemon << " survived";
+}
+
+// What the local launcher starts a rank with: its folder, its streams on files (appended to), a process group, our
+// environment as given, every signal's default action and none blocked, whatever the starting thread had; a program
+// that cannot start is an error with its reason, as posix_spawn gives it.
+TEST(Spawn, AProgramStartsInItsFolderGroupAndFilesWithDefaultSignals) {
+  test::TempDir d;
+  const auto out = d.path / "rank.out", err = d.path / "rank.err";
+  write_new_file(out, "before\n");
+  struct sigaction ignore = {}, old_usr1 = {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGUSR1, &ignore, &old_usr1);
+  sigset_t usr2, old_mask;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &usr2, &old_mask);
+  std::vector<std::string> args = {"/bin/sh", "-c",
+                                   "pwd; echo \"$SPAWN_TEST\"; cut -d' ' -f5 /proc/$$/stat; readlink /proc/$$/fd/0; echo to-err >&2"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string variable = "SPAWN_TEST=given";
+  char* envp[] = {variable.data(), nullptr};
+  SpawnRequest request;
+  request.path = argv[0];
+  request.argv = argv.data();
+  request.envp = envp;
+  request.cwd = d.path.c_str();
+  const std::string out_path = out.string(), err_path = err.string();
+  request.out = out_path.c_str();
+  request.err = err_path.c_str();
+  request.process_group = 0;
+  int error = -1;
+  const pid_t pid = spawn_program(request, error);
+  // Signals seen by a program that does not touch them itself (a shell resets its mask): grep of its own status.
+  std::vector<std::string> grep_args = {"/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"};
+  std::vector<char*> grep_argv;
+  for (auto& a : grep_args) grep_argv.push_back(a.data());
+  grep_argv.push_back(nullptr);
+  SpawnRequest signals = request;
+  signals.path = grep_argv[0];
+  signals.argv = grep_argv.data();
+  const std::string signals_path = (d.path / "signals.out").string();
+  signals.out = signals_path.c_str();
+  int grep_error = -1;
+  const pid_t grep_pid = spawn_program(signals, grep_error);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ASSERT_GT(pid, 0) << std::strerror(error);
+  ASSERT_GT(grep_pid, 0) << std::strerror(grep_error);
+  EXPECT_EQ(error, 0);
+  for (pid_t p : {pid, grep_pid}) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(p, &status, 0), p);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  EXPECT_EQ(read_file(out), "before\n" + std::filesystem::canonical(d.path).string() + "\ngiven\n" + std::to_string(pid) + "\n/dev/null\n");
+  EXPECT_EQ(read_file(err), "to-err\n");
+  EXPECT_EQ(read_file(signals_path), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n") << "ignored SIGUSR1, blocked SIGUSR2";
+  // What cannot start: the program, its folder, its output file.
+  request.cwd = nullptr;
+  std::string missing = (d.path / "no-such-program").string();
+  request.path = missing.c_str();
+  EXPECT_EQ(spawn_program(request, error), -1);
+  EXPECT_EQ(error, ENOENT);
+  request.path = argv[0];
+  const std::string no_folder = (d.path / "absent").string();
+  request.cwd = no_folder.c_str();
+  EXPECT_EQ(spawn_program(request, error), -1);
+  EXPECT_EQ(error, ENOENT);
+  request.cwd = nullptr;
+  const std::string no_file = (d.path / "absent" / "rank.out").string();
+  request.out = no_file.c_str();
+  EXPECT_EQ(spawn_program(request, error), -1);
+  EXPECT_EQ(error, ENOENT);
 }
 
 // What a job's end looks at: the processes made since its start (the pid ring after the mark), not the host's.
