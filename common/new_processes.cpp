@@ -120,8 +120,11 @@ void for_each_process_since(const ProcessMark& since, const std::function<void(p
 bool ring_held_between(const ProcessMark& since, const ProcessMark& now) {
   // The ring came round past the mark only if it handed out at least the pids it had free; forks counts more than
   // our namespace hands out (threads and other namespaces too), so this errs towards looking at every process.
+  // The pids the ring skipped were held by threads alive at `since` or made after it (counted in forks): the larger
+  // of the two marks' counts, since threads that end meanwhile give their pids back.
+  const int64_t held = std::max(since.threads, now.threads);
   return since.known && now.known && now.pid_max > kReservedPids && now.forks >= since.forks &&
-         now.forks - since.forks + uint64_t(now.threads) < uint64_t(now.pid_max - kReservedPids);
+         now.forks - since.forks + uint64_t(held) < uint64_t(now.pid_max - kReservedPids);
 }
 
 void for_each_process_between(const ProcessMark& since, const ProcessMark& now, const std::function<void(pid_t)>& f) {
