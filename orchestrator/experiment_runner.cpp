@@ -2,7 +2,6 @@
 #include "orchestrator/revision.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -31,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/identity.h"
 #include "common/toml_document.h"
 #include "common/files.h"
 #include "common/held_lines.h"
@@ -98,24 +98,6 @@ std::vector<JobSpec> service_jobs(const ExperimentPlan& plan, const Plugin& plug
 
 // Tells a shared step's service that its group is done (its ranks watch for this file).
 void stop_service(const fs::path& dir) { write_file_atomic(dir / layout::kServiceStop, "", 0644); }
-
-// Read once per driver (every run's provenance names them): getpwuid reads the user database each time.
-const std::string& host_name() {
-  static const std::string name = [] {
-    char buf[256] = {0};
-    gethostname(buf, sizeof buf - 1);
-    return std::string(buf);
-  }();
-  return name;
-}
-
-const std::string& user_name() {
-  static const std::string name = [] {
-    if (auto* pw = getpwuid(getuid())) return std::string(pw->pw_name);
-    return std::to_string(getuid());
-  }();
-  return name;
-}
 
 // The command line in every run's provenance, bounded: a sweep's list flags grow with its number of runs, and
 // a whole copy per run made the driver's memory and the database quadratic (10,000 runs of a 49 KB command
@@ -564,7 +546,12 @@ class ExperimentSession {
     while (done_ < slots_.size()) {
       if (interrupt_requested() && !cancelling_) interrupt();
       bool changed = submit_ready();
-      if (active_.empty()) continue;
+      if (active_.empty()) {
+        // Nothing to poll: the scheduler took none of the runs left (its controller full of others' jobs). Waits as
+        // a poll would, instead of asking again at once for 5 s on end.
+        if (!changed) back_off(false);
+        continue;
+      }
       // Before the poll: the first one shows every run still to end. Counted only when it is shown (a pass over them all).
       const int64_t now = monotonic_ns();
       if (progress_.due(slots_.size() - groups_.size(), double(now - t0_) / 1e9, now)) progress_.status(counts(), now);
@@ -1164,21 +1151,22 @@ class ExperimentSession {
         if (any) sync_filesystem(root);
       }
     } sync_ids{arrays_submitted, outcome_.run_root};
+    grow_limit_window();
     while (!cancelling_ && next_gate() == Gate::Go && monotonic_ns() >= submit_again_ns_) {
-      const size_t runs_active = active_.size() - active_services_;
+      const size_t runs_active = active_.size() - active_services_, max_submitted = submission_window();
       if (slots_[next_].service) {
         std::string id;
         timed(cost_.submit_s, [&] { id = scheduler_->submit(slot_job(slots_[next_])); });
         ++active_services_;
         log() << "fanout: submitted " << slots_[next_].run->steps[0].role << " service " << slots_[next_].run->session << " (job " << id << ")\n";
         track_submitted(next_++, id);
-      } else if (runs_active >= max_submitted_) {
+      } else if (runs_active >= max_submitted) {
         break;
       } else if (st_.array) {
         // Room for a whole call's runs, or a quarter of the window, or what is left, whichever is least: a sweep
         // bigger than the window goes as arrays of that size as its runs end, not as an array of a few every poll.
-        const size_t room = max_submitted_ - runs_active, left = slots_.size() - next_;
-        if (room < std::min({std::max<size_t>(1, max_submitted_ / 4), kArraySubmission, left})) break;
+        const size_t room = max_submitted - runs_active, left = slots_.size() - next_;
+        if (room < std::min({std::max<size_t>(1, max_submitted / 4), kArraySubmission, left})) break;
         // At most kArraySubmission runs a call: their JobSpecs are made for it at once (50,000 of them were most of a
         // 100,000-run sweep's peak memory); the loop goes on with the next.
         const std::vector<size_t> go = slots_that_may_go(std::min(room, kArraySubmission));
@@ -1187,14 +1175,14 @@ class ExperimentSession {
         std::vector<Scheduler::Submitted> got;
         timed(cost_.submit_s, [&] { got = scheduler_->submit_array(jobs, st_.max_parallel); });
         const std::string from = slots_[go.front()].run->session;
-        const Submission taken = take_submitted(go, got, Durability::Deferred);
+        const Submission taken = take_submitted(go, got, Durability::Deferred, true);
         if (taken.ids)
           log() << "fanout: submitted " << taken.ids << " run(s) from " << from << " as job(s) " << taken.first_id
                 << (taken.ids > 1 ? " .. " + taken.last_id : "") << "\n";
         arrays_submitted |= taken.ids > 0;
         if (taken.later) break;
       } else if (runs_active < size_t(max_parallel_)) {
-        if (submit_runs_together(std::min(size_t(max_parallel_), max_submitted_) - runs_active).later) break;
+        if (submit_runs_together(std::min(size_t(max_parallel_), max_submitted) - runs_active).later) break;
       } else {
         break;
       }
@@ -1220,27 +1208,35 @@ class ExperimentSession {
 
   // What a submission did with the slots `go`, in order: each submitted one is followed, each refused one recorded
   // FAILED with the scheduler's words, and the ones the scheduler could not take now (its controller full) wait for
-  // a later call, once earlier runs end; said once a wait. next_ moves past the slots handled.
+  // a later call, once earlier runs end; said once a wait. next_ moves past the slots handled. A refusal by a limit
+  // that may count the sweep's own queued jobs (own_limit) narrows the submission window instead (learn_limit).
   struct Submission {
     size_t ids = 0, later = 0;
     std::string first_id, last_id;
   };
-  Submission take_submitted(std::vector<size_t> go, const std::vector<Scheduler::Submitted>& got, Durability durability) {
+  Submission take_submitted(std::vector<size_t> go, const std::vector<Scheduler::Submitted>& got, Durability durability, bool as_array) {
     Submission taken;
     std::string why;
-    std::vector<size_t> refused;
+    std::vector<size_t> refused, over_limit;
     for (size_t k = 0; k < got.size() && k < go.size(); ++k) {
       if (!got[k].id.empty()) {
         // One line per run, at its end (job and nodes with it); its submission and start only with --verbose.
         if (st_.verbose && !st_.array) log() << "fanout: submitted " << dir_of(slots_[go[k]]).filename().string() << " (job " << got[k].id << ")\n";
         track_submitted(go[k], got[k].id, durability);
+        queued_peak_ = std::max(queued_peak_, active_.size() - active_services_);
         if (!taken.ids++) taken.first_id = got[k].id;
         taken.last_id = got[k].id;
+      } else if (got[k].own_limit) {
+        over_limit.push_back(k);
       } else if (got[k].later) {
         if (!taken.later++ && got[k].error) why = refusal_text(got[k].error);
       } else if (got[k].error) {
         refused.push_back(k);
       }
+    }
+    if (!over_limit.empty() && !learn_limit(over_limit.size(), as_array, refusal_text(got[over_limit.front()].error))) {
+      refused.insert(refused.end(), over_limit.begin(), over_limit.end());
+      std::sort(refused.begin(), refused.end());
     }
     // Last, as recording one can insert its retry ahead of the slots not yet submitted (a group's run): the slots
     // after that place move one on.
@@ -1266,6 +1262,36 @@ class ExperimentSession {
   static constexpr int64_t kSubmitAgainNs = 5'000'000'000;
   static constexpr size_t kArraySubmission = 4096;
 
+  // A limit on queued jobs refused `refused` runs (Submitted::own_limit: Slurm's MaxSubmitJobs and the like, which
+  // count the user's queued jobs). With some of the sweep's runs queued, the window becomes what the limit took (the
+  // most queued since its last refusal, or now), and the rest go as those end: a 100,000-run sweep under a site's
+  // MaxSubmitJobs of 1,000 recorded 99,000 runs FAILED before. With none queued, an array is halved and offered
+  // again, and a single job's refusal is final. False: record them refused.
+  bool learn_limit(size_t refused, bool as_array, const std::string& why) {
+    const size_t queued = active_.size() - active_services_;
+    if (!queued && !(as_array && refused > 1)) return false;
+    limit_window_ = queued ? std::max(queued, queued_peak_) : refused / 2;
+    queued_peak_ = 0;
+    limit_grow_ns_ = monotonic_ns() + kSubmitAgainNs;
+    if (!queued)
+      log() << "fanout: " << why << ": offered again as an array of at most " << limit_window_ << " run(s)\n";
+    else if (!limit_said_ || st_.verbose)
+      log() << "fanout: " << why << ": at most " << limit_window_ << " of the sweep's runs are kept submitted, the rest submitted as "
+            << "earlier ones end (" << refused << " wait now)\n";
+    limit_said_ |= queued > 0;
+    return true;
+  }
+
+  // Runs of the sweep submitted at once at most: --max_submitted (or what the scheduler takes), or less while a limit
+  // (learn_limit) holds; that window grows by a quarter every 5 s without a refusal, as others' jobs may have ended.
+  size_t submission_window() const { return std::min(max_submitted_, limit_window_); }
+  void grow_limit_window() {
+    if (limit_window_ == SIZE_MAX || monotonic_ns() < limit_grow_ns_) return;
+    limit_window_ += std::max<size_t>(1, limit_window_ / 4);
+    limit_grow_ns_ = monotonic_ns() + kSubmitAgainNs;
+    if (limit_window_ >= max_submitted_) limit_window_ = SIZE_MAX;
+  }
+
   // The runs that may start now, from next_, submitted together (Scheduler::submit_each: Slurm overlaps the
   // controller's requests), at most kSubmitTogether at a time so that a sweep's first call does not hold every
   // run's job at once. A run the scheduler refuses (UserError: more memory than a node has, a program that cannot
@@ -1278,7 +1304,7 @@ class ExperimentSession {
     for (size_t i : go) jobs.push_back(slot_job(slots_[i]));
     std::vector<Scheduler::Submitted> got;
     timed(cost_.submit_s, [&] { got = scheduler_->submit_each(jobs); });
-    return take_submitted(go, got, Durability::Now);
+    return take_submitted(go, got, Durability::Now, false);
   }
 
   // A run whose submission was refused: FAILED with the scheduler's words. Anything but a refusal propagates.
@@ -1497,6 +1523,10 @@ class ExperimentSession {
   size_t max_submitted_ = SIZE_MAX;  // --max_submitted, or what the scheduler takes
   int64_t submit_again_ns_ = 0;      // the scheduler took no more jobs: not asked again before this
   bool waiting_for_room_ = false;    // said so, once for the wait
+  size_t limit_window_ = SIZE_MAX;   // what a limit on the user's queued jobs took at its last refusal (learn_limit)
+  int64_t limit_grow_ns_ = 0;        // the window grows again from then
+  size_t queued_peak_ = 0;           // the most of the sweep's runs queued since the limit's last refusal
+  bool limit_said_ = false;
   size_t inserted_at_ = SIZE_MAX;    // where add_slot last inserted a slot ahead of others
   double interval_ = 0.005;
   int64_t known_since_ns_ = 0;  // when the last poll answered with no Unknown state

@@ -105,7 +105,7 @@ std::vector<DriverSetting> make_settings() {
   s.push_back(walltime);
   s.push_back(integer("max_parallel", "runs submitted at once (0: 1 for local, all for slurm; with --array: the array's throttle)", 0, 0,
                       kMaxParallel, [](ExperimentSettings& st, int64_t v) { st.max_parallel = int(v); }));
-  s.push_back(integer("max_submitted", "runs submitted to the scheduler at once at most, also with --array (every array task counts); the rest are submitted as earlier ones end (0: what the scheduler takes, for Slurm half its controller's MaxJobCount; a site's per-user limit such as MaxSubmitJobs may ask for less)",
+  s.push_back(integer("max_submitted", "runs submitted to the scheduler at once at most, also with --array (every array task counts); the rest are submitted as earlier ones end (0: what the scheduler takes, for Slurm half its controller's MaxJobCount; a per-user limit such as MaxSubmitJobs narrows it when Slurm refuses a job for it)",
                       0, 0, kMaxRunsLimit, [](ExperimentSettings& st, int64_t v) { st.max_submitted = v; }));
   s.push_back(boolean("array", "submit runs as job arrays, one per resource shape (slurm)", [](ExperimentSettings& st, bool v) { st.array = v; }));
   s.push_back({"repeat", "repeat", Kind::Number,

@@ -40,10 +40,14 @@ class Scheduler {
   // refusal; a scheduler whose submissions wait on its controller overlaps them (Slurm).
   // `later`: not submitted now because the scheduler takes no more jobs at the moment (Slurm's controller holds its
   // MaxJobCount), `error` saying so: the driver offers it again as earlier jobs end, instead of failing the run.
+  // `own_limit`: refused by a limit on the user's queued jobs (Slurm's MaxSubmitJobs and the like), `error` saying so:
+  // the driver narrows how many it keeps submitted while some of its jobs are queued (they free the limit as they
+  // end); with none of them queued the refusal is final.
   struct Submitted {
     std::string id;
     std::exception_ptr error;
     bool later = false;
+    bool own_limit = false;
   };
   virtual std::vector<Submitted> submit_each(const std::vector<JobSpec>& jobs) {
     std::vector<Submitted> out(jobs.size());

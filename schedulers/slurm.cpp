@@ -2,6 +2,7 @@
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <slurm/slurmdb.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/identity.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 #include "common/clock.h"
@@ -313,6 +315,37 @@ struct ControllerFull : UserError {
   using UserError::UserError;
 };
 
+// A submission turned away by a limit on queued jobs (MaxSubmitJobs and the like, ESLURM_ACCOUNTING_POLICY): it
+// frees as the user's jobs end.
+struct OverQueuedJobLimit : UserError {
+  using UserError::UserError;
+};
+
+// What a submission's exception says for the driver (Submitted): a wait for room, a limit on queued jobs, or a refusal.
+Scheduler::Submitted refusal_of(const std::exception_ptr& error) {
+  Scheduler::Submitted out;
+  out.error = error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const ControllerFull&) {
+    out.later = true;
+  } catch (const OverQueuedJobLimit&) {
+    out.own_limit = true;
+  } catch (...) {
+  }
+  return out;
+}
+
+bool limit_set(uint32_t v) { return v != INFINITE && v != NO_VAL; }
+
+template <typename T, typename Fn>
+void for_each_in(List list, Fn&& fn) {
+  if (!list) return;
+  ListIterator it = slurm_list_iterator_create(list);
+  while (auto* x = static_cast<T*>(slurm_list_next(it))) fn(*x);
+  slurm_list_iterator_destroy(it);
+}
+
 }  // namespace
 
 SlurmScheduler::~SlurmScheduler() = default;
@@ -368,11 +401,51 @@ std::string SlurmScheduler::submit_script(const JobSpec& shape, const std::strin
     // the driver submits these again as earlier jobs end.
     if (e == EAGAIN || e == ESLURM_ERROR_ON_DESC_TO_RECORD_COPY)
       throw ControllerFull("the Slurm controller takes no more jobs now (" + slurm_error() + "; MaxJobCount counts every queued array task)");
-    throw UserError("Slurm refused " + what + ": " + slurm_error());
+    const std::string refusal = "Slurm refused " + what + ": " + slurm_error();  // before another call of libslurm sets errno
+    if (e == ESLURM_ACCOUNTING_POLICY && queued_job_limits_apply(shape.options.account)) throw OverQueuedJobLimit(refusal);
+    throw UserError(refusal);
   }
   std::string id = std::to_string(resp->job_id);
   slurm_free_submit_response_response_msg(resp);
   return id;
+}
+
+// ESLURM_ACCOUNTING_POLICY says the same for a limit on queued jobs (MaxSubmitJobs or GrpSubmitJobs of the user's
+// association or an account above it; a QOS's MaxSubmitJobsPerUser, PerAccount or GrpSubmitJobs), which frees as
+// jobs end, and for a limit on the job itself (a QOS's DenyOnLimit MaxWall), which no wait cures: whether any of the
+// former holds for the account is read from the controller's association manager (scontrol show assoc_mgr), once.
+// When the controller does not say (PrivateData hides it), one is assumed.
+bool SlurmScheduler::queued_job_limits_apply(const std::string& account) {
+  std::lock_guard<std::mutex> lock(limits_mu_);
+  if (auto it = queued_job_limits_.find(account); it != queued_job_limits_.end()) return it->second;
+  bool apply = true;
+  assoc_mgr_info_request_msg_t request{};
+  request.flags = ASSOC_MGR_INFO_FLAG_ASSOC | ASSOC_MGR_INFO_FLAG_QOS;
+  assoc_mgr_info_msg_t* info = nullptr;
+  const std::string user = user_name();
+  if (slurm_load_assoc_mgr_info(&request, &info) == SLURM_SUCCESS && info) {
+    std::unordered_map<uint32_t, const slurmdb_assoc_rec_t*> by_id;
+    std::vector<const slurmdb_assoc_rec_t*> own;
+    for_each_in<slurmdb_assoc_rec_t>(info->assoc_list, [&](const slurmdb_assoc_rec_t& a) {
+      by_id[a.id] = &a;
+      if (a.user && user == a.user && a.acct && (account.empty() ? a.is_def != 0 : account == a.acct)) own.push_back(&a);
+    });
+    if (!own.empty()) {
+      apply = false;
+      for (const slurmdb_assoc_rec_t* a : own)
+        for (int depth = 0; a && depth < 64 && !apply; ++depth) {
+          apply = limit_set(a->max_submit_jobs) || limit_set(a->grp_submit_jobs);
+          auto parent = by_id.find(a->parent_id);
+          a = parent == by_id.end() || a->parent_id == a->id ? nullptr : parent->second;
+        }
+      for_each_in<slurmdb_qos_rec_t>(info->qos_list, [&](const slurmdb_qos_rec_t& q) {
+        apply |= limit_set(q.max_submit_jobs_pu) || limit_set(q.max_submit_jobs_pa) || limit_set(q.grp_submit_jobs);
+      });
+    }
+    slurm_free_assoc_mgr_info_msg(info);
+  }
+  queued_job_limits_[account] = apply;
+  return apply;
 }
 
 std::string SlurmScheduler::submit(const JobSpec& job) {
@@ -400,11 +473,8 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_each(const std::vector<
     for (size_t i; (i = next++) < n;) {
       try {
         out[i].id = submit_script(jobs[i], scripts[i], "");
-      } catch (const ControllerFull&) {
-        out[i].error = std::current_exception();
-        out[i].later = true;
       } catch (...) {
-        out[i].error = std::current_exception();
+        out[i] = refusal_of(std::current_exception());
       }
     }
   };
@@ -439,7 +509,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
     for (size_t from = 0; from < all.size(); from += max_array_size_) {
       const std::vector<size_t> members(all.begin() + long(from), all.begin() + long(std::min(all.size(), from + max_array_size_)));
       if (full) {
-        for (size_t m : members) out[m].error = full, out[m].later = true;
+        for (size_t m : members) out[m] = refusal_of(full);
         continue;
       }
       const JobSpec& first = jobs[members.front()];
@@ -459,11 +529,11 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
       std::string array_id;
       try {
         array_id = submit_script(first, script, spec, dependency);
-      } catch (const ControllerFull&) {
-        full = std::current_exception();
-        for (size_t m : members) out[m].error = full, out[m].later = true;
       } catch (const UserError&) {
-        for (size_t m : members) out[m].error = std::current_exception();
+        // A limit on queued jobs takes this array's runs only: another shape's smaller array may fit under it.
+        const Submitted refused = refusal_of(std::current_exception());
+        if (refused.later) full = refused.error;
+        for (size_t m : members) out[m] = refused;
       }
       if (array_id.empty()) {  // only what was submitted keeps its script
         std::error_code ec;

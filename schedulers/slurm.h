@@ -8,6 +8,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "schedulers/scheduler.h"
@@ -98,6 +99,11 @@ class SlurmScheduler : public Scheduler {
   // What the controller's configuration says of accounting (read once): storage in slurmdbd, energy measured.
   std::string accounting_storage_, energy_plugin_;
   bool accounting_late_ = false;  // a job's record did not reach slurmdbd in time: the rest are not waited for
+  // Per account (empty: the user's default), whether a limit on queued jobs holds for it (queued_job_limits_apply),
+  // read at its first "Job violates accounting/QOS policy"; the submitting threads share it.
+  bool queued_job_limits_apply(const std::string& account);
+  std::mutex limits_mu_;
+  std::map<std::string, bool> queued_job_limits_;
 };
 
 

@@ -14,7 +14,9 @@
 # used: slurmd runs here without systemd or a delegated cgroup tree, and 160 slurmds share one kernel.
 # Accounting is real, as on a site: slurmdbd on a private MariaDB (datadir $D/db, 127.0.0.1:3307, its own socket;
 # no systemd) stores every job and step, so sacct answers MaxRSS, AveRSS and TotalCPU (jobacct_gather/linux, a
-# sample a second and one as each task ends) and fanout reads them after each job.
+# sample a second and one as each task ends) and fanout reads them after each job. Association and QOS limits are
+# enforced (AccountingStorageEnforce=limits): every job needs an association (root has one from the cluster's
+# registration), and a test may give an account of its own a limit (tests/slurm_test.cpp account_with_submit_limit).
 # Knobs: FANOUT_SLURM_NODES (default 4), FANOUT_SLURM_CPUS per n node (default 16; more than the machine has
 # is fine with config_overrides), FANOUT_SLURM_DIR (default /var/tmp/fanout-slurm).
 set -euo pipefail
@@ -200,6 +202,8 @@ JobCompLoc=$D/log/jobcomp.txt
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
+# Association and QOS limits hold as on a site (a per-user MaxSubmitJobs: Slurm.ASweepKeepsToItsAccountsMaxSubmitJobs).
+AccountingStorageEnforce=limits
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=1
 TmpFS=$D/tmp/%n

@@ -462,6 +462,84 @@ TEST_F(Slurm, ARunTheControllerRefusesIsRecordedFailedAndTheSweepGoesOn) {
   EXPECT_EQ(q.out.find("exec-sess-mem"), std::string::npos) << "a job of the sweep is still queued:\n" << q.out;
 }
 
+// An account of root's whose association keeps at most `max_submit` jobs submitted (MaxSubmitJobs, as a site sets
+// per user; the cluster enforces limits), made once with sacctmgr and waited for until the controller holds it.
+static void account_with_submit_limit(const std::string& account, int max_submit) {
+  const std::string limit = "MaxSubmitJobs=" + std::to_string(max_submit);
+  auto held = [&] {
+    const auto r = test::run_command({"/usr/bin/scontrol", "show", "assoc_mgr", "users=root", "accounts=" + account, "flags=assoc"}, "/", {}, 20);
+    return r.out.find(limit + "(") != std::string::npos;
+  };
+  if (held()) return;
+  test::run_command({"/usr/bin/sacctmgr", "-i", "add", "account", account}, "/", {}, 60);
+  test::run_command({"/usr/bin/sacctmgr", "-i", "add", "user", "root", "account=" + account}, "/", {}, 60);
+  const auto set = test::run_command({"/usr/bin/sacctmgr", "-i", "modify", "user", "root", "where", "account=" + account, "set", limit}, "/", {}, 60);
+  ASSERT_TRUE(test::wait_for(held, 60)) << "the controller does not hold " << limit << " for account " << account << ": " << set.out << set.err;
+}
+
+// A calibration_sleep sweep, a run per --sleep_us value, submitted in `account`, one job a run or as arrays.
+static std::vector<std::string> sweep_in_account(const std::string& account, const std::string& exp, const std::string& sleeps, bool array) {
+  std::vector<std::string> args = {"calibration_sleep", "--launcher=slurm", "--account=" + account, "--exp_name=" + exp, "--iterations=1",
+                                   "--warmup=0", "--sleep_us=" + sleeps};
+  if (array) args.push_back("--array");
+  return args;
+}
+
+// A site's per-user MaxSubmitJobs refuses a job beyond it with "Job violates accounting/QOS policy": a sweep bigger
+// than the limit keeps that many runs submitted and submits the rest as they end, instead of recording each one
+// refused FAILED (a 100,000-run sweep under a limit of 1,000 lost 99,000 runs so). One job a run, and as arrays (an
+// array refused with none of the sweep's jobs queued is halved until the limit takes it). Each run sleeps 1 s, so
+// that none ends while the first 8 are being submitted and the window is what the limit took.
+TEST_F(Slurm, ASweepKeepsToItsAccountsMaxSubmitJobs) {
+  ASSERT_NO_FATAL_FAILURE(account_with_submit_limit("fanout_capped", 3));
+  for (const bool array : {false, true}) {
+    SCOPED_TRACE(array ? "as arrays" : "one job a run");
+    const std::string exp = array ? "capped_array" : "capped";
+    auto r = fanout(sweep_in_account("fanout_capped", exp, "[1000000,1000001,1000002,1000003,1000004,1000005,1000006,1000007]", array));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("Job violates accounting/QOS policy"), std::string::npos) << "the limit was never met:\n" << r.err;
+    if (array) {
+      // 8 refused with none queued, then 4, then 2 taken.
+      EXPECT_NE(r.err.find("offered again as an array of at most 4 run(s)"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("offered again as an array of at most 2 run(s)"), std::string::npos) << r.err;
+    } else {
+      // Of the 8 submitted together, the limit took 3.
+      EXPECT_NE(r.err.find("at most 3 of the sweep's runs are kept submitted"), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(one(exp, "SELECT group_concat(status, ' ') FROM runs"), "COMPLETED COMPLETED COMPLETED COMPLETED COMPLETED COMPLETED COMPLETED COMPLETED");
+    if (array) {
+      std::set<std::string> arrays;
+      for (auto& row : query(exp, "SELECT job_id FROM runs")) arrays.insert(row[0].substr(0, row[0].find('_')));
+      EXPECT_GE(arrays.size(), 3u) << "submitted as arrays of at most 3 as earlier runs ended";
+    }
+  }
+}
+
+// A limit that refuses a job with none of the sweep's jobs queued is no wait's to cure (here MaxSubmitJobs=0): each
+// run is recorded FAILED with Slurm's words (an array after halving it to one run), the sweep exits 1 and nothing of
+// it is left queued.
+TEST_F(Slurm, ARunALimitRefusesWithNoneOfTheSweepQueuedIsRecordedFailed) {
+  ASSERT_NO_FATAL_FAILURE(account_with_submit_limit("fanout_closed", 0));
+  for (const bool array : {false, true}) {
+    SCOPED_TRACE(array ? "as arrays" : "one job a run");
+    const std::string exp = array ? "closed_array" : "closed";
+    auto r = fanout(sweep_in_account("fanout_closed", exp, "[0,1,2]", array));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    if (array) {
+      EXPECT_NE(r.err.find("offered again as an array of at most 1 run(s)"), std::string::npos) << r.err;
+    }
+    const auto rows = query(exp, "SELECT status, reason FROM runs");
+    EXPECT_EQ(rows.size(), 3u);
+    for (auto& row : rows) {
+      EXPECT_EQ(row[0], "FAILED");
+      EXPECT_NE(row[1].find("not submitted: Slurm refused"), std::string::npos) << row[1];
+      EXPECT_NE(row[1].find("Job violates accounting/QOS policy"), std::string::npos) << row[1];
+    }
+    const auto q = test::run_command({"/usr/bin/squeue", "-h", "-A", "fanout_closed", "-o", "%i"}, "/", {}, 20);
+    EXPECT_EQ(q.out, "") << "a job of the sweep is queued";
+  }
+}
+
 TEST_F(Slurm, JobsTheControllerForgotAreResolvedFromTheirExitMarkers) {
   SlurmScheduler s;
   JobSpec j = test::trivial_job(d.path, "gone");
