@@ -1283,11 +1283,13 @@ class ExperimentSession {
   }
 
   // Runs of the sweep submitted at once at most: --max_submitted (or what the scheduler takes), or less while a limit
-  // (learn_limit) holds; that window grows by a quarter every 5 s without a refusal, as others' jobs may have ended.
+  // (learn_limit) holds. That window grows every 5 s without a refusal, as others' jobs may have ended: by a quarter
+  // with --array (one request tries it), else by one (each run tried is a request, and a refused one a line libslurm
+  // prints: a quarter of a window of 1,000 was 250 of each every 5 s).
   size_t submission_window() const { return std::min(max_submitted_, limit_window_); }
   void grow_limit_window() {
     if (limit_window_ == SIZE_MAX || monotonic_ns() < limit_grow_ns_) return;
-    limit_window_ += std::max<size_t>(1, limit_window_ / 4);
+    limit_window_ += st_.array ? std::max<size_t>(1, limit_window_ / 4) : 1;
     limit_grow_ns_ = monotonic_ns() + kSubmitAgainNs;
     if (limit_window_ >= max_submitted_) limit_window_ = SIZE_MAX;
   }
