@@ -497,7 +497,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
     shapes[sbatch_preamble(r)].push_back(i);
   }
   std::vector<Submitted> out(jobs.size());
-  std::exception_ptr full;  // the controller took no more: every array after it waits in the driver too
+  Submitted full;  // the controller took no more (later): every array after it waits in the driver too
   for (auto& [shape, all] : shapes) {
     // At most MaxArraySize tasks an array (the controller refuses a larger one; Slurm's default is 1001): a shape
     // with more runs goes as several arrays. Under a throttle each waits for the one before it to end
@@ -508,8 +508,8 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
     if (!previous.empty() && followed_tasks(previous) == 0) previous.clear();
     for (size_t from = 0; from < all.size(); from += max_array_size_) {
       const std::vector<size_t> members(all.begin() + long(from), all.begin() + long(std::min(all.size(), from + max_array_size_)));
-      if (full) {
-        for (size_t m : members) out[m] = refusal_of(full);
+      if (full.later) {
+        for (size_t m : members) out[m] = full;
         continue;
       }
       const JobSpec& first = jobs[members.front()];
@@ -532,7 +532,7 @@ std::vector<Scheduler::Submitted> SlurmScheduler::submit_array(const std::vector
       } catch (const UserError&) {
         // A limit on queued jobs takes this array's runs only: another shape's smaller array may fit under it.
         const Submitted refused = refusal_of(std::current_exception());
-        if (refused.later) full = refused.error;
+        if (refused.later) full = refused;
         for (size_t m : members) out[m] = refused;
       }
       if (array_id.empty()) {  // only what was submitted keeps its script
