@@ -1,10 +1,12 @@
 #include "common/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -147,16 +149,57 @@ void sync_filesystem(const std::filesystem::path& path) {
   ::close(fd);
 }
 
+std::vector<FolderEntry> list_folder(const std::filesystem::path& dir, std::error_code& error) {
+  error.clear();
+  std::vector<FolderEntry> out;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    error.assign(errno, std::generic_category());
+    return out;
+  }
+  alignas(8) char buf[16384];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error.assign(errno, std::generic_category());
+      out.clear();
+      break;
+    }
+    if (n == 0) break;
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + at);
+      at += e->d_reclen;
+      const std::string_view name(e->d_name);
+      if (name != "." && name != "..") out.push_back({std::string(name), e->d_type});
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+namespace {
+// The umask never_group_or_world_writable() left, -1 before it ran (the umask cannot be read without setting it).
+std::atomic<int> known_umask{-1};
+}  // namespace
+
 void make_private_dirs(const std::filesystem::path& dir) {
   // A run's folder is one new folder in one that is there: a mkdir, not create_directories' look at each part first
-  // (three path walks more a run).
-  if (::mkdir(dir.c_str(), 0755) != 0) std::filesystem::create_directories(dir);
+  // (three path walks more a run). A new folder the umask left 0755 needs no chmod (a path walk and an inode
+  // dirtied again, a run).
+  if (::mkdir(dir.c_str(), 0755) == 0) {
+    const int mask = known_umask.load(std::memory_order_relaxed);
+    if (mask >= 0 && (mode_t(mask) & 0755) == 0) return;
+  } else {
+    std::filesystem::create_directories(dir);
+  }
   ::chmod(dir.c_str(), 0755);
 }
 
 void never_group_or_world_writable() {
   const mode_t old = ::umask(022);
   ::umask(old | 022);
+  known_umask.store(int(old | 022), std::memory_order_relaxed);
 }
 
 bool plain_folder_name(std::string_view name) {

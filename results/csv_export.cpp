@@ -24,15 +24,28 @@ namespace fanout {
 
 namespace fs = std::filesystem;
 
-std::string csv_field(const std::string& text) {
+void append_csv_field(std::string& out, std::string_view text) {
   // A spreadsheet runs a cell that starts with = + - @ (or a tab or CR) as a formula: such text, unless it is a
   // number (-1 stays -1), gets a leading apostrophe, as OWASP's CSV-injection advice says.
   const bool formula = !text.empty() && text[0] != '\0' && std::strchr("=+-@\t\r", text[0]) != nullptr && !parse_double(text);
-  const std::string s = formula ? "'" + text : text;
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
+  if (text.find_first_of(",\"\n\r") == std::string_view::npos) {
+    if (formula) out += '\'';
+    out.append(text);
+    return;
+  }
+  out += '"';
+  if (formula) out += '\'';
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+}
+
+std::string csv_field(const std::string& text) {
+  std::string out;
+  append_csv_field(out, text);
+  return out;
 }
 
 // printf's "%.12g", as std::to_chars with a precision is specified to write it, at a sixth of snprintf's cost (a
@@ -63,10 +76,11 @@ void append(std::string& s, T v) {
 std::string parameter_cells(const std::vector<std::pair<std::string, std::string>>& params, const std::vector<std::string>& names) {
   std::string s;
   for (auto& name : names) {
-    std::string v;
+    const std::string* v = nullptr;  // the last of that name, as a map would keep it
     for (auto& [k, val] : params)
-      if (k == name) v = val;
-    s += csv_field(v) + ",";
+      if (k == name) v = &val;
+    if (v) append_csv_field(s, *v);
+    s += ',';
   }
   return s;
 }

@@ -76,6 +76,7 @@ CsvFiles export_csv(const ResultsDb& db, const std::filesystem::path& out_dir, b
 // RFC 4180 quoting of one field; text a spreadsheet would run as a formula (=, +, -, @ first, not a number)
 // gets a leading apostrophe.
 std::string csv_field(const std::string& s);
+void append_csv_field(std::string& out, std::string_view text);  // the same, added to `out`
 // A figure as the CSV files write it (12 significant digits).
 std::string csv_number(double v);
 void append_csv_number(std::string& s, double v);  // the same, added to s

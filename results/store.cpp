@@ -1,5 +1,6 @@
 #include "results/store.h"
 
+#include <dirent.h>
 #include <sqlite3.h>
 #include <cstdio>
 #include <unistd.h>
@@ -654,6 +655,7 @@ struct PackedRun {
   fs::path dir;
   std::vector<PackedFile> files;
   std::vector<ResultsDb::RankPlace> ranks;
+  ResultsDb::Declarations declared;  // of the files read whole, each (role, metric) as the last of them declared it
   std::vector<std::string> warnings;
 };
 
@@ -661,10 +663,11 @@ struct PackedRun {
 // and checked like any input: regular files of at most 64 KiB, names of [A-Za-z0-9_.-], values of one printable line.
 void read_plugin_provenance(const fs::path& run_dir, RunMetadata& meta, std::vector<std::string>& warnings) {
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(run_dir / FANOUT_RUN_PROVENANCE_DIR, ec)) {
+  const fs::path dir = run_dir / FANOUT_RUN_PROVENANCE_DIR;  // most runs have none: one failed open
+  for (auto& e : list_folder(dir, ec)) {
     std::string text;
     try {
-      text = read_input_file(e.path(), 64 * 1024);
+      text = read_input_file(dir / e.name, 64 * 1024);
     } catch (const UserError& err) {
       warnings.push_back(std::string(err.what()) + ": not read");
       continue;
@@ -687,14 +690,17 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
   read_plugin_provenance(run_dir, run.meta, run.warnings);
   std::vector<fs::path> files;
   std::error_code ec;
-  for (auto& e : fs::directory_iterator(samples_dir(run_dir), ec)) {
-    if (e.path().extension() != ".samples") continue;
+  const fs::path samples = samples_dir(run_dir);
+  for (auto& e : list_folder(samples, ec)) {
+    const fs::path file = samples / e.name;
+    if (file.extension() != ".samples") continue;
     std::error_code type_ec;
-    if (e.symlink_status(type_ec).type() != fs::file_type::regular) {  // a FIFO would hang the read, a device never end
-      run.warnings.push_back(e.path().string() + ": not a regular file, not read");
+    const bool regular = e.type == DT_UNKNOWN ? fs::symlink_status(file, type_ec).type() == fs::file_type::regular : e.type == DT_REG;
+    if (!regular) {  // a FIFO would hang the read, a device never end
+      run.warnings.push_back(file.string() + ": not a regular file, not read");
       continue;
     }
-    files.push_back(e.path());
+    files.push_back(file);
   }
   std::sort(files.begin(), files.end());
   // Every file packed on every core (a run of more than a MiB). Memory holds this run's samples (ingest_runs: two
@@ -717,6 +723,7 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
     }
     // Rank -1 holds figures of a step as a whole (a scheduler's accounting): no rank ran there, no place to record.
     if (p.info.rank >= 0) run.ranks.push_back({p.info.role, p.info.rank, p.info.node, p.info.cpus, p.info.gpus});
+    for (auto& d : p.info.declarations) run.declared[{p.info.role, d.metric}] = {better_text(d.better), (d.flags & 1u) != 0};
     if (p.info.truncated) run.warnings.push_back(files[i].string() + ": ends inside a record (the rank died while writing)");
   }
   return run;
@@ -751,9 +758,8 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
           sink.block(p.info.rank, ids[b.metric], b.count, b.rows);
         }
       }
-      for (auto& d : p.info.declarations) sink.declare(p.info.role, d.metric, better_text(d.better), d.flags & 1u);
     }
-  }, run.ranks);
+  }, run.ranks, &run.declared);
   report.warnings.insert(report.warnings.begin(), run.warnings.begin(), run.warnings.end());
   return report;
 }
@@ -1016,7 +1022,7 @@ bool has_resources(const ResultsDb::RankPlace& r) { return !r.cpus.empty() || !r
 
 IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_dir_in,
                                   const std::function<void(const SampleSink&, IngestReport&)>& emit,
-                                  const std::vector<RankPlace>& ranks) {
+                                  const std::vector<RankPlace>& ranks, const Declarations* declared_first) {
   const fs::path run_dir = fs::absolute(run_dir_in).lexically_normal();
   IngestReport report;
   // In a batch the run joins its transaction. Not a savepoint: SQLite journals every page a savepoint touches first
@@ -1043,13 +1049,15 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     del.bind(1, run_dir.string()).run();
     const RunStatusRecord st = meta.status.value_or(RunStatusRecord{"UNKNOWN", "", "", "run did not record an end", 0, 0, 0, 0, {}});
     Stmt ins(db_, prepared("INSERT INTO runs(experiment_id, session, path, status, param_hash, launcher, job_id, node_list, exit_code, "
-             "signal, reason, created_at, started_at, ended_at, ingested_at, provenance_set) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+             "signal, reason, created_at, started_at, ended_at, ingested_at, provenance_set, declaration_set) "
+             "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     ins.bind(1, experiment_id(meta.experiment, meta.plugin, meta.subcommand))
         .bind(2, meta.session).bind(3, run_dir.string()).bind(4, st.state).bind(5, meta.param_hash)
         .bind(6, meta.scheduler).bind(7, st.job_id).bind(8, st.node_list).bind(9, int64_t(st.exit_code))
         .bind(10, int64_t(st.signal)).bind(11, st.reason).bind(12, ns_to_s(meta.created_wall_ns))
         .bind(13, ns_to_s(st.start_wall_ns)).bind(14, ns_to_s(st.end_wall_ns)).bind(15, ns_to_s(wall_ns()))
         .bind(16, provenance_set(meta));
+    if (declared_first && !declared_first->empty()) ins.bind(17, declaration_set(*declared_first));  // else NULL
     ins.run();
     report.run_id = sqlite3_last_insert_rowid(db_);
     forget_orphans_of(report.run_id);
@@ -1091,8 +1099,11 @@ IngestReport ResultsDb::store_run(const RunMetadata& meta, const fs::path& run_d
     };
     emit(sink, report);
     packer.flush();
-    if (!declared.empty())
+    if (!declared.empty()) {
+      if (declared_first)
+        for (auto& [key, how] : *declared_first) declared.try_emplace(key, how);  // emit's are the later word
       Stmt(db_, prepared("UPDATE runs SET declaration_set = ? WHERE id = ?")).bind(1, declaration_set(declared)).bind(2, report.run_id).run();
+    }
     if (nested) ++batch_runs_;
     else exec("COMMIT;");
   } catch (const std::exception& e) {

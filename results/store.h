@@ -116,11 +116,15 @@ class ResultsDb {
     int rank = 0;
     std::string node, cpus, gpus;
   };
+  // What a run's ranks declared of its metrics: (role, metric) -> (better, setup cost), each as the last rank said.
+  using Declarations = std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>;
   // Stores one run described by `meta` (its folder is the key), with the samples `emit` produces and where its
-  // ranks ran, in one transaction that replaces any earlier copy. emit may add warnings.
+  // ranks ran, in one transaction that replaces any earlier copy. emit may add warnings. Declarations known before
+  // the samples (`declared`) go into the run's row as it is inserted; those emit makes update it after (an UPDATE
+  // of the row: SQLite copies a 32 KiB page into its statement journal for it, 7 % of a local run's instructions).
   IngestReport store_run(const struct RunMetadata& meta, const std::filesystem::path& run_dir,
                          const std::function<void(const SampleSink&, IngestReport&)>& emit,
-                         const std::vector<RankPlace>& ranks = {});
+                         const std::vector<RankPlace>& ranks = {}, const Declarations* declared = nullptr);
 
   // SQLite's page cache for this connection, at most `mib` MiB (64 by default: a large run's ingest stays in memory
   // until its commit). A driver storing many small runs caps it lower, as the cache would grow with the database.
@@ -211,7 +215,6 @@ class ResultsDb {
   // all. Per run they were 29 of its 51 rows, a quarter of the driver's CPU a run. A set is found by its content;
   // the ids of the last few are kept, as experiment_ids_ are.
   enum class SetKind { provenance, declarations };
-  using Declarations = std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>>;  // (role, metric) -> (better, setup cost)
   int64_t row_set(SetKind kind, const std::string& content, const std::function<void(int64_t set_id)>& insert_rows);
   int64_t provenance_set(const RunMetadata& meta);
   int64_t declaration_set(const Declarations& declared);

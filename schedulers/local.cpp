@@ -58,7 +58,8 @@ std::string describe_exit(const JobSpec& spec, const RankExit& e) {
 
 }  // namespace
 
-LocalScheduler::LocalScheduler(double kill_grace_s) : host_(hostname()), kill_grace_s_(kill_grace_s) {}
+LocalScheduler::LocalScheduler(double kill_grace_s)
+    : host_(hostname()), id_prefix_("local-" + std::to_string(::getpid()) + "-"), kill_grace_s_(kill_grace_s) {}
 
 LocalScheduler::~LocalScheduler() {
   for (auto& [id, j] : jobs_)
@@ -102,7 +103,7 @@ std::vector<LocalScheduler::Process> LocalScheduler::processes(const JobSpec& jo
 std::string LocalScheduler::submit(const JobSpec& spec) {
   spec.validate();
   auto job = std::make_unique<LocalJob>();
-  job->id = "local-" + std::to_string(::getpid()) + "-" + std::to_string(next_id_++);
+  job->id = id_prefix_ + std::to_string(next_id_++);
   job->spec = spec;
   job->token = kv_.open_job(spec.total_ranks());
   job->status.job_id = job->id;

@@ -217,6 +217,25 @@ TEST(Hardening, NothingIsGroupOrWorldWritableUnderUmaskZero) {
   EXPECT_GT(checked, 10) << "samples/, sample files, csv/ and the database were all looked at";
 }
 
+// A run's folder is 0755 whatever the umask (common/files.h make_private_dirs): made by one mkdir, chmodded only when
+// the umask took bits of 0755 away, as 077 does.
+TEST(Hardening, RunFoldersAre0755UnderAStrictUmask) {
+  test::TempDir d;
+  const mode_t old = ::umask(077);
+  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=strict", "--sleep_us=[1,2]", "--iterations=1"});
+  ::umask(old);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int runs = 0;
+  for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "strict")) {
+    if (!fs::exists(e.path() / "run.toml")) continue;
+    struct stat st {};
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755u) << e.path() << " mode " << std::oct << (st.st_mode & 07777);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 2);
+}
+
 // Job scripts of run folders whose paths hold any byte but control characters (quotes, $, backquotes,
 // backslashes, spaces, UTF-8): each script parses (bash -n) and has exactly the lines of one with a plain path,
 // so no path ever ends a line or starts a command.
