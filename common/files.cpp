@@ -179,7 +179,7 @@ std::vector<FolderEntry> list_folder(const std::filesystem::path& dir, std::erro
 }
 
 namespace {
-// The umask never_group_or_world_writable() left, -1 before it ran (the umask cannot be read without setting it).
+// The umask never_group_or_world_writable() left, -1 before it ran (reading it otherwise means setting it, or /proc).
 std::atomic<int> known_umask{-1};
 }  // namespace
 

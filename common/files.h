@@ -41,7 +41,8 @@ bool plain_folder_name(std::string_view name);
 // UserError naming it. A FIFO is not opened for reading (that would hang), /dev/zero or a 2 GB sparse file is not
 // read whole to find out.
 std::string read_input_file(const std::filesystem::path& path, size_t max_bytes);
-// Creates a directory (and parents) that is not world-writable (0755 regardless of umask for the leaf).
+// Creates a directory (and parents) that is not world-writable (0755 regardless of umask for the leaf; a parent's
+// default ACL or setgid bit applies to it as to any new folder).
 void make_private_dirs(const std::filesystem::path& dir);
 // Adds 022 to the process's umask: whatever the user's umask (even 000), nothing fanout or its ranks create
 // (folders, sample files, CSVs, plots) is group- or world-writable. Called first in every executable.

@@ -173,12 +173,12 @@ RunMetadata sweep_metadata(const ExperimentPlan& plan, const Plugin& plugin, con
   return m;
 }
 
-// A run's run.toml without its status: its sweep's shared part (sweep_metadata of its plugin) and its own.
+// A run's run.toml without its status or creation time: its sweep's shared part (sweep_metadata of its plugin) and
+// its own.
 RunMetadata run_metadata(RunMetadata shared, const ExperimentPlan& plan, const RunPlan& run) {
   RunMetadata m = std::move(shared);
   m.session = run.session;
   m.param_hash = run.param_hash;
-  m.created_wall_ns = wall_ns();
   m.parameters = run.point->pairs();
   for (auto& s : run.steps)
     m.steps.push_back({s.role, s.nodes, s.tasks_per_node, s.placement, s.cpus_per_task, s.gpus_per_task, s.memory_mb, s.binding, s.exclusive, s.entry, s.settings, s.mpi_program});

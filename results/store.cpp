@@ -655,7 +655,7 @@ struct PackedRun {
   fs::path dir;
   std::vector<PackedFile> files;
   std::vector<ResultsDb::RankPlace> ranks;
-  ResultsDb::Declarations declared;  // of the files read whole, each (role, metric) as the last of them declared it
+  ResultsDb::Declarations declared;  // of files held whole, each (role, metric) as the last declared it (streamed: none)
   std::vector<std::string> warnings;
 };
 
@@ -664,7 +664,9 @@ struct PackedRun {
 void read_plugin_provenance(const fs::path& run_dir, RunMetadata& meta, std::vector<std::string>& warnings) {
   std::error_code ec;
   const fs::path dir = run_dir / FANOUT_RUN_PROVENANCE_DIR;  // most runs have none: one failed open
-  for (auto& e : list_folder(dir, ec)) {
+  const std::vector<FolderEntry> listed = list_folder(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) warnings.push_back(dir.string() + ": " + ec.message() + ", not read");
+  for (auto& e : listed) {
     std::string text;
     try {
       text = read_input_file(dir / e.name, 64 * 1024);
@@ -691,7 +693,10 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
   std::vector<fs::path> files;
   std::error_code ec;
   const fs::path samples = samples_dir(run_dir);
-  for (auto& e : list_folder(samples, ec)) {
+  const std::vector<FolderEntry> listed = list_folder(samples, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)  // a run that recorded nothing has no samples/
+    run.warnings.push_back(samples.string() + ": " + ec.message() + ", no sample file read");
+  for (auto& e : listed) {
     const fs::path file = samples / e.name;
     if (file.extension() != ".samples") continue;
     std::error_code type_ec;
@@ -723,7 +728,8 @@ PackedRun pack_run_as(const fs::path& run_dir, RunMetadata meta) {
     }
     // Rank -1 holds figures of a step as a whole (a scheduler's accounting): no rank ran there, no place to record.
     if (p.info.rank >= 0) run.ranks.push_back({p.info.role, p.info.rank, p.info.node, p.info.cpus, p.info.gpus});
-    for (auto& d : p.info.declarations) run.declared[{p.info.role, d.metric}] = {better_text(d.better), (d.flags & 1u) != 0};
+    if (!stream)  // a streamed file is read again as it is stored, and declares only if it has not changed since
+      for (auto& d : p.info.declarations) run.declared[{p.info.role, d.metric}] = {better_text(d.better), (d.flags & 1u) != 0};
     if (p.info.truncated) run.warnings.push_back(files[i].string() + ": ends inside a record (the rank died while writing)");
   }
   return run;
@@ -751,6 +757,7 @@ IngestReport store_packed(ResultsDb& db, const PackedRun& run) {
               if (ids[id] < 0) ids[id] = sink.metric(p.info.role, std::string(s.metric), std::string(s.unit));
             },
             [&](uint32_t m, size_t count, std::string rows) { sink.block(p.info.rank, ids[m], count, rows); });
+        for (auto& d : p.info.declarations) sink.declare(p.info.role, d.metric, better_text(d.better), d.flags & 1u);
       } else {
         std::vector<int64_t> ids(p.metrics.size(), -1);  // resolved on first use: a metric may be defined and never recorded
         for (auto& b : p.blocks) {

@@ -44,9 +44,9 @@ class LocalScheduler : public Scheduler {
   // Lets a variant restate the final status (e.g. per-step exits from the job script's markers).
   virtual void finish_status(const JobSpec& job, JobStatus& status) const {}
   std::string host_;
-  std::string id_prefix_;  // "local-<driver pid>-": a job id is this and a count
 
  private:
+  std::string id_prefix_;  // "local-<driver pid>-": a job id is this and a count
   struct LocalJob;
   void reap();
   void advance(LocalJob& job, int64_t now);
