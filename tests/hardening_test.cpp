@@ -201,11 +201,22 @@ TEST(Hardening, EveryBadNumberAndUsageErrorIsExitTwoNamingTheFlag) {
   expect_refused(d, {"template_hello", std::string("--message=caf\xe9")}, "--message: the value is not valid UTF-8");
 }
 
+namespace {
+
+// A sweep run by fanout under `mask` (this process's umask, restored however the run ends: the next tests use it).
+test::CommandResult fanout_under_umask(const test::TempDir& d, mode_t mask, std::vector<std::string> args) {
+  struct Restore {
+    mode_t old;
+    ~Restore() { ::umask(old); }
+  } restore{::umask(mask)};
+  return fanout_cmd(d, std::move(args));
+}
+
+}  // namespace
+
 TEST(Hardening, NothingIsGroupOrWorldWritableUnderUmaskZero) {
   test::TempDir d;
-  const mode_t old = ::umask(0);
-  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=um", "--sleep_us=[1,2]", "--iterations=2"});
-  ::umask(old);
+  auto r = fanout_under_umask(d, 0, {"calibration_sleep", "--exp_name=um", "--sleep_us=[1,2]", "--iterations=2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int checked = 0;
   for (auto& e : fs::recursive_directory_iterator(d.path / "results")) {
@@ -221,9 +232,7 @@ TEST(Hardening, NothingIsGroupOrWorldWritableUnderUmaskZero) {
 // the umask took bits of 0755 away, as 077 does.
 TEST(Hardening, RunFoldersAre0755UnderAStrictUmask) {
   test::TempDir d;
-  const mode_t old = ::umask(077);
-  auto r = fanout_cmd(d, {"calibration_sleep", "--exp_name=strict", "--sleep_us=[1,2]", "--iterations=1"});
-  ::umask(old);
+  auto r = fanout_under_umask(d, 077, {"calibration_sleep", "--exp_name=strict", "--sleep_us=[1,2]", "--iterations=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int runs = 0;
   for (auto& e : fs::recursive_directory_iterator(d.path / "results" / "strict")) {
